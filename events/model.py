@@ -1,0 +1,100 @@
+"""The session event vocabulary: what can happen to a session, and the envelope a store records it in.
+
+Schema evolution rule (the log is forever, so this is a promise):
+
+* a tag (``type``) never changes meaning and is never reused;
+* a new field always gets a default, so every record ever written still decodes;
+* a field is never removed or retyped; a changed meaning gets a new field or a new tag.
+
+Times are integers, epoch nanoseconds; they are formatted (RFC 3339) only at the protocol edge.
+Tri-state fields use ``msgspec.UNSET`` for "unchanged": test them with ``is UNSET``, never truthiness.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "Event",
+    "RecordedEvent",
+    "SessionCreated",
+    "SessionDeleted",
+    "SessionInfoChanged",
+    "SessionUpdated",
+    "TitleSource",
+]
+
+
+class TitleSource(enum.Enum):
+    """Where a title came from. A ``USER`` title is never replaced by a generated one."""
+
+    USER = "user"
+    AGENT = "agent"
+    PROMPT = "prompt"
+
+
+class SessionCreated(msgspec.Struct, frozen=True, kw_only=True, tag="created", omit_defaults=True):
+    """A session began in ``cwd`` (absolute, canonical) at ``at`` (epoch ns; its first activity)."""
+
+    cwd: str
+    at: int
+    additional_directories: tuple[str, ...] = ()
+    title: str | None = None
+    title_source: TitleSource | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="updated", omit_defaults=True):
+    """Activity in a session at ``at``: moves ``updatedAt``.
+
+    ``messages`` is how many messages the activity added; ``payload`` is opaque to the registry (the
+    reference agent keeps a turn's messages there to replay them on ``session/load``).
+    """
+
+    at: int
+    messages: int = 0
+    payload: Any = None
+
+
+class SessionInfoChanged(msgspec.Struct, frozen=True, kw_only=True, tag="info_changed", omit_defaults=True):
+    """Title, ``updatedAt`` and ``_meta`` changed; each is UNSET (unchanged), None (cleared) or a value.
+
+    ``title_source`` says who produced a set title; a sent ``meta`` replaces the old object whole.
+    """
+
+    title: str | UnsetType | None = UNSET
+    title_source: TitleSource | UnsetType = UNSET
+    updated_at: int | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = msgspec.field(default=UNSET, name="_meta")
+
+
+class SessionDeleted(msgspec.Struct, frozen=True, kw_only=True, tag="deleted", omit_defaults=True):
+    """The session is gone for good: a tombstone. ``reason`` is free text for people (e.g. "source gone")."""
+
+    reason: str | None = None
+
+
+Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted
+"""Everything a session's stream can hold (a tagged union; the tag field is ``type``)."""
+
+EVENT_TYPES: tuple[type[Event], ...] = (SessionCreated, SessionUpdated, SessionInfoChanged, SessionDeleted)
+
+
+class RecordedEvent(msgspec.Struct, frozen=True, rename="camel"):
+    """An event as the log holds it.
+
+    ``position`` is global and strictly increasing in commit order (not necessarily contiguous);
+    ``version`` counts the session's own events 1, 2, 3... without gaps; ``event_id`` is stored at most once.
+    """
+
+    position: int
+    session_id: str
+    version: int
+    event_id: uuid.UUID
+    recorded_at: int
+    event: Event

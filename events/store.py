@@ -1,0 +1,300 @@
+"""The event store protocol: one small abstract base, one module per backend beside it.
+
+A backend implements five steps (``_append``, ``read``, ``read_stream``, ``head``, ``_close``) and says who
+it is (``identity``). Everything else - argument checks, the doorbell that wakes subscribers, catch-up then
+live subscriptions, the context manager - lives here once, so every backend behaves the same and the one
+contract suite in ``events.testing`` holds them all to it.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Self
+
+import msgspec
+
+from events.codec import new_event_id, now_ns
+from events.errors import EventIdConflict, StoreClosedError
+from events.model import EVENT_TYPES, Event, RecordedEvent
+
+__all__ = [
+    "ANY",
+    "NO_STREAM",
+    "EventStore",
+    "StoreIdentity",
+    "Subscription",
+    "resolve_retry",
+]
+
+ANY: Final = -1
+"""Expected version: append whatever the stream's version is."""
+NO_STREAM: Final = 0
+"""Expected version: the session has no events yet."""
+
+Clock = Callable[[], int]
+
+
+class StoreIdentity(msgspec.Struct, frozen=True):
+    """Who a store is: a stable id and a secret kept with the log (cursors are signed with it)."""
+
+    store_id: str
+    secret: bytes
+
+
+class _Doorbell:
+    """Wakes waiting subscribers. Carries no data: a woken reader always pulls from the log."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def ring(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float | None) -> None:
+        with self._cond:
+            if self._generation == seen:
+                self._cond.wait(timeout)
+
+
+class EventStore(abc.ABC):
+    """An append-only log of session events.
+
+    Invariants every backend keeps (each has a test in the contract suite):
+    positions strictly increase in commit order; a session's versions are 1..n without gaps; a batch is
+    stored whole or not at all; an event id is stored at most once, forever.
+    """
+
+    #: How often a subscription looks for appends by other processes (None: only local appends happen).
+    poll_interval: float | None = None
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock or now_ns
+        self._doorbell = _Doorbell()
+        self._closed = False
+
+    # -- the protocol -------------------------------------------------------------------------------
+
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_version: int = ANY,
+        *,
+        event_ids: Sequence[uuid.UUID] | None = None,
+    ) -> list[int]:
+        """Append ``events`` to the session's stream atomically and return their positions.
+
+        ``expected_version`` is ``ANY``, ``NO_STREAM`` or the exact current version; a mismatch raises
+        ``ConcurrencyError`` and writes nothing. Re-appending events whose ids are all stored already (a
+        retry) returns the original positions and writes nothing; a stored id with other content raises
+        ``EventIdConflict``.
+        """
+        self._check_open()
+        ids = _check_append_args(session_id, events, expected_version, event_ids)
+        positions = self._append(session_id, list(events), expected_version, ids)
+        self._doorbell.ring()
+        return positions
+
+    @abc.abstractmethod
+    def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
+        """Events with position > ``after`` in position order, at most ``limit`` of them."""
+
+    @abc.abstractmethod
+    def read_stream(self, session_id: str, after_version: int = 0) -> list[RecordedEvent]:
+        """One session's events with version > ``after_version``, in version order."""
+
+    @abc.abstractmethod
+    def head(self) -> int:
+        """The position of the last committed event (0 for an empty log)."""
+
+    @property
+    @abc.abstractmethod
+    def identity(self) -> StoreIdentity:
+        """This store's stable id and secret."""
+
+    def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
+        """Every event after ``after`` (default: the current head), then live. No gap, no duplicate."""
+        self._check_open()
+        start = self.head() if after is None else _check_position("after", after)
+        return Subscription(self, start, batch)
+
+    def iter_events(self, after: int = 0, *, batch: int = 10_000) -> Iterator[RecordedEvent]:
+        """The whole log after ``after``, read in batches (memory stays flat on large logs)."""
+        while True:
+            chunk = self.read(after, batch)
+            yield from chunk
+            if len(chunk) < batch:
+                return
+            after = chunk[-1].position
+
+    def close(self) -> None:
+        """Release the store; subscriptions end. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close()
+        self._doorbell.ring()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what backends implement ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _append(
+        self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
+    ) -> list[int]:
+        """Store one checked batch atomically (see ``append``)."""
+
+    def _close(self) -> None:
+        """Release backend resources."""
+
+    def _wait_for_change(self, seen: int, timeout: float | None) -> None:
+        """Block until the doorbell rings after ``seen``, or ``timeout`` passes."""
+        self._doorbell.wait(seen, timeout)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{type(self).__name__} is closed")
+
+
+class Subscription:
+    """Catch-up then live: pulls the log after the last position seen whenever the doorbell rings.
+
+    The doorbell carries no events, so an append that lands between a read and the wait is never lost:
+    the generation is taken before each read. One consumer thread per subscription; ``close`` may be
+    called from any thread.
+    """
+
+    def __init__(self, store: EventStore, after: int, batch: int) -> None:
+        self._store = store
+        self._position = after
+        self._batch = batch
+        self._closed = False
+
+    @property
+    def position(self) -> int:
+        """The last position delivered."""
+        return self._position
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._store.closed
+
+    def poll(self, timeout: float | None = None) -> list[RecordedEvent]:
+        """The next events after ``position``, waiting up to ``timeout`` seconds (None: until some come
+        or the subscription closes). Returns ``[]`` on timeout or close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        store = self._store
+        while not self.closed:
+            seen = store._doorbell.generation
+            events = store.read(self._position, self._batch)
+            if events:
+                self._position = events[-1].position
+                return events
+            wait = store.poll_interval
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                wait = remaining if wait is None else min(wait, remaining)
+            store._wait_for_change(seen, wait)
+        return []
+
+    def __iter__(self) -> Iterator[RecordedEvent]:
+        """Every event, blocking for the next; ends when the subscription or the store closes."""
+        while not self.closed:
+            yield from self.poll()
+
+    def close(self) -> None:
+        self._closed = True
+        self._store._doorbell.ring()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_position(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int position, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_append_args(
+    session_id: object, events: object, expected_version: object, event_ids: object
+) -> list[uuid.UUID]:
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
+    if not session_id:
+        raise ValueError("session_id must not be empty")
+    if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+        raise TypeError(f"events must be a sequence of events, not {type(events).__name__}")
+    if not events:
+        raise ValueError("events must not be empty: an append stores at least one event")
+    for i, event in enumerate(events):
+        if not isinstance(event, EVENT_TYPES):
+            raise TypeError(f"events[{i}] is a {type(event).__name__}, not a session event")
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise TypeError(f"expected_version must be an int, not {type(expected_version).__name__}")
+    if expected_version < ANY:
+        raise ValueError(f"expected_version must be ANY (-1), NO_STREAM (0) or a version, got {expected_version}")
+    if event_ids is None:
+        return [new_event_id() for _ in events]
+    if isinstance(event_ids, str | bytes) or not isinstance(event_ids, Sequence):
+        raise TypeError(f"event_ids must be a sequence of UUIDs, not {type(event_ids).__name__}")
+    if len(event_ids) != len(events):
+        raise ValueError(f"event_ids has {len(event_ids)} ids for {len(events)} events")
+    for i, event_id in enumerate(event_ids):
+        if not isinstance(event_id, uuid.UUID):
+            raise TypeError(f"event_ids[{i}] is a {type(event_id).__name__}, not a uuid.UUID")
+    if len(set(event_ids)) != len(event_ids):
+        raise ValueError("event_ids repeats an id within one batch")
+    return list(event_ids)
+
+
+def resolve_retry(
+    session_id: str,
+    events: Sequence[Event],
+    event_ids: Sequence[uuid.UUID],
+    stored: Sequence[RecordedEvent | None],
+) -> list[int]:
+    """A batch some of whose ids are stored already: the same batch again (a retry) or a conflict.
+
+    A retry returns the original positions. Anything else - a mix of stored and new ids, another
+    session, other content - raises ``EventIdConflict`` and writes nothing.
+    """
+    positions = []
+    for event, event_id, record in zip(events, event_ids, stored, strict=True):
+        if record is None:
+            raise EventIdConflict(str(event_id), "this batch mixes ids stored already with new ones")
+        if record.session_id != session_id:
+            raise EventIdConflict(
+                str(event_id), f"stored for session {record.session_id!r}, appended for {session_id!r}"
+            )
+        if record.event != event:
+            raise EventIdConflict(str(event_id), f"stored at position {record.position} with other content")
+        positions.append(record.position)
+    return positions

@@ -1,0 +1,430 @@
+"""The contract every event store must keep, as an importable pytest suite.
+
+A backend's test module subclasses ``StoreContract`` and says how to build its store::
+
+    class TestSqliteStore(StoreContract):
+        @pytest.fixture
+        def store_url(self, tmp_path): return f"sqlite:///{tmp_path}/log.db"
+
+``store_url`` may return None for a store that cannot be shared between processes (the cross-process
+and crash tests then skip). ``corrupt`` may be overridden to damage one stored record.
+
+Run as ``python -m events.testing writer URL ...`` it is the child process of the cross-process tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from events.errors import (
+    ConcurrencyError,
+    CorruptEventError,
+    EventIdConflict,
+    StoreClosedError,
+)
+from events.model import Event, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
+from events.store import ANY, NO_STREAM, EventStore
+from events.urls import open_store
+from events.verify import verify_log
+
+__all__ = ["StoreContract", "check_log", "fake_clock"]
+
+
+def fake_clock(start: int = 1_700_000_000_000_000_000, step: int = 1_000) -> Callable[[], int]:
+    """A deterministic clock in epoch ns that advances ``step`` on every call."""
+    now = [start]
+
+    def clock() -> int:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def check_log(store: EventStore) -> list[RecordedEvent]:
+    """Read the whole log and assert the store's invariants; return it."""
+    report = verify_log(store)
+    assert report.healthy, report.problems
+    log = store.read()
+    positions = [r.position for r in log]
+    assert positions == sorted(set(positions)), "positions must strictly increase"
+    assert len({r.event_id for r in log}) == len(log), "an event id is stored twice"
+    return log
+
+
+def _activity(n: int, **payload: object) -> SessionUpdated:
+    return SessionUpdated(at=1_000 + n, messages=1, payload=payload or None)
+
+
+class StoreContract:
+    """What every ``EventStore`` promises. Subclass and provide the ``store_url`` fixture."""
+
+    @pytest.fixture
+    def store_url(self) -> str | None:
+        raise NotImplementedError("a backend's test class provides the store_url fixture")
+
+    @pytest.fixture
+    def store(self, store_url: str | None) -> Iterator[EventStore]:
+        store = self.open(store_url)
+        yield store
+        store.close()
+
+    def open(self, url: str | None) -> EventStore:
+        return open_store(url or "memory://", clock=fake_clock())
+
+    def corrupt(self, store: EventStore, position: int) -> None:
+        """Damage the stored bytes of one record (backends that can be damaged override this)."""
+        pytest.skip(f"{type(store).__name__} cannot be corrupted from outside")
+
+    # -- basics -------------------------------------------------------------------------------------
+
+    def test_empty_store(self, store: EventStore) -> None:
+        assert store.head() == 0
+        assert store.read() == []
+        assert store.read_stream("nobody") == []
+        assert list(store.iter_events()) == []
+
+    def test_append_and_read_back(self, store: EventStore) -> None:
+        created = SessionCreated(
+            cwd="/work/a", at=5, additional_directories=("/lib", "/docs"), title="hi", meta={"k": [1, 2]}
+        )
+        changed = SessionInfoChanged(title=None, updated_at=7, meta={"x": None})
+        ids = [uuid.uuid4(), uuid.uuid4()]
+        positions = store.append("s1", [created, changed], NO_STREAM, event_ids=ids)
+        assert len(positions) == 2 and positions[0] < positions[1]
+        assert store.head() == positions[1]
+        log = store.read()
+        assert [r.event for r in log] == [created, changed]
+        assert [r.version for r in log] == [1, 2]
+        assert [r.event_id for r in log] == ids
+        assert [r.session_id for r in log] == ["s1", "s1"]
+        assert log[0].recorded_at == log[1].recorded_at > 0
+        assert isinstance(log[1].event, SessionInfoChanged)
+        assert log[1].event.title is None  # an explicit clear survives storage
+        assert log[1].event.title_source is not None  # UNSET stays UNSET, never becomes None
+
+    def test_recorded_time_comes_from_the_clock(self, store: EventStore) -> None:
+        store.append("s1", [_activity(1)])
+        store.append("s1", [_activity(2)])
+        first, second = store.read()
+        assert 1_700_000_000_000_000_000 < first.recorded_at < second.recorded_at < 1_800_000_000_000_000_000
+
+    def test_versions_are_gapless_per_session(self, store: EventStore) -> None:
+        for n in range(5):
+            store.append("a", [_activity(n)])
+            store.append("b", [_activity(n), _activity(n)])
+        assert [r.version for r in store.read_stream("a")] == [1, 2, 3, 4, 5]
+        assert [r.version for r in store.read_stream("b")] == list(range(1, 11))
+        assert [r.version for r in store.read_stream("b", after_version=8)] == [9, 10]
+        check_log(store)
+
+    def test_read_after_and_limit(self, store: EventStore) -> None:
+        positions = [p for n in range(10) for p in store.append(f"s{n % 3}", [_activity(n)])]
+        assert [r.position for r in store.read(after=positions[3], limit=4)] == positions[4:8]
+        assert [r.position for r in store.read(after=positions[-1])] == []
+        assert [r.position for r in store.iter_events(after=positions[1], batch=3)] == positions[2:]
+
+    # -- expected versions and atomicity -------------------------------------------------------------
+
+    def test_expected_version(self, store: EventStore) -> None:
+        store.append("s", [_activity(1)], NO_STREAM)
+        with pytest.raises(ConcurrencyError) as caught:
+            store.append("s", [_activity(2)], NO_STREAM)
+        assert (caught.value.session_id, caught.value.expected, caught.value.actual) == ("s", 0, 1)
+        store.append("s", [_activity(2), _activity(3)], 1)
+        with pytest.raises(ConcurrencyError) as caught:
+            store.append("s", [_activity(4)], 2)
+        assert (caught.value.expected, caught.value.actual) == (2, 3)
+        with pytest.raises(ConcurrencyError):
+            store.append("new", [_activity(1)], 4)
+        store.append("s", [_activity(5)], ANY)
+        assert [r.version for r in store.read_stream("s")] == [1, 2, 3, 4]
+        assert store.read_stream("new") == []
+        store.append("new", [_activity(1)], NO_STREAM)  # the refused append left no stream behind
+
+    def test_a_refused_batch_writes_nothing(self, store: EventStore) -> None:
+        taken = uuid.uuid4()
+        store.append("s", [_activity(1)], event_ids=[taken])
+        head = store.head()
+        with pytest.raises(EventIdConflict):
+            store.append("s", [_activity(2), _activity(3), _activity(4)], event_ids=[uuid.uuid4(), taken, uuid.uuid4()])
+        with pytest.raises(ConcurrencyError):
+            store.append("s", [_activity(2), _activity(3)], 5)
+        with pytest.raises(TypeError):  # not encodable: refused before anything is written
+            store.append("s", [_activity(2), SessionUpdated(at=1, payload=object())])
+        assert store.head() == head
+        assert [r.version for r in store.read_stream("s")] == [1]
+        assert store.append("s", [_activity(2)], 1) == [store.head()]
+
+    # -- idempotency ----------------------------------------------------------------------------------
+
+    def test_a_retried_batch_returns_its_original_positions(self, store: EventStore) -> None:
+        ids = [uuid.uuid4(), uuid.uuid4()]
+        batch: list[Event] = [SessionCreated(cwd="/a", at=1), _activity(2)]
+        first = store.append("s", batch, NO_STREAM, event_ids=ids)
+        store.append("other", [_activity(3)])
+        again = store.append("s", batch, NO_STREAM, event_ids=ids)  # stale expected version: still a retry
+        assert again == first
+        assert store.append("s", batch, ANY, event_ids=ids) == first
+        assert len(store.read()) == 3
+        check_log(store)
+
+    def test_a_reused_event_id_with_other_content_is_refused(self, store: EventStore) -> None:
+        taken = uuid.uuid4()
+        store.append("s", [_activity(1)], event_ids=[taken])
+        with pytest.raises(EventIdConflict, match="other content"):
+            store.append("s", [_activity(99)], event_ids=[taken])
+        with pytest.raises(EventIdConflict, match="stored for session 's'"):
+            store.append("t", [_activity(1)], event_ids=[taken])
+        with pytest.raises(ValueError):  # EventIdConflict is a ValueError too
+            store.append("s", [_activity(1), _activity(2)], event_ids=[taken, uuid.uuid4()])
+        assert len(store.read()) == 1
+
+    # -- bad arguments --------------------------------------------------------------------------------
+
+    def test_bad_arguments_say_what_is_wrong(self, store: EventStore) -> None:
+        ok = [_activity(1)]
+        cases: list[tuple[type[Exception], str, Callable[[], object]]] = [
+            (TypeError, "session_id must be a str", lambda: store.append(7, ok)),  # type: ignore[arg-type]
+            (ValueError, "must not be empty", lambda: store.append("", ok)),
+            (ValueError, "at least one event", lambda: store.append("s", [])),
+            (TypeError, "not a session event", lambda: store.append("s", [{"at": 1}])),  # type: ignore[list-item]
+            (TypeError, "sequence of events", lambda: store.append("s", _activity(1))),  # type: ignore[arg-type]
+            (TypeError, "expected_version must be an int", lambda: store.append("s", ok, "1")),  # type: ignore[arg-type]
+            (ValueError, "expected_version must be", lambda: store.append("s", ok, -2)),
+            (ValueError, "1 events", lambda: store.append("s", ok, event_ids=[])),
+            (TypeError, "not a uuid.UUID", lambda: store.append("s", ok, event_ids=["x"])),  # type: ignore[list-item]
+            (ValueError, "repeats an id", lambda: store.append("s", ok * 2, event_ids=[uuid.UUID(int=1)] * 2)),
+            (TypeError, "after must be an int", lambda: store.subscribe(after="0")),  # type: ignore[arg-type]
+            (ValueError, "after must be >= 0", lambda: store.subscribe(after=-1)),
+        ]
+        for error, message, call in cases:
+            with pytest.raises(error, match=message):
+                call()
+        assert store.head() == 0
+
+    # -- subscriptions --------------------------------------------------------------------------------
+
+    def test_subscribe_catches_up_then_goes_live(self, store: EventStore) -> None:
+        early = store.append("s", [_activity(1), _activity(2)])
+        with store.subscribe(after=0) as sub:
+            assert [r.position for r in sub.poll(timeout=5)] == early
+            assert sub.poll(timeout=0.01) == []
+            threading.Timer(0.05, lambda: store.append("t", [_activity(3)])).start()
+            live = sub.poll(timeout=10)
+            assert [r.session_id for r in live] == ["t"]
+            assert sub.position == live[-1].position
+
+    def test_subscribe_without_after_starts_at_the_head(self, store: EventStore) -> None:
+        store.append("s", [_activity(1)])
+        with store.subscribe() as sub:
+            assert sub.poll(timeout=0.01) == []
+            store.append("s", [_activity(2)])
+            assert [r.version for r in sub.poll(timeout=5)] == [2]
+
+    def test_closing_ends_subscriptions_and_refuses_use(self, store_url: str | None) -> None:
+        store = self.open(store_url)
+        store.append("s", [_activity(1)])
+        sub = store.subscribe(after=0)
+        seen: list[RecordedEvent] = []
+        reader = threading.Thread(target=lambda: seen.extend(sub))
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.005)
+        store.close()
+        reader.join(10)
+        assert not reader.is_alive() and len(seen) == 1
+        store.close()  # twice is harmless
+        for call in (store.head, store.read, lambda: store.append("s", [_activity(2)])):
+            with pytest.raises(StoreClosedError):
+                call()
+
+    # -- concurrency ----------------------------------------------------------------------------------
+
+    def test_threads_append_and_subscribers_see_everything_once_in_order(self, store: EventStore) -> None:
+        writers, batches = 8, 40
+        acknowledged: list[list[int]] = []
+        lock = threading.Lock()
+        total = writers * batches * 2
+        seen: dict[int, list[RecordedEvent]] = {0: [], 1: []}
+
+        def write(w: int) -> None:
+            for b in range(batches):
+                session = f"w{w}" if b % 2 else "shared"
+                positions = store.append(session, [_activity(b, w=w, b=b), _activity(b, w=w, b=b)])
+                with lock:
+                    acknowledged.append(positions)
+
+        def follow(n: int) -> None:
+            with store.subscribe(after=0) as sub:
+                deadline = time.monotonic() + 60
+                while len(seen[n]) < total and time.monotonic() < deadline:
+                    seen[n].extend(sub.poll(timeout=1))
+
+        threads = [threading.Thread(target=follow, args=(n,)) for n in (0, 1)]
+        threads += [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        log = check_log(store)
+        assert len(log) == total
+        assert sorted(p for batch in acknowledged for p in batch) == [r.position for r in log]
+        for n in (0, 1):
+            assert [r.position for r in seen[n]] == [r.position for r in log], f"subscriber {n} differs"
+        _assert_batches_do_not_interleave(acknowledged)
+        assert [r.version for r in store.read_stream("shared")] == list(range(1, writers * batches + 1))
+
+    def test_optimistic_writers_never_lose_an_update(self, store: EventStore) -> None:
+        """Read-decide-append loops with exact expected versions: every success is a distinct version."""
+        store.append("counter", [_activity(0)], NO_STREAM)
+        conflicts = Counter[int]()
+
+        def bump(w: int) -> None:
+            done = 0
+            while done < 15:
+                version = len(store.read_stream("counter"))
+                try:
+                    store.append("counter", [_activity(version, w=w)], version)
+                    done += 1
+                except ConcurrencyError:
+                    conflicts[w] += 1
+
+        threads = [threading.Thread(target=bump, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert [r.version for r in store.read_stream("counter")] == list(range(1, 62))
+        check_log(store)
+
+    # -- damaged records ------------------------------------------------------------------------------
+
+    def test_a_corrupt_record_is_reported_with_its_position(self, store: EventStore) -> None:
+        positions = [p for n in range(4) for p in store.append("s", [_activity(n)])]
+        self.corrupt(store, positions[2])
+        with pytest.raises(CorruptEventError) as caught:
+            store.read()
+        assert caught.value.position == positions[2]
+        assert str(positions[2]) in str(caught.value)
+        assert [r.position for r in store.read(limit=2)] == positions[:2]
+        report = verify_log(store)
+        assert [p.position for p in report.problems] == [positions[2]]
+        assert report.events == 3
+
+    # -- other processes ------------------------------------------------------------------------------
+
+    def test_two_processes_append_to_one_store(self, store_url: str | None, store: EventStore) -> None:
+        if store_url is None:
+            pytest.skip("this store cannot be shared between processes")
+        children = [_spawn_writer(store_url, f"p{n}", batches=60) for n in range(2)]
+        seen: list[RecordedEvent] = []
+        with store.subscribe(after=0) as sub:
+            deadline = time.monotonic() + 120
+            while len(seen) < 2 * 60 * 3 and time.monotonic() < deadline:
+                seen.extend(sub.poll(timeout=1))
+        acknowledged = [_acknowledged(child.communicate(timeout=120)[0]) for child in children]
+        assert [child.returncode for child in children] == [0, 0]
+        log = check_log(store)
+        assert len(log) == 2 * 60 * 3
+        assert [r.position for r in seen] == [r.position for r in log], "a subscriber missed a remote append"
+        batches = [b for child in acknowledged for b in child]
+        assert sorted(p for b in batches for p in b) == [r.position for r in log]
+        _assert_batches_do_not_interleave(batches)
+
+    def test_acknowledged_appends_survive_sigkill(self, store_url: str | None) -> None:
+        if store_url is None:
+            pytest.skip("this store cannot be shared between processes")
+        rng = random.Random(20261202)
+        acknowledged: list[list[int]] = []
+        for run in range(20):
+            child = _spawn_writer(store_url, f"crash{run}", batches=100_000)
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(rng.uniform(0.0, 0.25))
+            child.send_signal(signal.SIGKILL)
+            out, _ = child.communicate(timeout=30)
+            acknowledged.extend(_acknowledged(out))
+        store = self.open(store_url)
+        try:
+            log = check_log(store)
+            by_position = {r.position: r for r in log}
+            missing = [p for batch in acknowledged for p in batch if p not in by_position]
+            assert not missing, f"acknowledged events lost: {missing[:10]}"
+            sizes: dict[str, int] = defaultdict(int)
+            expected: dict[str, int] = {}
+            for r in log:
+                assert isinstance(r.event, SessionUpdated) and isinstance(r.event.payload, dict)
+                sizes[r.event.payload["batch"]] += 1
+                expected[r.event.payload["batch"]] = r.event.payload["size"]
+            partial = {b: n for b, n in sizes.items() if n != expected[b]}
+            assert not partial, f"partial batches in the log: {partial}"
+            assert len(acknowledged) >= 20, "the children were killed before acknowledging anything"
+        finally:
+            store.close()
+
+
+def _assert_batches_do_not_interleave(batches: list[list[int]]) -> None:
+    spans = sorted((min(b), max(b)) for b in batches)
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end < start, f"two batches interleave their positions: ...{end} and {start}..."
+
+
+def _spawn_writer(url: str, prefix: str, batches: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "events.testing", "writer", url, prefix, str(batches)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _acknowledged(out: str) -> list[list[int]]:
+    """Positions of each batch the child acknowledged (a line cut short by the kill is not one)."""
+    batches = []
+    for line in out.splitlines(keepends=True):
+        if line.startswith("ack ") and line.endswith("\n"):
+            batches.append([int(p) for p in line.split()[1:]])
+    return batches
+
+
+def _writer(url: str, prefix: str, batches: int) -> None:
+    """Append batches of 1-5 events (each knowing its batch and size) and print every acknowledgement."""
+    store = open_store(url)
+    rng = random.Random(f"{prefix}{os.getpid()}")
+    print("ready", flush=True)
+    for n in range(batches):
+        batch_id = f"{prefix}-{os.getpid()}-{n}"
+        size = rng.randint(1, 5) if batches > 1000 else 3
+        session = f"{prefix}-{rng.randrange(5)}"
+        positions = store.append(session, [_activity(n, batch=batch_id, size=size, i=i) for i in range(size)], ANY)
+        print("ack", *positions, flush=True)
+    store.close()
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m events.testing")
+    sub = parser.add_subparsers(dest="command", required=True)
+    writer = sub.add_parser("writer", help="append batches and acknowledge each on stdout")
+    writer.add_argument("url")
+    writer.add_argument("prefix")
+    writer.add_argument("batches", type=int)
+    args = parser.parse_args()
+    _writer(args.url, args.prefix, args.batches)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,50 @@
+"""Opening a store from a URL: ``memory://``, ``sqlite:///abs/path.db[?synchronous=normal]``."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import cast
+
+from events.memory import MemoryStore
+from events.sqlite import SqliteStore, Synchronous
+from events.store import Clock, EventStore
+
+__all__ = ["open_store"]
+
+_SQLITE_OPTIONS = {"synchronous": ("full", "normal", "off")}
+
+
+def open_store(url: str, *, clock: Clock | None = None) -> EventStore:
+    """Open the store a URL names. Bad URLs raise ``ValueError`` saying what is wrong."""
+    if not isinstance(url, str):
+        raise TypeError(f"store URL must be a str, not {type(url).__name__}")
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        if parts.netloc or parts.path or parts.query:
+            raise ValueError(f"memory store URLs take nothing after the scheme: write 'memory://', not {url!r}")
+        return MemoryStore(clock=clock)
+    if scheme == "sqlite":
+        if parts.netloc:
+            raise ValueError(
+                f"{url!r}: a SQLite store URL needs an absolute path after three slashes, "
+                "e.g. sqlite:///home/me/sessions.db"
+            )
+        path = "/" + urllib.parse.unquote(parts.path).lstrip("/") if parts.path.startswith("/") else parts.path
+        if not os.path.isabs(path) or path.endswith("/"):
+            raise ValueError(
+                f"{url!r}: the SQLite path must be an absolute file path, e.g. sqlite:///home/me/sessions.db"
+            )
+        options = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        for key, value in options.items():
+            allowed = _SQLITE_OPTIONS.get(key)
+            if allowed is None:
+                raise ValueError(f"{url!r}: unknown option {key!r} (known: {', '.join(_SQLITE_OPTIONS)})")
+            if value not in allowed:
+                raise ValueError(f"{url!r}: {key} must be one of {', '.join(allowed)}, got {value!r}")
+        synchronous = cast(Synchronous, options.get("synchronous", "full"))
+        return SqliteStore(path, synchronous=synchronous, clock=clock)
+    if scheme in ("postgresql", "postgres"):
+        raise ValueError(f"{url!r}: the PostgreSQL store is not available in this version")
+    raise ValueError(f"{url!r}: unknown store URL scheme {parts.scheme!r}; use memory:// or sqlite:///abs/path.db")
