@@ -8,7 +8,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from events import NO_STREAM, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource, open_store
+from events import (
+    NO_STREAM,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+    open_store,
+)
 from events.verify import verify_log
 
 

@@ -1,0 +1,106 @@
+"""Cursors: opaque, versioned, signed, bound to the store and to the filter that produced them.
+
+A cursor holds the log position its walk started at (later pages are served as of that position) and the
+sort key of the last session it returned. Layout before base64url (no padding)::
+
+    version (1 byte) | body length (1 byte) | body (msgpack array) | HMAC-SHA256(secret, all before)[:16]
+
+The body names the store by a fingerprint of its id, so a cursor from another store is told apart from a
+tampered one. Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts a walk.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from typing import Final
+
+import msgspec
+
+from events.store import StoreIdentity
+from registry.errors import InvalidCursor
+
+__all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
+
+CURSOR_VERSION: Final = 1
+_MAC_BYTES: Final = 16
+
+
+class Cursor(msgspec.Struct, frozen=True):
+    """Where a walk is: started at ``position``, last returned sort key ``(rank, session_id)``."""
+
+    position: int
+    rank: int
+    session_id: str
+
+
+class _Body(msgspec.Struct, array_like=True, frozen=True):
+    store: bytes
+    scope: bytes
+    position: int
+    rank: int
+    session_id: str
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_Body)
+
+
+def _fingerprint(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()[:8]
+
+
+def _scope(cwd: str | None) -> bytes:
+    return _fingerprint("all" if cwd is None else f"cwd\x00{cwd}")
+
+
+class CursorCodec:
+    """Makes and checks the cursors of one store."""
+
+    def __init__(self, identity: StoreIdentity) -> None:
+        self._secret = identity.secret
+        self._store = _fingerprint(identity.store_id)
+
+    def _mac(self, data: bytes) -> bytes:
+        return hmac.new(self._secret, data, hashlib.sha256).digest()[:_MAC_BYTES]
+
+    def encode(self, cursor: Cursor, cwd: str | None) -> str:
+        body = _encoder.encode(_Body(self._store, _scope(cwd), cursor.position, cursor.rank, cursor.session_id))
+        if len(body) > 255:
+            raise ValueError("a cursor body must fit in 255 bytes (is the session id that long?)")
+        data = bytes((CURSOR_VERSION, len(body))) + body
+        return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
+
+    def decode(self, token: str, cwd: str | None) -> Cursor:
+        """The cursor a token holds, if this store made it for this filter; else ``InvalidCursor``."""
+        try:
+            raw = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise InvalidCursor("garbled", "not a cursor this registry issued (bad characters)") from None
+        if len(raw) < 2:
+            raise InvalidCursor("truncated", "the cursor is cut short")
+        if raw[0] != CURSOR_VERSION:
+            if 1 < raw[0] < 16:  # the shape of a cursor from a later version of this library
+                raise InvalidCursor(
+                    "version", f"cursor version {raw[0]} is not supported (this registry makes {CURSOR_VERSION})"
+                )
+            raise InvalidCursor("garbled", "not a cursor this registry issued")
+        size = 2 + raw[1] + _MAC_BYTES
+        if len(raw) < size:
+            raise InvalidCursor("truncated", "the cursor is cut short")
+        if len(raw) > size:
+            raise InvalidCursor("garbled", "the cursor has trailing bytes")
+        data, mac = raw[: size - _MAC_BYTES], raw[size - _MAC_BYTES :]
+        try:
+            body = _decoder.decode(data[2:])
+        except msgspec.DecodeError:
+            raise InvalidCursor("garbled", "the cursor's contents do not decode") from None
+        if body.store != self._store:
+            raise InvalidCursor("foreign", "the cursor was issued by another registry store")
+        if not hmac.compare_digest(mac, self._mac(data)):
+            raise InvalidCursor("tampered", "the cursor's signature does not match its contents")
+        if body.scope != _scope(cwd):
+            raise InvalidCursor("cwd", "the cursor belongs to a walk with another cwd filter")
+        return Cursor(body.position, body.rank, body.session_id)

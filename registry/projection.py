@@ -1,0 +1,373 @@
+"""The live set of sessions, folded from the log, with the indexes ``session/list`` pages are read from.
+
+The fold is pure: no clock, no I/O. Given the same events it builds the same state, whether live, by replay,
+or from a snapshot plus the tail. Each event is applied in O(log n): one dict update and at most one
+remove/insert in the global index and in its cwd's index (``SortedList``s of sort keys).
+
+Consistent walks: states are immutable, so the projection keeps, for the last ``window`` events, the state
+each event replaced (its undo log). The list as of an earlier position P is then the current index minus the
+sessions changed since P, plus those sessions as they were at P: exact, without copying anything.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import heapq
+import sys
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any, NamedTuple
+
+from msgspec import UNSET
+from sortedcontainers import SortedList
+
+from events.model import (
+    RecordedEvent,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+)
+from registry.model import SessionState, sort_key
+
+__all__ = ["Change", "Page", "Projection", "fold"]
+
+SortKey = tuple[int, str]
+
+_GENERATED = (TitleSource.AGENT, TitleSource.PROMPT)
+
+
+class Change(NamedTuple):
+    """What one applied event did to a session: ``before`` is None for a creation."""
+
+    position: int
+    before: SessionState | None
+    after: SessionState
+
+
+class Page(NamedTuple):
+    states: list[SessionState]
+    more: bool
+    """More sessions follow the page (as of the same position)."""
+    consistent: bool
+    """The page is exactly the list as of the walk's position (False: past the consistency window)."""
+
+
+def fold(state: SessionState | None, record: RecordedEvent) -> SessionState | None:
+    """The session after ``record``; None when the event changes nothing (it is then ignored).
+
+    Rules the fold keeps whatever was appended: a session is created once; nothing follows a deletion; a
+    generated title (agent or prompt; a title without a source counts as generated) never replaces a title
+    the user set.
+    """
+    event = record.event
+    if isinstance(event, SessionCreated):
+        if state is not None:
+            return None
+        return SessionState(
+            record.session_id,
+            sys.intern(event.cwd),  # a handful of cwds shared by many sessions: keep one string each
+            event.additional_directories,
+            event.title,
+            (event.title_source or TitleSource.AGENT) if event.title is not None else None,
+            event.at,
+            event.meta,
+            0,
+            event.at,
+            record.version,
+            record.position,
+        )
+    if state is None or state.deleted:
+        return None
+    if isinstance(event, SessionUpdated):
+        return SessionState(
+            state.session_id,
+            state.cwd,
+            state.additional_directories,
+            state.title,
+            state.title_source,
+            event.at,
+            state.meta,
+            state.messages + event.messages,
+            state.created_at,
+            record.version,
+            record.position,
+        )
+    if isinstance(event, SessionInfoChanged):
+        title, title_source = state.title, state.title_source
+        if event.title is None:
+            title, title_source = None, None
+        elif event.title is not UNSET:
+            source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
+            if not (state.title_source is TitleSource.USER and source in _GENERATED):
+                title, title_source = event.title, source
+        return SessionState(
+            state.session_id,
+            state.cwd,
+            state.additional_directories,
+            title,
+            title_source,
+            state.updated_at if event.updated_at is UNSET else event.updated_at,
+            state.meta if event.meta is UNSET else event.meta,
+            state.messages,
+            state.created_at,
+            record.version,
+            record.position,
+        )
+    assert isinstance(event, SessionDeleted)
+    return SessionState(
+        state.session_id,
+        state.cwd,
+        state.additional_directories,
+        state.title,
+        state.title_source,
+        state.updated_at,
+        state.meta,
+        state.messages,
+        state.created_at,
+        record.version,
+        record.position,
+        True,
+    )
+
+
+class _AsOf:
+    """The sessions changed after a position, each as it was at that position (None: not yet created)."""
+
+    __slots__ = ("changed", "end", "extras")
+
+    def __init__(self) -> None:
+        self.changed: dict[str, SessionState | None] = {}
+        self.end = 0
+        self.extras: dict[str | None, list[tuple[SortKey, SessionState]]] = {}
+
+
+class Projection:
+    """Sessions by id, plus the recency indexes; knows the log position it reflects."""
+
+    def __init__(self, *, window: int = 100_000) -> None:
+        if window < 0:
+            raise ValueError(f"window must be >= 0, got {window}")
+        self.position = 0
+        self.window = window
+        self._sessions: dict[str, SessionState] = {}
+        self._global: Any = SortedList()
+        self._by_cwd: dict[str, Any] = {}
+        # Undo log: the state each recent event replaced, oldest first, from index _undo_start on.
+        self._undo_positions: list[int] = []
+        self._undo: list[tuple[str, SessionState | None]] = []
+        self._undo_start = 0
+        self._undo_floor = 0  # every event after this position is in the undo log
+        self._as_of_cache: dict[int, _AsOf] = {}
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> SessionState | None:
+        """The session's state, deleted ones included (a tombstone keeps its last state)."""
+        return self._sessions.get(session_id)
+
+    def __len__(self) -> int:
+        """Live sessions."""
+        return len(self._global)
+
+    def sessions(self) -> Iterator[SessionState]:
+        """Every live session, in list order."""
+        sessions = self._sessions
+        return (sessions[key[1]] for key in self._global)
+
+    def states(self) -> dict[str, SessionState]:
+        """All sessions by id, deleted ones included (a copy)."""
+        return dict(self._sessions)
+
+    def cwd_counts(self) -> dict[str, int]:
+        return {cwd: len(index) for cwd, index in self._by_cwd.items() if index}
+
+    @property
+    def window_floor(self) -> int:
+        """Walks started at or after this position are exact."""
+        return self._undo_floor
+
+    def page(self, *, as_of: int, after: SortKey | None, cwd: str | None, limit: int) -> Page:
+        """Up to ``limit`` sessions following ``after`` in the list as it was at position ``as_of``.
+
+        Within the consistency window the page is exact. Past it, the walk goes on in the current list in
+        the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
+        """
+        index = self._global if cwd is None else self._by_cwd.get(cwd)
+        current: Iterable[SortKey] = (
+            ()
+            if index is None
+            else (index.irange(minimum=after, inclusive=(False, True)) if after is not None else index)
+        )
+        sessions = self._sessions
+        as_of_state = self._as_of(as_of)
+        if as_of_state is None:
+            stream: Iterator[SessionState] = (s for s in (sessions[key[1]] for key in current) if s.position <= as_of)
+        elif not as_of_state.changed:
+            stream = (sessions[key[1]] for key in current)
+        else:
+            changed = as_of_state.changed
+            unchanged = ((key, sessions[key[1]]) for key in current if key[1] not in changed)
+            extras = self._extras(as_of_state, cwd)
+            if after is not None:
+                extras = extras[bisect.bisect_right(extras, after, key=lambda pair: pair[0]) :]
+            stream = (s for _, s in heapq.merge(unchanged, extras, key=lambda pair: pair[0]))
+        states = list(islice(stream, limit + 1))
+        more = len(states) > limit
+        return Page(states[:limit], more, as_of_state is not None)
+
+    def _as_of(self, position: int) -> _AsOf | None:
+        """Sessions changed after ``position`` with their state at it; None past the window."""
+        if position >= self.position:
+            return _AsOf()
+        if position < self._undo_floor:
+            return None
+        entry = self._as_of_cache.get(position)
+        if entry is None:
+            if len(self._as_of_cache) >= 16:
+                self._as_of_cache.pop(next(iter(self._as_of_cache)))
+            entry = self._as_of_cache[position] = _AsOf()
+            entry.end = bisect.bisect_right(self._undo_positions, position, lo=self._undo_start)
+        if entry.end < len(self._undo):
+            changed = entry.changed
+            for session_id, before in self._undo[entry.end :]:
+                if session_id not in changed:
+                    changed[session_id] = before
+            entry.end = len(self._undo)
+            entry.extras.clear()
+        return entry
+
+    @staticmethod
+    def _extras(entry: _AsOf, cwd: str | None) -> list[tuple[SortKey, SessionState]]:
+        """The changed sessions that were live at the position (in ``cwd``), in their order then."""
+        extras = entry.extras.get(cwd)
+        if extras is None:
+            extras = sorted(
+                (
+                    (sort_key(s), s)
+                    for s in entry.changed.values()
+                    if s is not None and not s.deleted and (cwd is None or s.cwd == cwd)
+                ),
+                key=lambda pair: pair[0],
+            )
+            entry.extras[cwd] = extras
+        return extras
+
+    # -- folding --------------------------------------------------------------------------------------
+
+    def apply(self, record: RecordedEvent) -> Change | None:
+        """Fold one event in (events at or below ``position`` are skipped: already applied)."""
+        if record.position <= self.position:
+            return None
+        self.position = record.position
+        before = self._sessions.get(record.session_id)
+        after = fold(before, record)
+        if after is None:
+            return None
+        self._set(before, after)
+        self._remember(record.position, record.session_id, before)
+        return Change(record.position, before, after)
+
+    def _set(self, before: SessionState | None, after: SessionState) -> None:
+        self._sessions[after.session_id] = after
+        old_key = None if before is None or before.deleted else sort_key(before)
+        new_key = None if after.deleted else sort_key(after)
+        if old_key == new_key:
+            return
+        if old_key is not None:
+            assert before is not None
+            self._global.remove(old_key)
+            self._by_cwd[before.cwd].remove(old_key)
+        if new_key is not None:
+            self._global.add(new_key)
+            index = self._by_cwd.get(after.cwd)
+            if index is None:
+                index = self._by_cwd[after.cwd] = SortedList()
+            index.add(new_key)
+
+    def _remember(self, position: int, session_id: str, before: SessionState | None) -> None:
+        if self.window == 0:
+            self._undo_floor = position
+            return
+        self._undo_positions.append(position)
+        self._undo.append((session_id, before))
+        if len(self._undo) - self._undo_start > self.window:
+            self._undo_start += 1
+            self._undo_floor = self._undo_positions[self._undo_start - 1]
+            if self._undo_start >= max(self.window, 1024):
+                del self._undo_positions[: self._undo_start]
+                del self._undo[: self._undo_start]
+                self._undo_start = 0
+                self._as_of_cache.clear()  # cached indexes into the undo log moved
+
+    def load(self, records: Iterable[RecordedEvent], *, head: int | None = None) -> int:
+        """Fold many events at once (a cold rebuild or a long tail): states first, indexes sorted at the end.
+
+        Only events within ``window`` of ``head`` (the log's head, when known) go into the undo log. The cyclic
+        GC is paused meanwhile: the states hold no cycles, and it would otherwise walk them over and over.
+        Returns how many events were read.
+        """
+        remember_from = 0 if head is None else head - self.window
+        sessions = self._sessions
+        count = 0
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for record in records:
+                count += 1
+                if record.position <= self.position:
+                    continue
+                self.position = record.position
+                before = sessions.get(record.session_id)
+                after = fold(before, record)
+                if after is None:
+                    continue
+                sessions[record.session_id] = after
+                if record.position > remember_from:
+                    self._remember(record.position, record.session_id, before)
+                else:
+                    self._undo_floor = record.position
+            self._reindex()
+        finally:
+            if enabled:
+                gc.enable()
+        return count
+
+    def _reindex(self) -> None:
+        """Rebuild the indexes by sorting once (far faster than inserting one key at a time)."""
+        by_cwd: dict[str, list[SortKey]] = {}
+        everything: list[SortKey] = []
+        for state in self._sessions.values():
+            if state.deleted:
+                continue
+            key = sort_key(state)
+            everything.append(key)
+            by_cwd.setdefault(state.cwd, []).append(key)
+        self._global = SortedList(everything)
+        self._by_cwd = {cwd: SortedList(keys) for cwd, keys in by_cwd.items()}
+
+    def restore(self, states: Iterable[SessionState], position: int) -> None:
+        """Start from a snapshot's states at ``position`` (the undo window then starts there)."""
+        self._sessions = {s.session_id: s for s in states}
+        self.position = position
+        self._undo_floor = position
+        self._undo_positions, self._undo, self._undo_start = [], [], 0
+        self._as_of_cache.clear()
+        self._reindex()
+
+    def __eq__(self, other: object) -> bool:
+        """Same position, same sessions (deleted ones included); indexes are derived from them."""
+        if not isinstance(other, Projection):
+            return NotImplemented
+        return self.position == other.position and self._sessions == other._sessions
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def check_indexes(self) -> None:
+        """Assert the indexes match the states (for tests)."""
+        live = sorted(sort_key(s) for s in self._sessions.values() if not s.deleted)
+        assert list(self._global) == live
+        for cwd, index in self._by_cwd.items():
+            assert list(index) == sorted(sort_key(s) for s in self._sessions.values() if not s.deleted and s.cwd == cwd)

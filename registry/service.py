@@ -1,0 +1,495 @@
+"""``SessionRegistry``: the facade a host embeds. Commands in, events to the log, answers from the projection.
+
+Commands are validated, turned into events and appended with the session's expected version (a conflict
+re-reads the log and tries again), so rules such as "nothing changes a deleted session" hold across threads
+and processes. The projection is fed from the store only: by the registry's own appends (read back at once,
+so a caller reads its own writes) and by a follower thread that tails the store, so sessions written by other
+processes on the same store show up within the store's poll interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Self
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from events.codec import now_ns
+from events.errors import ConcurrencyError
+from events.model import (
+    Event,
+    RecordedEvent,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+)
+from events.sqlite import SqliteStore
+from events.store import NO_STREAM, Clock, EventStore
+from events.urls import open_store
+from registry.cursor import Cursor, CursorCodec
+from registry.errors import (
+    InvalidCursor,
+    InvalidParams,
+    MethodNotFound,
+    SessionDeletedError,
+    SessionExists,
+    SessionNotFound,
+)
+from registry.model import (
+    META_CONSISTENCY,
+    ListSessionsResult,
+    SessionInfo,
+    SessionState,
+    parse_time,
+    session_info,
+    sort_key,
+)
+from registry.paths import normalise_cwd
+from registry.projection import Change, Projection
+from registry.snapshot import Snapshot, load_snapshot, save_snapshot
+
+__all__ = ["MAX_PAGE_SIZE", "MAX_TITLE_LENGTH", "SessionRegistry"]
+
+log = logging.getLogger(__name__)
+
+MAX_TITLE_LENGTH: Final = 500
+MAX_PAGE_SIZE: Final = 1000
+_RETRIES: Final = 20
+
+
+class SessionRegistry:
+    """Session history as an event log, answering ACP ``session/list`` from a projection.
+
+    Thread-safe. ``page_size`` is how many sessions a ``session/list`` page holds (1 to 1000); ``window`` is
+    how many recent events a walk may span and still be exact (see the README); ``snapshot_path`` is where
+    the projection snapshot lives (None: no snapshot).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        page_size: int = 50,
+        window: int = 100_000,
+        resolve_symlinks: bool = False,
+        additional_directories: bool = True,
+        snapshot_path: str | os.PathLike[str] | None = None,
+        snapshot_every: int = 100_000,
+        follow: bool = True,
+        clock: Clock | None = None,
+        owns_store: bool = False,
+    ) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page_size must be an int from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
+        self.store = store
+        self.page_size = page_size
+        self.resolve_symlinks = resolve_symlinks
+        self.additional_directories = additional_directories
+        self.snapshot_path = None if snapshot_path is None else Path(snapshot_path)
+        self.snapshot_every = snapshot_every
+        self._clock: Clock = clock or now_ns
+        self._owns_store = owns_store
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[Sequence[Change]], None]] = []
+        self._cursors = CursorCodec(store.identity)
+        self._projection = Projection(window=window)
+        self._snapshot_position = 0
+        self.loaded_from_snapshot = False
+        self._load()
+        self._closed = False
+        self._follower: threading.Thread | None = None
+        if follow:
+            self._subscription = store.subscribe(after=self._projection.position)
+            self._follower = threading.Thread(target=self._follow, name="acp-registry-follower", daemon=True)
+            self._follower.start()
+
+    @classmethod
+    def open(cls, url: str, **options: Any) -> SessionRegistry:
+        """Open a registry on the store a URL names (it closes the store when it closes).
+
+        A SQLite store keeps its projection snapshot beside the database (``<file>.snapshot``).
+        """
+        store = open_store(url, clock=options.pop("clock", None))
+        if isinstance(store, SqliteStore) and "snapshot_path" not in options:
+            options["snapshot_path"] = store.path + ".snapshot"
+        try:
+            return cls(store, owns_store=True, **options)
+        except BaseException:
+            store.close()
+            raise
+
+    # -- loading and following the log ----------------------------------------------------------------
+
+    def _load(self) -> None:
+        head = self.store.head()
+        if self.snapshot_path is not None:
+            snapshot = load_snapshot(self.snapshot_path, self.store)
+            if snapshot is not None:
+                self._projection.restore(snapshot.sessions, snapshot.position)
+                self._snapshot_position = snapshot.position
+                self.loaded_from_snapshot = True
+        self._projection.load(self.store.iter_events(self._projection.position), head=head)
+
+    def _follow(self) -> None:
+        subscription = self._subscription
+        while not subscription.closed:
+            try:
+                records = subscription.poll(timeout=1.0)
+                if records:
+                    self._apply(records)
+                    self._maybe_snapshot()
+            except Exception:
+                if subscription.closed:
+                    return
+                log.exception("the registry's follower failed; retrying in a second")
+                time.sleep(1.0)
+
+    def _apply(self, records: Sequence[RecordedEvent]) -> None:
+        with self._lock:
+            changes = [c for c in map(self._projection.apply, records) if c is not None]
+            if changes:
+                for listener in self._listeners:
+                    listener(changes)
+
+    def sync(self) -> int:
+        """Fold in everything the store holds now (other processes' appends included); returns the position."""
+        with self._lock:
+            self._apply(self.store.read(self._projection.position))
+            return self._projection.position
+
+    def _sync_to(self, position: int) -> None:
+        with self._lock:
+            while self._projection.position < position:
+                self._apply(self.store.read(self._projection.position))
+
+    @property
+    def position(self) -> int:
+        """The log position the registry's answers reflect."""
+        return self._projection.position
+
+    # -- commands -------------------------------------------------------------------------------------
+
+    def create(
+        self,
+        cwd: str,
+        *,
+        session_id: str | None = None,
+        additional_directories: Sequence[str] = (),
+        title: str | None = None,
+        title_source: TitleSource = TitleSource.USER,
+        meta: Mapping[str, Any] | None = None,
+        at: int | None = None,
+    ) -> SessionInfo:
+        """Start a session in ``cwd`` (absolute). Raises ``SessionExists`` if the id is taken."""
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+        _check_session_id(session_id)
+        if isinstance(additional_directories, str) or not isinstance(additional_directories, Sequence):
+            raise InvalidParams("additionalDirectories must be a list of absolute paths")
+        event = SessionCreated(
+            cwd=self._path(cwd, "cwd"),
+            at=self._clock() if at is None else parse_time(at, field="at"),
+            additional_directories=tuple(
+                self._path(d, f"additionalDirectories[{i}]") for i, d in enumerate(additional_directories)
+            ),
+            title=None if title is None else _check_title(title),
+            title_source=None if title is None else _check_source(title_source),
+            meta=_check_meta(meta),
+        )
+        try:
+            positions = self.store.append(session_id, [event], NO_STREAM)
+        except ConcurrencyError:
+            raise SessionExists(session_id) from None
+        self._sync_to(positions[-1])
+        return self.get(session_id)
+
+    def record_activity(
+        self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
+    ) -> SessionInfo:
+        """Activity in a session: moves ``updatedAt`` (to ``at``, default now) and adds ``messages``."""
+        if isinstance(messages, bool) or not isinstance(messages, int) or messages < 0:
+            raise InvalidParams(f"messages must be a non-negative int, got {messages!r}")
+        when = self._clock() if at is None else parse_time(at, field="at")
+        self._write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
+        return self.get(session_id)
+
+    def change_info(
+        self,
+        session_id: str,
+        *,
+        title: str | UnsetType | None = UNSET,
+        title_source: TitleSource = TitleSource.USER,
+        updated_at: Any = UNSET,
+        meta: Mapping[str, Any] | UnsetType | None = UNSET,
+    ) -> SessionInfo:
+        """Set (a value), clear (None) or keep (UNSET) the title, ``updatedAt`` and ``_meta``.
+
+        A generated title (``title_source`` AGENT or PROMPT) never replaces one the user set: it is dropped.
+        Nothing is written when nothing would change.
+        """
+        if isinstance(title, str):
+            _check_title(title)
+        elif title is not None and title is not UNSET:
+            raise InvalidParams(f"title must be a string or null, not {type(title).__name__}")
+        source = _check_source(title_source)
+        stamp: int | UnsetType | None = (
+            updated_at if updated_at is UNSET or updated_at is None else parse_time(updated_at)
+        )
+        new_meta = meta if meta is UNSET else _check_meta(meta)
+
+        def events(state: SessionState) -> list[Event]:
+            change: dict[str, Any] = {}
+            if title is not UNSET and (title, source if title is not None else None) != (
+                state.title,
+                state.title_source,
+            ):
+                generated_over_user = state.title_source is TitleSource.USER and source is not TitleSource.USER
+                if title is None or not generated_over_user:
+                    change["title"] = title
+                    if title is not None:
+                        change["title_source"] = source
+            if stamp is not UNSET and stamp != state.updated_at:
+                change["updated_at"] = stamp
+            if new_meta is not UNSET and new_meta != state.meta:
+                change["meta"] = new_meta
+            return [SessionInfoChanged(**change)] if change else []
+
+        self._write(session_id, events)
+        return self.get(session_id)
+
+    def delete(self, session_id: str, *, reason: str | None = None) -> None:
+        """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
+        _check_session_id(session_id)
+        for _ in range(_RETRIES):
+            state = self._state(session_id)
+            if state is None or state.deleted:
+                return
+            try:
+                positions = self.store.append(session_id, [SessionDeleted(reason=reason)], state.version)
+            except ConcurrencyError:
+                self.sync()
+                continue
+            self._sync_to(positions[-1])
+            return
+        raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
+
+    def _write(self, session_id: str, make: Callable[[SessionState], list[Event]]) -> None:
+        """Append what ``make`` decides from the current state, with that state's version as expected."""
+        _check_session_id(session_id)
+        for _ in range(_RETRIES):
+            state = self._state(session_id)
+            if state is None:
+                raise SessionNotFound(session_id)
+            if state.deleted:
+                raise SessionDeletedError(session_id)
+            events = make(state)
+            if not events:
+                return
+            try:
+                positions = self.store.append(session_id, events, state.version)
+            except ConcurrencyError:
+                self.sync()
+                continue
+            self._sync_to(positions[-1])
+            return
+        raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
+
+    def _state(self, session_id: str) -> SessionState | None:
+        state = self._projection.get(session_id)
+        if state is None:
+            self.sync()  # perhaps created by another process a moment ago
+            state = self._projection.get(session_id)
+        return state
+
+    def _path(self, value: object, field: str) -> str:
+        return normalise_cwd(value, field=field, resolve_symlinks=self.resolve_symlinks)
+
+    # -- queries --------------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> SessionInfo:
+        """A session's ACP info. ``SessionNotFound`` (or its subclass ``SessionDeletedError``) otherwise."""
+        state = self._state(session_id)
+        if state is None:
+            raise SessionNotFound(session_id)
+        if state.deleted:
+            raise SessionDeletedError(session_id)
+        return session_info(state, additional_directories=self.additional_directories)
+
+    def state(self, session_id: str) -> SessionState | None:
+        """Everything the registry knows of a session, deleted ones included."""
+        return self._state(session_id)
+
+    def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
+        """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
+        scope = None if cwd is None else self._path(cwd, "cwd")
+        with self._lock:
+            projection = self._projection
+            if cursor is None:
+                as_of, after = projection.position, None
+            else:
+                walk = self._cursors.decode(cursor, scope)
+                if walk.position > projection.position:
+                    self.sync()
+                    if walk.position > projection.position:
+                        raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
+                as_of, after = walk.position, (walk.rank, walk.session_id)
+            page = projection.page(as_of=as_of, after=after, cwd=scope, limit=self.page_size)
+            infos = [session_info(s, additional_directories=self.additional_directories) for s in page.states]
+        result = ListSessionsResult(infos)
+        if page.more:
+            rank, last = sort_key(page.states[-1])
+            result.next_cursor = self._cursors.encode(Cursor(as_of, rank, last), scope)
+        if not page.consistent:
+            result.meta = {
+                META_CONSISTENCY: "current",
+                f"{META_CONSISTENCY}Note": "this walk started before the consistency window: it goes on in the "
+                "current order and leaves out sessions changed since it began",
+            }
+        return result
+
+    def __len__(self) -> int:
+        """Live sessions."""
+        return len(self._projection)
+
+    # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
+
+    def handle(self, method: str, params: Any = None) -> dict[str, Any]:
+        """Answer an ACP request: the exact result object, or an error carrying its JSON-RPC code
+        (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``; unknown keys are ignored.
+        """
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidParams(f"params must be an object, not {_json_type(params)}")
+        if method == "session/list":
+            cwd = _optional_str(params, "cwd")
+            cursor = _optional_str(params, "cursor")
+            return msgspec.to_builtins(self.list(cwd=cwd, cursor=cursor))  # type: ignore[no-any-return]
+        if method == "session/delete":
+            session_id = params.get("sessionId")
+            if not isinstance(session_id, str) or not session_id:
+                raise InvalidParams(f"sessionId must be a non-empty string, got {_json_type(session_id)}")
+            self.delete(session_id)
+            return {}
+        raise MethodNotFound(method)
+
+    # -- change listeners, snapshots, closing ---------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
+        """Call ``listener`` with each batch of changes, in log order, under the registry's lock.
+
+        Returns a function that removes it. Listeners must be quick and must not raise (the change stream
+        in ``registry.changes`` isolates its subscribers this way).
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def save_snapshot(self) -> int | None:
+        """Write the projection snapshot now; returns its position (None without a snapshot path)."""
+        if self.snapshot_path is None:
+            return None
+        with self._lock:
+            position = self._projection.position
+            states = list(self._projection.states().values())
+        event_id = None
+        if position > 0:
+            event_id = self.store.read(position - 1, 1)[0].event_id
+        save_snapshot(
+            self.snapshot_path, Snapshot(self.store.identity.store_id, position, event_id, self._clock(), states)
+        )
+        self._snapshot_position = position
+        return position
+
+    def _maybe_snapshot(self) -> None:
+        if (
+            self.snapshot_path is not None
+            and self._projection.position - self._snapshot_position >= self.snapshot_every
+        ):
+            try:
+                self.save_snapshot()
+            except OSError as exc:
+                log.warning("could not write the snapshot %s: %s", self.snapshot_path, exc)
+
+    def close(self) -> None:
+        """Stop following the log, save a snapshot if the log moved on, close an owned store."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._follower is not None:
+            self._subscription.close()
+            self._follower.join(10)
+        try:
+            if self.snapshot_path is not None and self._projection.position != self._snapshot_position:
+                self.save_snapshot()
+        except OSError as exc:
+            log.warning("could not write the snapshot %s: %s", self.snapshot_path, exc)
+        finally:
+            if self._owns_store:
+                self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _optional_str(params: dict[str, Any], key: str) -> str | None:
+    value = params.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidParams(f"{key} must be a string, not {_json_type(value)}")
+    return value
+
+
+def _check_session_id(session_id: object) -> None:
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidParams(f"sessionId must be a non-empty string, got {_json_type(session_id)}")
+
+
+def _check_title(title: object) -> str:
+    if not isinstance(title, str):
+        raise InvalidParams(f"title must be a string, not {_json_type(title)}")
+    if len(title) > MAX_TITLE_LENGTH:
+        raise InvalidParams(f"title is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
+    return title
+
+
+def _check_source(source: object) -> TitleSource:
+    if not isinstance(source, TitleSource):
+        raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}")
+    return source
+
+
+def _check_meta(meta: object) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping) or not all(isinstance(k, str) for k in meta):
+        raise InvalidParams("_meta must be a JSON object with string keys")
+    try:
+        return msgspec.json.decode(msgspec.json.encode(dict(meta)))  # type: ignore[no-any-return]
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise InvalidParams(f"_meta must hold only JSON values ({exc})") from exc

@@ -1,0 +1,199 @@
+"""Property tests: the projection is a pure fold, and a walk of pages is the list as of its start.
+
+Histories are random raw appends (not only what the registry's commands would write): duplicate creations,
+writes after deletions, activity for unknown sessions, generated titles racing user ones, and many equal
+timestamps, so ties on ``updatedAt`` are common.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from msgspec import UNSET
+
+from events import (
+    MemoryStore,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+)
+from events.model import Event
+from registry import Projection, SessionRegistry, SessionState
+from registry.model import META_CONSISTENCY
+
+SESSIONS = [f"s{n}" for n in range(5)]
+CWDS = ["/a", "/b", "/a/x"]
+TIMES = st.integers(min_value=0, max_value=6).map(lambda n: n * 1_000_000_000)
+
+events_strategy: st.SearchStrategy[Event] = st.one_of(
+    st.builds(
+        SessionCreated,
+        cwd=st.sampled_from(CWDS),
+        at=TIMES,
+        title=st.none() | st.sampled_from(["first", "other"]),
+        title_source=st.none() | st.sampled_from(TitleSource),
+        meta=st.none() | st.just({"k": 1}),
+    ),
+    st.builds(SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
+    st.builds(
+        SessionInfoChanged,
+        title=st.just(UNSET) | st.none() | st.sampled_from(["first", "renamed"]),
+        title_source=st.just(UNSET) | st.sampled_from(TitleSource),
+        updated_at=st.just(UNSET) | st.none() | TIMES,
+        meta=st.just(UNSET) | st.none() | st.sampled_from([{"k": 2}, {"k": 1, "z": [1]}]),
+    ),
+    st.builds(SessionDeleted),
+    # A user rename followed by a generated title: the rule most worth hammering on.
+    st.builds(SessionInfoChanged, title=st.just("mine"), title_source=st.just(TitleSource.USER)),
+    st.builds(SessionInfoChanged, title=st.just("generated"), title_source=st.sampled_from(TitleSource)),
+)
+operation = st.tuples(st.sampled_from(SESSIONS), st.lists(events_strategy, min_size=1, max_size=3))
+history = st.lists(operation, max_size=60)
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _write(store: MemoryStore, ops: list[tuple[str, list[Event]]]) -> None:
+    for session_id, events in ops:
+        store.append(session_id, events)
+
+
+def _expected_order(states: list[SessionState]) -> list[str]:
+    """The documented order, computed independently of the projection's keys."""
+    dated = sorted((s for s in states if s.updated_at is not None), key=lambda s: (-(s.updated_at or 0), s.session_id))
+    undated = sorted((s for s in states if s.updated_at is None), key=lambda s: s.session_id)
+    return [s.session_id for s in dated + undated]
+
+
+@FAST
+@given(ops=history, split=st.floats(0, 1))
+def test_live_replay_and_snapshot_plus_tail_agree(ops: list[tuple[str, list[Event]]], split: float) -> None:
+    store = MemoryStore()
+    live = Projection()
+    for session_id, events in ops:
+        store.append(session_id, events)
+        for record in store.read(live.position):
+            live.apply(record)
+    log = store.read()
+
+    replayed = Projection()
+    assert replayed.load(log, head=store.head()) == len(log)
+
+    cut = int(len(log) * split)
+    first = Projection()
+    first.load(log[:cut])
+    from_snapshot = Projection()
+    from_snapshot.restore(first.states().values(), first.position)
+    from_snapshot.load(log[cut:])
+
+    assert live == replayed == from_snapshot
+    for projection in (live, replayed, from_snapshot):
+        projection.check_indexes()
+        live_states = [s for s in projection.states().values() if not s.deleted]
+        assert [s.session_id for s in projection.sessions()] == _expected_order(live_states)
+
+
+@FAST
+@given(ops=history)
+def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[Event]]]) -> None:
+    store = MemoryStore()
+    projection = Projection()
+    deleted: set[str] = set()
+    for session_id, events in ops:
+        store.append(session_id, events)
+        for record in store.read(projection.position):
+            before = projection.get(record.session_id)
+            projection.apply(record)
+            after = projection.get(record.session_id)
+            if record.session_id in deleted:
+                assert after == before, "a deleted session changed"
+            if after is not None and after.deleted:
+                deleted.add(record.session_id)
+            if before is not None and before.title_source is TitleSource.USER and before.title is not None:
+                assert after is not None
+                if after.title != before.title:
+                    assert after.title is None or after.title_source is TitleSource.USER, "generated over user"
+
+
+def _live_at(log: list[Any], position: int, cwd: str | None) -> list[str]:
+    projection = Projection()
+    projection.load(r for r in log if r.position <= position)
+    return [s.session_id for s in projection.sessions() if cwd is None or s.cwd == cwd]
+
+
+@FAST
+@given(
+    before=history,
+    during=st.lists(history.map(lambda ops: ops[:4]), max_size=12),
+    page_size=st.integers(1, 4),
+    cwd=st.none() | st.sampled_from(CWDS),
+)
+def test_a_walk_returns_the_list_as_of_its_start_once_each(
+    before: list[tuple[str, list[Event]]],
+    during: list[list[tuple[str, list[Event]]]],
+    page_size: int,
+    cwd: str | None,
+) -> None:
+    store = MemoryStore()
+    _write(store, before)
+    registry = SessionRegistry(store, page_size=page_size, follow=False)
+    start = registry.position
+    seen: list[str] = []
+    page = registry.list(cwd=cwd)
+    writes = iter(during)
+    while True:
+        assert page.sessions or page.next_cursor is UNSET, "an empty page with a nextCursor"
+        assert len(page.sessions) <= page_size
+        assert page.meta is UNSET
+        seen.extend(info.session_id for info in page.sessions)
+        if page.next_cursor is UNSET:
+            break
+        _write(store, next(writes, []))
+        registry.sync()
+        assert isinstance(page.next_cursor, str)
+        page = registry.list(cwd=cwd, cursor=page.next_cursor)
+    assert seen == _live_at(store.read(), start, cwd)
+    registry.close()
+
+
+@FAST
+@given(
+    before=history,
+    during=st.lists(history.map(lambda ops: ops[:4]), max_size=12),
+    page_size=st.integers(1, 3),
+    window=st.integers(0, 4),
+)
+def test_past_the_window_a_walk_goes_on_without_repeating_a_session(
+    before: list[tuple[str, list[Event]]],
+    during: list[list[tuple[str, list[Event]]]],
+    page_size: int,
+    window: int,
+) -> None:
+    store = MemoryStore()
+    _write(store, before)
+    registry = SessionRegistry(store, page_size=page_size, window=window, follow=False)
+    start = registry.position
+    log_at_start = store.read()
+    seen: list[str] = []
+    page = registry.list()
+    writes = iter(during)
+    while True:
+        seen.extend(info.session_id for info in page.sessions)
+        if page.next_cursor is UNSET:
+            break
+        _write(store, next(writes, []))
+        registry.sync()
+        assert isinstance(page.next_cursor, str)
+        page = registry.list(cursor=page.next_cursor)
+        if page.meta is not UNSET:
+            assert page.meta[META_CONSISTENCY] == "current"
+    assert len(seen) == len(set(seen)), "a session was shown twice"
+    live_then = _live_at(log_at_start, start, None)
+    assert set(seen) <= set(live_then), "a session that was not live when the walk began"
+    changed_since = {r.session_id for r in store.read(start)}
+    assert [s for s in live_then if s not in changed_since] == [s for s in seen if s not in changed_since]
+    registry.close()
