@@ -103,14 +103,23 @@ def session_info(state: SessionState, *, additional_directories: bool = True) ->
     )
 
 
+_seconds_cache: dict[int, str] = {}
+
+
 def format_time(ns: int) -> str:
-    """RFC 3339 UTC with milliseconds: ``2026-12-02T10:00:00.123Z``."""
+    """RFC 3339 UTC with milliseconds: ``2026-12-02T10:00:00.123Z``.
+
+    The date-and-time part of recent seconds is cached: list pages and bursts of activity reuse it.
+    """
     seconds, rest = divmod(ns, 1_000_000_000)
-    t = time.gmtime(seconds)
-    return (
-        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
-        f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{rest // 1_000_000:03d}Z"
-    )
+    prefix = _seconds_cache.get(seconds)
+    if prefix is None:
+        t = time.gmtime(seconds)
+        prefix = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}."
+        if len(_seconds_cache) >= 4096:
+            _seconds_cache.clear()
+        _seconds_cache[seconds] = prefix
+    return f"{prefix}{rest // 1_000_000:03d}Z"
 
 
 def parse_time(value: object, *, field: str = "updatedAt") -> int:

@@ -218,6 +218,12 @@ class Projection:
         more = len(states) > limit
         return Page(states[:limit], more, as_of_state is not None)
 
+    def as_of(self, position: int) -> dict[str, SessionState | None] | None:
+        """The state at ``position`` of every session changed since (None: not yet created), or None when
+        ``position`` is past the consistency window. Sessions not in it are as they are now."""
+        entry = self._as_of(position)
+        return None if entry is None else entry.changed
+
     def _as_of(self, position: int) -> _AsOf | None:
         """Sessions changed after ``position`` with their state at it; None past the window."""
         if position >= self.position:

@@ -20,6 +20,7 @@ from typing import Any, Final, Self
 
 import msgspec
 from msgspec import UNSET, UnsetType
+from reactivex import Observable
 
 from events.codec import now_ns
 from events.errors import ConcurrencyError
@@ -35,6 +36,7 @@ from events.model import (
 from events.sqlite import SqliteStore
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
+from registry.changes import ListChange, SessionNotification, list_changes, notifications
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import (
     InvalidCursor,
@@ -383,6 +385,18 @@ class SessionRegistry:
         raise MethodNotFound(method)
 
     # -- change listeners, snapshots, closing ---------------------------------------------------------
+
+    def list_changes(self, after: int | None = None, **options: Any) -> Observable[ListChange]:
+        """``Added`` / ``Updated`` / ``Removed`` after log position ``after`` (default: now), then live.
+
+        Options: ``coalesce`` (seconds), ``scheduler``, ``loop`` (asyncio delivery), ``max_pending``; see
+        ``registry.changes.list_changes``.
+        """
+        return list_changes(self, after, **options)
+
+    def changes(self, after: int | None = None, **options: Any) -> Observable[SessionNotification]:
+        """The ACP ``session/update`` notifications (minimal ``session_info_update`` diffs, explicit nulls)."""
+        return notifications(self, after, **options)
 
     def add_listener(self, listener: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
         """Call ``listener`` with each batch of changes, in log order, under the registry's lock.

@@ -1,0 +1,119 @@
+"""Change stream figures: diffs per second with 0, 1 and 10 subscribers, and cross-process latency on SQLite.
+
+    python -m benchmarks.change_stream [--changes 200000] [--json out.json]
+
+Diffs/s: the events are in the log already; the clock runs from ``registry.sync()`` (the projection folds them
+and hands each batch to the stream) until every subscriber has received every item on its own thread. With 0
+subscribers that is the projection alone; the stream's own rate is what the subscribers add to it.
+Latency: another process appends activity stamped with its wall clock; the figure is the time until a
+subscriber here holds the ``session_info_update``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+
+from events import MemoryStore, SessionCreated, SessionUpdated
+from registry import SessionRegistry
+from registry.changes import ListChange, Updated
+
+
+class _Counter:
+    def __init__(self, target: int) -> None:
+        self.count = 0
+        self.target = target
+        self.done = threading.Event()
+
+    def __call__(self, _item: ListChange) -> None:
+        self.count += 1
+        if self.count >= self.target:
+            self.done.set()
+
+
+def sync_seconds(subscribers: int, changes: int, sessions: int = 1000) -> float:
+    store = MemoryStore()
+    registry = SessionRegistry(store, follow=False)
+    for n in range(sessions):
+        store.append(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)])
+    registry.sync()
+    counters = [_Counter(changes) for _ in range(subscribers)]
+    for counter in counters:
+        registry.list_changes().subscribe(counter)
+    for n in range(changes):
+        store.append(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)])
+    start = time.perf_counter()
+    registry.sync()
+    for counter in counters:
+        counter.done.wait(600)
+    elapsed = time.perf_counter() - start
+    registry.close()
+    return elapsed
+
+
+_CHILD = """
+import sys, time
+from registry import SessionRegistry
+with SessionRegistry.open(sys.argv[1], follow=False, snapshot_path=None) as registry:
+    for n in range(int(sys.argv[2])):
+        time.sleep(0.02)
+        registry.record_activity("remote", at=time.time_ns())
+"""
+
+
+def cross_process_latency(folder: Path, count: int) -> list[float]:
+    url = f"sqlite://{folder / 'latency.db'}"
+    latencies: list[float] = []
+    done = threading.Event()
+    with SessionRegistry.open(url) as registry:
+        registry.create("/work/remote", session_id="remote")
+
+        def on_item(item: ListChange) -> None:
+            if isinstance(item, Updated) and isinstance(item.notification.update.updated_at, str):
+                state = registry.state("remote")
+                assert state is not None and state.updated_at is not None
+                latencies.append((time.time_ns() - state.updated_at) / 1e6)
+                if len(latencies) >= count:
+                    done.set()
+
+        registry.list_changes().subscribe(on_item)
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(count)])
+        done.wait(120)
+        child.wait(60)
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--changes", type=int, default=200_000)
+    parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results: dict[str, float] = {}
+    seconds = {k: sync_seconds(k, args.changes) for k in (0, 1, 10)}
+    for k, elapsed in seconds.items():
+        results[f"end_to_end_per_s_{k}_subscribers"] = args.changes / elapsed
+    # The stream's own rate: what one more subscriber costs over the projection folding the same events.
+    results["stream_diffs_per_s_1_subscriber"] = args.changes / max(seconds[1] - seconds[0], 1e-9)
+    results["stream_diffs_per_s_10_subscribers"] = 10 * args.changes / max(seconds[10] - seconds[0], 1e-9)
+    with tempfile.TemporaryDirectory() as tmp:
+        latencies = sorted(cross_process_latency(Path(tmp), args.latency_samples))
+    results["cross_process_p50_ms"] = statistics.median(latencies)
+    results["cross_process_p99_ms"] = latencies[max(0, int(len(latencies) * 0.99) - 1)]
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:>12,.2f}")
+    if args.json:
+        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+
+
+if __name__ == "__main__":
+    main()
