@@ -9,7 +9,8 @@ A backend's test module subclasses ``StoreContract`` and says how to build its s
 ``store_url`` may return None for a store that cannot be shared between processes (the cross-process
 and crash tests then skip). ``corrupt`` may be overridden to damage one stored record.
 
-Run as ``python -m events.testing writer URL ...`` it is the child process of the cross-process tests.
+Run as ``python -m events.testing writer URL ...`` it is the child process of the cross-process tests;
+``python -m events.testing follower URL COUNT`` prints what a subscription in another process sees.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from events.codec import encode_record_json
 from events.errors import (
     ConcurrencyError,
     CorruptEventError,
@@ -415,6 +417,23 @@ def _writer(url: str, prefix: str, batches: int) -> None:
     store.close()
 
 
+def _follower(url: str, count: int, timeout: float) -> None:
+    """Subscribe from the start, say "ready", then print every event as it arrives ("event" and its JSON line)
+    until ``count`` events have come or ``timeout`` seconds have passed."""
+    store = open_store(url)
+    seen = 0
+    deadline = time.monotonic() + timeout
+    with store.subscribe(after=0) as sub:
+        print("ready", flush=True)
+        while seen < count and time.monotonic() < deadline:
+            records = sub.poll(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+            for record in records:
+                print("event", encode_record_json(record).decode())
+            seen += len(records)
+            sys.stdout.flush()
+    store.close()
+
+
 def _main() -> None:
     parser = argparse.ArgumentParser(prog="python -m events.testing")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -422,8 +441,15 @@ def _main() -> None:
     writer.add_argument("url")
     writer.add_argument("prefix")
     writer.add_argument("batches", type=int)
+    follower = sub.add_parser("follower", help="subscribe from the start and print every event seen")
+    follower.add_argument("url")
+    follower.add_argument("count", type=int)
+    follower.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
-    _writer(args.url, args.prefix, args.batches)
+    if args.command == "follower":
+        _follower(args.url, args.count, args.timeout)
+    else:
+        _writer(args.url, args.prefix, args.batches)
 
 
 if __name__ == "__main__":

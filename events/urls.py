@@ -1,4 +1,5 @@
-"""Opening a store from a URL: ``memory://``, ``sqlite:///abs/path.db[?synchronous=normal]``."""
+"""Opening a store from a URL: ``memory://``, ``sqlite:///abs/path.db[?synchronous=normal]``,
+``postgresql://user@host:port/db[?schema=NAME]`` (psycopg is imported only when such a URL is opened)."""
 
 from __future__ import annotations
 
@@ -46,5 +47,16 @@ def open_store(url: str, *, clock: Clock | None = None) -> EventStore:
         synchronous = cast(Synchronous, options.get("synchronous", "full"))
         return SqliteStore(path, synchronous=synchronous, clock=clock)
     if scheme in ("postgresql", "postgres"):
-        raise ValueError(f"{url!r}: the PostgreSQL store is not available in this version")
-    raise ValueError(f"{url!r}: unknown store URL scheme {parts.scheme!r}; use memory:// or sqlite:///abs/path.db")
+        try:
+            from events.postgres import PostgresStore  # noqa: PLC0415 - keeps `import events` free of psycopg
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("psycopg"):
+                raise
+            raise ModuleNotFoundError(
+                "the PostgreSQL store needs psycopg: pip install 'acp-session-registry[postgres]'", name=exc.name
+            ) from exc
+        return PostgresStore.from_url(url, clock=clock)
+    raise ValueError(
+        f"{url!r}: unknown store URL scheme {parts.scheme!r}; use memory://, sqlite:///abs/path.db or "
+        "postgresql://user@host:port/dbname"
+    )

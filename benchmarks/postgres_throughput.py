@@ -1,0 +1,161 @@
+"""Event store throughput on PostgreSQL, next to SQLite in the same run: single and batched appends, full reads,
+and how soon another process's append reaches a subscriber (NOTIFY on PostgreSQL, a 10 ms poll on SQLite).
+
+    python benchmarks/postgres_throughput.py [--url postgresql://postgres@127.0.0.1:5432/test] [--json out.json]
+
+Both stores are durable (PostgreSQL ``synchronous_commit`` as the server has it, SQLite ``synchronous=FULL``);
+put SQLite on the server's disk (``BENCH_DIR=...``) for a fair comparison. Baselines in the same run: one-row
+commits on the server, and the raw fsync rate of SQLite's folder. The PostgreSQL run uses schemas of its own and
+drops them at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+from pathlib import Path
+
+import msgspec
+import psycopg
+from psycopg import sql
+
+from events import ANY, SessionCreated, SessionUpdated, open_store
+
+
+def bare_commits(conninfo: str, schema: str, count: int) -> float:
+    """Baseline: one-row INSERT + COMMIT transactions per second on the same server (what a store append costs
+    at the least: a round trip or two and a WAL flush)."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        table = sql.SQL("{}.baseline").format(sql.Identifier(schema))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("CREATE TABLE {} (n bigint PRIMARY KEY, data bytea)").format(table))
+        insert = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(table)
+        start = time.perf_counter()
+        for n in range(count):
+            with conn.transaction():
+                conn.execute(insert, (n, b"x" * 100))
+        return count / (time.perf_counter() - start)
+
+
+def fsync_rate(folder: Path, count: int) -> float:
+    """Baseline for SQLite: raw durable writes per second in its folder, 100 bytes written and fsynced."""
+    path = folder / "fsync.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        start = time.perf_counter()
+        for _ in range(count):
+            os.write(fd, b"x" * 100)
+            os.fsync(fd)
+        return count / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def single_appends(url: str, count: int) -> float:
+    with open_store(url) as store:
+        store.append("warm-up", [SessionUpdated(at=0)])
+        start = time.perf_counter()
+        for n in range(count):
+            store.append(f"s{n % 100}", [SessionUpdated(at=n, messages=1)], ANY)
+        return count / (time.perf_counter() - start)
+
+
+def batched_appends(url: str, events: int, batch: int) -> float:
+    with open_store(url) as store:
+        start = time.perf_counter()
+        for n in range(0, events, batch):
+            evs = [SessionCreated(cwd=f"/work/p{n % 50}", at=n)] + [
+                SessionUpdated(at=n + i, messages=1) for i in range(1, batch)
+            ]
+            store.append(f"b{n // batch}", evs, ANY)
+        return events / (time.perf_counter() - start)
+
+
+def full_read(url: str) -> float:
+    with open_store(url) as store:
+        start = time.perf_counter()
+        count = sum(1 for _ in store.iter_events())
+        return count / (time.perf_counter() - start)
+
+
+_CHILD = """
+import sys, time
+from events import open_store, SessionUpdated
+store = open_store(sys.argv[1])
+print("ready", flush=True)
+for n in range(int(sys.argv[2])):
+    time.sleep(0.02)
+    store.append("remote", [SessionUpdated(at=time.time_ns(), messages=1)])
+store.close()
+"""
+
+
+def cross_process_latency(url: str, count: int) -> list[float]:
+    """Milliseconds from another process's append (its clock before the call) to a subscriber here."""
+    latencies: list[float] = []
+    with open_store(url) as store, store.subscribe() as sub:
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(count)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 60
+        while len(latencies) < count and time.monotonic() < deadline:
+            for record in sub.poll(timeout=1):
+                assert isinstance(record.event, SessionUpdated)
+                latencies.append((time.time_ns() - record.event.at) / 1e6)
+        child.wait(30)
+    return sorted(latencies)
+
+
+def measure(name: str, url: str, batched_url: str, args: argparse.Namespace, results: dict[str, float]) -> None:
+    results[f"{name}_append_single_per_s"] = single_appends(url, args.single)
+    results[f"{name}_append_batched_per_s"] = batched_appends(batched_url, args.events, 1000)
+    results[f"{name}_read_full_per_s"] = full_read(batched_url)
+    latencies = cross_process_latency(url, args.latency)
+    results[f"{name}_cross_process_p50_ms"] = statistics.median(latencies)
+    results[f"{name}_cross_process_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--url", default=os.environ.get("ACP_REGISTRY_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    )
+    parser.add_argument("--events", type=int, default=100_000, help="events for the batched and read runs")
+    parser.add_argument("--single", type=int, default=1000, help="single-event appends to time")
+    parser.add_argument("--latency", type=int, default=200, help="cross-process appends to time")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    results: dict[str, float] = {}
+    schemas = [f"bench_{uuid.uuid4().hex[:12]}", f"bench_{uuid.uuid4().hex[:12]}"]
+    sep = "&" if urllib.parse.urlsplit(args.url).query else "?"
+    try:
+        pg = [f"{args.url}{sep}schema={s}" for s in schemas]
+        results["postgres_bare_commit_per_s"] = bare_commits(args.url, schemas[0] + "_baseline", args.single)
+        measure("postgres", pg[0], pg[1], args, results)
+    finally:
+        with psycopg.connect(args.url, autocommit=True) as conn:
+            for s in [*schemas, schemas[0] + "_baseline"]:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(s)))
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        results["sqlite_fsync_per_s"] = fsync_rate(Path(tmp), args.single)
+        measure("sqlite", f"sqlite://{tmp}/single.db", f"sqlite://{tmp}/batched.db", args, results)
+    results["postgres_single_vs_bare_commit"] = (
+        results["postgres_append_single_per_s"] / results["postgres_bare_commit_per_s"]
+    )
+    results["sqlite_single_vs_fsync"] = results["sqlite_append_single_per_s"] / results["sqlite_fsync_per_s"]
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:>12,.2f}")
+    if args.json:
+        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+
+
+if __name__ == "__main__":
+    main()

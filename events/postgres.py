@@ -1,0 +1,590 @@
+"""PostgreSQL: a store shared by any number of processes and hosts, in one schema of one database.
+
+Writers take a transaction-level advisory lock (one key per schema) before they read the head, so positions are
+assigned and committed in one order: a reader that has seen position P never later finds a committed event below
+P. A position is the head + 1 under that lock; readers still ask for ``> last``, never ``last + 1``.
+
+Live tail: an append NOTIFYs the schema's channel inside its transaction, and one listener thread per store (on
+its own connection, outside the pool, started by the first subscription) rings the doorbell on every
+notification, reconnecting with backoff when the server goes away. The notification carries nothing:
+subscribers pull from the log, and also look every ``poll_interval`` seconds, so a notification lost during a
+reconnect delays an event but never loses it.
+
+Failures: psycopg's errors become the library's in one place (``_run``). A transient one - a dropped connection,
+a server restarting - is retried with backoff for up to ``retry_timeout`` seconds: reads always, and appends
+too, with the same event ids, so an append whose commit was acknowledged but lost in flight returns its
+original positions instead of writing twice.
+
+URL: ``postgresql://user[:password]@host[:port]/dbname[?schema=NAME&...]`` (or ``postgres://``). ``schema``
+(default ``acp_registry``) is this library's option; a schema is a store. Every other query parameter must be one
+of libpq's own connection parameters (``sslmode``, ``connect_timeout``, ``application_name``...) and passes to
+libpq unchanged: such a URL is libpq's format, and managed servers are unusable without e.g. ``sslmode``.
+Anything else is refused with a ``ValueError`` naming it, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import re
+import selectors
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, LiteralString, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import ConnStatus
+from psycopg.rows import TupleRow
+
+from events.codec import decode_event, encode_event
+from events.errors import ConcurrencyError, StoreClosedError, StoreError, StoreFormatError
+from events.model import Event, RecordedEvent
+from events.store import ANY, Clock, EventStore, StoreIdentity, Subscription, resolve_retry
+
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
+
+SCHEMA_VERSION: Final = 1
+DEFAULT_SCHEMA: Final = "acp_registry"
+
+_Connection = psycopg.Connection[TupleRow]
+_T = TypeVar("_T")
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_TABLES = ("registry_meta", "streams", "events")
+_CREATE = (
+    """CREATE TABLE IF NOT EXISTS {s}.registry_meta (key text PRIMARY KEY, value bytea NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {s}.streams (
+        session_id text PRIMARY KEY,
+        stream bigint NOT NULL UNIQUE,
+        version integer NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {s}.events (
+        position bigint PRIMARY KEY,
+        stream bigint NOT NULL,
+        version integer NOT NULL,
+        event_id uuid NOT NULL,
+        recorded_at bigint NOT NULL,
+        session_id text NOT NULL,
+        data bytea NOT NULL,
+        CONSTRAINT events_event_id UNIQUE (event_id),
+        CONSTRAINT events_stream_version UNIQUE (stream, version)
+    )""",
+)
+_COLUMNS = "position, session_id, version, event_id, recorded_at, data"
+# Failures after which running the same operation again is worth it: the connection broke (class 08, or no
+# SQLSTATE at all), the server is shutting down or starting up, too many connections, a rolled-back transaction.
+_TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+_FIRST_DELAY = 0.02
+_MAX_DELAY = 1.0
+
+
+class PostgresStore(EventStore):
+    """An event store in one schema of a PostgreSQL database; any number of processes may append at once.
+
+    ``conninfo`` is a libpq connection string or URL; ``pool_size`` caps this store's pooled connections (a
+    subscribing store holds one more, for LISTEN); ``poll_interval`` is how often subscriptions look at the log
+    when no notification comes; ``retry_timeout`` bounds the retries of transient failures; an append waits at
+    most ``lock_timeout`` seconds for another writer's transaction.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        pool_size: int = 10,
+        poll_interval: float = 0.5,
+        retry_timeout: float = 30.0,
+        lock_timeout: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(clock)
+        if not isinstance(conninfo, str):
+            raise TypeError(f"conninfo must be a str, not {type(conninfo).__name__}")
+        self.schema = _check_schema(schema)
+        self.location = _location(conninfo, self.schema)
+        self.poll_interval = poll_interval
+        self._conninfo = conninfo
+        self._retry_timeout = retry_timeout
+        self._lock_timeout = lock_timeout
+        self._sql = _Statements(self.schema)
+        self._identity = self._run(self._prepare, connect=self._connect_directly, retry=False)
+        self._pool: psycopg_pool.ConnectionPool[_Connection] = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            name=f"acp-registry {self.schema}",
+            timeout=retry_timeout,
+            open=True,
+        )
+        self._listener: _Listener | None = None  # started by the first subscription that waits
+        self._listener_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock | None = None) -> PostgresStore:
+        """Open the store a ``postgresql://`` URL names (see the module's docstring for its options)."""
+        conninfo, schema = _split_url(url)
+        return cls(conninfo, schema=schema, clock=clock)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.location!r})"
+
+    # -- opening --------------------------------------------------------------------------------------
+
+    def _connect_directly(self, timeout: float) -> _Connection:
+        # Opening does not go through the pool: a wrong host or password is reported at once, in libpq's words.
+        return psycopg.connect(self._conninfo, autocommit=True)
+
+    def _configure(self, conn: _Connection) -> None:
+        # A server or URL default of another isolation level would break position assignment (see _append_once).
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(self._lock_timeout * 1000)}ms",))
+
+    def _prepare(self, conn: _Connection) -> StoreIdentity:
+        """Create the schema on first use, once, under a lock; or check that it is ours and not newer."""
+        if self._inspect(conn) != "ready":  # an existing store opens without taking the lock
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("create", self.schema),))
+                state = self._inspect(conn)  # another process may have created it while we waited
+                if state != "ready":
+                    if state == "missing":
+                        conn.execute(self._sql.create_schema)
+                    for statement in self._sql.create_tables:
+                        conn.execute(statement)
+                    conn.cursor().executemany(
+                        self._sql.insert_meta,
+                        [
+                            ("schema_version", str(SCHEMA_VERSION).encode()),
+                            ("store_id", str(uuid.uuid4()).encode()),
+                            ("secret", os.urandom(32)),
+                        ],
+                    )
+        meta: dict[str, bytes] = dict(conn.execute(self._sql.select_meta).fetchall())
+        try:
+            return StoreIdentity(bytes(meta["store_id"]).decode(), bytes(meta["secret"]))
+        except (KeyError, UnicodeDecodeError) as exc:
+            raise StoreFormatError(self.location, f"registry_meta is damaged ({exc!r})") from exc
+
+    def _inspect(self, conn: _Connection) -> Literal["missing", "empty", "ready"]:
+        """'missing', 'empty' or 'ready'; a schema that is not ours, or newer, raises (and is left untouched)."""
+        exists = conn.execute("SELECT oid FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
+        if exists is None:
+            return "missing"
+        relations = {
+            name: kind
+            for name, kind in conn.execute(
+                "SELECT relname, relkind FROM pg_class WHERE relnamespace = %s", (exists[0],)
+            ).fetchall()
+        }
+        if not relations:
+            return "empty"
+        if relations.get("registry_meta") != "r" or self._meta_columns(conn) != [("key", "text"), ("value", "bytea")]:
+            tables = sorted(name for name, kind in relations.items() if kind in ("r", "p", "v", "m", "f"))
+            raise StoreFormatError(
+                self.location,
+                f"schema {self.schema!r} is not an acp-session-registry store (it holds {', '.join(tables[:8])}"
+                f"{'...' if len(tables) > 8 else ''}); left untouched",
+            )
+        row = conn.execute(self._sql.select_version).fetchone()
+        try:
+            version = int(bytes(row[0]).decode("ascii")) if row else 0
+        except ValueError:
+            version = 0
+        if version < 1:
+            raise StoreFormatError(self.location, "registry_meta holds no valid schema_version; left untouched")
+        if version > SCHEMA_VERSION:
+            raise StoreFormatError(
+                self.location,
+                f"written by a newer schema (version {version}); this version of acp-session-registry reads up to "
+                f"version {SCHEMA_VERSION}. Upgrade it; the schema was left untouched",
+            )
+        missing = [name for name in _TABLES if relations.get(name) != "r"]
+        if missing:
+            raise StoreFormatError(self.location, f"the store is damaged: table {', '.join(missing)} is missing")
+        return "ready"
+
+    def _meta_columns(self, conn: _Connection) -> list[tuple[str, str]]:
+        return [
+            (name, kind)
+            for name, kind in conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
+                " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                (f'"{self.schema}".registry_meta',),
+            ).fetchall()
+        ]
+
+    @property
+    def identity(self) -> StoreIdentity:
+        return self._identity
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _append(
+        self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
+    ) -> list[int]:
+        blobs = [encode_event(e) for e in events]
+        # Safe to run again after a lost connection: if the first attempt committed, its ids are stored and the
+        # retry returns their positions.
+        return self._run(lambda conn: self._append_once(conn, session_id, events, expected_version, event_ids, blobs))
+
+    def _append_once(
+        self,
+        conn: _Connection,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int]:
+        conflict: ConcurrencyError | None = None
+        positions: list[int] = []
+        try:
+            # Two round trips: the pipeline sends BEGIN, the lock and the look-up together, then the writes, the
+            # NOTIFY and COMMIT together.
+            with conn.pipeline(), conn.transaction():
+                # READ COMMITTED: the look-up's snapshot is taken after the lock is granted, so it sees every
+                # append committed before; positions are therefore assigned and committed in one order.
+                conn.execute(self._sql.lock, (self._sql.append_key,))
+                head, next_stream, stream, actual = _one(conn.execute(self._sql.head_and_stream, (session_id,)))
+                actual = actual or 0
+                if expected_version != ANY and expected_version != actual:
+                    conflict = ConcurrencyError(session_id, expected_version, actual)
+                    raise psycopg.Rollback
+                last = actual + len(events)
+                positions = list(range(head + 1, head + 1 + len(events)))
+                if stream is None:
+                    stream = next_stream
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
+                conn.execute(
+                    self._sql.insert_events,
+                    {
+                        "head": head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": self._clock(),
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                    },
+                )
+                conn.execute(self._sql.notify)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id":
+                raise
+            # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
+        else:
+            if conflict is None:
+                return positions
+        retried = self._stored_positions(conn, session_id, events, event_ids)
+        if retried is not None:
+            return retried
+        if conflict is not None:
+            raise conflict
+        raise StoreError(f"{self.location}: an append collided with stored event ids that cannot be read back")
+
+    def _stored_positions(
+        self, conn: _Connection, session_id: str, events: Sequence[Event], event_ids: Sequence[uuid.UUID]
+    ) -> list[int] | None:
+        """Positions of a retried batch; None when none of its ids is stored."""
+        rows = conn.execute(self._sql.select_ids, (list(event_ids),), binary=True).fetchall()
+        if not rows:
+            return None
+        found = {row[3]: self._record(row) for row in rows}
+        return resolve_retry(session_id, events, event_ids, [found.get(i) for i in event_ids])
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
+        rows = self._run(lambda conn: conn.execute(self._sql.read, (after, limit), binary=True).fetchall())
+        return [self._record(r) for r in rows]
+
+    def read_stream(self, session_id: str, after_version: int = 0) -> list[RecordedEvent]:
+        rows = self._run(
+            lambda conn: conn.execute(self._sql.read_stream, (session_id, after_version), binary=True).fetchall()
+        )
+        return [self._record(r) for r in rows]
+
+    def head(self) -> int:
+        return int(self._run(lambda conn: _one(conn.execute(self._sql.head))[0]))
+
+    @staticmethod
+    def _record(row: TupleRow) -> RecordedEvent:
+        position, session_id, version, event_id, recorded_at, data = row
+        return RecordedEvent(
+            position, session_id, version, event_id, recorded_at, decode_event(data, position, session_id, version)
+        )
+
+    # -- the live tail -------------------------------------------------------------------------------
+
+    def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
+        subscription = super().subscribe(after, batch=batch)
+        self._listen()
+        return subscription
+
+    def _wait_for_change(self, seen: int, timeout: float | None) -> None:
+        self._listen()
+        super()._wait_for_change(seen, timeout)
+
+    def _listen(self) -> None:
+        """Start the listener: a store that only appends never holds a listening connection.
+
+        Appends committed before it listens are not missed: it rings once it does.
+        """
+        if self._listener is None:
+            with self._listener_lock:
+                if self._listener is None and not self._closed:
+                    self._listener = _Listener(self._conninfo, self._sql.listen, self._doorbell.ring)
+
+    # -- closing and errors ---------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self._pool.close()
+
+    def _run(
+        self,
+        operation: Callable[[_Connection], _T],
+        *,
+        connect: Callable[[float], contextlib.AbstractContextManager[_Connection]] | None = None,
+        retry: bool = True,
+    ) -> _T:
+        """Run ``operation`` on a connection: the one place psycopg's errors become the library's.
+
+        A transient failure is retried with backoff until ``retry_timeout`` has passed; ``operation`` must be safe
+        to run again (reads are; an append is, since its event ids make a repeat return the original positions).
+        """
+        deadline = time.monotonic() + self._retry_timeout
+        delay = _FIRST_DELAY
+        while True:
+            self._check_open()
+            try:
+                timeout = max(deadline - time.monotonic(), 0.1)
+                with (connect or self._pool.connection)(timeout) as conn:
+                    return operation(conn)
+            except psycopg.Error as exc:
+                if self._closed:
+                    raise StoreClosedError(f"{self!r} is closed") from exc
+                transient = _transient(exc)
+                if not retry or not transient or time.monotonic() + delay > deadline:
+                    reason = str(exc).strip() or type(exc).__name__
+                    if isinstance(exc, psycopg.errors.LockNotAvailable):
+                        reason = f"another writer held the append lock for over {self._lock_timeout:g} s ({reason})"
+                    elif transient and retry:
+                        reason = f"{reason} (still failing after {self._retry_timeout:g} s of retries)"
+                    raise StoreError(f"{self.location}: {reason}") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)
+            self._pool.check()  # drop the other connections the same outage broke
+
+
+class _Statements:
+    """Every statement, built once for one schema (identifiers quoted by psycopg, never by hand)."""
+
+    def __init__(self, schema: str) -> None:
+        def q(template: LiteralString, **names: str) -> bytes:
+            identifiers = {k: sql.Identifier(v) for k, v in names.items()}
+            return sql.SQL(template).format(s=sql.Identifier(schema), **identifiers).as_bytes()
+
+        self.append_key = _lock_key("append", schema)
+        # Channel names are identifiers (63 bytes at most); one shared by two schemas only wakes readers needlessly.
+        channel = f"{schema}_appended"[:63]
+        self.listen = q("LISTEN {channel}", channel=channel)
+        self.notify = q("NOTIFY {channel}", channel=channel)
+        self.create_schema = q("CREATE SCHEMA IF NOT EXISTS {s}")
+        self.create_tables = [q(statement) for statement in _CREATE]
+        self.insert_meta = q("INSERT INTO {s}.registry_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING")
+        self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
+        self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
+        self.lock = b"SELECT pg_advisory_xact_lock(%s)"
+        self.head_and_stream = q(
+            "SELECT (SELECT coalesce(max(position), 0) FROM {s}.events),"
+            " (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams), stream, version"
+            " FROM (VALUES (1)) AS one (x) LEFT JOIN {s}.streams ON session_id = %s"
+        )
+        self.insert_stream = q("INSERT INTO {s}.streams (session_id, stream, version) VALUES (%s, %s, %s)")
+        self.update_stream = q("UPDATE {s}.streams SET version = %s WHERE session_id = %s")
+        self.insert_events = q(
+            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data)"
+            " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
+            " %(session)s, data"
+            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[]) WITH ORDINALITY AS batch (id, data, n)"
+        )
+        self.select_ids = q(f"SELECT {_COLUMNS} FROM {{s}}.events WHERE event_id = ANY(%b)")
+        self.read = q(f"SELECT {_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
+        self.read_stream = q(
+            "SELECT e.position, e.session_id, e.version, e.event_id, e.recorded_at, e.data"
+            " FROM {s}.streams AS s JOIN {s}.events AS e ON e.stream = s.stream"
+            " WHERE s.session_id = %s AND e.version > %s ORDER BY e.version"
+        )
+        self.head = q("SELECT coalesce(max(position), 0) FROM {s}.events")
+
+
+class _Listener:
+    """One thread per store: LISTENs on the store's channel on its own connection, rings on every NOTIFY.
+
+    It reconnects with backoff when the server goes away, and rings once after each (re)connect: appends made
+    while nobody listened are then pulled from the log at once rather than at the next poll.
+    """
+
+    _IDLE_CHECK = 30.0  # seconds without traffic after which the listener asks whether the server is still there
+
+    def __init__(self, conninfo: str, listen: bytes, ring: Callable[[], None]) -> None:
+        self._conninfo = conninfo
+        self._listen = listen
+        self._ring = ring
+        self._stopping = threading.Event()
+        self._wake, self._waker = socket.socketpair()
+        self._thread = threading.Thread(target=self._run, name="acp-registry listener", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._waker.send(b"\0")
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._wake.close()
+            self._waker.close()
+
+    def _run(self) -> None:
+        delay = _FIRST_DELAY
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.add_notify_handler(lambda _: self._ring())
+                    conn.execute(self._listen)
+                    delay = _FIRST_DELAY
+                    self._ring()
+                    self._pump(conn)
+            except (psycopg.Error, OSError):
+                pass  # the server went away or refused us; subscribers poll meanwhile
+            self._stopping.wait(delay)
+            delay = min(delay * 2, _MAX_DELAY)
+
+    def _pump(self, conn: _Connection) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.pgconn.socket, selectors.EVENT_READ)
+            selector.register(self._wake, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                if not selector.select(self._IDLE_CHECK):
+                    conn.execute("SELECT 1")
+                    continue
+                conn.pgconn.consume_input()  # raises when the server closed the connection
+                rang = False
+                while conn.pgconn.notifies() is not None:
+                    rang = True
+                if rang:
+                    self._ring()
+                if conn.pgconn.status != ConnStatus.OK:
+                    raise psycopg.OperationalError("the listening connection was lost")
+
+
+def _one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreError("a query that always returns a row returned none")
+    return row
+
+
+def _transient(exc: psycopg.Error) -> bool:
+    """A failure after which the same operation may well succeed: the connection or the server went away."""
+    if isinstance(exc, psycopg_pool.PoolClosed):
+        return False
+    if exc.sqlstate is None:
+        return isinstance(exc, psycopg.OperationalError)
+    return exc.sqlstate.startswith("08") or exc.sqlstate in _TRANSIENT_STATES
+
+
+def _lock_key(purpose: str, schema: str) -> int:
+    """An advisory lock key (bigint) for one purpose in one schema; advisory locks are per database already."""
+    digest = hashlib.blake2b(f"acp-session-registry/{purpose}/{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _check_schema(schema: object) -> str:
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a str, not {type(schema).__name__}")
+    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
+        raise ValueError(
+            "schema must be a lowercase SQL identifier (a-z, 0-9 and _, not starting with a digit or pg_, "
+            f"at most 63 characters), got {schema!r}"
+        )
+    return schema
+
+
+@functools.cache
+def _libpq_parameters() -> frozenset[str]:
+    return frozenset(option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults())
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """A store URL as (libpq connection URL, schema); unknown options raise ``ValueError`` naming them."""
+    parts = urllib.parse.urlsplit(url)
+    shown = _redact(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"{shown!r}: not a PostgreSQL URL (postgresql://user@host:port/dbname)")
+    schemas: list[str] = []
+    passed: list[str] = []
+    unknown: list[str] = []
+    for item in filter(None, parts.query.split("&")):
+        name = urllib.parse.unquote(item.partition("=")[0])
+        if name == "schema":
+            schemas.append(urllib.parse.unquote(item.partition("=")[2]))
+        elif name in _libpq_parameters():
+            passed.append(item)
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ValueError(
+            f"{shown!r}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            "(known: schema, and libpq's connection parameters such as sslmode, connect_timeout, application_name)"
+        )
+    if len(schemas) > 1:
+        raise ValueError(f"{shown!r}: schema is given {len(schemas)} times")
+    try:
+        schema = _check_schema(schemas[0] if schemas else DEFAULT_SCHEMA)
+    except ValueError as exc:
+        raise ValueError(f"{shown!r}: {exc}") from None
+    if parts.fragment:
+        raise ValueError(f"{shown!r}: a PostgreSQL URL takes no #fragment")
+    # Built by hand: urlunsplit would drop the // of an empty host (postgresql:///dbname, a local socket).
+    query = "&".join(passed)
+    return f"postgresql://{parts.netloc}{parts.path}{'?' if query else ''}{query}", schema
+
+
+def _location(conninfo: str, schema: str) -> str:
+    """Where the store is, for messages: the connection URL without its password, and the schema."""
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"{_redact(conninfo)!r}: {exc}") from None
+    user = f"{params['user']}@" if params.get("user") else ""
+    port = f":{params['port']}" if params.get("port") else ""
+    return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}?schema={schema}"
+
+
+def _redact(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if ":" in userinfo:
+        userinfo = userinfo.partition(":")[0] + ":***"
+    query = "&".join(
+        "password=***" if item.partition("=")[0] == "password" else item for item in parts.query.split("&") if item
+    )
+    return urllib.parse.urlunsplit((parts.scheme, f"{userinfo}{at}{hosts}", parts.path, query, parts.fragment))
