@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 from typing import Final
@@ -52,6 +53,7 @@ def _fingerprint(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()[:8]
 
 
+@functools.lru_cache(maxsize=1024)
 def _scope(cwd: str | None) -> bytes:
     return _fingerprint("all" if cwd is None else f"cwd\x00{cwd}")
 
@@ -64,7 +66,7 @@ class CursorCodec:
         self._store = _fingerprint(identity.store_id)
 
     def _mac(self, data: bytes) -> bytes:
-        return hmac.new(self._secret, data, hashlib.sha256).digest()[:_MAC_BYTES]
+        return hmac.digest(self._secret, data, "sha256")[:_MAC_BYTES]
 
     def encode(self, cursor: Cursor, cwd: str | None) -> str:
         body = _encoder.encode(_Body(self._store, _scope(cwd), cursor.position, cursor.rank, cursor.session_id))

@@ -61,8 +61,8 @@ def sort_key(state: SessionState) -> tuple[int, str]:
     return (_NO_TIME if state.updated_at is None else -state.updated_at, state.session_id)
 
 
-class SessionInfo(msgspec.Struct, omit_defaults=True, rename="camel"):
-    """ACP ``SessionInfo``."""
+class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """ACP ``SessionInfo``. Shared between answers (the registry caches them): treat as read-only."""
 
     session_id: str
     cwd: str

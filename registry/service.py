@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 MAX_TITLE_LENGTH: Final = 500
 MAX_PAGE_SIZE: Final = 1000
 _RETRIES: Final = 20
+_RENDERED_MAX: Final = 20_000  # SessionInfo objects kept for the pages most asked for (~10 MB at most)
 
 
 class SessionRegistry:
@@ -102,6 +103,7 @@ class SessionRegistry:
         self._owns_store = owns_store
         self._lock = threading.RLock()
         self._listeners: list[Callable[[Sequence[Change]], None]] = []
+        self._rendered: dict[str, tuple[SessionState, SessionInfo]] = {}
         self._cursors = CursorCodec(store.identity)
         self._projection = Projection(window=window)
         self._snapshot_position = 0
@@ -345,7 +347,7 @@ class SessionRegistry:
                         raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
                 as_of, after = walk.position, (walk.rank, walk.session_id)
             page = projection.page(as_of=as_of, after=after, cwd=scope, limit=self.page_size)
-            infos = [session_info(s, additional_directories=self.additional_directories) for s in page.states]
+            infos = [self._info(s) for s in page.states]
         result = ListSessionsResult(infos)
         if page.more:
             rank, last = sort_key(page.states[-1])
@@ -357,6 +359,17 @@ class SessionRegistry:
                 "current order and leaves out sessions changed since it began",
             }
         return result
+
+    def _info(self, state: SessionState) -> SessionInfo:
+        """The ACP view of a state, rendered once per state: states are immutable, so identity is freshness."""
+        cached = self._rendered.get(state.session_id)
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        info = session_info(state, additional_directories=self.additional_directories)
+        if len(self._rendered) >= _RENDERED_MAX:
+            self._rendered.clear()
+        self._rendered[state.session_id] = (state, info)
+        return info
 
     def __len__(self) -> int:
         """Live sessions."""

@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,10 @@ def test_a_raising_subscriber_is_detached_and_nobody_else_notices(caplog: pytest
         assert good.until(lambda w: len(w.items) == 20)
         assert len(calls) == 1
         assert "threading" not in "".join(good.threads) and threading.current_thread().name not in good.threads
+    # The detaching thread logs just after the subscriber raised: wait for the record, do not race it.
+    deadline = time.monotonic() + 10
+    while "a change-stream subscriber raised" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert "a change-stream subscriber raised" in caplog.text
 
 
