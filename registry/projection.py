@@ -12,6 +12,7 @@ sessions changed since P, plus those sessions as they were at P: exact, without 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import heapq
 import sys
@@ -30,9 +31,9 @@ from events.model import (
     SessionUpdated,
     TitleSource,
 )
-from registry.model import SessionState, sort_key
+from registry.model import _NO_TIME, SessionState, sort_key
 
-__all__ = ["Change", "Page", "Projection", "fold"]
+__all__ = ["Change", "Page", "Projection", "fold", "paused_gc"]
 
 SortKey = tuple[int, str]
 
@@ -133,6 +134,18 @@ def fold(state: SessionState | None, record: RecordedEvent) -> SessionState | No
     )
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic GC while a bulk load allocates millions of acyclic objects it would walk again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class _AsOf:
     """The sessions changed after a position, each as it was at that position (None: not yet created)."""
 
@@ -161,6 +174,7 @@ class Projection:
         self._undo_start = 0
         self._undo_floor = 0  # every event after this position is in the undo log
         self._as_of_cache: dict[int, _AsOf] = {}
+        self._stale = False  # the indexes lag the states (after a bulk load or a restore)
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -170,10 +184,12 @@ class Projection:
 
     def __len__(self) -> int:
         """Live sessions."""
+        self._fresh()
         return len(self._global)
 
     def sessions(self) -> Iterator[SessionState]:
         """Every live session, in list order."""
+        self._fresh()
         sessions = self._sessions
         return (sessions[key[1]] for key in self._global)
 
@@ -182,6 +198,7 @@ class Projection:
         return dict(self._sessions)
 
     def cwd_counts(self) -> dict[str, int]:
+        self._fresh()
         return {cwd: len(index) for cwd, index in self._by_cwd.items() if index}
 
     @property
@@ -195,6 +212,7 @@ class Projection:
         Within the consistency window the page is exact. Past it, the walk goes on in the current list in
         the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
         """
+        self._fresh()
         index = self._global if cwd is None else self._by_cwd.get(cwd)
         current: Iterable[SortKey] = (
             ()
@@ -267,6 +285,7 @@ class Projection:
         """Fold one event in (events at or below ``position`` are skipped: already applied)."""
         if record.position <= self.position:
             return None
+        self._fresh()
         self.position = record.position
         before = self._sessions.get(record.session_id)
         after = fold(before, record)
@@ -318,9 +337,7 @@ class Projection:
         remember_from = 0 if head is None else head - self.window
         sessions = self._sessions
         count = 0
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             for record in records:
                 count += 1
                 if record.position <= self.position:
@@ -331,28 +348,35 @@ class Projection:
                 if after is None:
                     continue
                 sessions[record.session_id] = after
+                self._stale = True
                 if record.position > remember_from:
                     self._remember(record.position, record.session_id, before)
                 else:
                     self._undo_floor = record.position
-            self._reindex()
-        finally:
-            if enabled:
-                gc.enable()
+            self._fresh()
         return count
 
-    def _reindex(self) -> None:
-        """Rebuild the indexes by sorting once (far faster than inserting one key at a time)."""
+    def _fresh(self) -> None:
+        """Rebuild the indexes if a bulk load or a restore left them behind the states."""
+        if not self._stale:
+            return
+        # Sorting once is far faster than inserting one key at a time; the key is ``sort_key``, inlined.
         by_cwd: dict[str, list[SortKey]] = {}
         everything: list[SortKey] = []
+        no_time = _NO_TIME
         for state in self._sessions.values():
             if state.deleted:
                 continue
-            key = sort_key(state)
+            updated = state.updated_at
+            key = (no_time if updated is None else -updated, state.session_id)
             everything.append(key)
-            by_cwd.setdefault(state.cwd, []).append(key)
+            keys = by_cwd.get(state.cwd)
+            if keys is None:
+                keys = by_cwd[state.cwd] = []
+            keys.append(key)
         self._global = SortedList(everything)
         self._by_cwd = {cwd: SortedList(keys) for cwd, keys in by_cwd.items()}
+        self._stale = False
 
     def restore(self, states: Iterable[SessionState], position: int) -> None:
         """Start from a snapshot's states at ``position`` (the undo window then starts there)."""
@@ -361,7 +385,7 @@ class Projection:
         self._undo_floor = position
         self._undo_positions, self._undo, self._undo_start = [], [], 0
         self._as_of_cache.clear()
-        self._reindex()
+        self._stale = True  # indexed by the next load() or read, once
 
     def __eq__(self, other: object) -> bool:
         """Same position, same sessions (deleted ones included); indexes are derived from them."""
@@ -373,6 +397,7 @@ class Projection:
 
     def check_indexes(self) -> None:
         """Assert the indexes match the states (for tests)."""
+        self._fresh()
         live = sorted(sort_key(s) for s in self._sessions.values() if not s.deleted)
         assert list(self._global) == live
         for cwd, index in self._by_cwd.items():

@@ -56,7 +56,7 @@ from registry.model import (
     sort_key,
 )
 from registry.paths import normalise_cwd
-from registry.projection import Change, Projection
+from registry.projection import Change, Projection, paused_gc
 from registry.snapshot import Snapshot, load_snapshot, save_snapshot
 
 __all__ = ["MAX_PAGE_SIZE", "MAX_TITLE_LENGTH", "SessionRegistry"]
@@ -135,13 +135,14 @@ class SessionRegistry:
 
     def _load(self) -> None:
         head = self.store.head()
-        if self.snapshot_path is not None:
-            snapshot = load_snapshot(self.snapshot_path, self.store)
-            if snapshot is not None:
-                self._projection.restore(snapshot.sessions, snapshot.position)
-                self._snapshot_position = snapshot.position
-                self.loaded_from_snapshot = True
-        self._projection.load(self.store.iter_events(self._projection.position), head=head)
+        with paused_gc():
+            if self.snapshot_path is not None:
+                snapshot = load_snapshot(self.snapshot_path, self.store)
+                if snapshot is not None:
+                    self._projection.restore(snapshot.sessions, snapshot.position)
+                    self._snapshot_position = snapshot.position
+                    self.loaded_from_snapshot = True
+            self._projection.load(self.store.iter_events(self._projection.position), head=head)
 
     def _follow(self) -> None:
         subscription = self._subscription
