@@ -25,7 +25,7 @@ test: lint
 	$(BIN)/pytest
 
 demo: install
-	$(BIN)/python examples/event_log.py
+	$(BIN)/acp-registry demo
 
 bench: install
 	$(BIN)/python benchmarks/store_throughput.py

@@ -1,0 +1,5 @@
+"""``python -m registry.cli``: the ``acp-registry`` command."""
+
+from registry.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,274 @@
+"""``demo``: a multi-agent host in a few seconds, on an embedded SQLite file in a temporary folder.
+
+Three agents (each with its own registry on the one SQLite file, as separate agent processes would have)
+create, prompt, rename, clear and delete sessions in several projects. The editor's registry answers
+``session/list`` and follows ``list_changes()``; every change it receives is printed as the raw JSON-RPC line
+it would send (``"title":null`` is an explicit clear). Then a consistent walk, time travel and a log check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from reactivex import abc, typing
+from reactivex.scheduler import ScheduledItem
+from reactivex.scheduler.scheduler import Scheduler
+
+from events.model import TitleSource
+from events.verify import verify_log
+from registry.changes import ListChange
+from registry.cli.errors import InputError
+from registry.cli.stores import StoreLocation, open_registry, sqlite_url
+from registry.cli.terminal import stdout_console
+from registry.cli.timetravel import fold_log, list_pages
+from registry.cli.views import change_json, sessions_table
+from registry.cursor import CursorCodec
+from registry.model import SessionInfo
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from registry.service import SessionRegistry
+
+__all__ = ["demo"]
+
+_State = TypeVar("_State")
+_PAGE_SIZE = 3
+_PIPED_WIDTH = 120
+
+
+class _Pump(Scheduler):
+    """Runs scheduled work only when asked, on the asking thread: each change is printed right after the step
+    that made it, in log order, whichever registry thread queued it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._due: deque[ScheduledItem] = deque()
+
+    def schedule(self, action: abc.ScheduledAction[_State], state: _State | None = None) -> abc.DisposableBase:
+        item = ScheduledItem(self, state, action, self.now)
+        with self._lock:
+            self._due.append(item)
+        return item.disposable
+
+    def schedule_relative(
+        self, duetime: typing.RelativeTime, action: abc.ScheduledAction[_State], state: _State | None = None
+    ) -> abc.DisposableBase:
+        return self.schedule(action, state)
+
+    def schedule_absolute(
+        self, duetime: typing.AbsoluteTime, action: abc.ScheduledAction[_State], state: _State | None = None
+    ) -> abc.DisposableBase:
+        return self.schedule(action, state)
+
+    def run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._due:
+                    return
+                item = self._due.popleft()
+            if not item.is_cancelled():
+                item.invoke()
+
+
+def demo(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    console = stdout_console()
+    if not console.is_terminal:
+        console.width = min(console.width, _PIPED_WIDTH)
+    if args.store is not None:
+        if args.store.startswith("memory:"):
+            raise InputError("the demo's agents share one store across registries: use sqlite:// or postgresql://")
+        _Demo(console, StoreLocation(args.store, "--store"), kept=True).run()
+    else:
+        with tempfile.TemporaryDirectory(prefix="acp-registry-demo-") as folder:
+            url = sqlite_url(Path(folder) / "sessions.db")
+            _Demo(console, StoreLocation(url, "demo"), kept=False).run()
+    console.print(f"\ndone in {time.monotonic() - started:.1f} s", style="dim", markup=False)
+    return 0
+
+
+class _Demo:
+    def __init__(self, console: Console, location: StoreLocation, *, kept: bool) -> None:
+        self.console = console
+        self.location = location
+        self.kept = kept
+        self.pump = _Pump()
+        self.received: list[ListChange] = []
+
+    def say(self, text: str, style: str = "") -> None:
+        self.console.print(text, style=style, markup=False, soft_wrap=True)
+
+    def scene(self, title: str) -> None:
+        self.console.print()
+        self.console.rule(title, align="left")
+
+    def run(self) -> None:
+        host = open_registry(self.location, create=True, page_size=_PAGE_SIZE)
+        try:
+            if host.store.head() != 0:
+                raise InputError(f"{self.location.url} is not empty: the demo runs only on a new store")
+            agents = {
+                name: open_registry(self.location, create=True, follow=False, snapshot_path=None)
+                for name in ("claude", "codex", "gemini")
+            }
+            try:
+                self.play(host, agents)
+            finally:
+                for agent in agents.values():
+                    agent.close()
+        finally:
+            host.close()
+
+    def play(self, host: SessionRegistry, agents: dict[str, SessionRegistry]) -> None:
+        self.console.rule("acp-registry demo: the session history of coding agents, as an append-only log")
+        where = "kept" if self.kept else "a temporary folder, deleted at the end"
+        self.say(f"store: {self.location.url} ({where})")
+        self.say(
+            "Three agents (claude, codex, gemini) each open their own registry on this one store, as separate agent "
+            "processes would; the editor's registry sees all of their writes."
+        )
+
+        self.scene("1. Three agents start sessions in three projects")
+        self.start_sessions(agents)
+        host.sync()
+        self.show_pages(host, title=f"session/list, walked page by page ({_PAGE_SIZE} sessions a page)")
+        self.say('One page exactly as ACP session/list answers it, for {"cwd": "/work/docs/"}:')
+        self.raw(host.handle("session/list", {"cwd": "/work/docs/"}))
+        before_changes = host.position
+
+        self.scene("2. The editor follows the change stream: each line is what it would send")
+        subscription = host.list_changes(scheduler=self.pump).subscribe(on_next=self.received.append)
+        try:
+            self.live_changes(host, agents)
+        finally:
+            subscription.dispose()
+
+        self.scene("3. A walk through the pages is consistent, however the list moves meanwhile")
+        self.consistent_walk(host, agents)
+
+        self.scene(f"4. Time travel: the list as session/list answered at position {before_changes}")
+        self.time_travel(host, before_changes)
+
+    def start_sessions(self, agents: dict[str, SessionRegistry]) -> None:
+        plan: list[tuple[str, str, str, str | None, TitleSource]] = [
+            ("claude", "claude-1", "/work/webapp", "Fix the login redirect", TitleSource.USER),
+            ("codex", "codex-1", "/work/api", "Rate limiter for /search", TitleSource.AGENT),
+            ("gemini", "gemini-1", "/work/docs", "Document the session API", TitleSource.PROMPT),
+            ("claude", "claude-2", "/work/webapp/", None, TitleSource.AGENT),  # trailing slash: normalised
+            ("codex", "codex-2", "/work/api", "Migrate to Postgres 17", TitleSource.USER),
+            ("gemini", "gemini-2", "/work/webapp", "Dark mode toggle", TitleSource.PROMPT),
+            ("claude", "claude-3", "/work/api/tests/..", "Flaky test in test_auth", TitleSource.AGENT),
+        ]
+        for agent, session_id, cwd, title, source in plan:
+            registry = agents[agent]
+            if source is TitleSource.USER:
+                registry.create(cwd, session_id=session_id, title=title)
+            else:
+                registry.create(cwd, session_id=session_id)
+            registry.record_activity(session_id, messages=2)  # the first prompt and its answer
+            if title is not None and source is not TitleSource.USER:
+                registry.change_info(session_id, title=title, title_source=source)
+            self.say(f"  {agent:<7} {session_id:<9} in {cwd:<20} {title or '(no title yet)'}")
+
+    def show_pages(self, host: SessionRegistry, *, title: str) -> None:
+        pages: list[list[SessionInfo]] = []
+        page = host.list()
+        pages.append(page.sessions)
+        while isinstance(page.next_cursor, str):
+            page = host.list(cursor=page.next_cursor)
+            pages.append(page.sessions)
+        self.console.print(sessions_table(pages, title=title))
+
+    def raw(self, value: Any) -> None:
+        import msgspec  # noqa: PLC0415
+
+        self.say(msgspec.json.encode(value).decode(), style="cyan")
+
+    def step(self, host: SessionRegistry, caption: str) -> None:
+        """Print what the editor received for the step just taken."""
+        host.sync()
+        self.pump.run()
+        self.say(f"- {caption}", style="bold")
+        if not self.received:
+            self.say("  (nothing sent: no visible change)", style="dim")
+        for item in self.received:
+            self.say(change_json(item).decode(), style="cyan")
+        self.received.clear()
+
+    def live_changes(self, host: SessionRegistry, agents: dict[str, SessionRegistry]) -> None:
+        claude, codex, gemini = agents["claude"], agents["codex"], agents["gemini"]
+        codex.record_activity("codex-1", messages=2)
+        self.step(host, "codex: a prompt in codex-1 moves updatedAt and the message count")
+        claude.change_info("claude-2", title="Dark mode: toggle and saved theme", title_source=TitleSource.PROMPT)
+        self.step(host, "claude: titles claude-2 from its first prompt")
+        host.change_info("codex-2", title="Postgres 17 migration")
+        self.step(host, "the user renames codex-2")
+        codex.change_info("codex-2", title="Upgrade database", title_source=TitleSource.AGENT)
+        self.step(host, "codex: a generated title for codex-2 is dropped, the user's title stays")
+        host.change_info("claude-1", title=None)
+        self.step(host, "the user clears claude-1's title: an explicit null")
+        gemini.change_info("gemini-2", updated_at=None)
+        self.step(host, "gemini clears gemini-2's updatedAt: null, and it sorts after every dated session")
+        codex.create("/work/api", session_id="codex-3")
+        self.step(host, "codex starts codex-3 (ACP has no notification for it: an extension method)")
+        first = host.handle("session/delete", {"sessionId": "gemini-1"})
+        again = host.handle("session/delete", {"sessionId": "gemini-1"})
+        self.step(host, f"session/delete gemini-1 answers {first}, and again {again} (idempotent)")
+
+    def consistent_walk(self, host: SessionRegistry, agents: dict[str, SessionRegistry]) -> None:
+        page = host.list()
+        start = host.position
+        walked = [info.session_id for info in page.sessions]
+        self.say(f"page 1 at position {start}: {', '.join(walked)}")
+        last = host.list(cursor=page.next_cursor) if isinstance(page.next_cursor, str) else page
+        while isinstance(last.next_cursor, str):
+            last = host.list(cursor=last.next_cursor)
+        mover = last.sessions[-1].session_id
+        agents["codex"].record_activity(mover, messages=2)
+        agents["claude"].create("/work/webapp", session_id="claude-4")
+        host.sync()
+        self.say(f"meanwhile {mover} is prompted (now the most recent) and claude-4 is created")
+        number = 1
+        while isinstance(page.next_cursor, str):
+            page = host.list(cursor=page.next_cursor)
+            number += 1
+            ids = [info.session_id for info in page.sessions]
+            walked.extend(ids)
+            self.say(f"page {number} (as of position {start}): {', '.join(ids)}")
+        every_once = len(walked) == len(set(walked))
+        self.say(
+            f"the walk returned {len(walked)} sessions, each {'once' if every_once else 'NOT once'}; a new walk "
+            f"starts with {host.list().sessions[0].session_id}"
+        )
+
+    def time_travel(self, host: SessionRegistry, position: int) -> None:
+        store = host.store
+        folded = fold_log(store, stop=lambda record: record.position > position, report=lambda _done: None)
+        pages = list_pages(folded.projection, CursorCodec(store.identity), cwd=None, page_size=_PAGE_SIZE)
+        then = f"then: {len(folded.projection)} sessions at position {position} (acp-registry replay --at {position})"
+        self.console.print(sessions_table([page.sessions for page in pages], title=then))
+        self.show_pages(host, title=f"now: {len(host)} sessions at position {host.position}")
+        report = verify_log(store)
+        self.say(
+            f"verify: {report.events} events in {report.sessions} sessions, "
+            + ("healthy" if report.healthy else f"{len(report.problems)} problems")
+        )
+        if self.kept:
+            self.say(
+                f"Look around: acp-registry --store {self.location.url} list (or history codex-2, replay --at "
+                f"{position}, stats, tail)"
+            )
+        else:
+            self.say(
+                "Keep a demo store to look around with the other commands: acp-registry demo --store "
+                "sqlite:///tmp/demo.db, then acp-registry --store sqlite:///tmp/demo.db list (or history codex-2, "
+                f"replay --at {position}, stats, tail)"
+            )

@@ -1,0 +1,208 @@
+"""``export`` and ``import``: the log as JSON lines (``events.codec.encode_record_json``), one record a line.
+
+Importing appends each record's event with its original event id and the version it had, one batch per run
+of consecutive records of a session, in the file's order. So:
+
+* a copy into an empty store has the same sessions, versions, event ids and order (and, on SQLite, the same
+  positions) as the original; ``recorded_at`` is the time of the import, as the target store records it;
+* importing a file twice, or a file that overlaps what the store holds, is harmless: the store recognises
+  stored event ids and writes nothing for them (they are counted as already present);
+* a session whose history in the store differs from the file's is refused (the store's expected-version check).
+
+Partial imports: the whole file is read and checked before the store is even opened, so a bad line (not a
+record, out of log order, a version gap, a repeated event id) imports nothing and names its line. If the store
+refuses a record while writing, the import stops there: the records before that line stay imported (each batch
+is atomic; nothing after it is written), and once the cause is fixed, importing the same file again completes
+it without duplicating anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import IO
+
+import msgspec
+
+from events.codec import decode_record_json, encode_record_json
+from events.errors import ConcurrencyError, CorruptEventError, EventIdConflict
+from events.model import RecordedEvent
+from events.store import EventStore
+from registry.cli.errors import InputError, ProblemFound
+from registry.cli.stores import locate, open_log
+from registry.cli.terminal import progress, stdout_console, write_json
+
+__all__ = ["ImportResult", "export_log", "import_log"]
+
+_BATCH = 1000
+
+
+def export_log(args: argparse.Namespace) -> int:
+    with open_log(locate(args.store), create=False) as store:
+        head = store.head()
+        start = args.start or 0
+        if start > head:
+            raise InputError(f"--from {start} is beyond the log's head ({head})")
+        out = sys.stdout.buffer
+        count, last = 0, start
+        with progress("exporting the log", head) as report:
+            while True:
+                try:
+                    chunk = store.read(last, _BATCH)
+                except CorruptEventError as exc:
+                    for record in _before(store, last, exc.position):
+                        out.write(encode_record_json(record) + b"\n")
+                    out.flush()
+                    raise ProblemFound(
+                        f"{exc}; the export stops before it (acp-registry verify lists every problem)"
+                    ) from None
+                out.writelines(encode_record_json(record) + b"\n" for record in chunk)
+                count += len(chunk)
+                if len(chunk) < _BATCH:
+                    break
+                last = chunk[-1].position
+                report(last)
+        out.flush()
+    if sys.stderr.isatty():
+        print(f"exported {count} events", file=sys.stderr)
+    return 0
+
+
+def _before(store: EventStore, last: int, bad: int) -> Iterator[RecordedEvent]:
+    """The records after ``last`` up to the corrupt one at ``bad``, read one at a time."""
+    while True:
+        try:
+            found = store.read(last, 1)
+        except CorruptEventError:
+            return
+        if not found or found[0].position >= bad:
+            return
+        yield found[0]
+        last = found[0].position
+
+
+class ImportResult(msgspec.Struct, rename="camel"):
+    records: int
+    imported: int
+    already_present: int
+
+
+@contextlib.contextmanager
+def _source(path: str) -> Iterator[IO[bytes]]:
+    """The file to import, seekable (standard input, ``-``, is spooled to a temporary file first)."""
+    if path == "-":
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.seek(0)
+            yield spool
+        return
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from None
+    with file:
+        yield file
+
+
+def _records(lines: IO[bytes], name: str) -> Iterator[tuple[int, RecordedEvent]]:
+    """Each record with its line number; a line that is not a record raises ``InputError``."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, decode_record_json(line)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise InputError(
+                f"{name}:{number}: not a record of `acp-registry export` ({exc}); nothing was imported"
+            ) from None
+
+
+def _check(lines: IO[bytes], name: str) -> int:
+    """Read the whole file before writing anything; returns how many records it holds."""
+    last = 0
+    versions: dict[str, int] = {}
+    ids: set[uuid.UUID] = set()
+    count = 0
+    for number, record in _records(lines, name):
+        where = f"{name}:{number}:"
+        if record.position <= last:
+            raise InputError(
+                f"{where} position {record.position} does not follow {last} (records must be in log order)"
+            )
+        due = versions.get(record.session_id)
+        if due is not None and record.version != due + 1:
+            raise InputError(
+                f"{where} session {record.session_id!r} has version {record.version} where {due + 1} was due"
+            )
+        if record.event_id in ids:
+            raise InputError(f"{where} event id {record.event_id} appears twice in the file")
+        ids.add(record.event_id)
+        last, versions[record.session_id] = record.position, record.version
+        count += 1
+    return count
+
+
+def _runs(lines: IO[bytes], name: str) -> Iterator[list[tuple[int, RecordedEvent]]]:
+    """Consecutive records of one session, as they follow each other in the file."""
+    run: list[tuple[int, RecordedEvent]] = []
+    for number, record in _records(lines, name):
+        if run and run[-1][1].session_id != record.session_id:
+            yield run
+            run = []
+        run.append((number, record))
+    if run:
+        yield run
+
+
+def _append(store: EventStore, run: list[tuple[int, RecordedEvent]]) -> list[int]:
+    """Append a run with its event ids at its versions; returns the positions (original ones when stored)."""
+    first = run[0][1]
+    events = [record.event for _, record in run]
+    ids = [record.event_id for _, record in run]
+    try:
+        return store.append(first.session_id, events, first.version - 1, event_ids=ids)
+    except EventIdConflict:
+        if len(run) == 1:
+            raise
+    # Part of the run is stored already (an earlier export of a session that went on): one record at a time.
+    return [position for one in run for position in _append(store, [one])]
+
+
+def import_log(args: argparse.Namespace) -> int:
+    name = "<stdin>" if args.file == "-" else args.file
+    location = locate(args.store)
+    with _source(args.file) as lines:
+        total = _check(lines, name)
+        lines.seek(0)
+        imported = present = 0
+        with open_log(location, create=True) as store, progress("importing", total) as report:
+            for run in _runs(lines, name):
+                head = store.head()
+                number, first = run[0]
+                try:
+                    positions = _append(store, run)
+                except (ConcurrencyError, EventIdConflict) as exc:
+                    done = f"{imported} events before it were imported" if imported else "nothing was imported"
+                    raise InputError(
+                        f"{name}:{number}: the store refused session {first.session_id!r} version {first.version} "
+                        f"({exc}); {done}"
+                    ) from None
+                new = sum(1 for position in positions if position > head)
+                imported += new
+                present += len(positions) - new
+                report(imported + present)
+    result = ImportResult(total, imported, present)
+    if args.json:
+        write_json(result)
+    else:
+        stdout_console().print(
+            f"imported {imported} events ({present} already present) from {name} into {location.url}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return 0

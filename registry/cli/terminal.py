@@ -1,0 +1,87 @@
+"""Where output goes: rich consoles for people, exact JSON for programs, progress only on a terminal.
+
+rich is imported only by the commands that draw something, so ``--json`` output and ``import registry.cli``
+stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "human_age",
+    "human_size",
+    "progress",
+    "stdout_console",
+    "write_json",
+    "write_json_line",
+]
+
+_json = msgspec.json.Encoder()
+_PIPED_WIDTH = 200  # piped tables are read by tools and people alike: do not squeeze them into 80 columns
+
+
+def stdout_console() -> Console:
+    from rich.console import Console  # noqa: PLC0415
+
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPED_WIDTH
+    return console
+
+
+def write_json(value: Any) -> None:
+    """One JSON document on stdout (msgspec: explicit nulls kept, UNSET fields left out)."""
+    write_json_line(_json.encode(value))
+
+
+def write_json_line(line: bytes) -> None:
+    out = sys.stdout.buffer
+    out.write(line + b"\n")
+    out.flush()
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; otherwise a callback that does nothing.
+
+    The callback takes how far the work is (e.g. the last log position read), not an increment.
+    """
+    if not sys.stderr.isatty():
+        yield lambda _done: None
+        return
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn  # noqa: PLC0415
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def human_age(seconds: float) -> str:
+    if seconds < 0:
+        return "in the future (a clock moved back?)"
+    for unit, length in (("day", 86_400), ("hour", 3_600), ("min", 60)):
+        if seconds >= length:
+            count = int(seconds // length)
+            return f"{count} {unit}{'s' if count > 1 and unit != 'min' else ''} ago"
+    return f"{int(seconds)} s ago"

@@ -1,0 +1,205 @@
+"""How sessions, events and changes look: rich tables for people, JSON shapes for programs.
+
+``tail --json`` writes one JSON-RPC notification per line. An ``Updated`` item is exactly the ACP
+``session/update`` message of ``registry.changes.encode_notification``. ACP has no notification for a session
+that appears or disappears, so those are the extension notifications ``acp-registry serve`` sends for them
+(``registry.acp.agent``), with the log position added so a reader can resume with ``tail --from``::
+
+    {"jsonrpc":"2.0","method":"_registry/session_added",
+     "params":{"sessionId":"...","position":12,"session":{...SessionInfo...}}}
+    {"jsonrpc":"2.0","method":"_registry/session_removed","params":{"sessionId":"...","position":13}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from registry.changes import Added, ListChange, Removed, Updated, encode_notification
+from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+__all__ = [
+    "METHOD_SESSION_ADDED",
+    "METHOD_SESSION_REMOVED",
+    "change_json",
+    "change_text",
+    "describe_event",
+    "session_table",
+    "sessions_table",
+]
+
+METHOD_SESSION_ADDED: Final = "_registry/session_added"
+METHOD_SESSION_REMOVED: Final = "_registry/session_removed"
+
+
+class _SessionAdded(msgspec.Struct, rename="camel"):
+    session_id: str
+    position: int
+    session: SessionInfo
+
+
+class _SessionRemoved(msgspec.Struct, rename="camel"):
+    session_id: str
+    position: int
+
+
+class _Notification(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    method: str
+    params: _SessionAdded | _SessionRemoved
+
+
+_json = msgspec.json.Encoder()
+
+
+def change_json(item: ListChange) -> bytes:
+    """One ``tail --json`` line (see the module docstring)."""
+    if isinstance(item, Updated):
+        return encode_notification(item.notification)
+    if isinstance(item, Added):
+        return _json.encode(
+            _Notification(method=METHOD_SESSION_ADDED, params=_SessionAdded(item.session_id, item.position, item.info))
+        )
+    return _json.encode(
+        _Notification(method=METHOD_SESSION_REMOVED, params=_SessionRemoved(item.session_id, item.position))
+    )
+
+
+def change_text(item: ListChange) -> str:
+    """One ``tail`` line for people: position, what happened, to which session, and the changed fields."""
+    if isinstance(item, Added):
+        info = item.info
+        title = "(untitled)" if info.title is UNSET else _quote(info.title)
+        return f"#{item.position:<6} added    {item.session_id}  {info.cwd}  {title}"
+    if isinstance(item, Removed):
+        return f"#{item.position:<6} removed  {item.session_id}"
+    update = item.notification.update
+    fields = []
+    if update.title is not UNSET:
+        fields.append("title null (cleared)" if update.title is None else f"title {_quote(update.title)}")
+    if update.updated_at is not UNSET:
+        fields.append("updatedAt null (cleared)" if update.updated_at is None else f"updatedAt {update.updated_at}")
+    if update.meta is not UNSET:
+        fields.append("_meta null" if update.meta is None else f"_meta {_json.encode(update.meta).decode()}")
+    return f"#{item.position:<6} updated  {item.session_id}  {' · '.join(fields)}"
+
+
+def _quote(text: str) -> str:
+    return _json.encode(text).decode()
+
+
+def _text(value: str | None, *, missing: str = "") -> Text:
+    from rich.text import Text  # noqa: PLC0415
+
+    return Text(missing, style="dim italic") if value is None else Text(value)
+
+
+def sessions_table(pages: Sequence[Sequence[SessionInfo]], *, title: str | None = None) -> Table:
+    """Sessions as ``session/list`` returned them; a line separates pages."""
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("title", overflow="fold")
+    table.add_column("cwd", overflow="fold")
+    table.add_column("updated (UTC)", no_wrap=True)
+    table.add_column("messages", justify="right")
+    table.add_column("session id", no_wrap=True)
+    for number, page in enumerate(pages, start=1):
+        for row, info in enumerate(page, start=1):
+            meta = {} if info.meta is UNSET else info.meta
+            table.add_row(
+                _text(None if info.title is UNSET else info.title, missing="(untitled)"),
+                _text(info.cwd),
+                _text(None if info.updated_at is UNSET else info.updated_at, missing="(cleared)"),
+                _text(str(meta.get(META_MESSAGES, ""))),
+                _text(info.session_id),
+                end_section=row == len(page) and number < len(pages),
+            )
+    return table
+
+
+def session_table(info: SessionInfo, state: SessionState) -> Table:
+    """One session: its ACP info, and what the registry knows besides."""
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(show_header=False, title=f"session {info.session_id}", title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    rows: list[tuple[str, str | None]] = [
+        ("cwd", info.cwd),
+        ("title", None if state.title is None else f"{state.title}  ({_source(state.title_source)})"),
+        ("updatedAt", None if info.updated_at is UNSET else info.updated_at),
+        ("created", format_time(state.created_at)),
+        ("messages", str(state.messages)),
+        ("additionalDirectories", ", ".join(state.additional_directories) or None),
+        ("_meta", None if info.meta is UNSET else _json.encode(info.meta).decode()),
+        ("version", f"{state.version} (last event at position {state.position})"),
+    ]
+    for name, value in rows:
+        table.add_row(_text(name), _text(value, missing="-"))
+    return table
+
+
+def _source(source: TitleSource | None) -> str:
+    return "generated" if source is None else f"set by the {source.value}"
+
+
+def describe_event(record: RecordedEvent, before: SessionState | None, after: SessionState | None) -> str:
+    """What one event did to its session, in words (``after`` is None when the fold ignored it)."""
+    event = record.event
+    if after is None:
+        if isinstance(event, SessionCreated) and before is not None:
+            return "ignored: the session exists already"
+        return "ignored: " + ("the session was deleted" if before is not None else "the session was never created")
+    parts: list[str] = []
+    if isinstance(event, SessionCreated):
+        parts.append(f"created in {event.cwd}")
+        if event.additional_directories:
+            parts.append("with " + ", ".join(event.additional_directories))
+        if event.title is not None:
+            parts.append(f"title {_quote(event.title)} ({(event.title_source or TitleSource.AGENT).value})")
+        parts.append(f"updatedAt {format_time(event.at)}")
+        if event.meta is not None:
+            parts.append(f"_meta {_json.encode(event.meta).decode()}")
+    elif isinstance(event, SessionUpdated):
+        parts.append(f"activity: updatedAt {format_time(event.at)}")
+        if event.messages:
+            parts.append(f"+{event.messages} message{'s' if event.messages != 1 else ''}")
+        if event.payload is not None:
+            parts.append("with a payload")
+    elif isinstance(event, SessionInfoChanged):
+        parts.extend(_info_changes(event, before))
+    else:
+        assert isinstance(event, SessionDeleted)
+        parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
+    return ", ".join(parts)
+
+
+def _info_changes(event: SessionInfoChanged, before: SessionState | None) -> list[str]:
+    parts = []
+    if event.title is None:
+        parts.append("title cleared")
+    elif event.title is not UNSET:
+        source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
+        dropped = before is not None and before.title_source is TitleSource.USER and source is not TitleSource.USER
+        parts.append(
+            f"title {_quote(event.title)} ({source.value})" + (" dropped: the user's title stays" if dropped else "")
+        )
+    if event.updated_at is None:
+        parts.append("updatedAt cleared")
+    elif event.updated_at is not UNSET:
+        parts.append(f"updatedAt {format_time(event.updated_at)}")
+    meta: Any = event.meta
+    if meta is None:
+        parts.append("_meta cleared")
+    elif meta is not UNSET:
+        parts.append(f"_meta {_json.encode(meta).decode()}")
+    return parts or ["nothing"]
