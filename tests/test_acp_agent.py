@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def serve_command(url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "registry.acp", "--store", url, *extra]
+    return [sys.executable, "-m", "registry.cli", "serve", "--store", url, *extra]
 
 
 class RecordingClient:
