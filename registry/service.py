@@ -16,11 +16,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import msgspec
 from msgspec import UNSET, UnsetType
-from reactivex import Observable
 
 from events.codec import now_ns
 from events.errors import ConcurrencyError
@@ -36,7 +35,6 @@ from events.model import (
 from events.sqlite import SqliteStore
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
-from registry.changes import ListChange, SessionNotification, list_changes, notifications
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import (
     InvalidCursor,
@@ -58,6 +56,11 @@ from registry.model import (
 from registry.paths import normalise_cwd
 from registry.projection import Change, Projection, paused_gc
 from registry.snapshot import Snapshot, load_snapshot, save_snapshot
+
+if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
+    from reactivex import Observable
+
+    from registry.changes import ListChange, SessionNotification
 
 __all__ = ["MAX_PAGE_SIZE", "MAX_TITLE_LENGTH", "SessionRegistry"]
 
@@ -406,10 +409,14 @@ class SessionRegistry:
         Options: ``coalesce`` (seconds), ``scheduler``, ``loop`` (asyncio delivery), ``max_pending``; see
         ``registry.changes.list_changes``.
         """
+        from registry.changes import list_changes  # noqa: PLC0415 - keeps `import registry` light
+
         return list_changes(self, after, **options)
 
     def changes(self, after: int | None = None, **options: Any) -> Observable[SessionNotification]:
         """The ACP ``session/update`` notifications (minimal ``session_info_update`` diffs, explicit nulls)."""
+        from registry.changes import notifications  # noqa: PLC0415 - keeps `import registry` light
+
         return notifications(self, after, **options)
 
     def add_listener(self, listener: Callable[[Sequence[Change]], None]) -> Callable[[], None]:

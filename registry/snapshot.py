@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Final
@@ -50,6 +49,8 @@ _decoder = msgspec.msgpack.Decoder(Snapshot)
 
 def save_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> int:
     """Write ``snapshot`` atomically; returns the file's size in bytes."""
+    import tempfile  # noqa: PLC0415 - only writers need it
+
     body = _encoder.encode(snapshot)
     target = Path(path)
     fd, temp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
