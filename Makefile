@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,16 @@ test: lint
 demo: install
 	$(BIN)/acp-registry demo
 
-bench: install
-	$(BIN)/python benchmarks/store_throughput.py
+# The bench extra (eventsourcing, matplotlib) on top of dev: the baselines and plots need it.
+$(VENV)/.installed-bench: $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m benchmarks.run --quick
+
+bench-full: $(VENV)/.installed-bench
+	$(BIN)/python -m benchmarks.run --full
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,428 @@
+"""A run's results: the JSON record, the markdown table of ratios against same-run baselines, and the plots.
+
+Ratios, not absolute figures, are what compare across runs: these machines differ by up to ~30% from one
+whole run to the next. Every ratio below divides two figures taken at the same history size in the same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+
+from benchmarks import registry_bench as reg
+from benchmarks.figures import Figure, Latency, Quantity, Throughput
+from benchmarks.machine import Machine
+
+__all__ = [
+    "ES_BULK",
+    "ES_COMMAND",
+    "ES_NOTIFICATIONS",
+    "ES_REPOSITORY",
+    "ES_SAVE",
+    "FSYNC",
+    "JSONL_LISTING",
+    "OURS_BATCH",
+    "OURS_LOAD",
+    "OURS_READ",
+    "OURS_SINGLE",
+    "PAGE_FLOOR",
+    "RAW_INSERT",
+    "RAW_SCAN",
+    "RAW_SINGLE",
+    "SUBSCRIPTION",
+    "JsonlPoint",
+    "Ratio",
+    "Run",
+    "Stage",
+    "markdown",
+    "rate_key",
+    "ratios",
+]
+
+# Figure keys of one stage. A durable append's Latency sits under its key, its events/s under rate_key(key).
+FSYNC = "disk.fsync"
+RAW_INSERT = "raw.insert"
+RAW_SINGLE = "raw.single_durable"
+RAW_SCAN = "raw.scan"
+OURS_LOAD = "ours.batch_normal"
+OURS_BATCH = "ours.batch_durable"
+OURS_SINGLE = "ours.single_durable"
+OURS_READ = "ours.read"
+ES_BULK = "es.save_bulk"
+ES_SAVE = "es.save_each"
+ES_COMMAND = "es.command_each"
+ES_NOTIFICATIONS = "es.read_notifications"
+ES_REPOSITORY = "es.repository_get"
+PAGE_FLOOR = "floor.page_encode"
+JSONL_LISTING = "jsonl.listing"
+SUBSCRIPTION = "ours.subscription_cross_process"
+
+
+def rate_key(key: str) -> str:
+    return f"{key}.rate"
+
+
+class Stage(msgspec.Struct, kw_only=True):
+    """Figures taken when the history held ``sessions`` sessions and ``events`` events."""
+
+    sessions: int
+    live_sessions: int  # not deleted: what session/list can return, and how many files an agent keeps
+    events: int
+    figures: dict[str, Figure] = msgspec.field(default_factory=dict)
+    pending: list[str] = msgspec.field(default_factory=list)
+
+
+class JsonlPoint(msgspec.Struct, frozen=True, kw_only=True):
+    files: int
+    listing: Latency
+
+
+class Ratio(msgspec.Struct, frozen=True, kw_only=True):
+    """``ours / baseline``: a rate ratio (> 1 is faster) or a time ratio (< 1 is faster), per ``kind``."""
+
+    topic: str
+    measure: str
+    sessions: int
+    kind: Literal["rate", "time", "value"]
+    ours: float | None
+    baseline: float | None
+    ratio: float | None
+    target: str
+    met: bool | None
+
+
+class Run(msgspec.Struct, kw_only=True):
+    name: str
+    seed: int
+    machine: Machine
+    settings: dict[str, int | list[int] | str]
+    stages: list[Stage]
+    jsonl: list[JsonlPoint]
+    wall_seconds: float = 0.0
+    notes: list[str] = msgspec.field(default_factory=list)
+    ratios: list[Ratio] = msgspec.field(default_factory=list)
+
+
+# -- ratios -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Spec:
+    topic: str
+    measure: str
+    ours: str
+    baseline: str | None  # None: compare ``ours`` with the target itself
+    kind: Literal["rate", "time", "value"]
+    target: float | None = None  # rate: ratio >= target; time: ratio <= target; value: see ``higher``
+    target_text: str = ""
+    field: Literal["p50_us", "p99_us"] = "p50_us"
+    higher: bool = False  # for a value: whether the target is a minimum (diffs/s) or a maximum (bytes)
+
+
+_SPECS = (
+    _Spec(
+        "append",
+        "durable single-event append ÷ disk fsync",
+        rate_key(OURS_SINGLE),
+        rate_key(FSYNC),
+        "rate",
+        0.9,
+        "≥ 0.9x",
+    ),
+    _Spec(
+        "append",
+        "durable single-event append ÷ raw sqlite3 durable insert",
+        rate_key(OURS_SINGLE),
+        rate_key(RAW_SINGLE),
+        "rate",
+    ),
+    _Spec(
+        "append",
+        "durable single-event append ÷ eventsourcing get+command+save",
+        rate_key(OURS_SINGLE),
+        rate_key(ES_COMMAND),
+        "rate",
+    ),
+    _Spec(
+        "append",
+        "batched append, durable ÷ eventsourcing save per aggregate (durable)",
+        rate_key(OURS_BATCH),
+        rate_key(ES_SAVE),
+        "rate",
+        5.0,
+        "≥ 5x",
+    ),
+    _Spec(
+        "append",
+        "batched append, synchronous=normal ÷ eventsourcing save per aggregate (durable)",
+        OURS_LOAD,
+        rate_key(ES_SAVE),
+        "rate",
+    ),
+    _Spec(
+        "append",
+        "batched append, synchronous=normal ÷ raw sqlite3 bulk insert (ceiling)",
+        OURS_LOAD,
+        RAW_INSERT,
+        "rate",
+    ),
+    _Spec(
+        "replay",
+        "log read+decode ÷ eventsourcing recorder read+mapper decode",
+        OURS_READ,
+        ES_NOTIFICATIONS,
+        "rate",
+        10.0,
+        "≥ 10x (target is for the projection rebuild)",
+    ),
+    _Spec("replay", "log read+decode ÷ eventsourcing repository.get per aggregate", OURS_READ, ES_REPOSITORY, "rate"),
+    _Spec("replay", "log read+decode ÷ raw sqlite3 scan+msgspec decode (ceiling)", OURS_READ, RAW_SCAN, "rate"),
+    _Spec(
+        "replay",
+        "projection rebuild ÷ eventsourcing recorder read+decode",
+        reg.REBUILD,
+        ES_NOTIFICATIONS,
+        "rate",
+        10.0,
+        "≥ 10x",
+    ),
+    _Spec(
+        "replay",
+        "cold start from snapshot ÷ full replay (time)",
+        reg.COLD_START_SNAPSHOT,
+        reg.COLD_START_REPLAY,
+        "time",
+        0.1,
+        "≤ 0.1x at 1M",
+    ),
+    _Spec("list", "JSONL listing (agents today) ÷ page encode floor (time)", JSONL_LISTING, PAGE_FLOOR, "time"),
+    _Spec(
+        "list", "session/list first page ÷ page encode floor (time)", reg.LIST_FIRST, PAGE_FLOOR, "time", 2.0, "≤ 2x"
+    ),
+    _Spec("list", "session/list deep page ÷ page encode floor (time)", reg.LIST_DEEP, PAGE_FLOOR, "time", 2.0, "≤ 2x"),
+    _Spec(
+        "list",
+        "session/list first page ÷ JSONL listing (time)",
+        reg.LIST_FIRST,
+        JSONL_LISTING,
+        "time",
+        1 / 50_000,
+        "≤ 1/50,000 at 100k",
+    ),
+    _Spec(
+        "stream",
+        "cross-process notification p99 (store subscription), ms",
+        SUBSCRIPTION,
+        None,
+        "value",
+        50_000.0,
+        "≤ 50 ms",
+        "p99_us",
+    ),
+    _Spec(
+        "stream",
+        "change stream to 1 subscriber, diffs/s",
+        reg.DIFFS_PER_S.format(subscribers=1),
+        None,
+        "value",
+        200_000.0,
+        "≥ 200,000/s",
+        higher=True,
+    ),
+    _Spec("memory", "resident bytes per live session", reg.BYTES_PER_SESSION, None, "value", 1024.0, "≤ 1 KB"),
+)
+
+
+def _value(figure: Figure | None, field: str) -> float | None:
+    if isinstance(figure, Throughput):
+        return figure.per_s
+    if isinstance(figure, Latency):
+        return float(getattr(figure, field))
+    if isinstance(figure, Quantity):
+        return figure.value
+    return None
+
+
+def ratios(stages: Sequence[Stage]) -> list[Ratio]:
+    """Every spec at every stage; a figure not measured yet gives a row with ``ratio`` None (pending)."""
+    rows: list[Ratio] = []
+    for spec in _SPECS:
+        for stage in stages:
+            ours = _value(stage.figures.get(spec.ours), spec.field)
+            base = None if spec.baseline is None else _value(stage.figures.get(spec.baseline), spec.field)
+            if spec.baseline is None:
+                ratio = ours  # an absolute check: the figure itself against the target
+            elif ours is None or not base:
+                ratio = None
+            else:
+                ratio = ours / base
+            met = None
+            if ratio is not None and spec.target is not None:
+                at_least = spec.kind == "rate" or (spec.kind == "value" and spec.higher)
+                met = ratio >= spec.target if at_least else ratio <= spec.target
+            if ours is None and stage is not stages[-1]:
+                continue  # pending, or measured once per run: one row says so
+            rows.append(
+                Ratio(
+                    topic=spec.topic,
+                    measure=spec.measure,
+                    sessions=stage.sessions,
+                    kind=spec.kind,
+                    ours=ours,
+                    baseline=base,
+                    ratio=ratio,
+                    target=spec.target_text,
+                    met=met,
+                )
+            )
+    return rows
+
+
+# -- markdown ---------------------------------------------------------------------------------------------
+
+
+def _si(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _time(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def _figure(figure: Figure) -> str:
+    if isinstance(figure, Throughput):
+        text = f"{_si(figure.per_s)}/s"
+        return f"{text} (median of {figure.runs})" if figure.runs > 1 else text
+    if isinstance(figure, Latency):
+        text = f"{_time(figure.p50_us)} / {_time(figure.p99_us)}"
+        if figure.scaled_from:
+            how = "extrapolated" if figure.extrapolated else "scaled"
+            return f"{text} ({how} from {figure.scaled_from:,} files)"
+        return f"{text} (n={figure.n:,})"
+    return f"{_si(figure.value)} {figure.unit}"
+
+
+def _ratio_cell(row: Ratio) -> str:
+    if row.ratio is None:
+        return "pending" if row.ours is None else "n/a"
+    if row.kind == "value":
+        return _time(row.ratio) if "ms" in row.measure else _si(row.ratio)
+    if row.ratio < 0.01:
+        return f"1/{1 / row.ratio:,.0f}"
+    return f"{row.ratio:,.0f}x" if row.ratio >= 100 else f"{row.ratio:.2f}x"
+
+
+def _side(value: float | None, row: Ratio) -> str:
+    if value is None:
+        return "—"
+    if row.kind == "time" or (row.kind == "value" and "ms" in row.measure):
+        return _time(value)
+    return f"{_si(value)}/s" if row.kind == "rate" else _si(value)
+
+
+_FIGURE_NAMES = {
+    rate_key(FSYNC): "disk: write 100 B + fsync",
+    FSYNC: "disk: write 100 B + fsync, p50 / p99",
+    RAW_INSERT: "raw sqlite3: bulk insert (1000 sessions/tx, normal)",
+    rate_key(RAW_SINGLE): "raw sqlite3: durable single insert",
+    RAW_SINGLE: "raw sqlite3: durable single insert, p50 / p99",
+    RAW_SCAN: "raw sqlite3: scan + msgspec decode",
+    rate_key(OURS_SINGLE): "ours: durable single-event append",
+    OURS_SINGLE: "ours: durable single-event append, p50 / p99",
+    rate_key(OURS_BATCH): "ours: batched append (1 session/tx), durable",
+    OURS_BATCH: "ours: batched append, durable, p50 / p99 per batch",
+    OURS_LOAD: "ours: batched append (1 session/tx), synchronous=normal",
+    OURS_READ: "ours: iter_events() read + decode",
+    ES_BULK: "eventsourcing: save 1000 aggregates per call (bulk load)",
+    rate_key(ES_SAVE): "eventsourcing: save per aggregate (durable)",
+    ES_SAVE: "eventsourcing: save per aggregate, p50 / p99",
+    rate_key(ES_COMMAND): "eventsourcing: get + command + save (durable)",
+    ES_COMMAND: "eventsourcing: get + command + save, p50 / p99",
+    ES_NOTIFICATIONS: "eventsourcing: recorder read + mapper decode",
+    ES_REPOSITORY: "eventsourcing: repository.get (sampled aggregates)",
+    PAGE_FLOOR: "msgspec: encode one page of 50 SessionInfo, p50 / p99",
+    JSONL_LISTING: "JSONL directory: first page, p50 / p99",
+    SUBSCRIPTION: "ours: cross-process notification, p50 / p99",
+}
+
+
+def markdown(run: Run) -> str:
+    m = run.machine
+    lines = [
+        f"# Benchmarks: {run.name}",
+        "",
+        f"{m.date} on {m.cpu} ({m.cores} cores, {m.ram_bytes / 2**30:.1f} GiB RAM), {m.system}; Python {m.python}, "
+        f"SQLite {m.sqlite}, msgspec {m.msgspec}, eventsourcing {m.eventsourcing or 'not installed'}. "
+        f"Seed {run.seed}; wall time {run.wall_seconds:,.0f} s; load average "
+        f"{m.load_before[0]:.2f} before, {m.load_after[0]:.2f} after; other processes used "
+        f"{m.others_cpu_cores:.2f} cores on average during the run.",
+        "",
+        "> These machines are noisy (whole runs differ by up to ~30%, and others run tests at the same time):",
+        "> compare the ratios, taken at the same history size in the same run, not absolute figures across runs.",
+        "",
+    ]
+    lines += [f"- {note}" for note in run.notes]
+    lines += [
+        "",
+        "## Ratios against baselines",
+        "",
+        "Rate ratios: > 1 means ours is faster. Time ratios: < 1 means ours is faster.",
+        "",
+        "| topic | measure | sessions | ours | baseline | ratio | target | met |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | :---: |",
+    ]
+    for row in run.ratios:
+        met = "" if row.met is None else ("yes" if row.met else "**no**")
+        lines.append(
+            f"| {row.topic} | {row.measure} | {row.sessions:,} | {_side(row.ours, row)} | "
+            f"{_side(row.baseline, row)} | {_ratio_cell(row)} | {row.target} | {met} |"
+        )
+    sizes = [stage.sessions for stage in run.stages]
+    lines += [
+        "",
+        "## Figures",
+        "",
+        "Rates are events/s (fsync: syncs/s); times are p50 / p99.",
+        "",
+        "| measure | " + " | ".join(f"{s:,} sessions" for s in sizes) + " |",
+        "| --- |" + " ---: |" * len(sizes),
+        "| events in the log | " + " | ".join(f"{stage.events:,}" for stage in run.stages) + " |",
+        "| live (not deleted) sessions | " + " | ".join(f"{stage.live_sessions:,}" for stage in run.stages) + " |",
+    ]
+    for key, name in _FIGURE_NAMES.items():
+        cells = [_figure(stage.figures[key]) if key in stage.figures else "—" for stage in run.stages]
+        if any(cell != "—" for cell in cells):
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    notes = sorted({f"{_FIGURE_NAMES.get(k, k)}: {f.note}" for s in run.stages for k, f in s.figures.items() if f.note})
+    lines += ["", *[f"- {note}" for note in notes]]
+    lines += [
+        "",
+        "## JSONL listing (what agents do today)",
+        "",
+        "| files | p50 | p99 | runs |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for point in run.jsonl:
+        lines.append(
+            f"| {point.files:,} | {_time(point.listing.p50_us)} | {_time(point.listing.p99_us)} | {point.listing.n} |"
+        )
+    pending = sorted({name for stage in run.stages for name in stage.pending})
+    if pending:
+        lines += [
+            "",
+            "## Pending",
+            "",
+            "Not measured yet (extension points in `benchmarks/registry_bench.py`): " + ", ".join(pending) + ".",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,189 @@
+"""The benchmark harness works at a tiny size: the generator, every baseline and one whole run, in seconds.
+
+Only the smoke test lives here; the long runs are ``make bench`` and ``make bench-full``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import uuid
+from pathlib import Path
+
+import msgspec
+import pytest
+
+# benchmarks/ is not an installed package (only events and registry are): import it from this checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import baselines
+from benchmarks.event_log import EventLogBench
+from benchmarks.figures import Throughput, interleave, latency
+from benchmarks.generate import (
+    CWD_COUNT,
+    iter_histories,
+    last_activity,
+    rfc3339,
+    working_directories,
+    write_jsonl,
+)
+from benchmarks.report import OURS_READ, RAW_SCAN, Run, rate_key
+from benchmarks.run import Settings, run, write_results
+from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+
+
+def test_the_generator_is_deterministic_and_realistic() -> None:
+    histories = list(iter_histories(2000, seed=3))
+    assert histories == list(iter_histories(2000, seed=3))
+    assert histories != list(iter_histories(2000, seed=4))
+
+    ids = [sid for sid, _ in histories]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(sid).version == 4 for sid in ids)
+    events = [event for _, history in histories for event in history]
+    assert 4.5 <= len(events) / len(histories) <= 5.5
+    created = [history[0] for _, history in histories]
+    assert all(isinstance(event, SessionCreated) for event in created)
+    assert {event.cwd for event in created if isinstance(event, SessionCreated)} <= set(working_directories(3))
+    assert len(working_directories(3)) == CWD_COUNT
+    starts = [event.at for event in created if isinstance(event, SessionCreated)]
+    assert starts == sorted(starts)
+    assert (starts[-1] - starts[0]) / 1e9 / 86_400 > 700  # spread over ~2 years
+
+    deleted = sum(isinstance(history[-1], SessionDeleted) for _, history in histories)
+    assert 0.02 < deleted / len(histories) < 0.09
+    titles = [e.title for e in events if isinstance(e, SessionInfoChanged) and isinstance(e.title, str)]
+    assert titles
+    assert all(20 <= len(title) <= 80 for title in titles)
+    assert any(isinstance(e, SessionInfoChanged) and e.title is None for e in events)  # explicit clears
+    assert any(isinstance(e, SessionInfoChanged) and isinstance(e.meta, dict) for e in events)
+    assert any(isinstance(e, SessionInfoChanged) and e.title_source is TitleSource.USER for e in events)
+    for _, history in histories:
+        times = [e.at for e in history if isinstance(e, SessionCreated | SessionUpdated)]
+        assert times == sorted(times) and len(set(times)) == len(times)
+        live = [e for e in history if not isinstance(e, SessionDeleted)]
+        assert isinstance(live[-1], SessionUpdated)  # an agent's file ends on an activity line
+
+
+def test_the_jsonl_listing_returns_the_newest_page_in_modification_order(tmp_path: Path) -> None:
+    histories = iter_histories(400, seed=5)
+    # Written in two steps from one iterator, as the harness grows the directory: nothing may be skipped.
+    assert write_jsonl(tmp_path, histories, 120) == 120
+    assert write_jsonl(tmp_path, histories, 180) == 180
+
+    expected = [
+        (sid, last_activity(events))
+        for sid, events in itertools.islice(iter_histories(400, seed=5), 400)
+        if not isinstance(events[-1], SessionDeleted)
+    ][:300]
+    assert sorted(p.stem for p in tmp_path.glob("*.jsonl")) == sorted(sid for sid, _ in expected)
+
+    page = baselines.list_jsonl(tmp_path)
+    newest = sorted(expected, key=lambda item: item[1], reverse=True)[: baselines.PAGE_SIZE]
+    assert [info.session_id for info in page] == [sid for sid, _ in newest]
+    assert [info.updated_at for info in page] == [rfc3339(at) for _, at in newest]
+    assert all(info.cwd.startswith("/home/dev/") for info in page)
+    answer = msgspec.json.decode(baselines.encode_page(page))
+    assert len(answer["sessions"]) == baselines.PAGE_SIZE and answer["nextCursor"]
+
+    listing = baselines.time_jsonl_listing(tmp_path, min_runs=2, max_runs=2)
+    assert listing.n == 2 and 0 < listing.p50_us <= listing.p99_us
+
+
+def test_the_limit_baselines_give_positive_figures(tmp_path: Path) -> None:
+    histories = list(iter_histories(300))
+    raw = baselines.raw_sqlite_baseline(tmp_path, histories, chunk=100)
+    assert raw["insert"].count == sum(len(events) for _, events in histories)
+    assert raw["insert"].per_s > 0 and raw["scan"].per_s > 0
+    assert raw["scan"].count % raw["insert"].count == 0  # every repeat read every event
+
+    assert baselines.disk_fsync(tmp_path, count=5).per_s > 0
+    page = [info for sid, events in histories if (info := baselines.session_info(sid, events))][:50]
+    floor = baselines.page_encode_latency(page, calls=50)
+    assert floor.n == 50 and 0 < floor.p50_us <= floor.p99_us
+
+    log = baselines.RawSqliteLog(tmp_path / "raw-durable.db")
+    with log.durable_inserts() as insert, baselines.fsync_timer(tmp_path) as fsync:
+        timers = {"raw": insert, "fsync": fsync}
+        samples = interleave(timers, [(sid, SessionUpdated(at=1)) for sid, _ in histories[:5]])
+    assert {name: len(times) for name, times in samples.items()} == {"raw": 5, "fsync": 5}
+    assert log.scan() == 5
+    log.close()
+
+
+def test_our_event_log_measurements(tmp_path: Path) -> None:
+    histories = list(iter_histories(60))
+    bench = EventLogBench(tmp_path / "ours.db")
+    try:
+        bench.load(histories[:40])
+        assert bench.loaded.rate().per_s > 0
+        with bench.durable_batches() as append_batch:
+            assert all(append_batch(history) > 0 for history in histories[40:])
+        with bench.durable_appends() as append:
+            assert append((histories[0][0], SessionUpdated(at=10**19))) > 0
+        assert bench.read_all() == sum(len(events) for _, events in histories) + 1
+    finally:
+        bench.close()
+
+
+def test_the_eventsourcing_baseline(tmp_path: Path) -> None:
+    pytest.importorskip("eventsourcing")
+    from benchmarks.eventsourcing_baseline import EventsourcingLog  # noqa: PLC0415  (optional extra)
+
+    histories = list(iter_histories(60))
+    library = EventsourcingLog(tmp_path / "es.db")
+    try:
+        library.load(histories[:40])
+        with library.saves() as save, library.commands() as command:
+            assert all(save(history) > 0 for history in histories[40:])
+            assert command((histories[0][0], SessionUpdated(at=10**19))) > 0
+        total = sum(len(events) for _, events in histories) + 1
+        assert library.read_notifications(batch=25) == total
+        assert library.reconstruct([histories[0][0]]) == len(histories[0][1]) + 1
+    finally:
+        library.close()
+
+
+def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
+    settings = Settings(
+        sizes=[150, 300],
+        jsonl_sizes=[40, 200],
+        durable_sessions=5,
+        durable_events=5,
+        reconstruct=20,
+        subscription_events=3,
+        chunk=50,
+        plot=False,
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run("tiny", settings, work)
+    assert [stage.sessions for stage in result.stages] == [150, 300]
+    assert result.stages[-1].events > result.stages[0].events > 150
+    for stage in result.stages:
+        assert isinstance(read := stage.figures[OURS_READ], Throughput) and read.per_s > 0
+        assert isinstance(scan := stage.figures[RAW_SCAN], Throughput) and scan.per_s > 0
+        assert isinstance(single := stage.figures[rate_key("ours.single_durable")], Throughput)
+        assert single.count == 5
+        assert stage.pending == ["session/list in-process", "cold start", "change stream", "memory per session"]
+    assert [point.files for point in result.jsonl] == [40, 200]
+    assert any(row.ratio is not None for row in result.ratios)
+    assert any(row.ratio is None and row.target for row in result.ratios)  # registry targets show as pending
+
+    plot = importlib.util.find_spec("matplotlib") is not None  # the bench extra; CI installs only dev
+    paths = write_results(result, tmp_path / "results", plot=plot)
+    assert msgspec.json.decode(paths[0].read_bytes(), type=Run).stages[0].sessions == 150
+    table = paths[1].read_text(encoding="utf-8")
+    assert "## Ratios against baselines" in table and "pending" in table
+    if plot:
+        assert paths[2].read_bytes().startswith(b"\x89PNG")
+
+
+def test_latencies_use_nearest_rank_percentiles_and_extrapolation_is_marked() -> None:
+    figure = latency([n / 1e6 for n in range(100, 0, -1)])  # 1..100 µs, out of order
+    assert figure.n == 100
+    assert figure.p50_us == pytest.approx(50.5)
+    assert figure.p99_us == pytest.approx(99.0)
+    scaled = baselines.extrapolate(figure, measured_files=1000, files=10_000)
+    assert scaled.extrapolated and scaled.n == 0 and scaled.p50_us == pytest.approx(505.0)
