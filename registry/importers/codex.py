@@ -1,0 +1,252 @@
+"""OpenAI Codex CLI: ``<CODEX_HOME or ~/.codex>/sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl[.zst]``.
+
+The session id is the UUID in the file name (the first ``session_meta`` says the same; later ones are a forked
+parent's, replayed). The date folders and the name's time are *local* time and are never read as times: those
+come from the records. Archiving moves a rollout to ``archived_sessions/`` and a background worker may replace
+it with a ``.zst``: both keep the session (matched by id), only ``_meta`` changes. Titles: the latest thread
+name (a ``thread_name_updated`` event or ``session_index.jsonl``, whichever is newer; USER, as codex keeps it
+apart from the derived title) > the first ``user_message`` (PROMPT). Subagent, ``exec`` and ``mcp`` rollouts
+are not interactive sessions and are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import msgspec
+
+from events.model import TitleSource
+from registry.importers.base import (
+    PROMPT_TITLE_LENGTH,
+    ScanContext,
+    SessionSnapshot,
+    canonical_dir,
+    clean_title,
+    env_path,
+    home,
+    parse_time,
+)
+from registry.importers.files import Discovery, FileSource, Found, Group
+from registry.importers.lines import LineStats, Tail, TailRead, decode_lines, same_file
+
+__all__ = ["Codex"]
+
+_ROLLOUT = re.compile(
+    r"^rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-"
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl(\.zst)?$"
+)
+_USER_MESSAGE_BEGIN: Final = "## My request for Codex:"  # legacy prompts carried context before this marker
+_ARCHIVED: Final = "archived_sessions"
+_NON_INTERACTIVE: Final = {"exec": "non-interactive run (codex exec)", "mcp": "non-interactive run (mcp)"}
+
+
+class _Line(msgspec.Struct):
+    timestamp: Any = None
+    type: Any = None
+    payload: msgspec.Raw = msgspec.Raw()
+
+
+class _SessionMeta(msgspec.Struct):
+    id: Any = None
+    timestamp: Any = None
+    cwd: Any = None
+    source: Any = None
+    git: Any = None
+
+
+class _EventMsg(msgspec.Struct):
+    type: Any = None
+    message: Any = None
+    thread_name: Any = None
+    images: Any = None
+
+
+class _IndexLine(msgspec.Struct):
+    id: Any = None
+    thread_name: Any = None
+    updated_at: Any = None
+
+
+class _Fold(msgspec.Struct, kw_only=True):
+    meta_seen: bool = False
+    cwd: str | None = None
+    created: int | None = None
+    first_at: int | None = None
+    last: int | None = None
+    skip: str | None = None
+    branch: str | None = None
+    prompt: str | None = None
+    name: str | None = None
+    name_at: int = 0
+    messages: int = 0
+
+
+class _Extra(msgspec.Struct, kw_only=True):
+    """``session_index.jsonl``: the latest thread name per id, with its time."""
+
+    tail: Tail | None = None
+    names: dict[str, tuple[str, int]] = msgspec.field(default_factory=dict)
+
+
+_meta_decoder = msgspec.json.Decoder(_SessionMeta)
+_event_decoder = msgspec.json.Decoder(_EventMsg)
+_index_decoder = msgspec.json.Decoder(_IndexLine)
+
+
+class Codex(FileSource[_Fold, _Extra]):
+    agent: ClassVar[str] = "codex"
+    fold_type = _Fold
+    extra_type = _Extra
+    record_type = _Line
+
+    def default_root(self, environ: Mapping[str, str]) -> Path:
+        return env_path(environ, "CODEX_HOME") or home(environ) / ".codex"
+
+    def discover(self, root: Path) -> Discovery:
+        if not (root / "sessions").is_dir() and not (root / _ARCHIVED).is_dir():
+            return Discovery([], complete=False)
+        found: dict[str, Found] = {}
+        complete = True
+        for top in ("sessions", _ARCHIVED):
+            errors: list[OSError] = []
+            for folder, dirs, names in os.walk(root / top, onerror=errors.append):
+                dirs.sort()
+                for name in sorted(names):
+                    match = _ROLLOUT.match(name)
+                    if match is None:
+                        continue
+                    path = os.path.join(folder, name)
+                    rel = os.path.relpath(path, root)
+                    plain = rel.removesuffix(".zst")
+                    if match.group(2) and plain in found:
+                        continue  # a plain file wins over its compressed copy (codex reads it first too)
+                    found.pop(plain + ".zst", None)
+                    kind = "zst" if match.group(2) else "jsonl"
+                    found[rel] = Found(rel, path, kind, match.group(1).lower())
+            complete = complete and not any(not isinstance(e, FileNotFoundError) for e in errors)
+        return Discovery(list(found.values()), complete)
+
+    def new_fold(self, found: Found) -> _Fold:
+        return _Fold()
+
+    def apply(self, fold: _Fold, line: _Line) -> None:
+        at = parse_time(line.timestamp)
+        if fold.first_at is None:
+            fold.first_at = at
+        if line.type == "session_meta":
+            if fold.meta_seen:
+                return  # a forked rollout replays its parent's session_meta: only the first is this session's
+            fold.meta_seen = True
+            meta = _meta_decoder.decode(line.payload) if line.payload else _SessionMeta()
+            fold.cwd = meta.cwd if isinstance(meta.cwd, str) else None
+            fold.created = parse_time(meta.timestamp) or at
+            fold.skip = _source_skip(meta.source)
+            if isinstance(meta.git, dict) and isinstance(meta.git.get("branch"), str):
+                fold.branch = meta.git["branch"]
+            return
+        if line.type == "event_msg" and line.payload:
+            event = _event_decoder.decode(line.payload)
+            if event.type == "thread_name_updated":
+                if isinstance(event.thread_name, str):
+                    fold.name, fold.name_at = event.thread_name, at or 0
+                return  # a rename is not activity
+            if event.type == "user_message":
+                fold.messages += 1
+                if fold.prompt is None:
+                    fold.prompt = _prompt(event)
+            elif event.type == "agent_message":
+                fold.messages += 1
+        if at is not None and (fold.last is None or at > fold.last):
+            fold.last = at
+
+    def refresh_extra(
+        self, root: Path, extra: _Extra | None, ctx: ScanContext
+    ) -> tuple[_Extra | None, frozenset[str] | bool]:
+        old = extra or _Extra()
+        path = root / "session_index.jsonl"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return _Extra(), frozenset(old.names)
+        if same_file(st, old.tail):
+            return old, False
+        stats = LineStats()
+        try:
+            with TailRead(str(path), old.tail, cap=ctx.line_cap) as read:
+                names = {} if read.restart else dict(old.names)
+                for line in decode_lines(read.lines(), _index_decoder, stats):
+                    if isinstance(line.id, str) and isinstance(line.thread_name, str):
+                        names[line.id.lower()] = (line.thread_name, parse_time(line.updated_at) or 0)
+                tail = read.tail
+        except OSError as exc:
+            ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
+            return old, False
+        if stats.unreadable:
+            ctx.skip(str(path), "unreadable line(s) ignored", stats.unreadable)
+        changed = {i for i in names.keys() | old.names.keys() if names.get(i) != old.names.get(i)}
+        return _Extra(tail=tail, names=names), frozenset(changed)
+
+    def snapshot(self, native_id: str, files: Group, extra: _Extra | None, ctx: ScanContext) -> SessionSnapshot | None:
+        # An active rollout wins over an archived copy of the same session (both exist only mid-move).
+        rel, entry = min(files, key=lambda item: (item[0].startswith(_ARCHIVED), -(item[1].fold.last or 0)))
+        fold: _Fold = entry.fold
+        path = entry.path
+        if not fold.meta_seen:
+            ctx.skip(path, "no session_meta record")
+            return None
+        if fold.skip is not None:
+            ctx.skip(path, fold.skip)
+            return None
+        cwd = canonical_dir(fold.cwd)
+        if cwd is None:
+            ctx.skip(path, f"cwd is not an absolute POSIX path: {fold.cwd!r}")
+            return None
+        created = fold.created or fold.first_at
+        if created is None:
+            ctx.skip(path, "no timestamps")
+            return None
+        name, name_at = fold.name, fold.name_at
+        indexed = (extra.names if extra is not None else {}).get(native_id)
+        if indexed is not None and indexed[1] >= name_at:
+            name = indexed[0]
+        title, source = clean_title(name), TitleSource.USER
+        if title is None:
+            title, source = clean_title(fold.prompt, PROMPT_TITLE_LENGTH), TitleSource.PROMPT
+        if title is None:
+            ctx.skip(path, "no user message")
+            return None
+        return SessionSnapshot(
+            native_id=native_id,
+            cwd=cwd,
+            created_at=created,
+            last_activity=fold.last or created,
+            path=path,
+            locator=f"{rel}@{entry.tail.offset}:{name_at}",
+            title=title,
+            title_source=source,
+            messages=fold.messages,
+            git_branch=fold.branch,
+            archived=rel.startswith(_ARCHIVED),
+        )
+
+
+def _source_skip(source: object) -> str | None:
+    if isinstance(source, dict) and "subagent" in source:
+        return "subagent thread"
+    if isinstance(source, str):
+        return _NON_INTERACTIVE.get(source)
+    return None
+
+
+def _prompt(event: _EventMsg) -> str | None:
+    text = event.message if isinstance(event.message, str) else ""
+    _, marker, after = text.partition(_USER_MESSAGE_BEGIN)
+    if marker:
+        text = after
+    if not text.strip() and event.images:
+        return "[Image]"
+    return clean_title(text, PROMPT_TITLE_LENGTH)

@@ -1,0 +1,274 @@
+"""The shared machinery of file-based sources: discover, read only what changed, fold, snapshot.
+
+A ``FileSource`` keeps one entry per file (its ``Tail`` and the *fold* of its records so far, a small msgspec
+struct each source defines). A pass stats every discovered file and reads only those whose signature moved:
+append-only JSON lines from the remembered offset, whole documents (``.json``, ``.zst``) again from the start
+but only re-folded when their content hash changed. A fold is updated on a copy and kept only when the read
+finished, so a file that vanishes or fails half-way leaves its previous state, never half of a session.
+Sessions whose files changed are then re-derived from the folds of all their files.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
+
+import msgspec
+
+from registry.importers.base import ScanContext, ScanResult, SessionSnapshot
+from registry.importers.lines import LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
+
+__all__ = ["Discovery", "FileEntry", "FileSource", "FileState", "Found"]
+
+F = TypeVar("F", bound=msgspec.Struct)
+G = TypeVar("G", bound=msgspec.Struct)
+
+_MAX_DOCUMENT: Final = 256 << 20
+
+
+class Found(NamedTuple):
+    """A file discovery turned up. ``rel`` (relative to the root) keys its state."""
+
+    rel: str
+    path: str
+    kind: str = "jsonl"
+    """``jsonl`` (append-only, read incrementally), ``zst`` (compressed JSON lines) or ``json`` (one document)."""
+    native_id: str | None = None
+    """The agent's session id when the name carries it (else the fold names it)."""
+
+
+class Discovery(NamedTuple):
+    files: list[Found]
+    complete: bool
+    """False when part of the tree could not be listed: nothing may then be taken for deleted."""
+
+
+class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
+    path: str
+    tail: Tail
+    fold: F
+    kind: str
+    native_id: str | None = None
+
+
+class FileState(msgspec.Struct, Generic[F, G], kw_only=True):
+    files: dict[str, FileEntry[F]] = msgspec.field(default_factory=dict)
+    extra: G | None = None
+
+
+class NoExtra(msgspec.Struct):
+    """For sources without files shared by all sessions."""
+
+
+Group = list[tuple[str, FileEntry[Any]]]
+
+
+class FileSource(abc.ABC, Generic[F, G]):
+    """A source whose sessions live in files. Subclasses say where files are and how records fold."""
+
+    agent: ClassVar[str]
+    fold_type: ClassVar[type[msgspec.Struct]]
+    extra_type: ClassVar[type[msgspec.Struct]] = NoExtra
+    record_type: ClassVar[Any] = None
+    """What one JSON line decodes to (a msgspec struct with the fields the fold reads)."""
+
+    def __init__(self) -> None:
+        self._state_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
+            FileState[self.fold_type, self.extra_type]  # type: ignore[name-defined]
+        )
+        self._fold_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(self.fold_type)
+        self._records: msgspec.json.Decoder[Any] = msgspec.json.Decoder(self.record_type or Any)
+
+    # -- what a source says ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def default_root(self, environ: Mapping[str, str]) -> Path: ...
+
+    @abc.abstractmethod
+    def discover(self, root: Path) -> Discovery: ...
+
+    @abc.abstractmethod
+    def new_fold(self, found: Found) -> F: ...
+
+    def apply(self, fold: F, record: Any) -> None:
+        """Fold one JSON-lines record in (unknown record types are simply not looked at)."""
+        raise NotImplementedError
+
+    def apply_document(self, fold: F, data: bytes) -> None:
+        """Fold a whole-document file in (raise ``ValueError`` when it is not one)."""
+        raise NotImplementedError
+
+    def identify(self, found: Found, fold: F) -> str | None:
+        """The session a file belongs to: from its name, or from what it says."""
+        return found.native_id
+
+    def refresh_extra(self, root: Path, extra: G | None, ctx: ScanContext) -> tuple[G | None, frozenset[str] | bool]:
+        """Re-read files shared by all sessions; says which sessions they changed (True: all)."""
+        return extra, False
+
+    @abc.abstractmethod
+    def snapshot(self, native_id: str, files: Group, extra: G | None, ctx: ScanContext) -> SessionSnapshot | None:
+        """The session from the folds of its files; None (after ``ctx.skip``) when it is not to be listed."""
+
+    # -- the pass --------------------------------------------------------------------------------------
+
+    def scan(self, root: Path, state: bytes | None, ctx: ScanContext) -> ScanResult:
+        previous = self._load(state)
+        extra, extra_changed = self.refresh_extra(root, previous.extra, ctx)
+        discovery = self.discover(root)
+        files: dict[str, FileEntry[F]] = {}
+        changed: set[str] = set(ctx.want)
+        to_read: list[tuple[Found, FileEntry[F] | None]] = []
+        for found in discovery.files:
+            entry = previous.files.get(found.rel)
+            try:
+                st = os.stat(found.path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                ctx.skip(found.path, f"cannot stat: {exc.strerror or exc}")
+                if entry is not None:
+                    files[found.rel] = entry
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+                ctx.skip(found.path, "not a regular file")
+                continue
+            if entry is not None and entry.kind == found.kind and same_file(st, entry.tail):
+                files[found.rel] = entry
+            else:
+                to_read.append((found, entry))
+        ctx.reading(len(to_read))
+        for found, entry in to_read:
+            fresh = self._read(found, entry, ctx)
+            ctx.advance()
+            if fresh is None:
+                if entry is not None:
+                    files[found.rel] = entry
+                continue
+            files[found.rel] = fresh
+            if entry is None or (entry.fold, entry.native_id, entry.path) != (fresh.fold, fresh.native_id, fresh.path):
+                changed.update(i for i in (fresh.native_id, entry and entry.native_id) if i)
+        for rel, entry in previous.files.items():
+            if rel in files:
+                continue
+            if not discovery.complete:
+                files[rel] = entry  # perhaps in a folder that could not be listed: keep it until we know
+            elif entry.native_id:
+                changed.add(entry.native_id)  # a file went away: another may hold the session now, or none
+        groups: dict[str, Group] = {}
+        for rel, entry in files.items():
+            if entry.native_id:
+                groups.setdefault(entry.native_id, []).append((rel, entry))
+        if extra_changed is True:
+            changed.update(groups)
+        elif extra_changed:
+            changed.update(extra_changed)
+        snapshots = []
+        for native_id in sorted(changed.intersection(groups)):
+            group = sorted(groups[native_id], key=lambda item: item[0])
+            snapshot = self.snapshot(native_id, group, extra, ctx)
+            if snapshot is not None:
+                snapshots.append(snapshot)
+        present = None
+        if discovery.complete:
+            present = frozenset(groups) | {f.native_id for f in discovery.files if f.native_id}
+        encoded = msgspec.msgpack.encode(FileState(files=files, extra=extra))
+        return ScanResult(encoded, snapshots, present)
+
+    def present(self, root: Path, state: bytes) -> frozenset[str] | None:
+        known = self._load(state).files
+        discovery = self.discover(root)
+        if not discovery.complete:
+            return None
+        ids = set()
+        for found in discovery.files:
+            entry = known.get(found.rel)
+            native_id = found.native_id or (entry.native_id if entry is not None else None)
+            if native_id:
+                ids.add(native_id)
+        return frozenset(ids)
+
+    def _load(self, state: bytes | None) -> FileState[F, G]:
+        if state:
+            try:
+                return self._state_decoder.decode(state)  # type: ignore[no-any-return]
+            except msgspec.DecodeError:
+                pass  # an older layout: read everything again (the registry diff keeps that harmless)
+        return FileState()
+
+    def _fold_lines(self, fold: F, lines: Iterable[bytes | None], stats: LineStats) -> None:
+        for record in decode_lines(lines, self._records, stats):
+            try:
+                self.apply(fold, record)
+            except msgspec.DecodeError:  # a nested part of the record (a payload) is not what it should be
+                stats.unreadable += 1
+
+    def _read(self, found: Found, entry: FileEntry[F] | None, ctx: ScanContext) -> FileEntry[F] | None:
+        """Read what is new in one file; None (after ``ctx.skip``) when it could not be read."""
+        stats = LineStats()
+        try:
+            if found.kind == "jsonl":
+                with TailRead(found.path, entry.tail if entry is not None else None, cap=ctx.line_cap) as read:
+                    if entry is None or read.restart or entry.kind != found.kind:
+                        fold = self.new_fold(found)
+                    else:
+                        fold = self._fold_decoder.decode(msgspec.msgpack.encode(entry.fold))
+                    stats = read.stats
+                    self._fold_lines(fold, read.lines(), stats)
+                    tail = read.tail
+                    ctx.bytes_read += read.bytes_read
+            else:
+                st = os.stat(found.path)
+                with open(found.path, "rb") as f:
+                    data = f.read(_MAX_DOCUMENT + 1)
+                if len(data) > _MAX_DOCUMENT:
+                    ctx.skip(found.path, f"larger than {_MAX_DOCUMENT >> 20} MiB")
+                    return None
+                ctx.bytes_read += len(data)
+                digest = hashlib.sha256(data).digest()[:16]
+                tail = Tail(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_size, digest)
+                if entry is not None and entry.kind == found.kind and entry.tail.fingerprint == digest:
+                    return FileEntry(
+                        path=found.path, tail=tail, fold=entry.fold, kind=found.kind, native_id=entry.native_id
+                    )
+                fold = self.new_fold(found)
+                if found.kind == "zst":
+                    self._fold_lines(fold, compressed_lines(found.path, stats, cap=ctx.line_cap), stats)
+                else:
+                    self.apply_document(fold, data)
+        except FileNotFoundError as exc:
+            reason = "vanished while being read" if exc.filename == found.path else str(exc)
+            ctx.skip(found.path, reason)
+            return None
+        except (OSError, ValueError, msgspec.DecodeError) as exc:
+            ctx.skip(found.path, f"unreadable: {getattr(exc, 'strerror', None) or exc}")
+            return None
+        ctx.files_read += 1
+        if stats.unreadable:
+            ctx.skip(found.path, "unreadable line(s) ignored", stats.unreadable)
+        if stats.oversized:
+            ctx.skip(found.path, f"line(s) over {ctx.line_cap} bytes ignored", stats.oversized)
+        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=self.identify(found, fold))
+
+
+def scandir(path: Path | str) -> list[os.DirEntry[str]] | None:
+    """The entries of a directory, sorted by name; None when it cannot be listed (missing is empty)."""
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+
+
+def is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False

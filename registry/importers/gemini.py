@@ -1,0 +1,297 @@
+"""Gemini CLI: ``<GEMINI_CLI_HOME or ~>/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl`` (legacy ``.json``).
+
+A chat file is append-only but is *not* an append-only message log: a message is re-appended whole when it
+changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops that message and all after it, and a
+``{"$set": {"messages": [...]}}`` checkpoint replaces them all - so the fold keeps the ordered message ids.
+The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
+else ``projects.json``, else - for the older sha256-named folders - the known root whose hash matches). Titles:
+the AI summary (AGENT) > the first resumable user message (PROMPT); there is no user-set title.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import msgspec
+
+from events.model import TitleSource
+from registry.importers.base import (
+    PROMPT_TITLE_LENGTH,
+    ScanContext,
+    SessionSnapshot,
+    canonical_dir,
+    canonical_dirs,
+    clean_title,
+    env_path,
+    home,
+    parse_time,
+)
+from registry.importers.files import Discovery, FileSource, Found, Group, is_dir, scandir
+
+__all__ = ["Gemini"]
+
+_SESSION_FILE = re.compile(r"^session-.+\.(jsonl|json)$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_NOT_RESUMABLE: Final = ("/", "?", "<session_context>", "<hook_context>")
+_SMALL_FILE: Final = 1 << 20
+
+
+class _Record(msgspec.Struct, rename="camel"):
+    session_id: Any = None
+    project_hash: Any = None
+    start_time: Any = None
+    last_updated: Any = None
+    kind: Any = None
+    directories: Any = None
+    summary: Any = None
+    id: Any = None
+    timestamp: Any = None
+    type: Any = None
+    content: msgspec.Raw = msgspec.Raw()
+    set: Any = msgspec.field(default=None, name="$set")
+    rewind_to: Any = msgspec.field(default=None, name="$rewindTo")
+
+
+class _Document(msgspec.Struct, rename="camel"):
+    session_id: Any = None
+    project_hash: Any = None
+    start_time: Any = None
+    last_updated: Any = None
+    kind: Any = None
+    summary: Any = None
+    directories: Any = None
+    messages: Any = None
+
+
+class _Fold(msgspec.Struct, kw_only=True):
+    project_dir: str
+    session_id: str | None = None
+    project_hash: str | None = None
+    start: int | None = None
+    updated: int | None = None
+    kind: str | None = None
+    summary: str | None = None
+    directories: list[str] = msgspec.field(default_factory=list)
+    messages: dict[str, str] = msgspec.field(default_factory=dict)
+    """Message id -> type, in first-appearance order (a re-appended message keeps its place)."""
+    prompts: dict[str, str] = msgspec.field(default_factory=dict)
+    """User message id -> its text, for the resumable ones (the title falls back to the first)."""
+    first_at: int | None = None
+    last_at: int | None = None
+
+
+class _Projects(msgspec.Struct, kw_only=True):
+    roots: dict[str, str] = msgspec.field(default_factory=dict)
+    """Project folder name under ``tmp/`` -> project root (the cwd of its sessions)."""
+    hashes: dict[str, str] = msgspec.field(default_factory=dict)
+    """sha256 of a known project root -> that root (for headers' ``projectHash``)."""
+
+
+_document_decoder = msgspec.json.Decoder(_Document)
+
+
+class Gemini(FileSource[_Fold, _Projects]):
+    agent: ClassVar[str] = "gemini"
+    fold_type = _Fold
+    extra_type = _Projects
+    record_type = _Record
+
+    def default_root(self, environ: Mapping[str, str]) -> Path:
+        return (env_path(environ, "GEMINI_CLI_HOME") or home(environ)) / ".gemini"
+
+    def discover(self, root: Path) -> Discovery:
+        tmp = root / "tmp"
+        if not tmp.is_dir():
+            return Discovery([], complete=False)
+        found: list[Found] = []
+        complete = True
+        for project in scandir(tmp) or []:
+            if not is_dir(project):
+                continue
+            entries = scandir(Path(project.path) / "chats")
+            if entries is None:
+                complete = False
+                continue
+            for entry in entries:
+                match = _SESSION_FILE.match(entry.name)
+                # Subagent chats live in chats/<parent id>/: folders are never descended into.
+                if match is not None and not is_dir(entry):
+                    found.append(Found(f"{project.name}/chats/{entry.name}", entry.path, match.group(1)))
+        return Discovery(found, complete)
+
+    def new_fold(self, found: Found) -> _Fold:
+        return _Fold(project_dir=found.rel.split("/", 1)[0])
+
+    def identify(self, found: Found, fold: _Fold) -> str | None:
+        return fold.session_id
+
+    def apply(self, fold: _Fold, record: _Record) -> None:
+        if record.set is not None:
+            if isinstance(record.set, dict):
+                self._set(fold, record.set)
+        elif record.rewind_to is not None:
+            self._rewind(fold, record.rewind_to)
+        elif record.id is not None and record.type is not None:
+            content = msgspec.json.decode(record.content) if record.content and record.type == "user" else None
+            self._message(fold, record.id, record.type, content, record.timestamp)
+        elif record.session_id is not None:
+            self._header(fold, record)
+
+    def apply_document(self, fold: _Fold, data: bytes) -> None:
+        document = _document_decoder.decode(data)
+        self._header(fold, document)
+        if isinstance(document.messages, list):
+            self._checkpoint(fold, document.messages)
+
+    @staticmethod
+    def _header(fold: _Fold, header: _Record | _Document) -> None:
+        if isinstance(header.session_id, str) and fold.session_id is None:
+            fold.session_id = header.session_id
+        if isinstance(header.project_hash, str):
+            fold.project_hash = header.project_hash
+        fold.start = parse_time(header.start_time) or fold.start
+        fold.updated = parse_time(header.last_updated) or fold.updated
+        if isinstance(header.kind, str):
+            fold.kind = header.kind
+        if isinstance(header.summary, str):
+            fold.summary = header.summary
+        if isinstance(header.directories, list):
+            fold.directories = [d for d in header.directories if isinstance(d, str)]
+
+    def _set(self, fold: _Fold, changes: dict[str, Any]) -> None:
+        if "lastUpdated" in changes:
+            fold.updated = parse_time(changes["lastUpdated"]) or fold.updated
+        if isinstance(changes.get("summary"), str):
+            fold.summary = changes["summary"]
+        if isinstance(changes.get("kind"), str):
+            fold.kind = changes["kind"]
+        if isinstance(changes.get("messages"), list):
+            self._checkpoint(fold, changes["messages"])
+
+    def _checkpoint(self, fold: _Fold, messages: list[Any]) -> None:
+        fold.messages, fold.prompts = {}, {}
+        for message in messages:
+            if isinstance(message, dict):
+                self._message(
+                    fold, message.get("id"), message.get("type"), message.get("content"), message.get("timestamp")
+                )
+
+    @staticmethod
+    def _rewind(fold: _Fold, target: object) -> None:
+        ids = list(fold.messages)
+        keep = ids.index(target) if isinstance(target, str) and target in fold.messages else 0
+        for dropped in ids[keep:]:
+            del fold.messages[dropped]
+            fold.prompts.pop(dropped, None)
+
+    @staticmethod
+    def _message(fold: _Fold, message_id: object, kind: object, content: object, timestamp: object) -> None:
+        if not isinstance(message_id, str) or not isinstance(kind, str):
+            return
+        fold.messages[message_id] = kind
+        if kind == "user":
+            text = _text(content).strip()
+            if text and not text.startswith(_NOT_RESUMABLE):
+                fold.prompts[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
+            else:
+                fold.prompts.pop(message_id, None)
+        at = parse_time(timestamp)
+        if at is not None:
+            fold.first_at = at if fold.first_at is None else min(fold.first_at, at)
+            fold.last_at = at if fold.last_at is None else max(fold.last_at, at)
+
+    def refresh_extra(
+        self, root: Path, extra: _Projects | None, ctx: ScanContext
+    ) -> tuple[_Projects | None, frozenset[str] | bool]:
+        known: dict[str, str] = {}  # project root -> its folder name, from projects.json
+        data = _small_file(root / "projects.json")
+        if data is not None:
+            try:
+                projects = json.loads(data).get("projects")
+            except (ValueError, AttributeError):
+                ctx.skip(str(root / "projects.json"), "unreadable JSON")
+                projects = None
+            if isinstance(projects, dict):
+                known = {k: v for k, v in projects.items() if isinstance(k, str) and isinstance(v, str)}
+        roots: dict[str, str] = {}
+        for project in scandir(root / "tmp") or []:
+            marker = _small_file(Path(project.path) / ".project_root")
+            if marker is not None and marker.strip():
+                roots[project.name] = marker.decode(errors="replace").strip()
+        for path, folder in known.items():
+            roots.setdefault(folder, path)
+        every_root = set(known) | set(roots.values())
+        hashes = {hashlib.sha256(p.encode()).hexdigest(): p for p in every_root}
+        for project in scandir(root / "tmp") or []:
+            if _SHA256.match(project.name) and project.name in hashes:
+                roots.setdefault(project.name, hashes[project.name])
+        fresh = _Projects(roots=roots, hashes=hashes)
+        return fresh, fresh != extra
+
+    def snapshot(
+        self, native_id: str, files: Group, extra: _Projects | None, ctx: ScanContext
+    ) -> SessionSnapshot | None:
+        # A resumed legacy .json is migrated to a .jsonl beside it, and the old file stays: the .jsonl wins.
+        rel, entry = min(files, key=lambda item: (item[1].kind != "jsonl", -(item[1].fold.updated or 0)))
+        fold: _Fold = entry.fold
+        path = entry.path
+        if fold.kind == "subagent":
+            ctx.skip(path, "subagent chat")
+            return None
+        projects = extra or _Projects()
+        project_root = projects.roots.get(fold.project_dir) or projects.hashes.get(fold.project_hash or "")
+        if project_root is None:
+            ctx.skip(path, "project root unknown (not in projects.json, no .project_root)")
+            return None
+        cwd = canonical_dir(project_root)
+        if cwd is None:
+            ctx.skip(path, f"project root is not an absolute POSIX path: {project_root!r}")
+            return None
+        title, source = clean_title(fold.summary), TitleSource.AGENT
+        if title is None:
+            first = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)
+            title, source = first, TitleSource.PROMPT
+        if title is None:
+            ctx.skip(path, "no resumable message")
+            return None
+        created = fold.start or fold.updated or fold.first_at
+        if created is None:
+            ctx.skip(path, "no timestamps")
+            return None
+        return SessionSnapshot(
+            native_id=native_id,
+            cwd=cwd,
+            created_at=created,
+            last_activity=fold.updated or fold.last_at or created,
+            path=path,
+            locator=f"{rel}@{entry.tail.offset}",
+            title=title,
+            title_source=source,
+            messages=len(fold.messages),
+            additional_directories=canonical_dirs(fold.directories, cwd),
+        )
+
+
+def _text(content: object) -> str:
+    """The text of a Gemini ``PartListUnion``: a string, a part, or a list of either."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        text = content.get("text")
+        return text if isinstance(text, str) else ""
+    if isinstance(content, list):
+        return " ".join(_text(part) for part in content)
+    return ""
+
+
+def _small_file(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_SMALL_FILE)
+    except OSError:
+        return None

@@ -1,0 +1,169 @@
+"""Qwen Code: ``<QWEN_RUNTIME_DIR or ~/.qwen>/projects/<sanitised cwd>/chats/<uuid>.jsonl``, append-only.
+
+The folder name is lossy like Claude Code's, so the cwd comes from the first record. ``chats/archive/<id>.jsonl``
+is an archived session (when both copies exist, the active one wins). Titles: the last ``system/custom_title``
+record - ``titleSource`` ``manual`` or absent (legacy) is the user's (USER), ``auto`` the model's (AGENT) - else
+the first user prompt within the first 10 records (PROMPT). A session that starts with a ``parent_session``
+record is a sub-session and is skipped. Writers may glue two records on one line (``}{``): both are recovered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import msgspec
+
+from events.model import TitleSource
+from registry.importers.base import (
+    PROMPT_TITLE_LENGTH,
+    ScanContext,
+    SessionSnapshot,
+    canonical_dir,
+    clean_title,
+    env_path,
+    home,
+    parse_time,
+)
+from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, is_dir, scandir
+
+__all__ = ["Qwen"]
+
+_SESSION_FILE = re.compile(r"^([0-9a-fA-F-]{32,36})\.jsonl$")
+_PROMPT_LINES: Final = 10
+_RECENT: Final = 32
+
+
+class _Message(msgspec.Struct):
+    parts: Any = None
+
+
+class _Record(msgspec.Struct, rename="camel"):
+    uuid: Any = None
+    session_id: Any = None
+    timestamp: Any = None
+    type: Any = None
+    subtype: Any = None
+    cwd: Any = None
+    git_branch: Any = None
+    message: msgspec.Raw = msgspec.Raw()
+    system_payload: Any = None
+
+
+class _Fold(msgspec.Struct, kw_only=True):
+    records: int = 0
+    cwd: str | None = None
+    created: int | None = None
+    last: int | None = None
+    prompt: str | None = None
+    title: str | None = None
+    title_source: str | None = None
+    branch: str | None = None
+    child: bool = False
+    messages: int = 0
+    recent: list[str] = msgspec.field(default_factory=list)
+
+
+_message_decoder = msgspec.json.Decoder(_Message)
+
+
+class Qwen(FileSource[_Fold, NoExtra]):
+    agent: ClassVar[str] = "qwen"
+    fold_type = _Fold
+    record_type = _Record
+
+    def default_root(self, environ: Mapping[str, str]) -> Path:
+        return env_path(environ, "QWEN_RUNTIME_DIR") or home(environ) / ".qwen"
+
+    def discover(self, root: Path) -> Discovery:
+        if not (root / "projects").is_dir() and not (root / "tmp").is_dir():
+            return Discovery([], complete=False)
+        found: list[Found] = []
+        complete = True
+        for top in ("projects", "tmp"):  # tmp/<hash>/chats is an older layout (unverified; tolerated)
+            for project in scandir(root / top) or []:
+                if not is_dir(project):
+                    continue
+                for folder in ("chats", "chats/archive"):
+                    entries = scandir(Path(project.path) / folder)
+                    if entries is None:
+                        complete = False
+                        continue
+                    for entry in entries:
+                        match = _SESSION_FILE.match(entry.name)
+                        if match is not None and not is_dir(entry):
+                            rel = f"{top}/{project.name}/{folder}/{entry.name}"
+                            found.append(Found(rel, entry.path, native_id=match.group(1).lower()))
+        return Discovery(found, complete)
+
+    def new_fold(self, found: Found) -> _Fold:
+        return _Fold()
+
+    def apply(self, fold: _Fold, record: _Record) -> None:
+        fold.records += 1
+        if fold.cwd is None and isinstance(record.cwd, str) and record.cwd:
+            fold.cwd = record.cwd
+        at = parse_time(record.timestamp)
+        if fold.created is None:
+            fold.created = at
+        if isinstance(record.git_branch, str) and record.git_branch:
+            fold.branch = record.git_branch
+        if record.type == "system":
+            payload = record.system_payload if isinstance(record.system_payload, dict) else {}
+            if record.subtype == "custom_title" and isinstance(payload.get("customTitle"), str):
+                fold.title = payload["customTitle"]
+                fold.title_source = payload.get("titleSource") if isinstance(payload.get("titleSource"), str) else None
+            elif record.subtype == "parent_session":
+                fold.child = True
+            return  # system records (titles re-anchored every 32 KiB among them) are not activity
+        if at is not None and (fold.last is None or at > fold.last):
+            fold.last = at
+        if record.type not in ("user", "assistant"):
+            return
+        if isinstance(record.uuid, str):
+            if record.uuid in fold.recent:
+                return
+            fold.recent.append(record.uuid)
+            del fold.recent[:-_RECENT]
+        fold.messages += 1
+        if record.type == "user" and fold.prompt is None and fold.records <= _PROMPT_LINES and record.message:
+            parts = _message_decoder.decode(record.message).parts
+            texts = [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+            fold.prompt = clean_title(" ".join(t for t in texts if isinstance(t, str)), PROMPT_TITLE_LENGTH)
+
+    def snapshot(self, native_id: str, files: Group, extra: NoExtra | None, ctx: ScanContext) -> SessionSnapshot | None:
+        rel, entry = min(files, key=lambda item: ("/chats/archive/" in item[0], -(item[1].fold.last or 0)))
+        fold: _Fold = entry.fold
+        path = entry.path
+        if fold.child:
+            ctx.skip(path, "sub-session (parent_session record)")
+            return None
+        cwd = canonical_dir(fold.cwd)
+        if cwd is None:
+            ctx.skip(path, f"cwd missing or not an absolute POSIX path: {fold.cwd!r}")
+            return None
+        if fold.created is None:
+            ctx.skip(path, "no timestamps")
+            return None
+        title = clean_title(fold.title)
+        source = TitleSource.AGENT if fold.title_source == "auto" else TitleSource.USER
+        if title is None:
+            title, source = fold.prompt, TitleSource.PROMPT
+        if title is None and fold.messages == 0:
+            ctx.skip(path, "no messages")
+            return None
+        return SessionSnapshot(
+            native_id=native_id,
+            cwd=cwd,
+            created_at=fold.created,
+            last_activity=fold.last or fold.created,
+            path=path,
+            locator=f"{rel}@{entry.tail.offset}",
+            title=title,
+            title_source=source if title is not None else None,
+            messages=fold.messages,
+            git_branch=fold.branch,
+            archived="/chats/archive/" in rel,
+        )
