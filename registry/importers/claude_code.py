@@ -9,6 +9,7 @@ prompt (PROMPT). A session whose last ``tag`` is ``__hidden`` (the SDK's soft de
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,7 @@ from registry.importers.base import (
     is_uuid,
     parse_time,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, is_dir, scandir
+from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, folder_files, is_dir
 
 __all__ = ["ClaudeCode"]
 
@@ -104,24 +105,7 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         return env_path(environ, "CLAUDE_CONFIG_DIR") or home(environ) / ".claude"
 
     def discover(self, root: Path) -> Discovery:
-        projects = root / "projects"
-        if not projects.is_dir():
-            return Discovery([], complete=False)
-        found: list[Found] = []
-        complete = True
-        for project in scandir(projects) or []:
-            if not is_dir(project):
-                continue
-            entries = scandir(project.path)
-            if entries is None:
-                complete = False
-                continue
-            for entry in entries:
-                name = entry.name
-                # agent-*.jsonl (legacy subagent transcripts) and <id>/subagents/ never match a UUID stem.
-                if name.endswith(".jsonl") and is_uuid(name[:-6]) and not is_dir(entry):
-                    found.append(Found(f"{project.name}/{name}", entry.path, native_id=name[:-6]))
-        return Discovery(found, complete)
+        return folder_files(root, ["projects"], [""], _session_file)
 
     def new_fold(self, found: Found) -> _Fold:
         assert found.native_id is not None
@@ -235,6 +219,14 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
             git_branch=fold.git_branch,
             gone="hidden by the agent (tag __hidden)" if fold.tag == "__hidden" else None,
         )
+
+
+def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
+    # agent-*.jsonl (legacy subagent transcripts) and <id>/subagents/ never match a UUID stem.
+    name = entry.name
+    if name.endswith(".jsonl") and is_uuid(name[:-6]) and not is_dir(entry):
+        return [Found(rel, entry.path, native_id=name[:-6])]
+    return []
 
 
 def _title(fold: _Fold) -> tuple[str | None, TitleSource | None]:

@@ -14,7 +14,7 @@ import abc
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 
@@ -23,7 +23,7 @@ import msgspec
 from registry.importers.base import ScanContext, ScanResult, SessionSnapshot
 from registry.importers.lines import LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
 
-__all__ = ["Discovery", "FileEntry", "FileSource", "FileState", "Found"]
+__all__ = ["Discovery", "FileEntry", "FileSource", "FileState", "Found", "folder_files", "is_dir", "scandir"]
 
 F = TypeVar("F", bound=msgspec.Struct)
 G = TypeVar("G", bound=msgspec.Struct)
@@ -254,6 +254,35 @@ class FileSource(abc.ABC, Generic[F, G]):
         if stats.oversized:
             ctx.skip(found.path, f"line(s) over {ctx.line_cap} bytes ignored", stats.oversized)
         return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=self.identify(found, fold))
+
+
+def folder_files(
+    root: Path,
+    tops: Sequence[str],
+    subfolders: Sequence[str],
+    pick: Callable[[str, os.DirEntry[str]], Iterable[Found]],
+) -> Discovery:
+    """What ``pick`` finds in ``<root>/<top>/<folder>/<subfolder>/``, given each entry and its path relative to
+    ``root``. Incomplete when no top exists or a folder cannot be listed (then nothing may be taken for gone)."""
+    found: list[Found] = []
+    complete = any((root / top).is_dir() for top in tops)
+    for top in tops:
+        folders = scandir(root / top)
+        if folders is None:
+            complete = False
+            continue
+        for folder in folders:
+            if not is_dir(folder):
+                continue
+            for sub in subfolders:
+                prefix = f"{top}/{folder.name}/{sub}/" if sub else f"{top}/{folder.name}/"
+                entries = scandir(os.path.join(folder.path, sub))
+                if entries is None:
+                    complete = False
+                    continue
+                for entry in entries:
+                    found.extend(pick(prefix + entry.name, entry))
+    return Discovery(found, complete)
 
 
 def scandir(path: Path | str) -> list[os.DirEntry[str]] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ from registry.importers.base import (
     home,
     parse_time,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, is_dir, scandir
+from registry.importers.files import Discovery, FileSource, Found, Group, folder_files, is_dir, scandir
 
 __all__ = ["Gemini"]
 
@@ -105,27 +106,10 @@ class Gemini(FileSource[_Fold, _Projects]):
         return (env_path(environ, "GEMINI_CLI_HOME") or home(environ)) / ".gemini"
 
     def discover(self, root: Path) -> Discovery:
-        tmp = root / "tmp"
-        if not tmp.is_dir():
-            return Discovery([], complete=False)
-        found: list[Found] = []
-        complete = True
-        for project in scandir(tmp) or []:
-            if not is_dir(project):
-                continue
-            entries = scandir(Path(project.path) / "chats")
-            if entries is None:
-                complete = False
-                continue
-            for entry in entries:
-                match = _SESSION_FILE.match(entry.name)
-                # Subagent chats live in chats/<parent id>/: folders are never descended into.
-                if match is not None and not is_dir(entry):
-                    found.append(Found(f"{project.name}/chats/{entry.name}", entry.path, match.group(1)))
-        return Discovery(found, complete)
+        return folder_files(root, ["tmp"], ["chats"], _chat_file)
 
     def new_fold(self, found: Found) -> _Fold:
-        return _Fold(project_dir=found.rel.split("/", 1)[0])
+        return _Fold(project_dir=found.rel.split("/")[1])  # tmp/<project>/chats/<file>
 
     def identify(self, found: Found, fold: _Fold) -> str | None:
         return fold.session_id
@@ -275,6 +259,12 @@ class Gemini(FileSource[_Fold, _Projects]):
             messages=len(fold.messages),
             additional_directories=canonical_dirs(fold.directories, cwd),
         )
+
+
+def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
+    # Subagent chats live in chats/<parent id>/: folders are never descended into.
+    match = _SESSION_FILE.match(entry.name)
+    return [Found(rel, entry.path, match.group(1))] if match is not None and not is_dir(entry) else []
 
 
 def _text(content: object) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -31,7 +32,7 @@ from registry.importers.base import (
     is_uuid,
     parse_time,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, is_dir, scandir
+from registry.importers.files import Discovery, FileSource, Found, Group, folder_files, is_dir
 
 __all__ = ["Kimi"]
 
@@ -92,30 +93,10 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         return env_path(environ, "KIMI_SHARE_DIR") or home(environ) / ".kimi"
 
     def discover(self, root: Path) -> Discovery:
-        sessions = root / "sessions"
-        if not sessions.is_dir():
-            return Discovery([], complete=False)
-        found: list[Found] = []
-        complete = True
-        for folder in scandir(sessions) or []:
-            if not is_dir(folder):
-                continue
-            entries = scandir(folder.path)
-            if entries is None:
-                complete = False
-                continue
-            # Legacy flat <uuid>.jsonl files are left alone: kimi moves them into <uuid>/ on its next start.
-            for session in entries:
-                if not is_uuid(session.name) or not is_dir(session):
-                    continue
-                rel = f"{folder.name}/{session.name}"
-                found.append(Found(f"{rel}/wire.jsonl", f"{session.path}/wire.jsonl", "jsonl", session.name))
-                if Path(session.path, "state.json").exists():
-                    found.append(Found(f"{rel}/state.json", f"{session.path}/state.json", "json", session.name))
-        return Discovery(found, complete)
+        return folder_files(root, ["sessions"], [""], _session_files)
 
     def new_fold(self, found: Found) -> _Fold:
-        return _Fold(hash_dir=found.rel.split("/", 1)[0])
+        return _Fold(hash_dir=found.rel.split("/")[1])  # sessions/<hash>/<uuid>/<file>
 
     def apply(self, fold: _Fold, record: _Wire) -> None:
         at = parse_time(record.timestamp)
@@ -204,6 +185,16 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             archived=state is not None and state.archived,
             additional_directories=canonical_dirs(state.additional_dirs if state is not None else (), cwd),
         )
+
+
+def _session_files(rel: str, session: os.DirEntry[str]) -> list[Found]:
+    # Legacy flat <uuid>.jsonl files are left alone: kimi moves them into <uuid>/ on its next start.
+    if not is_uuid(session.name) or not is_dir(session):
+        return []
+    found = [Found(f"{rel}/wire.jsonl", f"{session.path}/wire.jsonl", "jsonl", session.name)]
+    if os.path.exists(f"{session.path}/state.json"):
+        found.append(Found(f"{rel}/state.json", f"{session.path}/state.json", "json", session.name))
+    return found
 
 
 def _text(user_input: object) -> str:

@@ -9,6 +9,7 @@ record is a sub-session and is skipped. Writers may glue two records on one line
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,7 +28,7 @@ from registry.importers.base import (
     home,
     parse_time,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, is_dir, scandir
+from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, folder_files, is_dir
 
 __all__ = ["Qwen"]
 
@@ -78,25 +79,8 @@ class Qwen(FileSource[_Fold, NoExtra]):
         return env_path(environ, "QWEN_RUNTIME_DIR") or home(environ) / ".qwen"
 
     def discover(self, root: Path) -> Discovery:
-        if not (root / "projects").is_dir() and not (root / "tmp").is_dir():
-            return Discovery([], complete=False)
-        found: list[Found] = []
-        complete = True
-        for top in ("projects", "tmp"):  # tmp/<hash>/chats is an older layout (unverified; tolerated)
-            for project in scandir(root / top) or []:
-                if not is_dir(project):
-                    continue
-                for folder in ("chats", "chats/archive"):
-                    entries = scandir(Path(project.path) / folder)
-                    if entries is None:
-                        complete = False
-                        continue
-                    for entry in entries:
-                        match = _SESSION_FILE.match(entry.name)
-                        if match is not None and not is_dir(entry):
-                            rel = f"{top}/{project.name}/{folder}/{entry.name}"
-                            found.append(Found(rel, entry.path, native_id=match.group(1).lower()))
-        return Discovery(found, complete)
+        # tmp/<hash>/chats is an older layout (unverified; tolerated).
+        return folder_files(root, ["projects", "tmp"], ["chats", "chats/archive"], _chat_file)
 
     def new_fold(self, found: Found) -> _Fold:
         return _Fold()
@@ -167,3 +151,8 @@ class Qwen(FileSource[_Fold, NoExtra]):
             git_branch=fold.branch,
             archived="/chats/archive/" in rel,
         )
+
+
+def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
+    match = _SESSION_FILE.match(entry.name)
+    return [Found(rel, entry.path, native_id=match.group(1).lower())] if match and not is_dir(entry) else []
