@@ -20,8 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-import msgspec
-
+from benchmarks.store_throughput import percentile, print_results
 from events import MemoryStore, SessionCreated, SessionUpdated
 from registry import SessionRegistry
 from registry.changes import ListChange, Updated
@@ -107,12 +106,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         latencies = sorted(cross_process_latency(Path(tmp), args.latency_samples))
     results["cross_process_p50_ms"] = statistics.median(latencies)
-    results["cross_process_p99_ms"] = latencies[max(0, int(len(latencies) * 0.99) - 1)]
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:>12,.2f}")
-    if args.json:
-        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+    results["cross_process_p99_ms"] = percentile(latencies, 0.99)
+    print_results(results, args.json)
 
 
 if __name__ == "__main__":

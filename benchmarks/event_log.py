@@ -71,4 +71,5 @@ class EventLogBench:
 def subscription_latency(folder: Path, count: int = 200) -> Latency:
     """From another process's append (its clock, before the call) to a subscriber here, over SQLite."""
     # The store URL must be absolute, whatever folder the caller passed.
-    return latency([ms / 1000 for ms in cross_process_latency(folder.resolve(), count)], note="store subscription")
+    url = f"sqlite://{folder.resolve() / 'latency.db'}"
+    return latency([ms / 1000 for ms in cross_process_latency(url, count)], note="store subscription")

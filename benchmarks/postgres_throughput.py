@@ -14,19 +14,24 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.parse
 import uuid
 from pathlib import Path
 
-import msgspec
 import psycopg
 from psycopg import sql
 
-from events import ANY, SessionCreated, SessionUpdated, open_store
+from benchmarks.store_throughput import (
+    batched_appends,
+    cross_process_latency,
+    fsync_rate,
+    full_read,
+    percentile,
+    print_results,
+    single_appends,
+)
 
 
 def bare_commits(conninfo: str, schema: str, count: int) -> float:
@@ -44,82 +49,13 @@ def bare_commits(conninfo: str, schema: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
-def fsync_rate(folder: Path, count: int) -> float:
-    """Baseline for SQLite: raw durable writes per second in its folder, 100 bytes written and fsynced."""
-    path = folder / "fsync.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        start = time.perf_counter()
-        for _ in range(count):
-            os.write(fd, b"x" * 100)
-            os.fsync(fd)
-        return count / (time.perf_counter() - start)
-    finally:
-        os.close(fd)
-        path.unlink()
-
-
-def single_appends(url: str, count: int) -> float:
-    with open_store(url) as store:
-        store.append("warm-up", [SessionUpdated(at=0)])
-        start = time.perf_counter()
-        for n in range(count):
-            store.append(f"s{n % 100}", [SessionUpdated(at=n, messages=1)], ANY)
-        return count / (time.perf_counter() - start)
-
-
-def batched_appends(url: str, events: int, batch: int) -> float:
-    with open_store(url) as store:
-        start = time.perf_counter()
-        for n in range(0, events, batch):
-            evs = [SessionCreated(cwd=f"/work/p{n % 50}", at=n)] + [
-                SessionUpdated(at=n + i, messages=1) for i in range(1, batch)
-            ]
-            store.append(f"b{n // batch}", evs, ANY)
-        return events / (time.perf_counter() - start)
-
-
-def full_read(url: str) -> float:
-    with open_store(url) as store:
-        start = time.perf_counter()
-        count = sum(1 for _ in store.iter_events())
-        return count / (time.perf_counter() - start)
-
-
-_CHILD = """
-import sys, time
-from events import open_store, SessionUpdated
-store = open_store(sys.argv[1])
-print("ready", flush=True)
-for n in range(int(sys.argv[2])):
-    time.sleep(0.02)
-    store.append("remote", [SessionUpdated(at=time.time_ns(), messages=1)])
-store.close()
-"""
-
-
-def cross_process_latency(url: str, count: int) -> list[float]:
-    """Milliseconds from another process's append (its clock before the call) to a subscriber here."""
-    latencies: list[float] = []
-    with open_store(url) as store, store.subscribe() as sub:
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(count)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        deadline = time.monotonic() + 60
-        while len(latencies) < count and time.monotonic() < deadline:
-            for record in sub.poll(timeout=1):
-                assert isinstance(record.event, SessionUpdated)
-                latencies.append((time.time_ns() - record.event.at) / 1e6)
-        child.wait(30)
-    return sorted(latencies)
-
-
 def measure(name: str, url: str, batched_url: str, args: argparse.Namespace, results: dict[str, float]) -> None:
     results[f"{name}_append_single_per_s"] = single_appends(url, args.single)
     results[f"{name}_append_batched_per_s"] = batched_appends(batched_url, args.events, 1000)
     results[f"{name}_read_full_per_s"] = full_read(batched_url)
     latencies = cross_process_latency(url, args.latency)
     results[f"{name}_cross_process_p50_ms"] = statistics.median(latencies)
-    results[f"{name}_cross_process_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1]
+    results[f"{name}_cross_process_p99_ms"] = percentile(latencies, 0.99)
 
 
 def main() -> None:
@@ -150,11 +86,7 @@ def main() -> None:
         results["postgres_append_single_per_s"] / results["postgres_bare_commit_per_s"]
     )
     results["sqlite_single_vs_fsync"] = results["sqlite_append_single_per_s"] / results["sqlite_fsync_per_s"]
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:>12,.2f}")
-    if args.json:
-        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+    print_results(results, args.json)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Event store throughput on SQLite: appends (durable and fast, single and batched), full reads, and how soon
-another process's append reaches a subscriber. Baseline in the same run: the disk's raw fsync rate.
+"""Event store throughput: appends (durable and fast, single and batched), full reads, and how soon another
+process's append reaches a subscriber; baseline in the same run: the disk's raw fsync rate. The functions take
+any store URL (postgres_throughput.py runs them on PostgreSQL); this script runs them on SQLite.
 
-    python benchmarks/store_throughput.py [--events 100000] [--json results.json]
+    python -m benchmarks.store_throughput [--events 100000] [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -17,8 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from events import ANY, SessionCreated, SessionUpdated, SqliteStore, open_store
-from events.sqlite import Synchronous
+from events import ANY, SessionCreated, SessionUpdated, open_store
 
 
 def fsync_rate(folder: Path, count: int) -> float:
@@ -36,29 +37,29 @@ def fsync_rate(folder: Path, count: int) -> float:
         path.unlink()
 
 
-def single_appends(folder: Path, synchronous: Synchronous, count: int) -> float:
-    path = folder / f"single-{synchronous}.db"
-    with SqliteStore(path, synchronous=synchronous) as store:
+def single_appends(url: str, count: int) -> float:
+    """One event per append (so one commit each), to 100 sessions in turn."""
+    with open_store(url) as store:
         start = time.perf_counter()
         for n in range(count):
             store.append(f"s{n % 100}", [SessionUpdated(at=n, messages=1)], ANY)
         return count / (time.perf_counter() - start)
 
 
-def batched_appends(path: Path, synchronous: Synchronous, events: int, batch: int) -> float:
-    with SqliteStore(path, synchronous=synchronous) as store:
+def batched_appends(url: str, events: int, batch: int) -> float:
+    """``batch`` events per append: a session's creation and its activity in one commit."""
+    with open_store(url) as store:
         start = time.perf_counter()
         for n in range(0, events, batch):
-            session = f"s{n // batch}"
             evs = [SessionCreated(cwd=f"/work/p{n % 50}", at=n)] + [
                 SessionUpdated(at=n + i, messages=1) for i in range(1, batch)
             ]
-            store.append(session, evs, ANY)
+            store.append(f"b{n // batch}", evs, ANY)
         return events / (time.perf_counter() - start)
 
 
-def full_read(path: Path) -> float:
-    with SqliteStore(path) as store:
+def full_read(url: str) -> float:
+    with open_store(url) as store:
         start = time.perf_counter()
         count = sum(1 for _ in store.iter_events())
         return count / (time.perf_counter() - start)
@@ -68,6 +69,7 @@ _CHILD = """
 import sys, time
 from events import open_store, SessionUpdated
 store = open_store(sys.argv[1])
+print("ready", flush=True)
 for n in range(int(sys.argv[2])):
     time.sleep(0.02)
     store.append("remote", [SessionUpdated(at=time.time_ns(), messages=1)])
@@ -75,19 +77,33 @@ store.close()
 """
 
 
-def cross_process_latency(folder: Path, count: int) -> list[float]:
-    """Milliseconds from another process's append (its clock before the call) to a subscriber here."""
-    url = f"sqlite://{folder / 'latency.db'}"
+def cross_process_latency(url: str, count: int) -> list[float]:
+    """Milliseconds from another process's append (its clock before the call) to a subscriber here, sorted."""
     latencies: list[float] = []
     with open_store(url) as store, store.subscribe() as sub:
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(count)])
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(count)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
         deadline = time.monotonic() + 60
         while len(latencies) < count and time.monotonic() < deadline:
             for record in sub.poll(timeout=1):
                 assert isinstance(record.event, SessionUpdated)
                 latencies.append((time.time_ns() - record.event.at) / 1e6)
         child.wait(30)
-    return latencies
+    return sorted(latencies)
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of sorted values."""
+    return ordered[max(0, min(len(ordered), math.ceil(fraction * len(ordered))) - 1)]
+
+
+def print_results(results: dict[str, float], json_path: Path | None) -> None:
+    """The figures as an aligned table on stdout, and as JSON when a path is given."""
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:>12,.2f}")
+    if json_path is not None:
+        json_path.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
 
 
 def main() -> None:
@@ -100,20 +116,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         folder = Path(tmp)
         results["fsync_per_s"] = fsync_rate(folder, args.single)
-        results["append_single_durable_per_s"] = single_appends(folder, "full", args.single)
-        results["append_single_normal_per_s"] = single_appends(folder, "normal", args.single * 4)
-        results["append_batched_durable_per_s"] = batched_appends(folder / "b-full.db", "full", args.events, 1000)
-        results["append_batched_normal_per_s"] = batched_appends(folder / "b-normal.db", "normal", args.events, 1000)
-        results["read_full_per_s"] = full_read(folder / "b-full.db")
-        latencies = sorted(cross_process_latency(folder, 200))
+        url = f"sqlite://{folder}"
+        results["append_single_durable_per_s"] = single_appends(f"{url}/single-full.db", args.single)
+        results["append_single_normal_per_s"] = single_appends(
+            f"{url}/single-normal.db?synchronous=normal", args.single * 4
+        )
+        results["append_batched_durable_per_s"] = batched_appends(f"{url}/b-full.db", args.events, 1000)
+        results["append_batched_normal_per_s"] = batched_appends(
+            f"{url}/b-normal.db?synchronous=normal", args.events, 1000
+        )
+        results["read_full_per_s"] = full_read(f"{url}/b-full.db")
+        latencies = cross_process_latency(f"{url}/latency.db", 200)
         results["cross_process_p50_ms"] = statistics.median(latencies)
-        results["cross_process_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1]
+        results["cross_process_p99_ms"] = percentile(latencies, 0.99)
     results["durable_single_vs_fsync"] = results["append_single_durable_per_s"] / results["fsync_per_s"]
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:>12,.2f}")
-    if args.json:
-        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+    print_results(results, args.json)
 
 
 if __name__ == "__main__":
