@@ -4,17 +4,21 @@ Writers take the database's single write lock (``BEGIN IMMEDIATE``) before they 
 positions are assigned and committed in one order and are contiguous. Sessions get a small integer stream
 key: a unique (stream, version) index keyed by random UUID text would scatter inserts across a large index.
 Durable by default (``synchronous=FULL``: an acknowledged append survives power loss); ``synchronous="normal"``
-trades the last commits on power loss (never on a process crash) for speed.
+trades the last commits on power loss (never on a process crash) for speed, and copies the WAL back into the
+database file on a background thread instead of inside the append that fills its 1000th page (``_Checkpointer``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -30,6 +34,8 @@ APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file 
 SCHEMA_VERSION: Final = 1
 
 Synchronous = Literal["full", "normal", "off"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = (
     """CREATE TABLE registry_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID""",
@@ -53,6 +59,68 @@ _COLUMNS = "position, session_id, version, event_id, recorded_at, data"
 _Row = tuple[int, str, int, bytes, int, bytes]
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
 _event_decoder = msgspec.msgpack.Decoder(Event)
+_CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
+_BACKSTOP_PAGES: Final = 10_000  # the writer checkpoints itself only this far behind: the WAL stays < ~40 MB
+
+
+class _Checkpointer:
+    """Copies the WAL back into the database file on a thread of its own, so that no append waits for it.
+
+    SQLite runs this checkpoint inside the commit that fills the 1000th WAL page; with
+    ``synchronous="normal"`` that was about a third of all append time, spent in 1% of the appends (the
+    checkpoint syncs the WAL and the database file). A PASSIVE checkpoint never blocks writers or readers
+    and is crash-safe like the inline one. SQLite starts the WAL file over only after a checkpoint copied
+    all of it, which a background checkpoint rarely manages while appends go on, so the writer's own
+    auto-checkpoint stays as a backstop at ``_BACKSTOP_PAGES`` (it also covers a failed background run).
+    Not used with ``synchronous="full"``: there every commit waits for an fsync anyway, the inline
+    checkpoint is ~2% of append time, and while the WAL file grows past 1000 pages each commit's fsync
+    is slower (measured 1.5x). The thread starts with the first request and ends with the store.
+    """
+
+    def __init__(self, path: str, synchronous: Synchronous, busy_timeout: float) -> None:
+        # No reference to the store: a store dropped without ``close`` is still collected (and ends the thread).
+        self._connect: Callable[[], sqlite3.Connection] = functools.partial(
+            sqlite3.connect, path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        self._path = path
+        self._synchronous = synchronous  # a checkpoint syncs as its connection is told to
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def request(self) -> None:
+        """Checkpoint soon. The caller holds the store's write lock."""
+        if self._stopping:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"checkpoint {self._path}", daemon=True)
+            self._thread.start()
+        self._wanted.set()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stopping = True
+        self._wanted.set()
+        if wait and self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        db = None
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                try:
+                    if db is None:
+                        db = self._connect()
+                        db.execute(f"PRAGMA synchronous={self._synchronous.upper()}")
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:
+                    log.warning("%s: background checkpoint failed; appends will checkpoint (%s)", self._path, exc)
+        finally:
+            if db is not None:
+                db.close()
 
 
 class SqliteStore(EventStore):
@@ -84,6 +152,11 @@ class SqliteStore(EventStore):
         except BaseException:
             self._writer.close()
             raise
+        self._wal_pages = 0  # estimated, since the last background checkpoint was requested
+        self._checkpointer: _Checkpointer | None = None
+        if synchronous != "full":
+            self._checkpointer = _Checkpointer(self.path, synchronous, busy_timeout)
+            weakref.finalize(self, self._checkpointer.stop, wait=False)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"
@@ -111,6 +184,8 @@ class SqliteStore(EventStore):
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA cache_size=-65536")
+                if self.synchronous != "full":
+                    db.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")  # see _Checkpointer
                 self._initialise(db)
         except BaseException:
             db.close()
@@ -212,10 +287,18 @@ class SqliteStore(EventStore):
                         return retried
                     raise
                 db.execute("COMMIT")
-                return positions
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+            if self._checkpointer is not None:
+                # A commit writes a page per table and index it touches (~5), and ~16 events fill a page:
+                # close enough (measured 4.4 pages for 1 event, 5.2 for 5, 59 for 1000) to ask for a
+                # checkpoint about every _CHECKPOINT_PAGES pages.
+                self._wal_pages += 5 + len(events) // 16
+                if self._wal_pages >= _CHECKPOINT_PAGES:
+                    self._wal_pages = 0
+                    self._checkpointer.request()
+            return positions
 
     def _stored_positions(
         self,
@@ -251,37 +334,32 @@ class SqliteStore(EventStore):
         return db
 
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
-        with self._translate():
-            rows = (
-                self._reader()
-                .execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
-                    (after, -1 if limit is None else limit),
-                )
-                .fetchall()
-            )
-        return self._records(rows)
-
-    def _records(self, rows: list[_Row]) -> list[RecordedEvent]:
-        # The hot loop of every replay: no call per row. Any bad row sends the batch through ``_record``,
-        # which names the row that is corrupt.
-        uuid_of, event_of = _uuid_decoder.decode, _event_decoder.decode
-        try:
-            return [RecordedEvent(p, s, v, uuid_of(b"\xc4\x10" + i), t, event_of(d)) for p, s, v, i, t, d in rows]
-        except (msgspec.DecodeError, TypeError, ValueError):
-            return [self._record(r) for r in rows]
+        return self._records(
+            f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, -1 if limit is None else limit),
+        )
 
     def read_stream(self, session_id: str, after_version: int = 0) -> list[RecordedEvent]:
         with self._translate():
-            db = self._reader()
-            row = db.execute("SELECT stream FROM streams WHERE session_id = ?", (session_id,)).fetchone()
-            if row is None:
-                return []
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version",
-                (row[0], after_version),
-            ).fetchall()
-        return self._records(rows)
+            row = self._reader().execute("SELECT stream FROM streams WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None:
+            return []
+        return self._records(
+            f"SELECT {_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version", (row[0], after_version)
+        )
+
+    def _records(self, query: str, params: tuple[object, ...]) -> list[RecordedEvent]:
+        # The hot loop of every replay: no call per row, and rows go from the cursor straight into envelopes
+        # (a list of row tuples in between cost 10-25% of a full read). Any bad row reads the rows again
+        # through ``_record``, which names the row that is corrupt.
+        uuid_of, event_of = _uuid_decoder.decode, _event_decoder.decode
+        with self._translate():
+            cursor = self._reader().execute(query, params)
+            try:
+                return [RecordedEvent(p, s, v, uuid_of(b"\xc4\x10" + i), t, event_of(d)) for p, s, v, i, t, d in cursor]
+            except (msgspec.DecodeError, TypeError, ValueError):
+                cursor.close()  # ends its read transaction now
+                return [self._record(r) for r in self._reader().execute(query, params)]
 
     def head(self) -> int:
         with self._translate():
@@ -310,6 +388,8 @@ class SqliteStore(EventStore):
         for db in readers:
             db.close()
         with self._write_lock:
+            if self._checkpointer is not None:
+                self._checkpointer.stop()
             self._writer.close()
 
     @contextlib.contextmanager
