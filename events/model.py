@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 __all__ = [
+    "MAX_SESSION_ID_BYTES",
     "Event",
+    "LogEntry",
     "RecordedEvent",
     "SessionCreated",
     "SessionDeleted",
@@ -28,6 +30,11 @@ __all__ = [
     "SessionUpdated",
     "TitleSource",
 ]
+
+
+MAX_SESSION_ID_BYTES: Final = 1024
+"""UTF-8 bytes in a session id. Ids are also non-empty and free of control characters (NUL included), so any id
+fits in a cursor, a PostgreSQL ``text`` and a terminal line."""
 
 
 class TitleSource(enum.Enum):
@@ -97,4 +104,14 @@ class RecordedEvent(msgspec.Struct, frozen=True, rename="camel"):
     version: int
     event_id: uuid.UUID
     recorded_at: int
+    event: Event
+
+
+class LogEntry(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """What a fold needs of a stored event, without the envelope's id and time: the lean read path
+    (``EventStore.scan``) yields these. ``RecordedEvent`` has the same four attributes, so a fold takes either."""
+
+    position: int
+    session_id: str
+    version: int
     event: Event

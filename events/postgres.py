@@ -357,6 +357,12 @@ class PostgresStore(EventStore):
             listener.stop()
         self._pool.close()
 
+    def run(self, operation: Callable[[_Connection], _T]) -> _T:
+        """Run ``operation`` on a pooled connection (autocommit; open a transaction inside it as needed), with the
+        store's retries of transient failures and its translation of psycopg's errors. For tables derived from the
+        log in the same schema (the registry's read model); ``operation`` must be safe to run again."""
+        return self._run(operation)
+
     def _run(
         self,
         operation: Callable[[_Connection], _T],

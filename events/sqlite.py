@@ -380,6 +380,19 @@ class SqliteStore(EventStore):
             decode_event(data, position, session_id, version),
         )
 
+    # -- for derived tables in the same file (the registry's read model) --------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to the store's file (autocommit, the store's busy timeout), for tables derived from
+        the log that live beside it. The caller owns and closes it; sqlite3 errors met on it should pass through
+        ``translate_errors``."""
+        self._check_open()
+        return self._connect()
+
+    def translate_errors(self) -> contextlib.AbstractContextManager[None]:
+        """The store's own translation of sqlite3 errors into ``StoreError`` (see ``_translate``)."""
+        return self._translate()
+
     # -- closing and errors ---------------------------------------------------------------------------
 
     def _close(self) -> None:

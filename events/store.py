@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Self
@@ -19,7 +20,7 @@ import msgspec
 
 from events.codec import new_event_id, now_ns
 from events.errors import EventIdConflict, StoreClosedError
-from events.model import EVENT_TYPES, Event, RecordedEvent
+from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, RecordedEvent
 
 __all__ = [
     "ANY",
@@ -27,6 +28,7 @@ __all__ = [
     "EventStore",
     "StoreIdentity",
     "Subscription",
+    "check_session_id",
     "resolve_retry",
 ]
 
@@ -138,6 +140,14 @@ class EventStore(abc.ABC):
                 return
             after = chunk[-1].position
 
+    def scan(self, after: int = 0, *, until: int | None = None, batch: int = 10_000) -> Iterator[LogEntry]:
+        """The log after ``after`` (up to ``until``, inclusive) for a fold: position, session, version and event
+        only. Backends override it with a leaner read; this default reads whole records."""
+        for record in self.iter_events(after, batch=batch):
+            if until is not None and record.position > until:
+                return
+            yield LogEntry(record.position, record.session_id, record.version, record.event)
+
     def close(self) -> None:
         """Release the store; subscriptions end. Closing twice is harmless."""
         if self._closed:
@@ -235,6 +245,21 @@ class Subscription:
         self.close()
 
 
+def check_session_id(session_id: str) -> None:
+    """The store's rule for ids (``ValueError`` otherwise): non-empty, valid Unicode, at most
+    ``MAX_SESSION_ID_BYTES`` UTF-8 bytes, no control characters."""
+    if not session_id:
+        raise ValueError("session_id must not be empty")
+    try:
+        size = len(session_id.encode())
+    except UnicodeEncodeError:
+        raise ValueError("session_id is not valid Unicode (it holds a lone surrogate)") from None
+    if size > MAX_SESSION_ID_BYTES:
+        raise ValueError(f"session_id is {size} bytes long; at most {MAX_SESSION_ID_BYTES} are allowed")
+    if not session_id.isprintable() and any(unicodedata.category(c) == "Cc" for c in session_id):
+        raise ValueError("session_id must not contain control characters (NUL, escapes, newlines)")
+
+
 def _check_position(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int position, not {type(value).__name__}")
@@ -248,8 +273,7 @@ def _check_append_args(
 ) -> list[uuid.UUID]:
     if not isinstance(session_id, str):
         raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
-    if not session_id:
-        raise ValueError("session_id must not be empty")
+    check_session_id(session_id)
     if isinstance(events, str | bytes) or not isinstance(events, Sequence):
         raise TypeError(f"events must be a sequence of events, not {type(events).__name__}")
     if not events:

@@ -29,6 +29,7 @@ __all__ = [
     "parse_time",
     "session_info",
     "sort_key",
+    "title_replaces",
 ]
 
 META_NAMESPACE: Final = "acp-session-registry"
@@ -54,6 +55,12 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     version: int
     position: int
     deleted: bool = False
+
+
+def title_replaces(current: TitleSource | None, new: TitleSource) -> bool:
+    """Whether a title from ``new`` replaces one from ``current``: a generated title (``AGENT``, ``PROMPT``) never
+    replaces one the user set. The one home of that rule: the fold enforces it, commands use it to write nothing."""
+    return not (current is TitleSource.USER and new is not TitleSource.USER)
 
 
 def sort_key(state: SessionState) -> tuple[int, str]:

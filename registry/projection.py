@@ -31,13 +31,11 @@ from events.model import (
     SessionUpdated,
     TitleSource,
 )
-from registry.model import _NO_TIME, SessionState, sort_key
+from registry.model import _NO_TIME, SessionState, sort_key, title_replaces
 
 __all__ = ["Change", "Page", "Projection", "fold", "paused_gc"]
 
 SortKey = tuple[int, str]
-
-_GENERATED = (TitleSource.AGENT, TitleSource.PROMPT)
 
 
 class Change(NamedTuple):
@@ -102,7 +100,7 @@ def fold(state: SessionState | None, record: RecordedEvent) -> SessionState | No
             title, title_source = None, None
         elif event.title is not UNSET:
             source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
-            if not (state.title_source is TitleSource.USER and source in _GENERATED):
+            if title_replaces(state.title_source, source):
                 title, title_source = event.title, source
         return SessionState(
             state.session_id,

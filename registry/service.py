@@ -26,15 +26,25 @@ from events.errors import ConcurrencyError
 from events.model import (
     Event,
     RecordedEvent,
-    SessionCreated,
     SessionDeleted,
-    SessionInfoChanged,
     SessionUpdated,
     TitleSource,
 )
 from events.sqlite import SqliteStore
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
+from registry.commands import (
+    check_messages,
+    check_meta,
+    check_payload,
+    check_session_id,
+    check_source,
+    check_time,
+    check_title,
+    creation,
+    info_change,
+    json_type,
+)
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import (
     InvalidCursor,
@@ -44,12 +54,12 @@ from registry.errors import (
     SessionExists,
     SessionNotFound,
 )
+from registry.limits import MAX_PAGE_SIZE
 from registry.model import (
     META_CONSISTENCY,
     ListSessionsResult,
     SessionInfo,
     SessionState,
-    parse_time,
     session_info,
     sort_key,
 )
@@ -62,12 +72,10 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 
     from registry.changes import ListChange, SessionNotification
 
-__all__ = ["MAX_PAGE_SIZE", "MAX_TITLE_LENGTH", "SessionRegistry"]
+__all__ = ["SessionRegistry"]
 
 log = logging.getLogger(__name__)
 
-MAX_TITLE_LENGTH: Final = 500
-MAX_PAGE_SIZE: Final = 1000
 _RETRIES: Final = 20
 _RENDERED_MAX: Final = 20_000  # SessionInfo objects kept for the pages most asked for (~10 MB at most)
 
@@ -200,18 +208,15 @@ class SessionRegistry:
         """Start a session in ``cwd`` (absolute). Raises ``SessionExists`` if the id is taken."""
         if session_id is None:
             session_id = str(uuid.uuid4())
-        _check_session_id(session_id)
-        if isinstance(additional_directories, str) or not isinstance(additional_directories, Sequence):
-            raise InvalidParams("additionalDirectories must be a list of absolute paths")
-        event = SessionCreated(
-            cwd=self._path(cwd, "cwd"),
-            at=self._clock() if at is None else parse_time(at, field="at"),
-            additional_directories=tuple(
-                self._path(d, f"additionalDirectories[{i}]") for i, d in enumerate(additional_directories)
-            ),
-            title=None if title is None else _check_title(title),
-            title_source=None if title is None else _check_source(title_source),
-            meta=_check_meta(meta),
+        check_session_id(session_id)
+        event = creation(
+            cwd,
+            at=self._clock() if at is None else at,
+            additional_directories=additional_directories,
+            title=title,
+            title_source=title_source,
+            meta=meta,
+            resolve_symlinks=self.resolve_symlinks,
         )
         try:
             positions = self.store.append(session_id, [event], NO_STREAM)
@@ -224,9 +229,9 @@ class SessionRegistry:
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
     ) -> SessionInfo:
         """Activity in a session: moves ``updatedAt`` (to ``at``, default now) and adds ``messages``."""
-        if isinstance(messages, bool) or not isinstance(messages, int) or messages < 0:
-            raise InvalidParams(f"messages must be a non-negative int, got {messages!r}")
-        when = self._clock() if at is None else parse_time(at, field="at")
+        check_messages(messages)
+        check_payload(payload)
+        when = check_time(self._clock() if at is None else at, "at")
         self._write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
         return self.get(session_id)
 
@@ -244,39 +249,24 @@ class SessionRegistry:
         A generated title (``title_source`` AGENT or PROMPT) never replaces one the user set: it is dropped.
         Nothing is written when nothing would change.
         """
-        if isinstance(title, str):
-            _check_title(title)
-        elif title is not None and title is not UNSET:
-            raise InvalidParams(f"title must be a string or null, not {type(title).__name__}")
-        source = _check_source(title_source)
+        if title is not None and title is not UNSET:
+            check_title(title)
+        source = check_source(title_source)
         stamp: int | UnsetType | None = (
-            updated_at if updated_at is UNSET or updated_at is None else parse_time(updated_at)
+            updated_at if updated_at is UNSET or updated_at is None else check_time(updated_at)
         )
-        new_meta = meta if meta is UNSET else _check_meta(meta)
+        new_meta = meta if meta is UNSET else check_meta(meta)
 
         def events(state: SessionState) -> list[Event]:
-            change: dict[str, Any] = {}
-            if title is not UNSET and (title, source if title is not None else None) != (
-                state.title,
-                state.title_source,
-            ):
-                generated_over_user = state.title_source is TitleSource.USER and source is not TitleSource.USER
-                if title is None or not generated_over_user:
-                    change["title"] = title
-                    if title is not None:
-                        change["title_source"] = source
-            if stamp is not UNSET and stamp != state.updated_at:
-                change["updated_at"] = stamp
-            if new_meta is not UNSET and new_meta != state.meta:
-                change["meta"] = new_meta
-            return [SessionInfoChanged(**change)] if change else []
+            change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=new_meta)
+            return [] if change is None else [change]
 
         self._write(session_id, events)
         return self.get(session_id)
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         for _ in range(_RETRIES):
             state = self._state(session_id)
             if state is None or state.deleted:
@@ -292,7 +282,7 @@ class SessionRegistry:
 
     def _write(self, session_id: str, make: Callable[[SessionState], list[Event]]) -> None:
         """Append what ``make`` decides from the current state, with that state's version as expected."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         for _ in range(_RETRIES):
             state = self._state(session_id)
             if state is None:
@@ -388,16 +378,13 @@ class SessionRegistry:
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            raise InvalidParams(f"params must be an object, not {_json_type(params)}")
+            raise InvalidParams(f"params must be an object, not {json_type(params)}")
         if method == "session/list":
             cwd = _optional_str(params, "cwd")
             cursor = _optional_str(params, "cursor")
             return msgspec.to_builtins(self.list(cwd=cwd, cursor=cursor))  # type: ignore[no-any-return]
         if method == "session/delete":
-            session_id = params.get("sessionId")
-            if not isinstance(session_id, str) or not session_id:
-                raise InvalidParams(f"sessionId must be a non-empty string, got {_json_type(session_id)}")
-            self.delete(session_id)
+            self.delete(check_session_id(params.get("sessionId")))
             return {}
         raise MethodNotFound(method)
 
@@ -485,46 +472,8 @@ class SessionRegistry:
         self.close()
 
 
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def _optional_str(params: dict[str, Any], key: str) -> str | None:
     value = params.get(key)
     if value is not None and not isinstance(value, str):
-        raise InvalidParams(f"{key} must be a string, not {_json_type(value)}")
+        raise InvalidParams(f"{key} must be a string, not {json_type(value)}")
     return value
-
-
-def _check_session_id(session_id: object) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise InvalidParams(f"sessionId must be a non-empty string, got {_json_type(session_id)}")
-
-
-def _check_title(title: object) -> str:
-    if not isinstance(title, str):
-        raise InvalidParams(f"title must be a string, not {_json_type(title)}")
-    if len(title) > MAX_TITLE_LENGTH:
-        raise InvalidParams(f"title is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
-    return title
-
-
-def _check_source(source: object) -> TitleSource:
-    if not isinstance(source, TitleSource):
-        raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}")
-    return source
-
-
-def _check_meta(meta: object) -> dict[str, Any] | None:
-    if meta is None:
-        return None
-    if not isinstance(meta, Mapping) or not all(isinstance(k, str) for k in meta):
-        raise InvalidParams("_meta must be a JSON object with string keys")
-    try:
-        return msgspec.json.decode(msgspec.json.encode(dict(meta)))  # type: ignore[no-any-return]
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise InvalidParams(f"_meta must hold only JSON values ({exc})") from exc

@@ -21,8 +21,8 @@ import msgspec
 
 from events.model import TitleSource
 from registry.errors import InvalidParams
+from registry.limits import MAX_TITLE_LENGTH
 from registry.paths import normalise_cwd
-from registry.service import MAX_TITLE_LENGTH
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",

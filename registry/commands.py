@@ -1,0 +1,222 @@
+"""Commands: what a write may say, checked once, and the events it becomes.
+
+Every way in - ``SessionRegistry``, ``acp-registry serve``, ``acp-registry import`` and the importers - checks its
+input with these functions and decides what to append with them, so a rule (a limit, "a generated title never
+replaces the user's", "nothing is written when nothing would change") has exactly one home. Checks raise
+``InvalidParams`` (a ``ValueError``; -32602 on the wire) naming the field and why; they never truncate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from events.model import SessionCreated, SessionInfoChanged, TitleSource
+from events.store import check_session_id as store_check_session_id
+from registry.errors import InvalidParams
+from registry.limits import (
+    MAX_DIRECTORIES,
+    MAX_META_BYTES,
+    MAX_META_DEPTH,
+    MAX_PAYLOAD_BYTES,
+    MAX_TIME_NS,
+    MAX_TITLE_LENGTH,
+    MIN_TIME_NS,
+)
+from registry.model import SessionState, parse_time, title_replaces
+from registry.paths import normalise_cwd
+
+__all__ = [
+    "check_directories",
+    "check_messages",
+    "check_meta",
+    "check_payload",
+    "check_session_id",
+    "check_source",
+    "check_time",
+    "check_title",
+    "creation",
+    "info_change",
+    "json_type",
+]
+
+_json_encoder = msgspec.json.Encoder()
+_msgpack_encoder = msgspec.msgpack.Encoder()
+
+
+def json_type(value: object) -> str:
+    """How a value is called in JSON, for messages ("a number", "null", ...)."""
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def check_session_id(session_id: object, field: str = "sessionId") -> str:
+    """A non-empty string of at most ``MAX_SESSION_ID_BYTES`` UTF-8 bytes, without control characters."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidParams(f"{field} must be a non-empty string, got {json_type(session_id)}")
+    try:
+        store_check_session_id(session_id)
+    except ValueError as exc:
+        raise InvalidParams(str(exc).replace("session_id", field, 1)) from None
+    return session_id
+
+
+def check_title(title: object, field: str = "title") -> str:
+    if not isinstance(title, str):
+        raise InvalidParams(f"{field} must be a string, not {json_type(title)}")
+    if len(title) > MAX_TITLE_LENGTH:
+        raise InvalidParams(f"{field} is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
+    _check_text(title, field)
+    return title
+
+
+def check_source(source: object) -> TitleSource:
+    if not isinstance(source, TitleSource):
+        raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}")
+    return source
+
+
+def check_messages(messages: object) -> int:
+    if isinstance(messages, bool) or not isinstance(messages, int) or not 0 <= messages < 1 << 31:
+        raise InvalidParams(f"messages must be a non-negative int below 2**31, got {messages!r}")
+    return messages
+
+
+def check_time(value: object, field: str = "updatedAt") -> int:
+    """Epoch ns (int, aware ``datetime`` or RFC 3339 string) within the range the registry stores."""
+    ns = parse_time(value, field=field)
+    if not MIN_TIME_NS <= ns <= MAX_TIME_NS:
+        raise InvalidParams(f"{field} is out of range: times from 1970-01-01 to 2262-04-11 (epoch ns in int64)")
+    return ns
+
+
+def check_meta(meta: object, field: str = "_meta") -> dict[str, Any] | None:
+    """A JSON object with string keys (None: no ``_meta``), at most ``MAX_META_BYTES`` encoded, nested at most
+    ``MAX_META_DEPTH`` deep; returned as a fresh copy made of plain JSON values."""
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping) or not all(isinstance(k, str) for k in meta):
+        raise InvalidParams(f"{field} must be a JSON object with string keys")
+    _check_depth(meta, field)
+    try:
+        encoded = _json_encoder.encode(dict(meta))
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise InvalidParams(f"{field} must hold only JSON values ({exc})") from exc
+    if len(encoded) > MAX_META_BYTES:
+        raise InvalidParams(f"{field} is {len(encoded)} bytes as JSON; at most {MAX_META_BYTES} are allowed")
+    return msgspec.json.decode(encoded)  # type: ignore[no-any-return]
+
+
+def check_payload(payload: object) -> object:
+    """An opaque activity payload: any msgpack-encodable value of at most ``MAX_PAYLOAD_BYTES``."""
+    if payload is None:
+        return None
+    _check_depth(payload, "payload")
+    try:
+        size = len(_msgpack_encoder.encode(payload))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        raise InvalidParams(f"payload must be plain data (JSON-like values): {exc}") from exc
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidParams(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are allowed")
+    return payload
+
+
+def check_directories(directories: object, *, resolve_symlinks: bool = False) -> tuple[str, ...]:
+    """``additionalDirectories``: a list of at most ``MAX_DIRECTORIES`` absolute paths, each normalised."""
+    if isinstance(directories, str | bytes) or not isinstance(directories, Sequence):
+        raise InvalidParams("additionalDirectories must be a list of absolute paths")
+    if len(directories) > MAX_DIRECTORIES:
+        raise InvalidParams(
+            f"additionalDirectories has {len(directories)} entries; at most {MAX_DIRECTORIES} are allowed"
+        )
+    return tuple(
+        normalise_cwd(d, field=f"additionalDirectories[{i}]", resolve_symlinks=resolve_symlinks)
+        for i, d in enumerate(directories)
+    )
+
+
+def creation(
+    cwd: object,
+    *,
+    at: object,
+    additional_directories: object = (),
+    title: object = None,
+    title_source: object = TitleSource.USER,
+    meta: object = None,
+    resolve_symlinks: bool = False,
+) -> SessionCreated:
+    """The ``SessionCreated`` a create command becomes, every field checked."""
+    return SessionCreated(
+        cwd=normalise_cwd(cwd, field="cwd", resolve_symlinks=resolve_symlinks),
+        at=check_time(at, "at"),
+        additional_directories=check_directories(additional_directories, resolve_symlinks=resolve_symlinks),
+        title=None if title is None else check_title(title),
+        title_source=None if title is None else check_source(title_source),
+        meta=check_meta(meta),
+    )
+
+
+def info_change(
+    state: SessionState,
+    *,
+    title: str | UnsetType | None = UNSET,
+    title_source: TitleSource = TitleSource.USER,
+    updated_at: int | UnsetType | None = UNSET,
+    meta: dict[str, Any] | UnsetType | None = UNSET,
+) -> SessionInfoChanged | None:
+    """The event that takes ``state`` to what was asked, or None when nothing would change.
+
+    Arguments are already checked. A generated title that the fold would drop (``title_replaces``) is left out
+    here too, so nothing is written for it.
+    """
+    change: dict[str, Any] = {}
+    if title is not UNSET and (title, title_source if title is not None else None) != (
+        state.title,
+        state.title_source,
+    ):
+        if title is None:
+            change["title"] = None
+        elif title_replaces(state.title_source, title_source):
+            change["title"] = title
+            change["title_source"] = title_source
+    if updated_at is not UNSET and updated_at != state.updated_at:
+        change["updated_at"] = updated_at
+    if meta is not UNSET and meta != state.meta:
+        change["meta"] = meta
+    return SessionInfoChanged(**change) if change else None
+
+
+def _check_text(text: str, field: str) -> None:
+    if "\x00" in text:
+        raise InvalidParams(f"{field} must not contain a NUL character")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)") from None
+
+
+def _check_depth(value: object, field: str) -> None:
+    """Refuse nesting deeper than ``MAX_META_DEPTH`` without recursing (a hostile value may nest 100,000 deep)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= MAX_META_DEPTH:
+            raise InvalidParams(f"{field} nests deeper than {MAX_META_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)

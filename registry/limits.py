@@ -1,0 +1,57 @@
+"""Every size limit the registry enforces, in one place, with why it is what it is.
+
+A write that breaks a limit is refused whole (``InvalidParams``, a ``ValueError``; -32602 on the wire) and
+writes nothing; nothing is ever truncated silently. The same limits hold at every way in: ``SessionRegistry``,
+``acp-registry serve``, ``acp-registry import`` and the importers.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from events.model import MAX_SESSION_ID_BYTES as _MAX_SESSION_ID_BYTES
+
+__all__ = [
+    "MAX_DIRECTORIES",
+    "MAX_META_BYTES",
+    "MAX_META_DEPTH",
+    "MAX_PAGE_SIZE",
+    "MAX_PATH_BYTES",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_SESSION_ID_BYTES",
+    "MAX_TIME_NS",
+    "MAX_TITLE_LENGTH",
+    "MIN_TIME_NS",
+]
+
+MAX_TITLE_LENGTH: Final = 500
+"""Characters in a title: the ACP RFD's suggestion."""
+
+MAX_PAGE_SIZE: Final = 1000
+"""Sessions in one ``session/list`` page (the default page holds 50)."""
+
+# UTF-8 bytes in a session id: room for any agent's id with its ``<agent>:`` prefix. The store enforces it on
+# every append, so it lives with the log (``events.model``).
+MAX_SESSION_ID_BYTES: Final = _MAX_SESSION_ID_BYTES
+
+MAX_PATH_BYTES: Final = 4095
+"""UTF-8 bytes in a ``cwd`` or an additional directory: Linux's ``PATH_MAX`` (4096) less its NUL."""
+
+MAX_DIRECTORIES: Final = 64
+"""Entries in ``additionalDirectories``."""
+
+MAX_META_BYTES: Final = 64 * 1024
+"""A session's own ``_meta`` object, encoded as JSON: metadata, not a place for transcripts."""
+
+MAX_META_DEPTH: Final = 32
+"""Nesting of arrays and objects inside ``_meta``."""
+
+MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024
+"""The opaque payload of one activity event (the reference agent keeps a turn there), encoded as msgpack."""
+
+MIN_TIME_NS: Final = 0
+"""Earliest time the registry stores (epoch ns): 1970-01-01T00:00:00Z."""
+
+MAX_TIME_NS: Final = (1 << 63) - 1
+"""Latest time the registry stores: 2262-04-11T23:47:16.854Z, the last epoch-ns time a signed 64-bit integer (a
+SQLite or PostgreSQL ``bigint``) holds."""
