@@ -29,7 +29,7 @@ from registry.changes import (
     SessionNotification,
     SubscriberTooSlow,
     Updated,
-    encode_notification,
+    encode_session_update,
 )
 from tests.test_projection_properties import history
 
@@ -117,7 +117,7 @@ def test_the_wire_keeps_explicit_nulls() -> None:
     registry.change_info("s", title="Draft", title_source=TitleSource.AGENT)
     registry.change_info("s", title="Draft", title_source=TitleSource.AGENT)  # the same again: nothing
     scheduler.advance_by(1)
-    wire = [encode_notification(n) for n in seen]
+    wire = [encode_session_update(n) for n in seen]
     assert wire[0] == (
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
         b'"session_info_update","title":null,"_meta":{"acp-session-registry/messageCount":0}}}}'
@@ -256,7 +256,7 @@ _WRITER = """
 import sys
 from events import TitleSource
 from registry import SessionRegistry
-with SessionRegistry.open(sys.argv[1], follow=False, snapshot_path=None) as registry:
+with SessionRegistry.open(sys.argv[1], follow=False) as registry:
     registry.create("/work/remote", session_id="remote", title="made elsewhere", at=1_000_000_000)
     registry.change_info("remote", title=None)
     registry.change_info("local", title="renamed elsewhere", title_source=TitleSource.USER)
@@ -275,7 +275,7 @@ def test_another_process_changes_reach_subscribers(tmp_path: Path) -> None:
     added, cleared, renamed, removed = waiter.items
     assert isinstance(added, Added) and added.info.title == "made elsewhere"
     assert isinstance(cleared, Updated) and cleared.notification.update.title is None
-    assert encode_notification(cleared.notification).count(b'"title":null') == 1
+    assert encode_session_update(cleared.notification).count(b'"title":null') == 1
     assert isinstance(renamed, Updated) and renamed.notification == SessionNotification(
         "local",
         SessionInfoUpdate(

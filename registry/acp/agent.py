@@ -29,7 +29,7 @@ from reactivex.abc import DisposableBase
 from events.model import SessionUpdated, TitleSource
 from registry.acp.jsonrpc import Incoming, encode_error, encode_notification, encode_result, parse
 from registry.changes import Added, ListChange, Removed, Updated
-from registry.changes import encode_notification as encode_session_update
+from registry.diffs import encode_session_update
 from registry.errors import InvalidParams, MethodNotFound, SessionDeletedError, SessionNotFound, rpc_error
 from registry.service import SessionRegistry
 

@@ -34,6 +34,7 @@ _HANDLERS = {
     "tail": "registry.cli.follow:tail",
     "stats": "registry.cli.health:stats",
     "verify": "registry.cli.health:verify",
+    "rebuild": "registry.cli.rebuild:rebuild",
     "export": "registry.cli.interchange:export_log",
     "import": "registry.cli.interchange:import_log",
     "demo": "registry.cli.demo:demo",
@@ -112,8 +113,9 @@ exit codes: 0 ok, 1 a problem found (verify), 2 usage or input error""",
     sub = command("tail", "follow the change stream live (Ctrl-C stops)", as_json)
     sub.add_argument("--from", dest="start", type=_position, metavar="POSITION", help="replay changes after it first")
 
-    command("stats", "events, sessions, cwds, log size, head position, snapshot age", as_json)
-    command("verify", "check the whole log and its snapshot; exit 1 when there is a problem", as_json)
+    command("stats", "events, sessions, cwds, log size, head position, read model", as_json)
+    command("verify", "check the log, its read model and kept snapshots; exit 1 when there is a problem", as_json)
+    command("rebuild", "fold the read model again from the whole log (derived data: nothing is lost)", as_json)
 
     sub = command("export", "the log as JSON lines on stdout (acp-registry export > log.jsonl)")
     sub.add_argument("--from", dest="start", type=_position, metavar="POSITION", help="only events after it")

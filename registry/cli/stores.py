@@ -113,12 +113,11 @@ def snapshot_file(store: EventStore) -> Path | None:
 
 
 def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> SessionRegistry:
-    """A ``SessionRegistry`` on the store, with its snapshot where ``SessionRegistry.open`` keeps it."""
+    """A ``SessionRegistry`` on the store (it closes the store when it closes)."""
     from registry.service import SessionRegistry  # noqa: PLC0415
 
     store = open_log(location, create=create)
     try:
-        options.setdefault("snapshot_path", snapshot_file(store))
         return SessionRegistry(store, owns_store=True, **options)
     except BaseException:
         store.close()

@@ -1,0 +1,52 @@
+"""``session/list`` pages: cut from the read model as of the walk's position, with the cursor to the next one.
+
+A walk starts at the read model's checkpoint, caught up to the log's head (so a process always lists what any
+process has written), and every later page is served as of that position - exactly within the window, else in
+the current order without the sessions changed since, which the page's ``_meta`` says.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from registry.cursor import Cursor, CursorCodec
+from registry.errors import InvalidCursor
+from registry.model import META_CONSISTENCY, ListSessionsResult, session_info, sort_key
+from registry.readmodel import ReadModel
+
+__all__ = ["list_page"]
+
+_PAST_WINDOW_META: Final = {
+    META_CONSISTENCY: "current",
+    f"{META_CONSISTENCY}Note": "this walk started before the consistency window: it goes on in the current order "
+    "and leaves out sessions changed since it began",
+}
+
+
+def list_page(
+    read_model: ReadModel,
+    cursors: CursorCodec,
+    *,
+    cwd: str | None,
+    cursor: str | None,
+    page_size: int,
+    additional_directories: bool,
+) -> ListSessionsResult:
+    """One page of the sessions in ``cwd`` (canonical; None: all), after ``cursor`` (None: the first page)."""
+    if cursor is None:
+        as_of, after = read_model.catch_up(), None
+    else:
+        walk = cursors.decode(cursor, cwd)
+        if walk.position > read_model.position and walk.position > read_model.catch_up():
+            raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
+        as_of, after = walk.position, (walk.rank, walk.session_id)
+    page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size)
+    result = ListSessionsResult(
+        [session_info(state, additional_directories=additional_directories) for state in page.states]
+    )
+    if page.more:
+        rank, last = sort_key(page.states[-1])
+        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), cwd)
+    if not page.consistent:
+        result.meta = dict(_PAST_WINDOW_META)
+    return result
