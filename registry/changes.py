@@ -84,10 +84,21 @@ def _merge(burst: Sequence[Change]) -> Change:
 
 
 class _Feed:
-    """One subscription's queue of projection changes, drained on its scheduler one item at a time."""
+    """One subscription's queue of changes, drained on its scheduler one item at a time.
 
-    def __init__(self, observer: abc.ObserverBase[Change], scheduler: abc.SchedulerBase, max_pending: int) -> None:
+    ``transform`` turns a change into what the observer gets (None: nothing for this change); the drain calls the
+    observer directly, without an operator chain per item, and detaches an observer that raises.
+    """
+
+    def __init__(
+        self,
+        observer: abc.ObserverBase[Any],
+        scheduler: abc.SchedulerBase,
+        max_pending: int,
+        transform: Callable[[Change], Any] | None = None,
+    ) -> None:
         self._observer = observer
+        self._transform = transform
         self._scheduler = scheduler
         self._max_pending = max_pending
         self._queue: deque[Change] = deque()
@@ -106,10 +117,11 @@ class _Feed:
             if len(self._queue) > self._max_pending:
                 self._stopped = True
                 self._queue.clear()
-                overflow = True
+                overflow, start = True, False
             else:
-                overflow = False
-                self._kick()
+                overflow, start = False, self._start_draining()
+        if start:
+            self._scheduler.schedule(self._drain)
         if overflow:
             self.remove_listener()
             self._scheduler.schedule(
@@ -122,12 +134,17 @@ class _Feed:
         with self._lock:
             self._queue.extendleft(reversed(catch_up))
             self._held = False
-            self._kick()
+            start = self._start_draining()
+        if start:
+            self._scheduler.schedule(self._drain)
 
-    def _kick(self) -> None:
+    def _start_draining(self) -> bool:
+        """Under the lock: whether the caller must schedule a drain (outside the lock: a scheduler may run it
+        at once, in this thread)."""
         if not self._draining and not self._held and self._queue:
             self._draining = True
-            self._scheduler.schedule(self._drain)
+            return True
+        return False
 
     def _drain(self, _scheduler: abc.SchedulerBase, _state: Any = None) -> None:
         while True:
@@ -137,11 +154,17 @@ class _Feed:
                     return
                 batch = list(self._queue)  # one lock round per batch, not per item
                 self._queue.clear()
+            transform, on_next = self._transform, self._observer.on_next
             for change in batch:
                 if self._stopped:
                     return
                 try:
-                    self._observer.on_next(change)
+                    if transform is None:
+                        on_next(change)
+                    else:
+                        item = transform(change)
+                        if item is not None:
+                            on_next(item)
                 except Exception:
                     log.exception("a change-stream subscriber raised; it has been detached")
                     self.stop()
@@ -152,6 +175,20 @@ class _Feed:
             self._stopped = True
             self._queue.clear()
         self.remove_listener()
+
+
+def _shared_diffs(additional_directories: bool) -> Callable[[Change], ListChange | None]:
+    """``diff`` of a change, made once however many subscribers receive it (they share the change objects)."""
+
+    def shown(change: Change) -> ListChange | None:
+        made = change.shown
+        if made is not None and made[0] is additional_directories:
+            return made[1]  # type: ignore[no-any-return]
+        item = diff(change.position, change.before, change.after, additional_directories=additional_directories)
+        change.shown = (additional_directories, item)
+        return item
+
+    return shown
 
 
 class ChangeSource(Protocol):
@@ -185,12 +222,16 @@ def _catch_up(store: EventStore, following: Following, start: int) -> list[Chang
 
 
 def _raw_changes(
-    source: ChangeSource, after: int | None, delivery: abc.SchedulerBase, max_pending: int
-) -> Observable[Change]:
-    """Changes after ``after`` (default: from now on), then live, delivered on ``delivery``."""
+    source: ChangeSource,
+    after: int | None,
+    delivery: abc.SchedulerBase,
+    max_pending: int,
+    transform: Callable[[Change], Any] | None = None,
+) -> Observable[Any]:
+    """Changes after ``after`` (default: from now on), then live, delivered on ``delivery`` (``transform``ed)."""
 
-    def subscribe(observer: abc.ObserverBase[Change], _default: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-        feed = _Feed(observer, delivery, max_pending)
+    def subscribe(observer: abc.ObserverBase[Any], _default: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+        feed = _Feed(observer, delivery, max_pending, transform)
         following = source.follow(feed.on_changes)
         feed.remove_listener = following.stop
         start = following.position if after is None else after
@@ -250,10 +291,7 @@ def list_changes(
         raise ValueError(f"after must be a log position (an int >= 0), got {after!r}")
     if coalesce is not None and not coalesce > 0:
         raise ValueError(f"coalesce must be a positive number of seconds, got {coalesce!r}")
-    directories = source.additional_directories
-
-    def to_item(change: Change) -> ListChange | None:
-        return diff(change.position, change.before, change.after, additional_directories=directories)
+    to_item = _shared_diffs(source.additional_directories)
 
     def build(_scheduler: abc.SchedulerBase | None) -> Observable[ListChange]:
         if scheduler is not None:
@@ -262,6 +300,8 @@ def list_changes(
             delivery = AsyncIOThreadSafeScheduler(loop)
         else:
             delivery = EventLoopScheduler(exit_if_empty=True)
+        if coalesce is None:  # the common path: each change's diff made once, handed straight to the observer
+            return _raw_changes(source, after, delivery, max_pending, to_item)
         stream = _raw_changes(source, after, delivery, max_pending)
         if coalesce is not None:
             window = coalesce

@@ -29,7 +29,7 @@ __all__ = [
 
 
 class SessionInfoUpdate(
-    msgspec.Struct, omit_defaults=True, rename="camel", tag_field="sessionUpdate", tag="session_info_update"
+    msgspec.Struct, omit_defaults=True, rename="camel", tag_field="sessionUpdate", tag="session_info_update", gc=False
 ):
     """ACP ``session_info_update``: UNSET fields are omitted (unchanged); ``None`` is sent as ``null`` (cleared)."""
 
@@ -38,7 +38,7 @@ class SessionInfoUpdate(
     meta: dict[str, Any] | UnsetType | None = msgspec.field(default=UNSET, name="_meta")
 
 
-class SessionNotification(msgspec.Struct, rename="camel"):
+class SessionNotification(msgspec.Struct, rename="camel", gc=False):
     """The params of an ACP ``session/update`` notification."""
 
     session_id: str
@@ -51,19 +51,19 @@ class _JsonRpcNotification(msgspec.Struct, kw_only=True):
     params: SessionNotification
 
 
-class Added(msgspec.Struct, frozen=True):
+class Added(msgspec.Struct, frozen=True, gc=False):
     position: int
     session_id: str
     info: SessionInfo
 
 
-class Updated(msgspec.Struct, frozen=True):
+class Updated(msgspec.Struct, frozen=True, gc=False):
     position: int
     session_id: str
     notification: SessionNotification
 
 
-class Removed(msgspec.Struct, frozen=True):
+class Removed(msgspec.Struct, frozen=True, gc=False):
     position: int
     session_id: str
 

@@ -79,7 +79,7 @@ def sort_key(state: SessionState) -> tuple[int, str]:
     return (UNDATED_RANK if updated is None else -(updated // 1_000_000), state.session_id)
 
 
-class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel", gc=False):
     """ACP ``SessionInfo``. Shared between answers (the registry caches them): treat as read-only."""
 
     session_id: str

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, NamedTuple
 
+import msgspec
 from msgspec import UNSET
 from sortedcontainers import SortedList
 
@@ -41,12 +42,17 @@ Entry = RecordedEvent | LogEntry
 """What a fold reads of a stored event: a whole record, or the lean read path's entry (same attributes)."""
 
 
-class Change(NamedTuple):
-    """What one applied event did to a session: ``before`` is None for a creation."""
+class Change(msgspec.Struct, gc=False):
+    """What one applied event did to a session: ``before`` is None for a creation.
+
+    ``shown`` is where the change stream keeps the client's view of it (its diff), made once however many
+    subscribers receive this very object.
+    """
 
     position: int
     before: SessionState | None
     after: SessionState
+    shown: Any = None
 
 
 class Page(NamedTuple):
