@@ -178,10 +178,35 @@ def test_acp_registry_store_overrides_the_default(run: Cli, populated: Populated
     assert json.loads(result.stdout) == populated.final_pages[0]
 
 
-def test_importing_the_cli_loads_neither_rich_nor_a_command() -> None:
-    code = "import sys, registry.cli; print(sorted(m for m in ('rich', 'registry.cli.browse') if m in sys.modules))"
+def test_importing_the_cli_or_asking_for_help_loads_neither_rich_nor_a_command() -> None:
+    code = (
+        "import sys, contextlib, io, registry.cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    registry.cli.main(['--help'])\n"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith(('registry.cli.', 'registry.importers'))))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout == "[]\n"
+    assert result.stdout == "['registry.cli.errors', 'registry.cli.stores']\n"
+
+
+def test_version_suggestions_and_json_before_the_command(run: Cli, populated: Populated) -> None:
+    version, typo, far, before, after, export, serve, demo = run.all(
+        ("--version",),
+        ("lsit",),
+        ("frobnicate",),
+        ("--json", "list", "--page-size", str(PAGE)),
+        ("list", "--json", "--page-size", str(PAGE)),
+        ("--json", "export"),
+        ("serve", "--json", "--help"),
+        ("demo", "--json", "--help"),
+        store=populated.path,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("acp-registry 0.")
+    assert "unknown command 'lsit'; did you mean 'list'?" in _one_error_line(typo)
+    assert "did you mean" not in _one_error_line(far)
+    assert json.loads(before.stdout) == json.loads(after.stdout) == populated.final_pages[0]
+    assert export.returncode == 0 and len(export.stdout.splitlines()) == populated.head
+    assert serve.returncode == 0 and demo.returncode == 0
 
 
 # -- list, show, history ---------------------------------------------------------------------------------
@@ -243,7 +268,8 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
         (record,) = store.read(populated.middle - 1, 1)
     moment = format_time(record.recorded_at + 500_000_000)  # half a second later: before the next event
     middle = str(populated.middle)
-    as_json, by_time, table = run.all(
+    as_json, first, by_time, table = run.all(
+        ("replay", "--at", middle, "--json", "--page-size", "2", "--all"),
         ("replay", "--at", middle, "--json", "--page-size", "2"),
         ("replay", "--at", moment, "--json"),
         ("replay", "--at", middle),
@@ -251,6 +277,7 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
     )
     result = json.loads(as_json.stdout)
     assert result["pages"] == populated.middle_pages  # the cursors too: exactly what the registry issued then
+    assert json.loads(first.stdout) == {**result, "pages": populated.middle_pages[:1]}  # like list: one page
     assert (result["position"], result["head"], result["events"]) == (populated.middle, populated.head, 7)
     assert (result["sessionsCreated"], result["sessionsDeleted"], result["sessionsLive"]) == (4, 0, 4)
     at_moment = json.loads(by_time.stdout)

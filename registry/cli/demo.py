@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from registry.service import SessionRegistry
 
-__all__ = ["demo"]
+__all__ = ["add_arguments", "run"]
 
 _State = TypeVar("_State")
 _PAGE_SIZE = 3
@@ -78,7 +78,16 @@ class _Pump(Scheduler):
                 item.invoke()
 
 
-def demo(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "A simulated multi-agent host on an embedded SQLite file in a temporary folder; with --store it runs on "
+        "that (new, empty) store instead and keeps it. --json writes only what the editor receives, one "
+        "JSON-RPC line each."
+    )
+    parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="an empty store to run on and keep")
+
+
+def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     console = stdout_console()
     if not console.is_terminal:

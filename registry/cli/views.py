@@ -32,6 +32,9 @@ __all__ = [
     "change_json",
     "change_text",
     "describe_event",
+    "escaped",
+    "history_table",
+    "printable",
     "session_table",
     "sessions_table",
 ]
@@ -92,6 +95,18 @@ def change_text(item: ListChange) -> str:
     return f"#{item.position:<6} updated  {item.session_id}  {' · '.join(fields)}"
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so that a title cannot move the cursor or retitle the terminal."""
+    return text
+
+
+def escaped(text: str) -> Text:
+    """``printable(text)`` as rich text (never read as markup)."""
+    from rich.text import Text  # noqa: PLC0415
+
+    return Text(printable(text))
+
+
 def _quote(text: str) -> str:
     return _json.encode(text).decode()
 
@@ -145,6 +160,34 @@ def session_table(info: SessionInfo, state: SessionState) -> Table:
     ]
     for name, value in rows:
         table.add_row(_text(name), _text(value, missing="-"))
+    return table
+
+
+def history_table(session_id: str, records: Sequence[RecordedEvent]) -> Table:
+    """A session's events: position, time, version, kind, and what each changed (or why it was ignored)."""
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    from registry.projection import fold  # noqa: PLC0415
+
+    table = Table(title=f"session {session_id}: {len(records)} events", title_justify="left")
+    table.add_column("position", justify="right")
+    table.add_column("recorded (UTC)", no_wrap=True)
+    table.add_column("version", justify="right")
+    table.add_column("event")
+    table.add_column("what it changed", overflow="fold")
+    state = None
+    for record in records:
+        after = fold(state, record)
+        kind = type(record.event).__name__
+        table.add_row(
+            str(record.position),
+            format_time(record.recorded_at),
+            str(record.version),
+            Text(kind, style="bold" if isinstance(record.event, SessionCreated) else ""),
+            Text(describe_event(record, state, after), style="dim" if after is None else ""),
+        )
+        state = after or state
     return table
 
 
