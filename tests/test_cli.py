@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -23,6 +25,7 @@ import pytest
 from events import TitleSource, open_store
 from events.codec import decode_record_json, encode_record_json
 from registry import SessionRegistry
+from registry.cli import main as cli_main
 from registry.model import format_time
 from registry.snapshot import read_snapshot, save_snapshot
 
@@ -167,10 +170,26 @@ def test_help_names_the_default_store_and_every_command(run: Cli, tmp_path: Path
     assert "names sqlite:///elsewhere/s.db now" in result.stdout
 
 
-def test_the_default_store_is_created_in_the_data_directory(run: Cli, tmp_path: Path) -> None:
+def test_the_default_store_is_created_private_by_the_first_command_that_writes(run: Cli, tmp_path: Path) -> None:
+    data = tmp_path / "data" / "acp-registry"
+    listed = run("list", "--json")
+    assert "no store yet at" in _one_error_line(listed) and listed.stdout == ""
+    assert not (tmp_path / "data").exists()  # a command that only reads creates nothing, not even the folder
+    served = run("serve")  # stdin is empty: the agent starts, meets EOF and stops
+    assert served.returncode == 0, served.stderr
+    assert (data / "sessions.db").is_file()
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700 and stat.S_IMODE(data.parent.stat().st_mode) == 0o700
     result = run("list", "--json")
     assert (result.returncode, result.stdout, result.stderr) == (0, '{"sessions":[]}\n', "")
-    assert (tmp_path / "data" / "acp-registry" / "sessions.db").is_file()
+
+
+def test_a_command_that_writes_creates_a_named_stores_folders_private(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "new" / "deeper" / "sessions.db"
+    result = run("import", "-", "--json", store=store, stdin="")
+    assert json.loads(result.stdout) == {"records": 0, "imported": 0, "alreadyPresent": 0}
+    assert store.is_file()
+    for folder in (store.parent, store.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 def test_acp_registry_store_overrides_the_default(run: Cli, populated: Populated) -> None:
@@ -489,26 +508,79 @@ def test_an_import_the_store_refuses_keeps_what_came_before(run: Cli, populated:
 # -- errors ----------------------------------------------------------------------------------------------
 
 
+_READS = [
+    ("list",),
+    ("show", "s1"),
+    ("history", "s1"),
+    ("replay", "--at", "1"),
+    ("tail",),
+    ("stats",),
+    ("verify",),
+    ("export",),
+]
+
+
 def test_read_commands_do_not_create_a_missing_store(run: Cli, tmp_path: Path) -> None:
     missing = tmp_path / "missing.db"
-    commands = [
-        ("list",),
-        ("show", "s1"),
-        ("history", "s1"),
-        ("replay", "--at", "1"),
-        ("tail",),
-        ("stats",),
-        ("verify",),
-        ("export",),
-    ]
-    for command, result in zip(commands, run.all(*commands, store=missing), strict=True):
+    for command, result in zip(_READS, run.all(*_READS, store=missing), strict=True):
         assert f"{missing}: no such store (the file does not exist" in _one_error_line(result), command
     assert not missing.exists()
+
+
+def test_read_commands_leave_an_empty_file_alone(run: Cli, tmp_path: Path) -> None:
+    empty = tmp_path / "truncated.db"
+    empty.touch()
+    for command, result in zip(_READS, run.all(*_READS, store=empty), strict=True):
+        assert f"{empty} is empty (0 bytes): not a registry store" in _one_error_line(result), command
+    assert empty.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["truncated.db"]  # no -wal, -shm or snapshot either
+
+
+_BAD_URLS = [
+    ("bogus://x", "unknown store URL scheme 'bogus'"),
+    ("sqlite://relative.db", "needs an absolute path"),
+    ("sqlite:relative.db", "must be an absolute file path"),
+    ("sqlite://{tmp}/new/x.db?fast=yes", "unknown option 'fast'"),
+    ("memory://somewhere", "take nothing after the scheme"),
+    ("postgresql://127.0.0.1/test?schema=Bad-Name", "schema must be a lowercase SQL identifier"),
+    ("postgresql://127.0.0.1:1/test", "cannot open the store"),  # nothing listens on port 1: unreachable
+]
+_EVERY_COMMAND = [
+    *_READS,
+    ("import", "-"),
+    ("serve",),
+    ("demo", "--store", "{url}"),
+    ("import-agents", "--agent", "codex"),
+]
+
+
+@pytest.mark.parametrize(("url", "message"), _BAD_URLS, ids=[url for url, _ in _BAD_URLS])
+def test_every_bad_store_url_is_one_line_and_exit_2_on_every_command(
+    url: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    for command in _EVERY_COMMAND:
+        store = url.format(tmp=tmp_path)
+        argv = [part.format(url=store) for part in command]
+        code = cli_main(argv if command[0] == "demo" else ["--store", store, *argv])
+        out, err = capsys.readouterr()
+        assert code == 2, (command, out, err)
+        assert out == "" and "Traceback" not in err, command
+        if command in _READS and url.startswith("sqlite://{tmp}"):
+            assert "no such store" in err, command  # a command that only reads looks for the file first
+        elif command[0] == "demo" and url.startswith("memory:"):
+            assert "use sqlite:// or postgresql://" in err  # refused before it is parsed: the demo needs sharing
+        else:
+            assert message in err, (command, err)
+        assert len(err.splitlines()) == 1 and err.startswith("acp-registry"), (command, err)
+    assert list(tmp_path.iterdir()) == []  # nothing was created anywhere
 
 
 def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, tmp_path: Path) -> None:
     notes = tmp_path / "notes.db"
     notes.write_text("my notes\n" * 100)
+    (tmp_path / "a-file").write_text("")
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE t (x)")
@@ -517,7 +589,7 @@ def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, t
         (other, ("stats",), "not an acp-session-registry store"),
         ("foo://x", ("list",), "unknown store URL scheme"),
         ("sqlite://relative.db", ("list",), "needs an absolute path"),
-        (tmp_path / "no" / "dir.db", ("import", "-"), "the directory"),
+        (tmp_path / "a-file" / "dir.db", ("import", "-"), "a file of that name exists"),
         (populated.path, ("list", "--cursor", "garbage!"), "invalid cursor (garbled)"),
         (populated.path, ("tail", "--from", "999"), "beyond the log's head"),
         (populated.path, ("tail", "--from", "x"), "is not a log position"),

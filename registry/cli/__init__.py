@@ -188,10 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _with_url(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def wrapped(args: argparse.Namespace) -> int:
-        from registry.cli.stores import locate, resolve_url  # noqa: PLC0415
+    """For a command that opens the store itself: it is opened here first, through ``stores`` as every open is,
+    so that a bad store is one line and exit 2 whatever the command does with it."""
 
-        args.store = resolve_url(locate(args.store), create=True)
+    def wrapped(args: argparse.Namespace) -> int:
+        from registry.cli.stores import locate, open_log  # noqa: PLC0415
+
+        location = locate(args.store)
+        open_log(location, create=True).close()
+        args.store = location.url
         return run(args)
 
     return wrapped
