@@ -279,6 +279,25 @@ def test_history_lists_every_event_and_what_it_changed(run: Cli, populated: Popu
     assert "no session 'nope'" in _one_error_line(unknown)
 
 
+def test_control_characters_are_escaped_for_people_and_exact_in_json(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "evil.db"
+    title = "\x1b]0;owned\x07\x1b[2Jlogin"
+    evil = "evil\u202egnp.exe"  # ids may not hold controls (the store refuses them), but a bidi override passes
+    with SessionRegistry.open(f"sqlite://{store}") as registry:
+        registry.create("/work/\x1b[31mred", session_id=evil, title=title, meta={"k": "\x9b"})
+    people = run.all(("list",), ("show", evil), ("history", evil), ("stats",), store=store)  # tail: test_cli_tables
+    for result in people:
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\x9b" not in result.stdout
+        assert "\u202e" not in result.stdout
+    assert all(result.returncode == 0 for result in people)
+    assert "\\x1b]0;owned\\x07\\x1b[2Jlogin" in people[0].stdout and "evil\\u202egnp.exe" in people[0].stdout
+    assert "/work/\\x1b[31mred" in people[3].stdout
+    as_json = json.loads(run("show", evil, "--json", store=store).stdout)
+    assert (as_json["sessionId"], as_json["title"], as_json["_meta"]["k"]) == (evil, title, "\x9b")
+    unknown = run("show", "nope\x1b[2J", store=store)
+    assert "\x1b" not in unknown.stderr and "nope\\x1b[2J" in _one_error_line(unknown)
+
+
 # -- replay ----------------------------------------------------------------------------------------------
 
 

@@ -166,7 +166,9 @@ a store that cannot be opened: a missing file, not a registry store, an unreacha
 
 
 def _fail(message: str) -> None:
-    print(f"{_PROG}: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    from registry.cli.terminal import printable  # noqa: PLC0415
+
+    print(f"{_PROG}: {printable(' '.join(message.split()))}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

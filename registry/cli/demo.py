@@ -25,9 +25,10 @@ from events.verify import verify_log
 from registry.changes import ListChange
 from registry.cli.errors import InputError
 from registry.cli.stores import StoreLocation, open_registry, sqlite_url
+from registry.cli.tables import SessionsTable
 from registry.cli.terminal import stdout_console
 from registry.cli.timetravel import fold_log, list_pages
-from registry.cli.views import change_json, sessions_table
+from registry.cli.views import change_json
 from registry.cursor import CursorCodec
 from registry.model import SessionInfo
 
@@ -194,7 +195,7 @@ class _Demo:
         while isinstance(page.next_cursor, str):
             page = host.list(cursor=page.next_cursor)
             pages.append(page.sessions)
-        self.console.print(sessions_table(pages, title=title))
+        self.console.print(SessionsTable(pages, title=title))
 
     def raw(self, value: Any) -> None:
         import msgspec  # noqa: PLC0415
@@ -263,7 +264,7 @@ class _Demo:
         folded = fold_log(store, stop=lambda record: record.position > position, report=lambda _done: None)
         pages = list_pages(folded.projection, CursorCodec(store.identity), cwd=None, page_size=_PAGE_SIZE)
         then = f"then: {len(folded.projection)} sessions at position {position} (acp-registry replay --at {position})"
-        self.console.print(sessions_table([page.sessions for page in pages], title=then))
+        self.console.print(SessionsTable([page.sessions for page in pages], title=then))
         self.show_pages(host, title=f"now: {len(host)} sessions at position {host.position}")
         report = verify_log(store)
         self.say(

@@ -7,8 +7,8 @@ import argparse
 from events.codec import encode_record_json
 from registry.cli.errors import InputError
 from registry.cli.stores import locate, open_log
+from registry.cli.tables import HistoryTable
 from registry.cli.terminal import stdout_console, write_json_line
-from registry.cli.views import history_table
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,5 +26,5 @@ def run(args: argparse.Namespace) -> int:
         for record in records:
             write_json_line(encode_record_json(record))
         return 0
-    stdout_console().print(history_table(args.session, records))
+    stdout_console().print(HistoryTable(args.session, records))
     return 0

@@ -8,8 +8,8 @@ from msgspec import UNSET
 
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_registry
-from registry.cli.terminal import stdout_console, write_json
-from registry.cli.views import sessions_table
+from registry.cli.tables import SessionsTable
+from registry.cli.terminal import printable, stdout_console, write_json
 
 __all__ = ["add_arguments", "run"]
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     console = stdout_console()
     count = sum(map(len, pages))
     where = "" if cwd is None else f" in {cwd}"
-    console.print(sessions_table(pages, title=f"{count} session{'s' if count != 1 else ''}{where}"))
+    console.print(SessionsTable(pages, title=printable(f"{count} session{'s' if count != 1 else ''}{where}")))
     if page.next_cursor is not UNSET:
         console.print(
             f"more sessions follow: --all lists every page, or --cursor {page.next_cursor} the next one",

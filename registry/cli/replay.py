@@ -18,9 +18,9 @@ from events.model import RecordedEvent
 from registry.cli.errors import InputError
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_log
+from registry.cli.tables import SessionsTable
 from registry.cli.terminal import progress, stdout_console
 from registry.cli.timetravel import fold_log, list_pages
-from registry.cli.views import sessions_table
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
 from registry.model import ListSessionsResult, format_time, parse_time
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     for number, page in enumerate(pages if args.all else _first(pages), start=1):
         shown += len(page.sessions)
         title = f"page {number}: sessions {shown - len(page.sessions) + 1} to {shown}" if page.sessions else None
-        console.print(sessions_table([page.sessions], title=title))
+        console.print(SessionsTable([page.sessions], title=title))
         last = page
     if last is not None and isinstance(last.next_cursor, str):
         console.print("more sessions follow: --all shows every page", markup=False, soft_wrap=True)

@@ -6,8 +6,8 @@ import argparse
 
 from registry.cli.errors import InputError
 from registry.cli.stores import locate, open_registry
+from registry.cli.tables import SessionTable
 from registry.cli.terminal import stdout_console, write_json
-from registry.cli.views import session_table
 from registry.model import SessionInfo, session_info
 
 __all__ = ["add_arguments", "run"]
@@ -31,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(info)
     else:
-        stdout_console().print(session_table(info, state))
+        stdout_console().print(SessionTable(info, state))
     return 0

@@ -95,7 +95,7 @@ def _snapshot_line(snapshot: SnapshotInfo | None) -> str:
 def _print(result: StoreStats) -> None:
     from rich.table import Table  # noqa: PLC0415
 
-    from registry.cli.views import escaped  # noqa: PLC0415
+    from registry.cli.tables import escaped  # noqa: PLC0415
 
     summary = Table(show_header=False, title=escaped(result.store), title_justify="left")
     summary.add_column(style="bold")

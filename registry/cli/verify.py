@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 def _print(result: VerifyResult) -> None:
     from rich.table import Table  # noqa: PLC0415
 
-    from registry.cli.views import escaped, printable  # noqa: PLC0415
+    from registry.cli.tables import escaped  # noqa: PLC0415
+    from registry.cli.terminal import printable  # noqa: PLC0415
 
     console = stdout_console()
     console.print(
