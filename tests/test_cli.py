@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import pty
 import queue
 import shutil
 import signal
@@ -325,14 +327,56 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
     assert "sessions created 4 · deleted 0 · live 4" in table.stdout
 
 
+def test_replay_shows_the_first_page_and_all_writes_every_page(run: Cli, populated: Populated) -> None:
+    head = str(populated.head)
+    first, every = run.all(
+        ("replay", "--at", head, "--page-size", "1"),
+        ("replay", "--at", head, "--page-size", "1", "--all"),
+        store=populated.path,
+    )
+    ids = [[info["sessionId"] for info in page["sessions"]] for page in populated.final_pages]
+    order = [session for page in ids for session in page]
+    assert "page 1: sessions 1 to 1" in first.stdout and "page 2" not in first.stdout
+    assert "more sessions follow: --all shows every page" in first.stdout
+    assert [n for n, session in enumerate(order, 1) if f" {session} " in first.stdout] == [1]
+    for number, session in enumerate(order, start=1):  # one table a page, written as it is cut, in list order
+        assert f"page {number}: sessions {number} to {number}" in every.stdout
+        assert every.stdout.index(f"page {number}:") < every.stdout.index(f" {session} ")
+    assert "more sessions follow" not in every.stdout
+
+
+def test_replay_shows_a_progress_bar_on_a_terminal_while_it_folds(run: Cli, populated: Populated) -> None:
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "registry.cli", "--store", populated.url, "replay", "--at", str(populated.middle)],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={**run.env, "COLUMNS": "100"},
+            timeout=60,
+            check=True,
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with contextlib.suppress(OSError):  # the terminal's other end is closed once everything is read
+        while chunk := os.read(controller, 65536):
+            shown += chunk
+    os.close(controller)
+    assert b"replaying the log" in shown and f"0/{populated.middle}".encode() in shown
+    assert b"replaying" not in result.stdout  # piped output holds only the answer
+
+
 def test_replay_refuses_a_bad_point(run: Cli, populated: Populated) -> None:
-    words, no_zone, beyond = run.all(
+    words, no_zone, beyond, negative = run.all(
         ("replay", "--at", "yesterday"),
         ("replay", "--at", "2026-12-01T10:00:00"),
         ("replay", "--at", "999"),
+        ("replay", "--at", "-1"),
         store=populated.path,
     )
     assert "not an RFC 3339 timestamp" in _one_error_line(words)
+    assert "--at -1: not a log position (positions are integers >= 0)" in _one_error_line(negative)
     assert "needs a time zone" in _one_error_line(no_zone)
     assert f"beyond the log's head ({populated.head})" in _one_error_line(beyond)
 
@@ -631,6 +675,18 @@ def test_demo_shows_the_project_in_under_ten_seconds(run: Cli) -> None:
     assert '"title":null' in result.stdout and '"updatedAt":null' in result.stdout
     assert '"method":"session/update"' in result.stdout
     assert "each once" in result.stdout and "healthy" in result.stdout
+
+
+def test_demo_json_writes_only_what_the_editor_receives(run: Cli) -> None:
+    result = run("--json", "demo")
+    assert result.returncode == 0 and result.stderr == ""
+    messages = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {message["method"] for message in messages} == {
+        "session/update",
+        "_registry/session_added",
+        "_registry/session_removed",
+    }
+    assert any(message["params"].get("update", {}).get("title", "") is None for message in messages)
 
 
 def test_demo_on_a_kept_store_leaves_a_store_to_explore(run: Cli, tmp_path: Path) -> None:
