@@ -5,7 +5,6 @@ Only the smoke test lives here; the long runs are ``make bench`` and ``make benc
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import sys
 import uuid
@@ -172,13 +171,11 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     assert [point.files for point in result.jsonl] == [40, 200]
     assert any(row.ratio is not None for row in result.ratios)
 
-    plot = importlib.util.find_spec("matplotlib") is not None  # the bench extra; CI installs only dev
-    paths = write_results(result, tmp_path / "results", plot=plot)
+    paths = write_results(result, tmp_path / "results", plot=True)  # matplotlib is in the dev extra
     assert msgspec.json.decode(paths[0].read_bytes(), type=Run).stages[0].sessions == 150
     table = paths[1].read_text(encoding="utf-8")
     assert "## Ratios against baselines" in table and "session/list first page" in table
-    if plot:
-        assert paths[2].read_bytes().startswith(b"\x89PNG")
+    assert paths[2].read_bytes().startswith(b"\x89PNG")
 
 
 def test_latencies_use_nearest_rank_percentiles_and_extrapolation_is_marked() -> None:
