@@ -90,9 +90,11 @@ def _first_screen() -> list[str]:
 
 def test_the_first_screen_gets_a_newcomer_to_acp_registry_list(tmp_path: Path) -> None:
     demo = tmp_path / "demo"
+    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make test
     recipe = subprocess.run(
-        ["make", "--dry-run", "--always-make", "demo", f"DEMO_DIR={demo}"],
+        ["make", "--no-print-directory", "--dry-run", "--always-make", "demo", f"DEMO_DIR={demo}"],
         cwd=ROOT,
+        env=alone,
         capture_output=True,
         text=True,
         check=True,
