@@ -2,19 +2,27 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The demo's store, kept for `acp-registry list` and the other commands afterwards (git ignores .demo/).
+DEMO_DIR ?= .demo
+DEMO_STORE := sqlite://$(abspath $(DEMO_DIR))/sessions.db
 
 .PHONY: install test lint demo bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# Only what the package itself needs (msgspec, rich, reactivex, ...): all the demo and the CLI use.
+$(VENV)/.installed-base: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# The dev extra on top: PostgreSQL driver, the official ACP SDK, pytest, mypy, ruff, matplotlib for the plot test.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(VENV)/.installed-base $@
 
-install: $(STAMP)
+install: $(VENV)/.installed
 
 lint: install
 	$(BIN)/ruff check .
@@ -24,14 +32,16 @@ lint: install
 test: lint
 	$(BIN)/pytest
 
-demo: install
-	$(BIN)/acp-registry demo
+demo: $(VENV)/.installed-base
+	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*
+	$(BIN)/acp-registry demo --store $(DEMO_STORE)
 
-# The bench extra (eventsourcing, matplotlib) on top of dev: the baselines and plots need it.
-$(VENV)/.installed-bench: $(STAMP) pyproject.toml
+# The bench extra (eventsourcing) on top of dev: the baselines need it.
+$(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
+# benchmarks/results/ tracks the published full run; git ignores the quick (and custom) runs written beside it.
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run --quick
 
@@ -39,4 +49,4 @@ bench-full: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run --full
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -83,7 +83,8 @@ def plot_growth(run: Run, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5), constrained_layout=True)
+    # Taller than the data needs: each legend sits below its panel, never over the lines.
+    fig, axes = plt.subplots(2, 2, figsize=(13, 12), constrained_layout=True)
     for ax, (title, series) in zip(axes.flat, _PANELS, strict=False):
         for label, key, style, colour in series:
             points = [(s.sessions, y) for s in run.stages if (y := _cost_us(s.figures.get(key))) is not None]
@@ -129,7 +130,8 @@ def plot_growth(run: Run, path: Path) -> None:
         if not ax.get_xlabel():
             ax.set_xlabel("sessions in the history")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     m = run.machine
     fig.suptitle(
         f"acp-session-registry benchmarks: {run.name}, {m.date[:10]}, {m.cpu}, {m.cores} cores (noisy: compare ratios)"

@@ -5,7 +5,6 @@ Only the smoke test lives here; the long runs are ``make bench`` and ``make benc
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import sys
 import uuid
@@ -28,7 +27,7 @@ from benchmarks.generate import (
     working_directories,
     write_jsonl,
 )
-from benchmarks.report import OURS_READ, RAW_SCAN, Run, rate_key
+from benchmarks.report import OURS_READ, RAW_SCAN, Run, Stage, rate_key, ratios, read_bounds
 from benchmarks.run import Settings, run, write_results
 from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
@@ -172,13 +171,26 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     assert [point.files for point in result.jsonl] == [40, 200]
     assert any(row.ratio is not None for row in result.ratios)
 
-    plot = importlib.util.find_spec("matplotlib") is not None  # the bench extra; CI installs only dev
-    paths = write_results(result, tmp_path / "results", plot=plot)
+    paths = write_results(result, tmp_path / "results", plot=True)  # matplotlib is in the dev extra
     assert msgspec.json.decode(paths[0].read_bytes(), type=Run).stages[0].sessions == 150
     table = paths[1].read_text(encoding="utf-8")
     assert "## Ratios against baselines" in table and "session/list first page" in table
-    if plot:
-        assert paths[2].read_bytes().startswith(b"\x89PNG")
+    assert paths[2].read_bytes().startswith(b"\x89PNG")
+    for subscribers in ("no subscriber", "1 subscriber", "10 subscribers"):  # the README promises all three
+        assert f"| registry: change stream, {subscribers}" in table
+    assert "registry.bytes_per_session" not in table  # figures and their notes by name, not by internal key
+    assert "150 sessions: " in table and "300 sessions: " in table  # a note that differs by size says which
+    unmet = {row.measure for row in result.ratios if row.met is False}
+    if unmet:
+        assert "## Unmet targets and what bounds them" in table
+    assert "not explained yet" not in table  # every target the run missed has its bound in bounds.toml
+
+
+def test_every_bound_names_a_measure_the_report_has() -> None:
+    bounds = read_bounds()
+    measures = {row.measure for row in ratios([Stage(sessions=1, live_sessions=1, events=1)])}
+    assert bounds and set(bounds) <= measures, set(bounds) - measures
+    assert all(len(text) > 40 for text in bounds.values())
 
 
 def test_latencies_use_nearest_rank_percentiles_and_extrapolation_is_marked() -> None:

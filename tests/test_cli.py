@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import pty
 import queue
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -22,6 +26,7 @@ import pytest
 from events import TitleSource, open_store
 from events.codec import decode_record_json, encode_record_json
 from registry import SessionRegistry
+from registry.cli import main as cli_main
 from registry.model import format_time
 
 START = 1_796_000_000_000_000_000  # 2026-11-30T00:53:20Z
@@ -165,10 +170,26 @@ def test_help_names_the_default_store_and_every_command(run: Cli, tmp_path: Path
     assert "names sqlite:///elsewhere/s.db now" in result.stdout
 
 
-def test_the_default_store_is_created_in_the_data_directory(run: Cli, tmp_path: Path) -> None:
+def test_the_default_store_is_created_private_by_the_first_command_that_writes(run: Cli, tmp_path: Path) -> None:
+    data = tmp_path / "data" / "acp-registry"
+    listed = run("list", "--json")
+    assert "no store yet at" in _one_error_line(listed) and listed.stdout == ""
+    assert not (tmp_path / "data").exists()  # a command that only reads creates nothing, not even the folder
+    served = run("serve")  # stdin is empty: the agent starts, meets EOF and stops
+    assert served.returncode == 0, served.stderr
+    assert (data / "sessions.db").is_file()
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700 and stat.S_IMODE(data.parent.stat().st_mode) == 0o700
     result = run("list", "--json")
     assert (result.returncode, result.stdout, result.stderr) == (0, '{"sessions":[]}\n', "")
-    assert (tmp_path / "data" / "acp-registry" / "sessions.db").is_file()
+
+
+def test_a_command_that_writes_creates_a_named_stores_folders_private(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "new" / "deeper" / "sessions.db"
+    result = run("import", "-", "--json", store=store, stdin="")
+    assert json.loads(result.stdout) == {"records": 0, "imported": 0, "alreadyPresent": 0}
+    assert store.is_file()
+    for folder in (store.parent, store.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 def test_acp_registry_store_overrides_the_default(run: Cli, populated: Populated) -> None:
@@ -176,10 +197,35 @@ def test_acp_registry_store_overrides_the_default(run: Cli, populated: Populated
     assert json.loads(result.stdout) == populated.final_pages[0]
 
 
-def test_importing_the_cli_loads_neither_rich_nor_a_command() -> None:
-    code = "import sys, registry.cli; print(sorted(m for m in ('rich', 'registry.cli.browse') if m in sys.modules))"
+def test_importing_the_cli_or_asking_for_help_loads_neither_rich_nor_a_command() -> None:
+    code = (
+        "import sys, contextlib, io, registry.cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    registry.cli.main(['--help'])\n"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith(('registry.cli.', 'registry.importers'))))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout == "[]\n"
+    assert result.stdout == "['registry.cli.errors', 'registry.cli.stores']\n"
+
+
+def test_version_suggestions_and_json_before_the_command(run: Cli, populated: Populated) -> None:
+    version, typo, far, before, after, export, serve, demo = run.all(
+        ("--version",),
+        ("lsit",),
+        ("frobnicate",),
+        ("--json", "list", "--page-size", str(PAGE)),
+        ("list", "--json", "--page-size", str(PAGE)),
+        ("--json", "export"),
+        ("serve", "--json", "--help"),
+        ("demo", "--json", "--help"),
+        store=populated.path,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("acp-registry 0.")
+    assert "unknown command 'lsit'; did you mean 'list'?" in _one_error_line(typo)
+    assert "did you mean" not in _one_error_line(far)
+    assert json.loads(before.stdout) == json.loads(after.stdout) == populated.final_pages[0]
+    assert export.returncode == 0 and len(export.stdout.splitlines()) == populated.head
+    assert serve.returncode == 0 and demo.returncode == 0
 
 
 # -- list, show, history ---------------------------------------------------------------------------------
@@ -233,6 +279,25 @@ def test_history_lists_every_event_and_what_it_changed(run: Cli, populated: Popu
     assert "no session 'nope'" in _one_error_line(unknown)
 
 
+def test_control_characters_are_escaped_for_people_and_exact_in_json(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "evil.db"
+    title = "\x1b]0;owned\x07\x1b[2Jlogin"
+    evil = "evil\u202egnp.exe"  # ids may not hold controls (the store refuses them), but a bidi override passes
+    with SessionRegistry.open(f"sqlite://{store}") as registry:
+        registry.create("/work/\x1b[31mred", session_id=evil, title=title, meta={"k": "\x9b"})
+    people = run.all(("list",), ("show", evil), ("history", evil), ("stats",), store=store)  # tail: test_cli_tables
+    for result in people:
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\x9b" not in result.stdout
+        assert "\u202e" not in result.stdout
+    assert all(result.returncode == 0 for result in people)
+    assert "\\x1b]0;owned\\x07\\x1b[2Jlogin" in people[0].stdout and "evil\\u202egnp.exe" in people[0].stdout
+    assert "/work/\\x1b[31mred" in people[3].stdout
+    as_json = json.loads(run("show", evil, "--json", store=store).stdout)
+    assert (as_json["sessionId"], as_json["title"], as_json["_meta"]["k"]) == (evil, title, "\x9b")
+    unknown = run("show", "nope\x1b[2J", store=store)
+    assert "\x1b" not in unknown.stderr and "nope\\x1b[2J" in _one_error_line(unknown)
+
+
 # -- replay ----------------------------------------------------------------------------------------------
 
 
@@ -241,7 +306,8 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
         (record,) = store.read(populated.middle - 1, 1)
     moment = format_time(record.recorded_at + 500_000_000)  # half a second later: before the next event
     middle = str(populated.middle)
-    as_json, by_time, table = run.all(
+    as_json, first, by_time, table = run.all(
+        ("replay", "--at", middle, "--json", "--page-size", "2", "--all"),
         ("replay", "--at", middle, "--json", "--page-size", "2"),
         ("replay", "--at", moment, "--json"),
         ("replay", "--at", middle),
@@ -249,6 +315,7 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
     )
     result = json.loads(as_json.stdout)
     assert result["pages"] == populated.middle_pages  # the cursors too: exactly what the registry issued then
+    assert json.loads(first.stdout) == {**result, "pages": populated.middle_pages[:1]}  # like list: one page
     assert (result["position"], result["head"], result["events"]) == (populated.middle, populated.head, 7)
     assert (result["sessionsCreated"], result["sessionsDeleted"], result["sessionsLive"]) == (4, 0, 4)
     at_moment = json.loads(by_time.stdout)
@@ -258,14 +325,56 @@ def test_replay_in_the_middle_is_what_session_list_answered_then(run: Cli, popul
     assert "sessions created 4 · deleted 0 · live 4" in table.stdout
 
 
+def test_replay_shows_the_first_page_and_all_writes_every_page(run: Cli, populated: Populated) -> None:
+    head = str(populated.head)
+    first, every = run.all(
+        ("replay", "--at", head, "--page-size", "1"),
+        ("replay", "--at", head, "--page-size", "1", "--all"),
+        store=populated.path,
+    )
+    ids = [[info["sessionId"] for info in page["sessions"]] for page in populated.final_pages]
+    order = [session for page in ids for session in page]
+    assert "page 1: sessions 1 to 1" in first.stdout and "page 2" not in first.stdout
+    assert "more sessions follow: --all shows every page" in first.stdout
+    assert [n for n, session in enumerate(order, 1) if f" {session} " in first.stdout] == [1]
+    for number, session in enumerate(order, start=1):  # one table a page, written as it is cut, in list order
+        assert f"page {number}: sessions {number} to {number}" in every.stdout
+        assert every.stdout.index(f"page {number}:") < every.stdout.index(f" {session} ")
+    assert "more sessions follow" not in every.stdout
+
+
+def test_replay_shows_a_progress_bar_on_a_terminal_while_it_folds(run: Cli, populated: Populated) -> None:
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "registry.cli", "--store", populated.url, "replay", "--at", str(populated.middle)],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={**run.env, "COLUMNS": "100"},
+            timeout=60,
+            check=True,
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with contextlib.suppress(OSError):  # the terminal's other end is closed once everything is read
+        while chunk := os.read(controller, 65536):
+            shown += chunk
+    os.close(controller)
+    assert b"replaying the log" in shown and f"0/{populated.middle}".encode() in shown
+    assert b"replaying" not in result.stdout  # piped output holds only the answer
+
+
 def test_replay_refuses_a_bad_point(run: Cli, populated: Populated) -> None:
-    words, no_zone, beyond = run.all(
+    words, no_zone, beyond, negative = run.all(
         ("replay", "--at", "yesterday"),
         ("replay", "--at", "2026-12-01T10:00:00"),
         ("replay", "--at", "999"),
+        ("replay", "--at", "-1"),
         store=populated.path,
     )
     assert "not an RFC 3339 timestamp" in _one_error_line(words)
+    assert "--at -1: not a log position (positions are integers >= 0)" in _one_error_line(negative)
     assert "needs a time zone" in _one_error_line(no_zone)
     assert f"beyond the log's head ({populated.head})" in _one_error_line(beyond)
 
@@ -461,26 +570,79 @@ def test_an_import_the_store_refuses_keeps_what_came_before(run: Cli, populated:
 # -- errors ----------------------------------------------------------------------------------------------
 
 
+_READS = [
+    ("list",),
+    ("show", "s1"),
+    ("history", "s1"),
+    ("replay", "--at", "1"),
+    ("tail",),
+    ("stats",),
+    ("verify",),
+    ("export",),
+]
+
+
 def test_read_commands_do_not_create_a_missing_store(run: Cli, tmp_path: Path) -> None:
     missing = tmp_path / "missing.db"
-    commands = [
-        ("list",),
-        ("show", "s1"),
-        ("history", "s1"),
-        ("replay", "--at", "1"),
-        ("tail",),
-        ("stats",),
-        ("verify",),
-        ("export",),
-    ]
-    for command, result in zip(commands, run.all(*commands, store=missing), strict=True):
+    for command, result in zip(_READS, run.all(*_READS, store=missing), strict=True):
         assert f"{missing}: no such store (the file does not exist" in _one_error_line(result), command
     assert not missing.exists()
+
+
+def test_read_commands_leave_an_empty_file_alone(run: Cli, tmp_path: Path) -> None:
+    empty = tmp_path / "truncated.db"
+    empty.touch()
+    for command, result in zip(_READS, run.all(*_READS, store=empty), strict=True):
+        assert f"{empty} is empty (0 bytes): not a registry store" in _one_error_line(result), command
+    assert empty.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["truncated.db"]  # no -wal, -shm or snapshot either
+
+
+_BAD_URLS = [
+    ("bogus://x", "unknown store URL scheme 'bogus'"),
+    ("sqlite://relative.db", "needs an absolute path"),
+    ("sqlite:relative.db", "must be an absolute file path"),
+    ("sqlite://{tmp}/new/x.db?fast=yes", "unknown option 'fast'"),
+    ("memory://somewhere", "take nothing after the scheme"),
+    ("postgresql://127.0.0.1/test?schema=Bad-Name", "schema must be a lowercase SQL identifier"),
+    ("postgresql://127.0.0.1:1/test", "cannot open the store"),  # nothing listens on port 1: unreachable
+]
+_EVERY_COMMAND = [
+    *_READS,
+    ("import", "-"),
+    ("serve",),
+    ("demo", "--store", "{url}"),
+    ("import-agents", "--agent", "codex"),
+]
+
+
+@pytest.mark.parametrize(("url", "message"), _BAD_URLS, ids=[url for url, _ in _BAD_URLS])
+def test_every_bad_store_url_is_one_line_and_exit_2_on_every_command(
+    url: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    for command in _EVERY_COMMAND:
+        store = url.format(tmp=tmp_path)
+        argv = [part.format(url=store) for part in command]
+        code = cli_main(argv if command[0] == "demo" else ["--store", store, *argv])
+        out, err = capsys.readouterr()
+        assert code == 2, (command, out, err)
+        assert out == "" and "Traceback" not in err, command
+        if command in _READS and url.startswith("sqlite://{tmp}"):
+            assert "no such store" in err, command  # a command that only reads looks for the file first
+        elif command[0] == "demo" and url.startswith("memory:"):
+            assert "use sqlite:// or postgresql://" in err  # refused before it is parsed: the demo needs sharing
+        else:
+            assert message in err, (command, err)
+        assert len(err.splitlines()) == 1 and err.startswith("acp-registry"), (command, err)
+    assert list(tmp_path.iterdir()) == []  # nothing was created anywhere
 
 
 def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, tmp_path: Path) -> None:
     notes = tmp_path / "notes.db"
     notes.write_text("my notes\n" * 100)
+    (tmp_path / "a-file").write_text("")
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE t (x)")
@@ -489,7 +651,7 @@ def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, t
         (other, ("stats",), "not an acp-session-registry store"),
         ("foo://x", ("list",), "unknown store URL scheme"),
         ("sqlite://relative.db", ("list",), "needs an absolute path"),
-        (tmp_path / "no" / "dir.db", ("import", "-"), "the directory"),
+        (tmp_path / "a-file" / "dir.db", ("import", "-"), "a file of that name exists"),
         (populated.path, ("list", "--cursor", "garbage!"), "invalid cursor (garbled)"),
         (populated.path, ("tail", "--from", "999"), "beyond the log's head"),
         (populated.path, ("tail", "--from", "x"), "is not a log position"),
@@ -512,6 +674,18 @@ def test_demo_shows_the_project_in_under_ten_seconds(run: Cli) -> None:
     assert '"title":null' in result.stdout and '"updatedAt":null' in result.stdout
     assert '"method":"session/update"' in result.stdout
     assert "each once" in result.stdout and "healthy" in result.stdout
+
+
+def test_demo_json_writes_only_what_the_editor_receives(run: Cli) -> None:
+    result = run("--json", "demo")
+    assert result.returncode == 0 and result.stderr == ""
+    messages = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {message["method"] for message in messages} == {
+        "session/update",
+        "_registry/session_added",
+        "_registry/session_removed",
+    }
+    assert any(message["params"].get("update", {}).get("title", "") is None for message in messages)
 
 
 def test_demo_on_a_kept_store_leaves_a_store_to_explore(run: Cli, tmp_path: Path) -> None:

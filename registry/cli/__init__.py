@@ -1,46 +1,64 @@
 """``acp-registry``: look into the session log without writing code.
 
-Each command lives in a small module and is imported only when it runs (``import registry.cli`` stays fast):
-``browse`` (list, show, history), ``timetravel`` (replay), ``follow`` (tail), ``health`` (stats, verify),
-``interchange`` (export, import) and ``demo``. ``serve`` and ``import-agents`` hand over to
-``registry.acp.agent`` and ``registry.importers.command``. Errors become exit codes here, in one place:
-0 ok, 1 a problem found (``verify``, a corrupt record, a failing store), 2 usage or input error, each
-reported as one line on stderr.
+One module per command, named after it (``list_sessions`` for ``list`` and ``import_log`` for ``import``, whose
+names Python keeps for itself), each with ``add_arguments(parser)`` and ``run(args) -> int``. A command's module
+is imported only when that command is parsed, so ``import registry.cli`` and ``acp-registry --help`` stay fast.
+Shared pieces: ``stores`` (which store, and opening it), ``terminal`` (output), ``views`` (tables), ``options``
+(argument types), ``timetravel`` (the fold behind ``replay``, ``stats`` and ``verify``) and ``errors``.
+
+Errors become exit codes here, in one place (``_run``): 0 ok, 1 a problem found in a store that opened
+(``verify``, a corrupt record, a store that failed mid-command), 2 usage or input error (a bad option, a bad or
+unusable store URL, a store that cannot be opened: a missing or foreign file, an unreachable or refusing
+server), each reported as one line on stderr; 130 after Ctrl-C where a command does not treat it as the way to
+stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import difflib
 import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol, cast
 
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
 _PROG = "acp-registry"
 
-#: command -> "module:function" (imported when the command runs)
-_HANDLERS = {
-    "list": "registry.cli.browse:list_sessions",
-    "show": "registry.cli.browse:show",
-    "history": "registry.cli.browse:history",
-    "replay": "registry.cli.timetravel:replay",
-    "tail": "registry.cli.follow:tail",
-    "stats": "registry.cli.health:stats",
-    "verify": "registry.cli.health:verify",
-    "rebuild": "registry.cli.rebuild:rebuild",
-    "export": "registry.cli.interchange:export_log",
-    "import": "registry.cli.interchange:import_log",
-    "demo": "registry.cli.demo:demo",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("registry.cli.list_sessions", "the session/list view: most recent first (one page, or --all)"),
+    "show": ("registry.cli.show", "a session's current info"),
+    "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
+    "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
+    "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
+    "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, read model"),
+    "verify": ("registry.cli.verify", "check the log, its read model and kept snapshots; exit 1 on a problem"),
+    "rebuild": ("registry.cli.rebuild", "fold the read model again from the whole log (derived: nothing is lost)"),
+    "export": ("registry.cli.export", "the log as JSON lines on stdout (acp-registry export > log.jsonl)"),
+    "import": ("registry.cli.import_log", "append the records of an exported file (importing twice is harmless)"),
+    "demo": ("registry.cli.demo", "a simulated multi-agent host on a temporary SQLite store"),
+    "serve": ("registry.cli.serve", "speak ACP over stdio: a reference agent backed by the registry"),
+    # The importers' own module until registry/cli/import_agents.py lands; then this one line names it.
+    "import-agents": (
+        "registry.importers.command",
+        "import the histories agents already keep (Claude Code, Codex, Gemini CLI, ...)",
+    ),
 }
-_AGENT_MODULE = "registry.acp.agent"
-_IMPORTERS_MODULE = "registry.importers.command"
+"""command -> (its module, its one-line help)."""
+
+#: Commands whose ``run`` needs ``args.store`` as a checked URL string, not the option as given.
+_TAKES_URL = {"import-agents"}
+
+
+class _Command(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,21 +66,72 @@ class _Parser(argparse.ArgumentParser):
         """One line, like every other error (argparse would print the usage first)."""
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # A mistyped command (or --agent name) gets the nearest choices, as git does.
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        close = difflib.get_close_matches(str(value), [str(choice) for choice in choices], n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        if action.dest == "command":
+            raise argparse.ArgumentError(None, f"unknown command {value!r}{hint or ''}")
+        listed = ", ".join(map(str, choices))
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {listed}){hint}")
 
-def _position(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log position (an integer >= 0)")
-    return int(text)
+
+class _CommandParser(_Parser):
+    """A command's parser, whose arguments come from its module the first time it parses (or prints help)."""
+
+    module_name: str = ""
+    _loaded = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.load()
+        parsed, rest = super().parse_known_args(args, namespace)
+        if getattr(parsed, "json", None) is False:  # a module's own --json, not given: keep `--json COMMAND`'s
+            del parsed.json
+        return parsed, rest
+
+    def load(self) -> _Command:
+        command = _module(self.module_name, self.prog)
+        if not self._loaded:
+            self._loaded = True
+            command.add_arguments(self)
+        return command
 
 
-def _page_size(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a page size from 1 to 1000")
-    return int(text)
+def _module(name: str, prog: str) -> _Command:
+    try:
+        return cast(_Command, importlib.import_module(name))
+    except ImportError as exc:
+        if exc.name is not None and name.startswith(exc.name):
+            raise InputError(f"{prog} is not available in this installation ({name} is missing)") from None
+        raise InputError(f"{prog} is not available: {name} could not be loaded ({exc})") from None
 
 
-def _build_parser(*, with_importers: bool) -> tuple[_Parser, str | None]:
-    """The parser, and why ``import-agents`` cannot run (None: it can, or it was not asked for)."""
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return f"{_PROG} {version('acp-session-registry')}"
+    except PackageNotFoundError:  # a checkout run without installing it
+        return f"{_PROG} (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, resolved only when asked for (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        print(_version())
+        parser.exit()
+
+
+def _build_parser() -> _Parser:
     from registry.cli.stores import ENV_STORE, default_store_url  # noqa: PLC0415
 
     default = default_store_url()
@@ -74,148 +143,66 @@ def _build_parser(*, with_importers: bool) -> tuple[_Parser, str | None]:
         "change stream, checks, export and import.",
         epilog=f"""store:
   default: {default}
-           (created on first use)
+           (created by the first command that writes: serve, import, import-agents)
   ${ENV_STORE} overrides the default{f", and names {env} now" if env else ""}; --store URL overrides both
-  URLs: memory://, sqlite:///abs/path.db[?synchronous=normal], postgresql://user@host:port/db
+  URLs: memory://, sqlite:///abs/path.db[?synchronous=normal], postgresql://user@host:port/db[?schema=NAME]
 
-exit codes: 0 ok, 1 a problem found (verify), 2 usage or input error""",
+exit codes: 0 ok, 1 a problem found (verify, a corrupt record), 2 usage or input error (a bad option or URL,
+a store that cannot be opened: a missing file, not a registry store, an unreachable server)""",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument("--store", metavar="URL", default=None, help="the store to work on (see below)")
+    parser.add_argument("--json", action="store_true", help="exact JSON instead of tables (also after the command)")
     common = _Parser(add_help=False)
+    # SUPPRESS: given after the command name it overrides the same option given before it, and only then.
     common.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="the store (see acp-registry --help)")
-    as_json = _Parser(add_help=False)
-    as_json.add_argument("--json", action="store_true", help="exact JSON instead of tables")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    def command(name: str, text: str, *parents: _Parser) -> _Parser:
-        sub: _Parser = commands.add_parser(name, help=text, description=text, parents=[common, *parents])
-        return sub
-
-    sub = command("list", "the session/list view: most recent first (one page, or --all)", as_json)
-    sub.add_argument("--cwd", metavar="DIR", help="only sessions whose cwd is DIR (relative: from here)")
-    sub.add_argument("--all", action="store_true", help="every page (--json: one array of SessionInfo)")
-    sub.add_argument("--cursor", help="the page after this nextCursor")
-    sub.add_argument("--page-size", type=_page_size, default=50, metavar="N", help="sessions per page (50)")
-
-    sub = command("show", "a session's current info", as_json)
-    sub.add_argument("session", metavar="SESSION", help="the session id")
-
-    sub = command("history", "every event of a session: position, time, what it changed", as_json)
-    sub.add_argument("session", metavar="SESSION", help="the session id (deleted sessions too)")
-
-    sub = command("replay", "time travel: the list as session/list answered at a point of the log", as_json)
-    sub.add_argument(
-        "--at", required=True, metavar="POSITION|TIMESTAMP", help="a log position, or an RFC 3339 time (recorded at)"
-    )
-    sub.add_argument("--cwd", metavar="DIR", help="only sessions whose cwd is DIR")
-    sub.add_argument("--page-size", type=_page_size, default=50, metavar="N", help="sessions per page (50)")
-
-    sub = command("tail", "follow the change stream live (Ctrl-C stops)", as_json)
-    sub.add_argument("--from", dest="start", type=_position, metavar="POSITION", help="replay changes after it first")
-
-    command("stats", "events, sessions, cwds, log size, head position, read model", as_json)
-    command("verify", "check the log, its read model and kept snapshots; exit 1 when there is a problem", as_json)
-    command("rebuild", "fold the read model again from the whole log (derived data: nothing is lost)", as_json)
-
-    sub = command("export", "the log as JSON lines on stdout (acp-registry export > log.jsonl)")
-    sub.add_argument("--from", dest="start", type=_position, metavar="POSITION", help="only events after it")
-
-    sub = command("import", "append the records of an exported file (importing twice is harmless)", as_json)
-    sub.add_argument("file", metavar="FILE", help="a file written by export ('-': standard input)")
-
-    sub = commands.add_parser(
-        "demo",
-        help="a simulated multi-agent host on a temporary SQLite store",
-        description="A simulated multi-agent host on an embedded SQLite file in a temporary folder; with --store "
-        "it runs on that (new, empty) store instead and keeps it.",
-    )
-    sub.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="an empty store to run on and keep")
-
-    sub = command("serve", "speak ACP over stdio: a reference agent backed by the registry")
-    sub.add_argument("--page-size", type=_page_size, default=50, metavar="N", help="sessions per page (50)")
-
-    sub = commands.add_parser(
-        "import-agents",
-        help="import the histories agents already keep (Claude Code, Codex, Gemini CLI, ...)",
-        description="Import the session histories coding agents already keep into the registry.",
-    )
-    unavailable = None
-    if with_importers:
-        try:
-            importers = importlib.import_module(_IMPORTERS_MODULE)
-        except ImportError as exc:
-            unavailable = _unavailable("import-agents", _IMPORTERS_MODULE, exc)
-        else:
-            importers.add_arguments(sub)
-            with contextlib.suppress(argparse.ArgumentError):  # unless the importers define --store themselves
-                sub.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="the store")
-    return parser, unavailable
-
-
-def _unavailable(command: str, module: str, exc: ImportError) -> str:
-    if exc.name is not None and module.startswith(exc.name):
-        return f"{command} is not available in this installation ({module} is missing)"
-    return f"{command} is not available: {module} could not be loaded ({exc})"
-
-
-def _asked_for(argv: Sequence[str], command: str) -> bool:
-    """Whether ``command`` is the command in ``argv`` (before the full parser exists)."""
-    pre = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    pre.add_argument("--store")
-    pre.add_argument("command", nargs="?")
-    try:
-        known, _ = pre.parse_known_args(argv)
-    except argparse.ArgumentError:
-        return False
-    return bool(known.command == command)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from registry.cli.stores import locate, resolve_url  # noqa: PLC0415
-
-    url = resolve_url(locate(args.store), create=True)
-    try:
-        agent = importlib.import_module(_AGENT_MODULE)
-    except ImportError as exc:
-        raise InputError(_unavailable("serve", _AGENT_MODULE, exc)) from None
-    return int(agent.serve(url, page_size=args.page_size))
-
-
-def _import_agents(args: argparse.Namespace) -> int:
-    from registry.cli.stores import locate, resolve_url  # noqa: PLC0415
-
-    args.store = resolve_url(locate(args.store), create=True)
-    return int(importlib.import_module(_IMPORTERS_MODULE).run(args))
-
-
-def _handler(name: str) -> Callable[[argparse.Namespace], int]:
-    if name == "serve":
-        return _serve
-    if name == "import-agents":
-        return _import_agents
-    module, function = _HANDLERS[name].split(":")
-    handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-    return handler
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="exact JSON instead of tables")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
+    parents = [cast(_CommandParser, common)]  # argparse types parents as the subparsers' class; any parser works
+    for name, (module, text) in COMMANDS.items():
+        # "resolve": a command's module may define --store or --json itself (import-agents does).
+        sub = commands.add_parser(name, help=text, description=text, parents=parents, conflict_handler="resolve")
+        sub.module_name = module
+    return parser
 
 
 def _fail(message: str) -> None:
-    print(f"{_PROG}: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    from registry.cli.terminal import printable  # noqa: PLC0415
+
+    print(f"{_PROG}: {printable(' '.join(message.split()))}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 1 problem found, 2 usage or input error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser, unavailable = _build_parser(with_importers=_asked_for(argv, "import-agents"))
-    if unavailable is not None:
-        _fail(unavailable)
-        return EXIT_USAGE
-    args = parser.parse_args(argv)
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except CommandError as exc:  # a command whose module cannot be loaded
+        _fail(str(exc))
+        return exc.exit_code
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     if args.command not in ("serve", "import-agents"):  # those configure their own logging
         logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
-    return _run(_handler(args.command), args)
+    module, _ = COMMANDS[args.command]
+    return _run(_module(module, args.command).run, args)
+
+
+def _with_url(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """For a command that opens the store itself: it is opened here first, through ``stores`` as every open is,
+    so that a bad store is one line and exit 2 whatever the command does with it."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from registry.cli.stores import locate, open_log  # noqa: PLC0415
+
+        location = locate(args.store)
+        open_log(location, create=True).close()
+        args.store = location.url
+        return run(args)
+
+    return wrapped
 
 
 def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
@@ -223,6 +210,8 @@ def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
     from events.errors import CorruptEventError, RegistryError, StoreFormatError  # noqa: PLC0415
     from registry.errors import InvalidParams, SessionNotFound  # noqa: PLC0415
 
+    if args.command in _TAKES_URL:
+        handler = _with_url(handler)
     try:
         return handler(args)
     except CommandError as exc:

@@ -9,6 +9,9 @@ it would send (``"title":null`` is an explicit clear). Then a consistent walk, t
 from __future__ import annotations
 
 import argparse
+import io
+import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -25,9 +28,10 @@ from events.verify import verify_log
 from registry.changes import ListChange
 from registry.cli.errors import InputError
 from registry.cli.stores import StoreLocation, open_registry, sqlite_url
-from registry.cli.terminal import stdout_console
+from registry.cli.tables import SessionsTable
+from registry.cli.terminal import stdout_console, write_json_line
 from registry.cli.timetravel import fold_log, list_pages
-from registry.cli.views import change_json, sessions_table
+from registry.cli.views import change_json
 from registry.cursor import CursorCodec
 from registry.model import SessionInfo
 
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
 
     from registry.service import SessionRegistry
 
-__all__ = ["demo"]
+__all__ = ["add_arguments", "run"]
 
 _State = TypeVar("_State")
 _PAGE_SIZE = 3
@@ -78,26 +82,41 @@ class _Pump(Scheduler):
                 item.invoke()
 
 
-def demo(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "A simulated multi-agent host on an embedded SQLite file in a temporary folder; with --store it runs on "
+        "that (new, empty) store instead and keeps it. --json writes only what the editor receives, one "
+        "JSON-RPC line each."
+    )
+    parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="an empty store to run on and keep")
+
+
+def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     console = stdout_console()
-    if not console.is_terminal:
+    if args.json:  # only the editor's lines reach stdout; the story is told to nobody
+        from rich.console import Console  # noqa: PLC0415
+
+        console = Console(file=io.StringIO(), width=_PIPED_WIDTH)
+    elif not console.is_terminal:
         console.width = min(console.width, _PIPED_WIDTH)
     if args.store is not None:
         if args.store.startswith("memory:"):
             raise InputError("the demo's agents share one store across registries: use sqlite:// or postgresql://")
-        _Demo(console, StoreLocation(args.store, "--store"), kept=True).run()
+        _Demo(console, StoreLocation(args.store, "--store"), kept=True, lines=args.json).run()
     else:
         with tempfile.TemporaryDirectory(prefix="acp-registry-demo-") as folder:
             url = sqlite_url(Path(folder) / "sessions.db")
-            _Demo(console, StoreLocation(url, "demo"), kept=False).run()
+            _Demo(console, StoreLocation(url, "demo"), kept=False, lines=args.json).run()
     console.print(f"\ndone in {time.monotonic() - started:.1f} s", style="dim", markup=False)
     return 0
 
 
 class _Demo:
-    def __init__(self, console: Console, location: StoreLocation, *, kept: bool) -> None:
+    def __init__(self, console: Console, location: StoreLocation, *, kept: bool, lines: bool = False) -> None:
         self.console = console
+        self.lines = lines
+        """Write each line the editor receives to stdout as it is (``--json``)."""
         self.location = location
         self.kept = kept
         self.pump = _Pump()
@@ -184,7 +203,7 @@ class _Demo:
         while isinstance(page.next_cursor, str):
             page = host.list(cursor=page.next_cursor)
             pages.append(page.sessions)
-        self.console.print(sessions_table(pages, title=title))
+        self.console.print(SessionsTable(pages, title=title))
 
     def raw(self, value: Any) -> None:
         import msgspec  # noqa: PLC0415
@@ -199,7 +218,10 @@ class _Demo:
         if not self.received:
             self.say("  (nothing sent: no visible change)", style="dim")
         for item in self.received:
-            self.say(change_json(item).decode(), style="cyan")
+            if self.lines:
+                write_json_line(change_json(item))
+            else:
+                self.say(change_json(item).decode(), style="cyan")
         self.received.clear()
 
     def live_changes(self, host: SessionRegistry, agents: dict[str, SessionRegistry]) -> None:
@@ -253,21 +275,32 @@ class _Demo:
         folded = fold_log(store, stop=lambda record: record.position > position, report=lambda _done: None)
         pages = list_pages(folded.projection, CursorCodec(store.identity), cwd=None, page_size=_PAGE_SIZE)
         then = f"then: {len(folded.projection)} sessions at position {position} (acp-registry replay --at {position})"
-        self.console.print(sessions_table([page.sessions for page in pages], title=then))
+        self.console.print(SessionsTable([page.sessions for page in pages], title=then))
         self.show_pages(host, title=f"now: {len(host)} sessions at position {host.position}")
         report = verify_log(store)
         self.say(
             f"verify: {report.events} events in {report.sessions} sessions, "
             + ("healthy" if report.healthy else f"{len(report.problems)} problems")
         )
+        command = _command()
         if self.kept:
             self.say(
-                f"Look around: acp-registry --store {self.location.url} list (or history codex-2, replay --at "
+                f"Look around: {command} --store {self.location.url} list (or history codex-2, replay --at "
                 f"{position}, stats, tail)"
             )
         else:
             self.say(
-                "Keep a demo store to look around with the other commands: acp-registry demo --store "
-                "sqlite:///tmp/demo.db, then acp-registry --store sqlite:///tmp/demo.db list (or history codex-2, "
+                f"Keep a demo store to look around with the other commands: {command} demo --store "
+                f"sqlite:///tmp/demo.db, then {command} --store sqlite:///tmp/demo.db list (or history codex-2, "
                 f"replay --at {position}, stats, tail)"
             )
+        if command != "acp-registry":
+            self.say(f"(acp-registry is not on PATH: `. {Path(sys.executable).parent}/activate` puts it there)")
+
+
+def _command() -> str:
+    """How the reader can run ``acp-registry`` from here: its name when it is on PATH, else its full path."""
+    if shutil.which("acp-registry"):
+        return "acp-registry"
+    script = Path(sys.executable).parent / "acp-registry"
+    return str(script) if script.exists() else f"{sys.executable} -m registry.cli"

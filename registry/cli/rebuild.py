@@ -16,7 +16,7 @@ from registry.cli.stores import locate, open_log
 from registry.cli.terminal import stdout_console, write_json
 from registry.readmodel import open_read_model
 
-__all__ = ["rebuild"]
+__all__ = ["RebuildResult", "add_arguments", "run"]
 
 
 class RebuildResult(msgspec.Struct, rename="camel"):
@@ -26,7 +26,11 @@ class RebuildResult(msgspec.Struct, rename="camel"):
     seconds: float
 
 
-def rebuild(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options of its own (``--store``, ``--json``)."""
+
+
+def run(args: argparse.Namespace) -> int:
     with open_log(locate(args.store), create=False) as store:
         started = time.perf_counter()
         read_model = open_read_model(store, catch_up=False)

@@ -1,12 +1,18 @@
-"""Which store a command works on, and opening it without creating one by mistake.
+"""Which store a command works on, and the one place every command opens it.
 
 The store is ``--store URL``, else ``$ACP_REGISTRY_STORE``, else an embedded SQLite file in the user's data
-directory. Opening a ``sqlite://`` URL creates the file, so commands that only read refuse a named file that
-does not exist instead of leaving an empty store behind; only the default store is created on first use.
+directory. Commands that only read never create or initialise a store: a SQLite file that does not exist, or
+one that is empty (0 bytes: a truncated file, or one another program just created), is refused with one line,
+and nothing is written. Commands that write (``import``, ``serve``, ``demo --store``, ``import-agents``) create
+a new SQLite store's folder, private (0700) like the default data directory.
+
+Every way a store can fail to open - a bad URL, a missing psycopg, a file that is not a registry store, a server
+that cannot be reached or refuses - is an ``InputError`` (exit 2) or ``StoreFormatError`` naming the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 from pathlib import Path
@@ -26,7 +32,6 @@ __all__ = [
     "open_log",
     "open_registry",
     "resolve_url",
-    "snapshot_file",
     "sqlite_file",
     "sqlite_url",
 ]
@@ -69,47 +74,80 @@ def sqlite_file(url: str) -> str | None:
     return None if path.endswith("/") else path
 
 
-def _prepare(location: StoreLocation, *, create: bool) -> None:
+def _make_private_dirs(folder: str) -> list[str]:
+    """Create ``folder`` and its missing parents 0700 (``os.makedirs`` gives the mode to the last one only);
+    returns the folders created, outermost first."""
+    missing: list[str] = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise InputError(f"cannot create the store's folder {path}: a file of that name exists") from None
+        except OSError as exc:
+            raise InputError(f"cannot create the store's folder {path}: {exc.strerror}") from exc
+    return missing[::-1]
+
+
+def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
+    """The checks made before opening: a SQLite file is there and not empty, or ``create`` makes its folder
+    (the folders created are returned, to be removed again if the store then fails to open)."""
     path = sqlite_file(location.url)
     if path is None:
-        return
-    parent = os.path.dirname(path)
-    if location.origin == "default":
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise InputError(f"cannot create the default store's directory {parent}: {exc.strerror}") from exc
-        return
-    if not create and not os.path.exists(path):
-        raise InputError(f"{path}: no such store (the file does not exist; {location.origin} names it)")
-    if not os.path.isdir(parent):
-        raise InputError(f"{path}: the directory {parent} does not exist")
+        return []
+    if create:
+        return _make_private_dirs(os.path.dirname(path))
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        if location.origin == "default":
+            raise InputError(
+                f"no store yet at {path}: nothing has been recorded (serve, import and import-agents create it)"
+            ) from None
+        raise InputError(f"{path}: no such store (the file does not exist; {location.origin} names it)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from exc
+    if size == 0 and os.path.isfile(path):
+        raise InputError(f"{path} is empty (0 bytes): not a registry store, and left as it is (a truncated file?)")
+    return []
 
 
 def resolve_url(location: StoreLocation, *, create: bool) -> str:
-    """The URL, after the checks ``open_log`` makes (and the default store's directory created)."""
+    """The URL, after the checks ``open_log`` makes (and a new SQLite store's folder created)."""
     _prepare(location, create=create)
     return location.url
 
 
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
-    """Open the store; ``create=False`` refuses a named SQLite file that does not exist."""
+    """Open the store; ``create=False`` (a command that only reads) never creates or initialises one."""
+    from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
     from events.urls import open_store  # noqa: PLC0415
 
-    _prepare(location, create=create)
+    created = _prepare(location, create=create)
     try:
+        # Where the events' openers take a `create` flag, it goes here: a read must not create a PostgreSQL schema.
         return open_store(location.url)
     except ModuleNotFoundError as exc:
         raise InputError(str(exc)) from exc
     except ValueError as exc:
         raise InputError(f"bad store URL: {exc}") from exc
-
-
-def snapshot_file(store: EventStore) -> Path | None:
-    """Where a registry keeps the projection snapshot of this store (beside a SQLite file; else nowhere)."""
-    from events.sqlite import SqliteStore  # noqa: PLC0415
-
-    return Path(store.path + ".snapshot") if isinstance(store, SqliteStore) else None
+    except StoreFormatError:
+        raise
+    except StoreError as exc:
+        raise InputError(f"cannot open the store: {exc}") from exc
+    except OSError as exc:
+        raise InputError(f"cannot open the store {location.url}: {exc}") from exc
+    finally:
+        if created and not os.path.exists(sqlite_file(location.url) or ""):
+            for folder in reversed(created):  # the store did not open: leave no empty folder behind
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
 
 
 def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> SessionRegistry:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "human_age",
     "human_size",
+    "printable",
     "progress",
     "stdout_console",
     "write_json",
@@ -28,6 +30,24 @@ __all__ = [
 
 _json = msgspec.json.Encoder()
 _PIPED_WIDTH = 200  # piped tables are read by tools and people alike: do not squeeze them into 80 columns
+
+
+# C0 and C1 controls and DEL (cursor moves, ESC sequences, terminal titles), line and paragraph separators, and
+# the bidirectional overrides that make text read in another order than it is stored ("Trojan source").
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters written as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so that
+    text from outside (a title, a cwd, an id) cannot move the cursor, clear the screen or retitle the window."""
+    return _CONTROLS.sub(_escape, text)
 
 
 def stdout_console() -> Console:

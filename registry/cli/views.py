@@ -12,19 +12,15 @@ that appears or disappears, so those are the extension notifications ``acp-regis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET
 
 from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
-from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
-
-if TYPE_CHECKING:
-    from rich.table import Table
-    from rich.text import Text
+from registry.model import SessionInfo, SessionState, format_time
 
 __all__ = [
     "METHOD_SESSION_ADDED",
@@ -32,8 +28,6 @@ __all__ = [
     "change_json",
     "change_text",
     "describe_event",
-    "session_table",
-    "sessions_table",
 ]
 
 METHOD_SESSION_ADDED: Final = "_registry/session_added"
@@ -78,9 +72,9 @@ def change_text(item: ListChange) -> str:
     if isinstance(item, Added):
         info = item.info
         title = "(untitled)" if info.title is UNSET else _quote(info.title)
-        return f"#{item.position:<6} added    {item.session_id}  {info.cwd}  {title}"
+        return printable(f"#{item.position:<6} added    {item.session_id}  {info.cwd}  {title}")
     if isinstance(item, Removed):
-        return f"#{item.position:<6} removed  {item.session_id}"
+        return printable(f"#{item.position:<6} removed  {item.session_id}")
     update = item.notification.update
     fields = []
     if update.title is not UNSET:
@@ -89,67 +83,11 @@ def change_text(item: ListChange) -> str:
         fields.append("updatedAt null (cleared)" if update.updated_at is None else f"updatedAt {update.updated_at}")
     if update.meta is not UNSET:
         fields.append("_meta null" if update.meta is None else f"_meta {_json.encode(update.meta).decode()}")
-    return f"#{item.position:<6} updated  {item.session_id}  {' · '.join(fields)}"
+    return printable(f"#{item.position:<6} updated  {item.session_id}  {' · '.join(fields)}")
 
 
 def _quote(text: str) -> str:
     return _json.encode(text).decode()
-
-
-def _text(value: str | None, *, missing: str = "") -> Text:
-    from rich.text import Text  # noqa: PLC0415
-
-    return Text(missing, style="dim italic") if value is None else Text(value)
-
-
-def sessions_table(pages: Sequence[Sequence[SessionInfo]], *, title: str | None = None) -> Table:
-    """Sessions as ``session/list`` returned them; a line separates pages."""
-    from rich.table import Table  # noqa: PLC0415
-
-    table = Table(title=title, title_justify="left")
-    table.add_column("title", overflow="fold")
-    table.add_column("cwd", overflow="fold")
-    table.add_column("updated (UTC)", no_wrap=True)
-    table.add_column("messages", justify="right")
-    table.add_column("session id", no_wrap=True)
-    for number, page in enumerate(pages, start=1):
-        for row, info in enumerate(page, start=1):
-            meta = {} if info.meta is UNSET else info.meta
-            table.add_row(
-                _text(None if info.title is UNSET else info.title, missing="(untitled)"),
-                _text(info.cwd),
-                _text(None if info.updated_at is UNSET else info.updated_at, missing="(cleared)"),
-                _text(str(meta.get(META_MESSAGES, ""))),
-                _text(info.session_id),
-                end_section=row == len(page) and number < len(pages),
-            )
-    return table
-
-
-def session_table(info: SessionInfo, state: SessionState) -> Table:
-    """One session: its ACP info, and what the registry knows besides."""
-    from rich.table import Table  # noqa: PLC0415
-
-    table = Table(show_header=False, title=f"session {info.session_id}", title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    rows: list[tuple[str, str | None]] = [
-        ("cwd", info.cwd),
-        ("title", None if state.title is None else f"{state.title}  ({_source(state.title_source)})"),
-        ("updatedAt", None if info.updated_at is UNSET else info.updated_at),
-        ("created", format_time(state.created_at)),
-        ("messages", str(state.messages)),
-        ("additionalDirectories", ", ".join(state.additional_directories) or None),
-        ("_meta", None if info.meta is UNSET else _json.encode(info.meta).decode()),
-        ("version", f"{state.version} (last event at position {state.position})"),
-    ]
-    for name, value in rows:
-        table.add_row(_text(name), _text(value, missing="-"))
-    return table
-
-
-def _source(source: TitleSource | None) -> str:
-    return "generated" if source is None else f"set by the {source.value}"
 
 
 def describe_event(record: RecordedEvent, before: SessionState | None, after: SessionState | None) -> str:

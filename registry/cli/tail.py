@@ -15,14 +15,19 @@ import threading
 
 from registry.changes import ListChange
 from registry.cli.errors import InputError, ProblemFound
+from registry.cli.options import position
 from registry.cli.stores import locate, open_registry
 from registry.cli.terminal import write_json_line
 from registry.cli.views import change_json, change_text
 
-__all__ = ["tail"]
+__all__ = ["add_arguments", "run"]
 
 
-def tail(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="start", type=position, metavar="POSITION", help="replay changes after it first")
+
+
+def run(args: argparse.Namespace) -> int:
     try:
         return _follow(args)
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""``export`` and ``import``: the log as JSON lines (``events.codec.encode_record_json``), one record a line.
+"""``import FILE``: append the records ``export`` wrote (``-``: standard input).
 
 Importing appends each record's event with its original event id and the version it had, one batch per run
 of consecutive records of a session, in the file's order. So:
@@ -29,61 +29,19 @@ from typing import IO
 
 import msgspec
 
-from events.codec import decode_record_json, encode_record_json
-from events.errors import ConcurrencyError, CorruptEventError, EventIdConflict
+from events.codec import decode_record_json
+from events.errors import ConcurrencyError, EventIdConflict
 from events.model import RecordedEvent
 from events.store import EventStore
-from registry.cli.errors import InputError, ProblemFound
+from registry.cli.errors import InputError
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
 
-__all__ = ["ImportResult", "export_log", "import_log"]
-
-_BATCH = 1000
+__all__ = ["ImportResult", "add_arguments", "run"]
 
 
-def export_log(args: argparse.Namespace) -> int:
-    with open_log(locate(args.store), create=False) as store:
-        head = store.head()
-        start = args.start or 0
-        if start > head:
-            raise InputError(f"--from {start} is beyond the log's head ({head})")
-        out = sys.stdout.buffer
-        count, last = 0, start
-        with progress("exporting the log", head) as report:
-            while True:
-                try:
-                    chunk = store.read(last, _BATCH)
-                except CorruptEventError as exc:
-                    for record in _before(store, last, exc.position):
-                        out.write(encode_record_json(record) + b"\n")
-                    out.flush()
-                    raise ProblemFound(
-                        f"{exc}; the export stops before it (acp-registry verify lists every problem)"
-                    ) from None
-                out.writelines(encode_record_json(record) + b"\n" for record in chunk)
-                count += len(chunk)
-                if len(chunk) < _BATCH:
-                    break
-                last = chunk[-1].position
-                report(last)
-        out.flush()
-    if sys.stderr.isatty():
-        print(f"exported {count} events", file=sys.stderr)
-    return 0
-
-
-def _before(store: EventStore, last: int, bad: int) -> Iterator[RecordedEvent]:
-    """The records after ``last`` up to the corrupt one at ``bad``, read one at a time."""
-    while True:
-        try:
-            found = store.read(last, 1)
-        except CorruptEventError:
-            return
-        if not found or found[0].position >= bad:
-            return
-        yield found[0]
-        last = found[0].position
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a file written by export ('-': standard input)")
 
 
 class ImportResult(msgspec.Struct, rename="camel"):
@@ -173,7 +131,7 @@ def _append(store: EventStore, run: list[tuple[int, RecordedEvent]]) -> list[int
     return [position for one in run for position in _append(store, [one])]
 
 
-def import_log(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     location = locate(args.store)
     with _source(args.file) as lines:

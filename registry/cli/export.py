@@ -1,0 +1,72 @@
+"""``export``: the log as JSON lines on stdout (``events.codec.encode_record_json``), one record a line.
+
+The output is JSON already, so ``--json`` changes nothing. A corrupt record ends the export with exit 1, after
+every record before it was written; ``acp-registry verify`` lists every problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+from events.codec import encode_record_json
+from events.errors import CorruptEventError
+from events.model import RecordedEvent
+from events.store import EventStore
+from registry.cli.errors import InputError, ProblemFound
+from registry.cli.options import position
+from registry.cli.stores import locate, open_log
+from registry.cli.terminal import progress
+
+__all__ = ["add_arguments", "run"]
+
+_BATCH = 1000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="start", type=position, metavar="POSITION", help="only events after it")
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_log(locate(args.store), create=False) as store:
+        head = store.head()
+        start = args.start or 0
+        if start > head:
+            raise InputError(f"--from {start} is beyond the log's head ({head})")
+        out = sys.stdout.buffer
+        count, last = 0, start
+        with progress("exporting the log", head) as report:
+            while True:
+                try:
+                    chunk = store.read(last, _BATCH)
+                except CorruptEventError as exc:
+                    for record in _before(store, last, exc.position):
+                        out.write(encode_record_json(record) + b"\n")
+                    out.flush()
+                    raise ProblemFound(
+                        f"{exc}; the export stops before it (acp-registry verify lists every problem)"
+                    ) from None
+                out.writelines(encode_record_json(record) + b"\n" for record in chunk)
+                count += len(chunk)
+                if len(chunk) < _BATCH:
+                    break
+                last = chunk[-1].position
+                report(last)
+        out.flush()
+    if sys.stderr.isatty():
+        print(f"exported {count} events", file=sys.stderr)
+    return 0
+
+
+def _before(store: EventStore, last: int, bad: int) -> Iterator[RecordedEvent]:
+    """The records after ``last`` up to the corrupt one at ``bad``, read one at a time."""
+    while True:
+        try:
+            found = store.read(last, 1)
+        except CorruptEventError:
+            return
+        if not found or found[0].position >= bad:
+            return
+        yield found[0]
+        last = found[0].position

@@ -1,0 +1,222 @@
+"""The tables people read: sessions, one session, a session's history; each laid out for the width it gets.
+
+Decided per width (the tests record each at 80, 120 and 200 columns):
+
+* Session ids are always shown whole and on one line where they fit the width, so they can be copied into
+  ``show`` or ``history``; every other column gives way first.
+* ``list`` / ``replay``: one row a session (updated, messages, title, cwd, id) when the ids leave the title and
+  cwd room enough (e.g. ``claude-code:<uuid>`` ids from 120 columns up); otherwise each session is one cell of
+  stacked lines - the id, the title, the cwd - beside its time and message count; and where even that does not
+  fit, one column holds everything. No column is ever narrower than its header word.
+* ``history``: a column for what each event changed from 120 columns up; below that it goes under the event's
+  name. ``_meta`` is compact JSON, folded only where it meets the edge.
+* Text that came from outside (titles, cwds, ids, ``_meta``) is shown with control characters escaped
+  (``terminal.printable``), so a title cannot move the cursor or retitle the terminal; JSON output stays exact.
+
+rich is imported only when a table is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import UNSET
+
+from events.model import RecordedEvent, SessionCreated, TitleSource
+from registry.cli.terminal import printable
+from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.table import Table
+    from rich.text import Text
+
+__all__ = ["HistoryTable", "SessionTable", "SessionsTable", "escaped", "short_time"]
+
+_json = msgspec.json.Encoder()
+_TIME = len("2026-12-02 10:00:00")
+_MESSAGES = len("messages")
+_ROOM = 40  # title and cwd together get at least this much in the one-row-a-session layout
+_WIDE_HISTORY = 120
+
+
+def escaped(text: str | None, *, missing: str = "") -> Text:
+    """Outside text for a table: control characters escaped, never read as markup; ``None`` shows ``missing``."""
+    from rich.text import Text  # noqa: PLC0415
+
+    return Text(missing, style="dim italic") if text is None else Text(printable(text))
+
+
+def short_time(rfc3339: str) -> str:
+    """``2026-12-02T10:00:00.123Z`` as people read it in a table (UTC, to the second): ``2026-12-02 10:00:00``."""
+    return rfc3339[:_TIME].replace("T", " ")
+
+
+def _overhead(columns: int) -> int:
+    """Characters a rich table with borders spends around ``columns`` columns (padding 1 a side, 1 per rule)."""
+    return 3 * columns + 1
+
+
+class SessionsTable:
+    """Sessions as ``session/list`` returned them, page by page (a rule separates pages)."""
+
+    def __init__(self, pages: Sequence[Sequence[SessionInfo]], *, title: str | None = None) -> None:
+        self.pages = pages
+        self.title = title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        ids = (len(printable(info.session_id)) for page in self.pages for info in page)
+        longest = max(len("session id"), *ids)
+        if longest + _TIME + _MESSAGES + _ROOM + _overhead(5) <= width:
+            yield self._rows()
+        elif longest + _TIME + _overhead(2) <= width:
+            yield self._stacked()
+        else:
+            yield self._one_column()
+
+    def _rows_of(self) -> Iterator[tuple[SessionInfo, bool]]:
+        for number, page in enumerate(self.pages, start=1):
+            for row, info in enumerate(page, start=1):
+                yield info, row == len(page) and number < len(self.pages)
+
+    def _table(self) -> Table:
+        from rich.table import Table  # noqa: PLC0415
+
+        return Table(title=self.title, title_justify="left")
+
+    def _rows(self) -> Table:
+        table = self._table()
+        table.add_column("updated (UTC)", no_wrap=True, min_width=_TIME)
+        table.add_column("messages", justify="right", no_wrap=True)
+        table.add_column("title", overflow="fold", ratio=3, min_width=len("title"))
+        table.add_column("cwd", overflow="fold", ratio=2, min_width=len("cwd"))
+        table.add_column("session id", no_wrap=True)
+        for info, last in self._rows_of():
+            table.add_row(_updated(info), _messages(info), _title(info), escaped(info.cwd), _id(info), end_section=last)
+        return table
+
+    def _stacked(self) -> Table:
+        from rich.text import Text  # noqa: PLC0415
+
+        table = self._table()
+        table.add_column("session id · title · cwd", overflow="fold")
+        table.add_column("updated (UTC)", no_wrap=True, min_width=_TIME)
+        for info, last in self._rows_of():
+            count = _messages(info).plain
+            when = Text.assemble(_updated(info), "\n", Text(f"{count or 0} messages", style="dim"))
+            table.add_row(_card(info), when, end_section=last)
+        return table
+
+    def _one_column(self) -> Table:
+        from rich.text import Text  # noqa: PLC0415
+
+        table = self._table()
+        table.add_column("session id · title · cwd · updated (UTC)", overflow="fold")
+        for info, last in self._rows_of():
+            count = _messages(info).plain
+            when = Text.assemble(_updated(info), Text(f" · {count or 0} messages", style="dim"))
+            table.add_row(Text.assemble(_card(info), "\n", when), end_section=last)
+        return table
+
+
+def _id(info: SessionInfo) -> Text:
+    text = escaped(info.session_id)
+    text.no_wrap = True
+    return text
+
+
+def _title(info: SessionInfo) -> Text:
+    return escaped(None if info.title is UNSET else info.title, missing="(untitled)")
+
+
+def _updated(info: SessionInfo) -> Text:
+    return escaped(None if info.updated_at is UNSET else short_time(info.updated_at), missing="(cleared)")
+
+
+def _messages(info: SessionInfo) -> Text:
+    meta = {} if info.meta is UNSET else info.meta
+    return escaped(str(meta.get(META_MESSAGES, "")))
+
+
+def _card(info: SessionInfo) -> Text:
+    from rich.text import Text  # noqa: PLC0415
+
+    cwd = escaped(info.cwd)
+    cwd.stylize("dim")
+    return Text.assemble(Text(printable(info.session_id), style="bold"), "\n", _title(info), "\n", cwd)
+
+
+class SessionTable:
+    """One session: its ACP info, and what the registry knows besides."""
+
+    def __init__(self, info: SessionInfo, state: SessionState) -> None:
+        self.info = info
+        self.state = state
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table  # noqa: PLC0415
+
+        info, state = self.info, self.state
+        table = Table(show_header=False, title="session", title_justify="left")
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        title = None if state.title is None else f"{state.title}  ({_source(state.title_source)})"
+        rows: list[tuple[str, str | None]] = [
+            ("sessionId", info.session_id),
+            ("cwd", info.cwd),
+            ("title", title),
+            ("updatedAt", None if info.updated_at is UNSET else info.updated_at),
+            ("created", format_time(state.created_at)),
+            ("messages", str(state.messages)),
+            ("additionalDirectories", ", ".join(state.additional_directories) or None),
+            ("_meta", None if info.meta is UNSET else _json.encode(info.meta).decode()),
+            ("version", f"{state.version} (last event at position {state.position})"),
+        ]
+        for name, value in rows:
+            table.add_row(name, escaped(value, missing="-"))
+        yield table
+
+
+def _source(source: TitleSource | None) -> str:
+    return "generated" if source is None else f"set by the {source.value}"
+
+
+class HistoryTable:
+    """A session's events: position, version, time, kind, and what each changed (or why it was ignored)."""
+
+    def __init__(self, session_id: str, records: Sequence[RecordedEvent]) -> None:
+        self.session_id = session_id
+        self.records = records
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        from registry.cli.views import describe_event  # noqa: PLC0415
+        from registry.projection import fold  # noqa: PLC0415
+
+        wide = options.max_width >= _WIDE_HISTORY
+        title = Text(f"session {printable(self.session_id)}: {len(self.records)} events")
+        table = Table(title=title, title_justify="left")
+        table.add_column("position", justify="right", no_wrap=True)
+        table.add_column("version", justify="right", no_wrap=True)
+        table.add_column("recorded (UTC)", no_wrap=True, min_width=_TIME)
+        table.add_column("event" if wide else "event: what it changed", overflow="fold")
+        if wide:
+            table.add_column("what it changed", overflow="fold", ratio=1)
+        state = None
+        for record in self.records:
+            after = fold(state, record)
+            kind = Text(type(record.event).__name__, style="bold" if isinstance(record.event, SessionCreated) else "")
+            what = escaped(describe_event(record, state, after))
+            if after is None:
+                what.stylize("dim")
+            cells = [kind, what] if wide else [Text.assemble(kind, ": ", what)]
+            table.add_row(
+                str(record.position), str(record.version), short_time(format_time(record.recorded_at)), *cells
+            )
+            state = after or state
+        yield table

@@ -1,0 +1,74 @@
+"""``verify``: whether the log (and what is derived from it) can be trusted; exit 1 and every problem if not.
+
+It checks what every store promises (``events.verify.verify_log``: positions increase, versions run 1..n, every
+record decodes) and that the read model and each kept snapshot equal the fold of the log at their positions
+(``derived.check_derived``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import msgspec
+
+from events.verify import verify_log
+from registry.cli.derived import Problem, check_derived
+from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
+from registry.cli.stores import locate, open_log
+from registry.cli.terminal import progress, stdout_console, write_json
+
+__all__ = ["VerifyResult", "add_arguments", "run"]
+
+
+class VerifyResult(msgspec.Struct, rename="camel"):
+    healthy: bool
+    events: int
+    sessions: int
+    head: int
+    read_model: str
+    problems: list[Problem]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options of its own (``--store``, ``--json``)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_log(locate(args.store), create=False) as store:
+        head = store.head()
+        with progress("verifying the log", head) as report:
+            log = verify_log(store, progress=report)
+        problems = [Problem(p.position, p.session_id, p.problem) for p in log.problems]
+        note, derived = check_derived(store)
+    problems.extend(derived)
+    result = VerifyResult(not problems, log.events, log.sessions, log.head, note, problems)
+    if args.json:
+        write_json(result)
+    else:
+        _print(result)
+    return EXIT_OK if result.healthy else EXIT_PROBLEM
+
+
+def _print(result: VerifyResult) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    from registry.cli.tables import escaped  # noqa: PLC0415
+    from registry.cli.terminal import printable  # noqa: PLC0415
+
+    console = stdout_console()
+    console.print(
+        f"checked {result.events} events of {result.sessions} sessions up to position {result.head}", markup=False
+    )
+    console.print(f"read model: {printable(result.read_model)}", markup=False, soft_wrap=True)
+    if result.healthy:
+        console.print("healthy: no problems found", style="green", markup=False)
+        return
+    table = Table(
+        title=f"{len(result.problems)} problem{'s' if len(result.problems) != 1 else ''}", title_justify="left"
+    )
+    table.add_column("position", justify="right")
+    table.add_column("session", overflow="fold")
+    table.add_column("problem", overflow="fold")
+    for problem in result.problems:
+        table.add_row(str(problem.position), escaped(problem.session_id or "-"), escaped(problem.problem))
+    console.print(table)

@@ -1,0 +1,133 @@
+"""The CLI's tables as a terminal shows them: recorded by rich at 80, 120 and 200 columns."""
+
+from __future__ import annotations
+
+import io
+import re
+import uuid
+
+import pytest
+from rich.console import Console
+
+from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
+from registry.changes import Added
+from registry.cli.tables import HistoryTable, SessionsTable, SessionTable
+from registry.cli.terminal import printable
+from registry.cli.views import change_text
+from registry.model import SessionInfo, SessionState, session_info
+
+WIDTHS = (80, 120, 200)
+AT = 1_796_000_000_000_000_000
+EVIL_TITLE = "\x1b]0;owned\x07\x1b[2JFix\u202etxt.exe\x9b1m"
+
+
+def _render(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def _state(session_id: str, cwd: str, title: str | None) -> SessionState:
+    return SessionState(session_id, cwd, (), title, None, AT, None, 0, AT, 1, 1)
+
+
+def _headers(text: str) -> list[str]:
+    """The header cells of the first table in ``text`` (the line between ┃ rules)."""
+    header = next(line for line in text.splitlines() if line.startswith("┃"))
+    return [cell.strip() for cell in header.strip("┃").split("┃")]
+
+
+def _sessions(count: int, make_id: object) -> list[SessionInfo]:
+    assert callable(make_id)
+    return [
+        SessionInfo(
+            session_id=make_id(number),
+            cwd=f"/home/me/projects/service-{number}/backend",
+            title=f"Fix the login redirect when the token expires ({number})",
+            updated_at=f"2026-12-0{1 + number % 9}T10:00:00.123Z",
+            meta={"acp-session-registry/messageCount": number * 3},
+        )
+        for number in range(count)
+    ]
+
+
+_ID_KINDS = {
+    "short": lambda n: f"s{n}",
+    "uuid (serve)": lambda n: str(uuid.UUID(int=n * 7919 + 1)),
+    "claude-code:<uuid>": lambda n: f"claude-code:{uuid.UUID(int=n * 7919 + 1)}",
+}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("kind", list(_ID_KINDS))
+def test_session_ids_are_whole_and_nothing_is_squeezed_to_nothing(width: int, kind: str) -> None:
+    sessions = _sessions(9, _ID_KINDS[kind])
+    text = _render(SessionsTable([sessions[:5], sessions[5:]], title="9 sessions"), width)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= width
+    for info in sessions:  # every id on one line, whole: it can be copied into `show`
+        assert any(info.session_id in re.split(r"[│ ]+", line) for line in lines), (info.session_id, text)
+    assert all(len(header) > 1 for header in _headers(text)), _headers(text)  # no one-letter columns
+    assert len(lines) <= 4 * len(sessions) + 6  # before: 9 sessions took 167 lines at 80 columns
+    if width != 120:  # at 120 a row may fold a title over two lines; at 80 each gets a line of its own
+        assert all(info.title in text for info in sessions if isinstance(info.title, str))
+    updated = "2026-12-02 10:00:00"
+    assert updated in text  # people's time: to the second, no T and Z
+
+
+def test_the_layout_chosen_at_each_width() -> None:
+    long = _sessions(3, _ID_KINDS["claude-code:<uuid>"])
+    assert _headers(_render(SessionsTable([long]), 80)) == ["session id · title · cwd", "updated (UTC)"]
+    assert _headers(_render(SessionsTable([long]), 200)) == ["updated (UTC)", "messages", "title", "cwd", "session id"]
+    short = _sessions(3, _ID_KINDS["short"])
+    assert _headers(_render(SessionsTable([short]), 120))[-1] == "session id"  # short ids: one row a session
+    huge = [SessionInfo(session_id="gemini:" + "x" * 300, cwd="/w")]  # longer than any line: folded, never cut
+    text = _render(SessionsTable([huge]), 80)
+    assert _headers(text) == ["session id · title · cwd · updated (UTC)"]
+    assert "x" * 300 in "".join(line.strip("│ ") for line in text.splitlines())
+
+
+def test_control_characters_are_escaped_in_every_table_and_line() -> None:
+    evil = SessionInfo(session_id="id\x1b[1m", cwd="/tmp/\x1b[2J", title=EVIL_TITLE, meta={"k": "\x1b\x7f"})
+    state = _state(evil.session_id, evil.cwd, EVIL_TITLE)
+    records = [
+        RecordedEvent(1, evil.session_id, 1, uuid.uuid4(), AT, SessionCreated(cwd=evil.cwd, at=AT, title=EVIL_TITLE)),
+        RecordedEvent(2, evil.session_id, 2, uuid.uuid4(), AT, SessionInfoChanged(meta={"k": "\x9b\u2028"})),
+        RecordedEvent(3, evil.session_id, 3, uuid.uuid4(), AT, SessionDeleted(reason="gone\x1b[A")),
+    ]
+    shown = [
+        *(_render(SessionsTable([[evil]]), width) for width in WIDTHS),
+        _render(SessionTable(evil, state), 80),
+        *(_render(HistoryTable(evil.session_id, records), width) for width in WIDTHS),
+        change_text(Added(5, evil.session_id, evil)),
+    ]
+    for text in shown:
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u202e]", text), repr(text)
+    assert "\\x1b]0;owned\\x07\\x1b[2JFix\\u202etxt.exe\\x9b1m" in shown[2]  # readable, and whole at 200
+    assert printable("tab\tnew\nline é ✓ \\") == "tab\\tnew\\nline é ✓ \\"  # ordinary text stays as it is
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_history_keeps_meta_compact_and_readable(width: int) -> None:
+    meta = {"acp-session-registry/agent": "codex", "gitBranch": "main"}
+    records = [
+        RecordedEvent(1, "codex:1", 1, uuid.uuid4(), AT, SessionCreated(cwd="/w", at=AT, meta=meta)),
+        RecordedEvent(2, "codex:1", 2, uuid.uuid4(), AT + 10**9, SessionUpdated(at=AT + 10**9, messages=2)),
+    ]
+    text = _render(HistoryTable("codex:1", records), width)
+    assert max(map(len, text.splitlines())) <= width
+    headers = _headers(text)
+    assert headers[:3] == ["position", "version", "recorded (UTC)"]
+    changed = headers[-1]
+    column = next(len(cell) for cell in text.splitlines()[1].strip("┏┓").split("┳")[len(headers) - 1 :])
+    assert column >= 30, (changed, text)  # before: `_meta` wrapped 13 characters wide at 80 columns
+    compact = '{"acp-session-registry/agent":"codex","gitBranch":"main"}'
+    flat = "".join(line.rstrip("│ ").rsplit("│", 1)[-1].strip() for line in text.splitlines())
+    assert compact in flat
+
+
+def test_show_has_the_id_on_a_line_of_its_own() -> None:
+    info = SessionInfo(session_id="claude-code:" + str(uuid.UUID(int=5)), cwd="/w", title="T")
+    state = _state(info.session_id, "/w", "T")
+    text = _render(SessionTable(session_info(state), state), 80)
+    assert any(line.split("│")[2].strip() == info.session_id for line in text.splitlines() if "sessionId" in line)
