@@ -10,14 +10,17 @@ store's id; each file ``<position>.snap`` (0600), written to a fresh temporary n
 (``O_EXCL | O_NOFOLLOW``), fsynced and renamed into place. Temporary files a killed writer left behind are
 removed by the next writer once they are an hour old.
 
-Which: one per ``every`` positions, thinned so that the distances from the head grow logarithmically (the
-newest, and the newest at or before ``head - every * 2**k`` for each k), at most ``KEEP`` of them.
+Which (``kept_positions``): an even grid of ``GRID`` positions over the whole log (any position is at most an
+eighth of the log past one) and, nearer the head where debugging mostly looks, the newest multiple of ``every``
+and those ``every``, ``2 * every`` and ``4 * every`` before it; for each, the nearest snapshot at or before it is
+kept, the others are removed.
 
-Layout: ``ACPRSNAP`` | format (1 byte) | header length (4 bytes) | header (msgpack) | body (msgpack list of
-states) | HMAC-SHA256 over everything before it, keyed with the store's secret. The header names the store, the
-position, the log's anchor there (the hash chain value, or the event id where a store has no chain) and the
-body's length, so a file is checked by its size and header before its body is read; the MAC binds the body to
-this store's log, so nobody without the store's secret can make a snapshot it trusts.
+Layout: ``ACPRSNAP`` | format (1 byte) | body (a msgpack array of states) | header (msgpack) | header length
+(4 bytes) | HMAC-SHA256 over everything before it, keyed with the store's secret. The body comes first so that a
+snapshot streams to disk (and from the read model's rows without decoding them); the header at the end names the
+store, the position, the log's anchor there (the hash chain value, or the event id where a store has no chain)
+and the body's length, so a file is checked by its size and header before its body is read, and the MAC binds
+the body to this store's log: nobody without the store's secret can make a snapshot it trusts.
 """
 
 from __future__ import annotations
@@ -43,13 +46,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVERY",
+    "GRID",
     "KEEP",
     "Snapshot",
     "SnapshotError",
     "SnapshotHeader",
+    "events_up_to",
     "kept_positions",
     "load_snapshot",
     "read_snapshot",
+    "save_encoded_snapshot",
     "save_snapshot",
     "snapshot_dir",
     "snapshots",
@@ -59,13 +65,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EVERY: Final = 100_000
-"""Log positions between kept snapshots (before thinning)."""
-KEEP: Final = 8
+"""Log positions between the snapshots a store's writers leave behind (before thinning)."""
+GRID: Final = 8
+"""Evenly spaced snapshots kept over the whole log."""
+KEEP: Final = GRID + 4
 """Kept snapshots at most, per store."""
 
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 2
-_FIXED: Final = len(_MAGIC) + 1 + 4
+_FORMAT: Final = 3
+_START: Final = len(_MAGIC) + 1
+_TRAILER: Final = 4 + 32  # header length, MAC
 _MAC: Final = 32
 _MAX_HEADER: Final = 4096
 _STALE_TEMP: Final = 3600.0  # seconds after which a temporary file is a killed writer's leftover
@@ -133,30 +142,40 @@ def anchor(store: EventStore, position: int) -> bytes:
     return found[0].event_id.bytes
 
 
-def kept_positions(head: int, every: int = EVERY, keep: int = KEEP) -> list[int]:
-    """The multiples of ``every`` worth keeping at ``head``, newest first: the newest, then the newest at or
-    before ``head - every * 2**k`` for k = 0, 1, 2 ... (at most ``keep``)."""
+def events_up_to(store: EventStore, position: int) -> int:
+    """How many events the log holds up to ``position``: the position itself where positions are contiguous
+    (SQLite, memory), else counted by the store (PostgreSQL's positions may have gaps)."""
+    from events.memory import MemoryStore  # noqa: PLC0415
+    from events.sqlite import SqliteStore  # noqa: PLC0415
+
+    if isinstance(store, SqliteStore | MemoryStore):
+        return position
+    if type(store).__name__ == "PostgresStore":
+        from psycopg import sql  # noqa: PLC0415 - only with such a store open
+
+        schema = sql.Identifier(store.schema)  # type: ignore[attr-defined]
+        query = sql.SQL("SELECT count(*) FROM {}.events WHERE position <= %s").format(schema)
+        return int(store.run(lambda conn: conn.execute(query, (position,)).fetchone()[0]))  # type: ignore[attr-defined]
+    return sum(1 for _ in store.scan(0, until=position))
+
+
+def kept_positions(head: int, every: int = EVERY) -> list[int]:
+    """The positions worth a snapshot at ``head``, newest first: a grid of ``GRID`` over the log (multiples of
+    ``every``) and the newest multiples of ``every`` with ``every``, 2x and 4x that before them."""
     if head < every:
         return []
+    spacing = -(-head // GRID // every) * every  # the grid's step, a multiple of ``every``
+    wanted = {spacing * k for k in range(1, GRID + 1) if spacing * k <= head}
     newest = head - head % every
-    wanted = [newest]
-    k = 0
-    while len(wanted) < keep:
-        target = head - every * (1 << k)
-        k += 1
-        if target < every:
-            break
-        position = target - target % every
-        if position < wanted[-1]:
-            wanted.append(position)
-    return wanted
+    wanted.update(p for p in (newest, newest - every, newest - 2 * every, newest - 4 * every) if p >= every)
+    return sorted(wanted, reverse=True)
 
 
-def thin(positions: Iterable[int], head: int, every: int = EVERY, keep: int = KEEP) -> set[int]:
+def thin(positions: Iterable[int], head: int, every: int = EVERY) -> set[int]:
     """Which of the existing ``positions`` to keep: for each wanted position, the nearest one at or before it."""
     have = sorted(set(positions), reverse=True)
     kept: set[int] = set()
-    for target in kept_positions(head, every, keep) or ([max(have)] if have else []):
+    for target in kept_positions(head, every) or ([max(have)] if have else []):
         found = next((p for p in have if p <= target), None)
         if found is not None:
             kept.add(found)
@@ -181,27 +200,64 @@ def _private_dir(folder: Path) -> None:
 
 
 def save_snapshot(
-    store: EventStore, position: int, sessions: Iterable[SessionState], *, events: int, folder: Path | None = None
+    store: EventStore,
+    position: int,
+    sessions: Iterable[SessionState],
+    *,
+    events: int,
+    every: int = EVERY,
+    folder: Path | None = None,
 ) -> Path | None:
     """Write the states at ``position`` as a kept snapshot; returns its path (None where nothing is kept)."""
+    states = list(sessions)
+    return save_encoded_snapshot(
+        store, position, map(_encoder.encode, states), len(states), events=events, every=every, folder=folder
+    )
+
+
+def save_encoded_snapshot(
+    store: EventStore,
+    position: int,
+    encoded: Iterable[bytes],
+    count: int,
+    *,
+    events: int,
+    every: int = EVERY,
+    folder: Path | None = None,
+) -> Path | None:
+    """``save_snapshot`` from ``count`` states already encoded as msgpack (the read model's rows), streamed."""
     folder = folder or snapshot_dir(store)
     if folder is None:
         return None
     _private_dir(folder)
-    body = _encoder.encode(list(sessions))
-    header = _encoder.encode(
-        SnapshotHeader(store.identity.store_id, position, anchor(store, position), events, time.time_ns(), len(body))
-    )
-    data = _MAGIC + bytes((_FORMAT,)) + len(header).to_bytes(4, "big") + header
-    mac = hmac.new(store.identity.secret, data, "sha256")
-    mac.update(body)
     target = folder / f"{position:020d}{_SUFFIX}"
     temp = folder / f".{target.name}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.write(body)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            mac = hmac.new(store.identity.secret, digestmod="sha256")
+
+            def write(data: bytes) -> None:
+                out.write(data)
+                mac.update(data)
+
+            write(_MAGIC + bytes((_FORMAT,)))
+            array = _array_header(count)
+            write(array)
+            length = len(array)
+            written = 0
+            for blob in encoded:
+                write(blob)
+                length += len(blob)
+                written += 1
+            if written != count:
+                raise ValueError(f"{written} states were given for a snapshot of {count}")
+            header = _encoder.encode(
+                SnapshotHeader(
+                    store.identity.store_id, position, anchor(store, position), events, time.time_ns(), length
+                )
+            )
+            write(header + len(header).to_bytes(4, "big"))
             out.write(mac.digest())
             out.flush()
             os.fsync(out.fileno())
@@ -209,11 +265,20 @@ def save_snapshot(
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    _tidy(folder, store.head())
+    _tidy(folder, store.head(), every)
     return target
 
 
-def _tidy(folder: Path, head: int) -> None:
+def _array_header(count: int) -> bytes:
+    """The msgpack header of an array of ``count`` items."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def _tidy(folder: Path, head: int, every: int) -> None:
     """Remove snapshots thinning no longer keeps, and temporary files killed writers left behind."""
     now = time.time()
     found: dict[int, Path] = {}
@@ -225,7 +290,7 @@ def _tidy(folder: Path, head: int) -> None:
                     os.unlink(entry.path)
             elif name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
                 found[int(name[: -len(_SUFFIX)])] = Path(entry.path)
-    keep = thin(found, head)
+    keep = thin(found, head, every)
     for position, path in found.items():
         if position not in keep:
             with contextlib.suppress(OSError):
@@ -266,21 +331,26 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise SnapshotError("is not a regular file")
-        fixed = file.read(_FIXED)
-        if len(fixed) < _FIXED or not fixed.startswith(_MAGIC):
+        start = file.read(_START)
+        if len(start) < _START or not start.startswith(_MAGIC):
             raise SnapshotError("is not a registry snapshot")
-        if fixed[len(_MAGIC)] != _FORMAT:
-            raise SnapshotError(f"has format {fixed[len(_MAGIC)]}, this version reads {_FORMAT}")
-        size = int.from_bytes(fixed[len(_MAGIC) + 1 :], "big")
-        if size > _MAX_HEADER:
+        if start[len(_MAGIC)] != _FORMAT:
+            raise SnapshotError(f"has format {start[len(_MAGIC)]}, this version reads {_FORMAT}")
+        if info.st_size < _START + _TRAILER:
+            raise SnapshotError("is cut short")
+        file.seek(info.st_size - _TRAILER)
+        trailer = file.read(_TRAILER)
+        size = int.from_bytes(trailer[:4], "big")
+        if size > min(_MAX_HEADER, info.st_size - _START - _TRAILER):
             raise SnapshotError("has a damaged header")
+        file.seek(info.st_size - _TRAILER - size)
         raw_header = file.read(size)
         try:
             header = _header_decoder.decode(raw_header)
         except msgspec.DecodeError:
             raise SnapshotError("has a damaged header") from None
-        if info.st_size != _FIXED + size + header.body_length + _MAC:
-            expected = _FIXED + size + header.body_length + _MAC
+        expected = _START + header.body_length + size + _TRAILER
+        if info.st_size != expected:
             raise SnapshotError(f"is {info.st_size} bytes long, not the {expected} its header says")
         if header.store_id != store.identity.store_id:
             raise SnapshotError("belongs to another store")
@@ -288,17 +358,19 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
             raise SnapshotError(f"reflects position {header.position}, beyond the log's head")
         if not hmac.compare_digest(header.anchor, anchor(store, header.position)):
             raise SnapshotError(f"does not match the log at position {header.position} (a restored backup?)")
-        mac = hmac.new(store.identity.secret, fixed + raw_header, "sha256")
+        mac = hmac.new(store.identity.secret, start, "sha256")
+        file.seek(_START)
         remaining = header.body_length
         while remaining:  # the MAC first, in chunks: nothing is kept in memory before the file is trusted
             chunk = file.read(min(remaining, 1 << 20))
-            if not chunk:
+            if not chunk:  # pragma: no cover - the size was checked
                 raise SnapshotError("is cut short")
             mac.update(chunk)
             remaining -= len(chunk)
-        if not hmac.compare_digest(file.read(_MAC), mac.digest()):
+        mac.update(raw_header + trailer[:4])
+        if not hmac.compare_digest(trailer[4:], mac.digest()):
             raise SnapshotError("is damaged or was not written by this store (its MAC does not match)")
-        file.seek(_FIXED + size)
+        file.seek(_START)
         body = file.read(header.body_length)
     try:
         return Snapshot(header, _body_decoder.decode(body))

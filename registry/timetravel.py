@@ -65,7 +65,7 @@ def projection_at(
         events += counted
         if stop != position and counted:
             try:
-                save_snapshot(store, projection.position, projection.states().values(), events=events)
+                save_snapshot(store, projection.position, projection.states().values(), events=events, every=every)
             except (OSError, SnapshotError) as exc:
                 log.warning("could not keep a snapshot at position %s: %s", projection.position, exc)
                 keep = False

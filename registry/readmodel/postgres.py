@@ -20,7 +20,16 @@ from events.errors import StoreFormatError
 from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
-from registry.readmodel.tables import READ_MODEL_VERSION, Keyed, chunks, decode_state, fold_stretch, merge_pages
+from registry.readmodel.tables import (
+    READ_MODEL_VERSION,
+    Keyed,
+    SnapshotPlan,
+    chunks,
+    decode_state,
+    fold_stretch,
+    merge_pages,
+)
+from registry.snapshot import events_up_to, save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -103,6 +112,7 @@ class _Sql:
         )
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
+        self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
         self.pages: dict[tuple[bool, bool], bytes] = {}
         for cwd in (False, True):
             for after in (False, True):
@@ -182,10 +192,31 @@ class PostgresReadModel(ReadModel):
             return self._position
         checkpoint, _floor, head = self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())  # type: ignore[misc]
         self._position = checkpoint
+        plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
         while checkpoint < head:
             checkpoint, head = self._store.run(self._catch_up_chunk)
             self._position = checkpoint
+            plan.passed(checkpoint)
         return self._position
+
+    def _dump(self, checkpoint: int) -> None:
+        """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
+        events = events_up_to(self._store, checkpoint)
+
+        def dump(conn: Connection) -> None:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
+                if meta["checkpoint"] != checkpoint:
+                    return
+                count = conn.execute(self._sql.count_all).fetchone()[0]  # type: ignore[index]
+                with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
+                    rows.execute(self._sql.states)
+                    save_encoded_snapshot(
+                        self._store, checkpoint, (bytes(state) for (state,) in rows), count, events=events
+                    )
+
+        self._store.run(dump)
 
     def _catch_up_chunk(self, conn: Connection) -> tuple[int, int]:
         with conn.transaction():

@@ -22,11 +22,13 @@ from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadMode
 from registry.readmodel.tables import (
     READ_MODEL_VERSION,
     Keyed,
+    SnapshotPlan,
     chunks,
     decode_state,
     fold_stretch,
     merge_pages,
 )
+from registry.snapshot import events_up_to, save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
@@ -116,6 +118,7 @@ class SqliteReadModel(ReadModel):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._position = 0
+        self._head = 0
 
     @classmethod
     def open(cls, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> SqliteReadModel | None:
@@ -226,7 +229,8 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             checkpoint, _floor, head = self._reader().execute(_CHECK).fetchone()
         self._position = checkpoint
-        return bool((head or 0) > checkpoint)
+        self._head = head or 0
+        return bool(self._head > checkpoint)
 
     def catch_up(self, to: int | None = None) -> int:
         if to is not None and self._position >= to:
@@ -235,6 +239,7 @@ class SqliteReadModel(ReadModel):
             return self._position
         if self._writer is None:
             raise StoreFormatError(self._store.path, "is read-only and its read model is behind its log")
+        plan = SnapshotPlan(self._store, self._position, self._head, self._dump)
         with self._write_lock, self._store.translate_errors():
             db = self._writer
             while True:
@@ -245,6 +250,7 @@ class SqliteReadModel(ReadModel):
                 finally:
                     if db.in_transaction:
                         db.execute("ROLLBACK")
+                plan.passed(self._position)
                 if done:
                     return self._position
 
@@ -371,6 +377,23 @@ class SqliteReadModel(ReadModel):
             return dict(
                 self._reader().execute("SELECT cwd, count(*) FROM rm_sessions WHERE live GROUP BY cwd").fetchall()
             )
+
+    def _dump(self, checkpoint: int) -> None:
+        """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
+        db = self._store.connect()
+        try:
+            with self._store.translate_errors():
+                db.execute("BEGIN")
+                meta = self._meta(db)
+                if meta["checkpoint"] != checkpoint:
+                    return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
+                (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
+                rows = (state for (state,) in db.execute("SELECT state FROM rm_sessions"))
+                save_encoded_snapshot(
+                    self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
+                )
+        finally:
+            db.close()
 
     def states(self) -> Iterator[SessionState]:
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with

@@ -19,20 +19,30 @@ but the change stream may start from any position (``state_at``), and the rows t
 from __future__ import annotations
 
 import heapq
+import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
+from events.errors import StoreError
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
+from registry.snapshot import EVERY, SnapshotError, kept_positions
+
+if TYPE_CHECKING:
+    from events.store import EventStore
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "READ_MODEL_VERSION",
     "CurrentRow",
     "Fold",
     "PastRow",
+    "SnapshotPlan",
     "decode_state",
     "encode_state",
     "fold_stretch",
@@ -165,3 +175,40 @@ def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]
         if not chunk:
             return
         yield chunk
+
+
+class SnapshotPlan:
+    """Kept snapshots a catch-up leaves behind, dumped straight from the tables' rows (which hold exactly the
+    states at the checkpoint, already encoded): time travel then starts near any position.
+
+    A long catch-up (a build from the whole log, a large import) dumps at the chunk boundaries that pass the
+    positions thinning will keep; a short one dumps when it passes a multiple of ``EVERY``, on a thread of its
+    own so that the writer it runs in does not wait (a process that exits first leaves a temporary file, which
+    the next snapshot's writer removes). Errors only cost the snapshot, with a warning.
+    """
+
+    def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
+        self._dump = dump
+        self._background = head - start < EVERY
+        if getattr(store, "read_only", False) or head // EVERY == start // EVERY:
+            self._targets: list[int] = []
+        elif self._background:
+            self._targets = [head - head % EVERY]
+        else:
+            self._targets = sorted(t for t in kept_positions(head) if t > start)
+
+    def passed(self, checkpoint: int) -> None:
+        """The catch-up committed ``checkpoint``: keep a snapshot there if it passed a wanted position."""
+        if not self._targets or self._targets[0] > checkpoint:
+            return
+        self._targets = [t for t in self._targets if t > checkpoint]
+        if self._background:
+            threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True).start()
+        else:
+            self._run(checkpoint)
+
+    def _run(self, checkpoint: int) -> None:
+        try:
+            self._dump(checkpoint)
+        except (OSError, SnapshotError, StoreError) as exc:
+            log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
