@@ -39,7 +39,7 @@ _HANDLERS = {
     "demo": "registry.cli.demo:demo",
 }
 _AGENT_MODULE = "registry.acp.agent"
-_IMPORTERS_MODULE = "registry.importers.command"
+_IMPORTERS_MODULE = "registry.cli.import_agents"
 
 
 class _Parser(argparse.ArgumentParser):
