@@ -302,10 +302,13 @@ def agent_time(value: object) -> int | None:
     return None
 
 
-def epoch_ns(seconds: float, *, unit: float = 1.0) -> int | None:
-    """Epoch ns from a number of seconds (``unit`` 1e-3 for milliseconds); None when out of range."""
+def epoch_ns(value: float, *, unit_ns: int = 1_000_000_000) -> int | None:
+    """Epoch ns from a number of seconds (``unit_ns=1_000_000`` for milliseconds); None when out of range.
+
+    Integers are scaled exactly (a float would turn ``...010001`` ms into ``...010000.999`` and lose the ms).
+    """
     try:
-        ns = round(seconds * unit * 1_000_000_000)
+        ns = value * unit_ns if isinstance(value, int) else round(value * unit_ns)
     except (OverflowError, ValueError):
         return None
     return ns if MIN_TIME_NS <= ns <= min(_MAX_AGENT_NS, MAX_TIME_NS) else None

@@ -7,9 +7,10 @@ picks the way that creates nothing:
 
 - a database in rollback-journal mode (the header says so): ``mode=ro``, which creates nothing there and
   waits for a writer's lock;
-- a WAL database without a ``-wal`` file (the agent is not running, or checkpointed on close): ``immutable=1`` - SQLite takes no
-  locks and looks for no WAL. A writer that starts in the middle of the read can at worst make it fail (it is
-  then skipped with its reason and read next pass), never change the agent's files;
+- a WAL database without a ``-wal`` file (the agent is not running, or checkpointed on close):
+  ``immutable=1`` - SQLite takes no locks and looks for no WAL. A writer that starts in the middle of the read
+  can at worst make it fail or see a moment's state (it is read again when the -wal appears, since the
+  signature then changes), never change the agent's files;
 - ``-wal`` and ``-shm`` present (the agent is running): ``mode=ro`` through the WAL index, so the newest rows,
   which live in ``-wal`` while the main file's mtime stands still, are seen;
 - ``-wal`` without ``-shm`` (left by a crash): a private copy of the database and its WAL, taken in a temporary

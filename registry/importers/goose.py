@@ -116,7 +116,7 @@ def _draft(
     created = agent_time(created_at)
     activity = None
     if isinstance(last, int | float) and not isinstance(last, bool):
-        activity = epoch_ns(last, unit=0.001 if last > _MILLISECONDS else 1.0)
+        activity = epoch_ns(last, unit_ns=1_000_000 if last > _MILLISECONDS else 1_000_000_000)
     return Draft(
         cwd=cwd,
         created=created,

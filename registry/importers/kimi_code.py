@@ -257,5 +257,5 @@ def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
 
 def _ms(value: object) -> int | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return epoch_ns(value, unit=0.001)
+        return epoch_ns(value, unit_ns=1_000_000)
     return None

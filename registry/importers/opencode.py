@@ -92,5 +92,5 @@ def _draft(
 
 def _ms(value: object) -> int | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return epoch_ns(value, unit=0.001)
+        return epoch_ns(value, unit_ns=1_000_000)
     return None
