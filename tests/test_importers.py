@@ -487,3 +487,35 @@ def test_a_tail_continues_only_in_the_same_bytes(tmp_path: Path) -> None:
         f.write(b'{"c":3}')
     with TailRead(str(path), tail, cap=1 << 20) as read:
         assert read.restart and len(list(read.lines())) == 3
+
+
+def test_importers_write_through_one_function_and_never_through_the_facade(
+    claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write of a pass goes through ``append_session`` (the one place a batch append will replace), and
+    no importer module imports ``SessionRegistry``: the importers decide with ``registry.commands``."""
+    import ast  # noqa: PLC0415
+
+    from registry.importers import importer  # noqa: PLC0415
+
+    calls: list[str] = []
+    real = importer.append_session
+
+    def counted(store: EventStore, sid: str, *args: Any) -> None:
+        calls.append(sid)
+        real(store, sid, *args)
+
+    monkeypatch.setattr(importer, "append_session", counted)
+    store = MemoryStore()
+    head = store.head()
+    other = "12121212-0000-4000-8000-000000000000"
+    write_lines(session_file(claude, other), [prompt("2026-03-02T10:00:00Z", "x", session=other)])
+    run_import(store, "claude-code", claude)
+    assert len(calls) == len({r.session_id for r in store.read()}) == 2 and store.head() > head
+    folder = Path(importer.__file__).parent
+    for module in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {alias.name for alias in node.names}
+                assert node.module not in ("registry.service", "registry") or "SessionRegistry" not in names, module
+                assert node.module != "registry.service", module

@@ -27,8 +27,8 @@ import msgspec
 
 from events.model import TitleSource
 from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
-from registry.importers.files import Discovery, FileSource, Found, Group, Reading, quiet
-from registry.importers.lines import LineStats, Tail, TailRead, decode_lines, same_file
+from registry.importers.files import Discovery, FileSource, Found, Group, Reading, follow_index, quiet
+from registry.importers.lines import Tail
 
 __all__ = ["Codex"]
 
@@ -171,28 +171,11 @@ class Codex(FileSource[_Fold, _Extra]):
         self, root: Path, extra: _Extra | None, ctx: ScanContext
     ) -> tuple[_Extra | None, frozenset[str] | bool]:
         old = extra or _Extra()
-        path = root / "session_index.jsonl"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return _Extra(), frozenset(old.names)
-        if same_file(st, old.tail):
+        read = follow_index(root / "session_index.jsonl", old.tail, old.names, _index_decoder, _index_line, ctx)
+        if read is None:
             return old, False
-        stats = LineStats(ctx.line_cap)
-        try:
-            with TailRead(str(path), old.tail, cap=ctx.line_cap) as read:
-                names = {} if read.restart else dict(old.names)
-                for _, line in decode_lines(read.lines(), _index_decoder, stats, first_line=read.first_line):
-                    if isinstance(line.id, str) and isinstance(line.thread_name, str):
-                        names[line.id.lower()] = (line.thread_name, agent_time(line.updated_at) or 0)
-                tail = read.tail
-        except OSError as exc:
-            ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
-            return old, False
-        for reason, count in stats.counts.items():
-            ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
-        changed = {i for i in names.keys() | old.names.keys() if names.get(i) != old.names.get(i)}
-        return _Extra(tail=tail, names=names), frozenset(changed)
+        tail, names, changed = read
+        return _Extra(tail=tail, names=names), changed
 
     def draft(self, native_id: str, files: Group, extra: _Extra | None) -> Reading:
         # An active rollout wins over an archived copy of the same session (both exist only mid-move).
@@ -220,6 +203,11 @@ class Codex(FileSource[_Fold, _Extra]):
             skip=skip,
         )
         return Reading(rel, entry, draft)
+
+
+def _index_line(names: dict[str, tuple[str, int]], line: _IndexLine) -> None:
+    if isinstance(line.id, str) and isinstance(line.thread_name, str):
+        names[line.id.lower()] = (line.thread_name, agent_time(line.updated_at) or 0)
 
 
 def _source_skip(source: object) -> str | None:

@@ -39,6 +39,7 @@ __all__ = [
     "NoExtra",
     "Reading",
     "folder_files",
+    "follow_index",
     "is_dir",
     "scandir",
 ]
@@ -330,6 +331,43 @@ def folder_files(
                     else:
                         found.extend(picked)
     return Discovery(found, complete, unread)
+
+
+V = TypeVar("V")
+R = TypeVar("R")
+
+
+def follow_index(
+    path: Path,
+    tail: Tail | None,
+    entries: Mapping[str, V],
+    decoder: msgspec.json.Decoder[R],
+    fold: Callable[[dict[str, V], R], None],
+    ctx: ScanContext,
+) -> tuple[Tail | None, dict[str, V], frozenset[str]] | None:
+    """What is new in an append-only index beside the sessions (codex's ``session_index.jsonl``, Kimi Code's):
+    its tail, its entries after folding the new lines in, and the ids whose entry changed. None when nothing
+    changed, or the file could not be read (kept as it was; said in the summary); a missing file is empty."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, {}, frozenset(entries)
+    if same_file(st, tail):
+        return None
+    stats = LineStats(ctx.line_cap)
+    try:
+        with TailRead(str(path), tail, cap=ctx.line_cap) as read:
+            fresh = {} if read.restart else dict(entries)
+            for _, line in decode_lines(read.lines(), decoder, stats, first_line=read.first_line):
+                fold(fresh, line)
+            new_tail = read.tail
+    except OSError as exc:
+        ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
+        return None
+    for reason, count in stats.counts.items():
+        ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
+    changed = frozenset(i for i in fresh.keys() | entries.keys() if fresh.get(i) != entries.get(i))
+    return new_tail, fresh, changed
 
 
 def quiet(pattern: str) -> Callable[[str], bool]:

@@ -46,8 +46,18 @@ from registry.importers.base import (
     first_text,
     home,
 )
-from registry.importers.files import Discovery, FileEntry, FileSource, Found, Group, Reading, folder_files, is_dir
-from registry.importers.lines import LineStats, Tail, TailRead, decode_lines, same_file
+from registry.importers.files import (
+    Discovery,
+    FileEntry,
+    FileSource,
+    Found,
+    Group,
+    Reading,
+    folder_files,
+    follow_index,
+    is_dir,
+)
+from registry.importers.lines import Tail
 
 __all__ = ["KimiCode"]
 
@@ -180,33 +190,11 @@ class KimiCode(FileSource[_Fold, _Index]):
         self, root: Path, extra: _Index | None, ctx: ScanContext
     ) -> tuple[_Index | None, frozenset[str] | bool]:
         old = extra or _Index()
-        path = root / "session_index.jsonl"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return _Index(), frozenset(old.work_dirs)
-        if same_file(st, old.tail):
+        read = follow_index(root / "session_index.jsonl", old.tail, old.work_dirs, _index_decoder, _index_line, ctx)
+        if read is None:
             return old, False
-        stats = LineStats(ctx.line_cap)
-        try:
-            with TailRead(str(path), old.tail, cap=ctx.line_cap) as read:
-                work_dirs = {} if read.restart else dict(old.work_dirs)
-                for _, line in decode_lines(read.lines(), _index_decoder, stats, first_line=read.first_line):
-                    if not isinstance(line.session_id, str):
-                        continue
-                    if line.deleted is True:
-                        work_dirs.pop(line.session_id, None)
-                    elif isinstance(line.work_dir, str):
-                        work_dirs[line.session_id] = line.work_dir
-                tail = read.tail
-        except OSError as exc:
-            ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
-            return old, False
-        for reason, count in stats.counts.items():
-            ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
-        keys = work_dirs.keys() | old.work_dirs.keys()
-        changed = {i for i in keys if work_dirs.get(i) != old.work_dirs.get(i)}
-        return _Index(tail=tail, work_dirs=work_dirs), frozenset(changed)
+        tail, work_dirs, changed = read
+        return _Index(tail=tail, work_dirs=work_dirs), changed
 
     def draft(self, native_id: str, files: Group, extra: _Index | None) -> Reading:
         by_role: dict[str, tuple[str, FileEntry[Any]]] = {entry.fold.role: (rel, entry) for rel, entry in files}
@@ -236,6 +224,15 @@ class KimiCode(FileSource[_Fold, _Index]):
         return Reading(
             rel, entry, draft, path=str(Path(by_role["state"][1].path).parent) if "state" in by_role else None
         )
+
+
+def _index_line(work_dirs: dict[str, str], line: _IndexLine) -> None:
+    if not isinstance(line.session_id, str):
+        return
+    if line.deleted is True:
+        work_dirs.pop(line.session_id, None)
+    elif isinstance(line.work_dir, str):
+        work_dirs[line.session_id] = line.work_dir
 
 
 def _real_user_input(kind: object, origin: object) -> bool:
