@@ -697,7 +697,7 @@ def test_demo_on_a_kept_store_leaves_a_store_to_explore(run: Cli, tmp_path: Path
 
 
 def test_serve_and_import_agents_are_wired(run: Cli) -> None:
-    importers = find_spec("registry.importers") is not None and find_spec("registry.importers.command") is not None
+    importers = find_spec("registry.importers") is not None and find_spec("registry.cli.import_agents") is not None
     serve, agents = run.all(("serve", "--help"), ("import-agents", "--help"))
     assert serve.returncode == 0 and "--page-size" in serve.stdout
     if importers:

@@ -43,16 +43,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("registry.cli.import_log", "append the records of an exported file (importing twice is harmless)"),
     "demo": ("registry.cli.demo", "a simulated multi-agent host on a temporary SQLite store"),
     "serve": ("registry.cli.serve", "speak ACP over stdio: a reference agent backed by the registry"),
-    # The importers' own module until registry/cli/import_agents.py lands; then this one line names it.
     "import-agents": (
-        "registry.importers.command",
+        "registry.cli.import_agents",
         "import the histories agents already keep (Claude Code, Codex, Gemini CLI, ...)",
     ),
 }
 """command -> (its module, its one-line help)."""
-
-#: Commands whose ``run`` needs ``args.store`` as a checked URL string, not the option as given.
-_TAKES_URL = {"import-agents"}
 
 
 class _Command(Protocol):
@@ -190,28 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(_module(module, args.command).run, args)
 
 
-def _with_url(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """For a command that opens the store itself: it is opened here first, through ``stores`` as every open is,
-    so that a bad store is one line and exit 2 whatever the command does with it."""
-
-    def wrapped(args: argparse.Namespace) -> int:
-        from registry.cli.stores import locate, open_log  # noqa: PLC0415
-
-        location = locate(args.store)
-        open_log(location, create=True).close()
-        args.store = location.url
-        return run(args)
-
-    return wrapped
-
-
 def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
     """The one place errors become exit codes and one line on stderr."""
     from events.errors import CorruptEventError, RegistryError, StoreFormatError  # noqa: PLC0415
     from registry.errors import InvalidParams, SessionNotFound  # noqa: PLC0415
 
-    if args.command in _TAKES_URL:
-        handler = _with_url(handler)
     try:
         return handler(args)
     except CommandError as exc:

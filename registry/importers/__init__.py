@@ -1,38 +1,46 @@
-"""Importing the histories other agents already keep (Claude Code, Codex, Gemini CLI, Kimi, Qwen Code, goose,
-opencode) into the registry: incrementally, idempotently, with honest times and titles that keep their source.
+"""Importing the histories other agents already keep (Claude Code, Codex, Gemini CLI, Kimi CLI, Kimi Code, Qwen
+Code, goose, opencode) into the registry: incrementally, idempotently, with honest times and titles that keep
+their source.
 
-``Importer(store, sources()).run()`` is one pass; ``registry.importers.command`` is ``acp-registry import-agents``.
-Imported sessions are named ``<agent>:<the agent's own id>`` (e.g. ``claude-code:6b1d2c3e-...``).
+``Importer(store, sources()).run()`` is one pass; ``acp-registry import-agents`` (``registry.cli.import_agents``)
+is the command. Imported sessions are named ``<agent>:<the agent's own id>`` (e.g. ``claude-code:6b1d2c3e-...``).
+Each agent is one parser module (``claude_code.py``, ...) that turns its records into ``SessionFacts``; the
+format notes are in ``docs/agent-histories.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from registry.importers.base import ScanContext, ScanResult, SessionSnapshot, Skip, Source
+from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, Skip, Source, session_id
 from registry.importers.claude_code import ClaudeCode
 from registry.importers.codex import Codex
 from registry.importers.gemini import Gemini
 from registry.importers.goose import Goose
-from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary, default_state_path, session_id
+from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary, default_state_path
 from registry.importers.kimi import Kimi
+from registry.importers.kimi_code import KimiCode
 from registry.importers.opencode import Opencode
 from registry.importers.qwen import Qwen
+from registry.importers.state import ImportStateError
 
 __all__ = [
     "AGENTS",
     "AgentSummary",
     "ClaudeCode",
     "Codex",
+    "Draft",
     "Gemini",
     "Goose",
+    "ImportStateError",
     "Importer",
     "Kimi",
+    "KimiCode",
     "Opencode",
     "Qwen",
     "ScanContext",
     "ScanResult",
-    "SessionSnapshot",
+    "SessionFacts",
     "Skip",
     "SkipGroup",
     "Source",
@@ -42,7 +50,7 @@ __all__ = [
     "sources",
 ]
 
-_CLASSES: tuple[Callable[[], Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, Qwen, Goose, Opencode)
+_CLASSES: tuple[Callable[[], Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, KimiCode, Qwen, Goose, Opencode)
 _SOURCES: dict[str, Callable[[], Source]] = {make().agent: make for make in _CLASSES}
 AGENTS: tuple[str, ...] = tuple(_SOURCES)
 """Every supported agent, by the name ``--agent`` takes."""

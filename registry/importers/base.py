@@ -1,10 +1,16 @@
-"""The importer interface: what a source of agent history is, and the facts it reports about each session.
+"""The importer interface: what a source of agent history is, and the common facts it reports per session.
 
-A ``Source`` knows one agent's on-disk format. ``scan`` reads what changed under a root since the state it is
-given (its own opaque bytes, kept by the importer between passes) and reports a ``SessionSnapshot`` per session
-that may have changed - the session as the agent's files describe it *now*, never a delta - plus the set of
-native ids present on disk (the importer tombstones the ones that disappeared). Sources never touch the log:
-turning snapshots into events, with ids derived from the source, is the importer's job (``importer.py``).
+Every agent is read the same way. A *parser* (one module per agent) knows one agent's format and turns its
+records into a ``Draft``: the session's facts as the agent wrote them - cwd, times, title candidates in the
+agent's own order, its message count, branch, archive and delete marks - or the reason it is not a session to
+list. ``settle`` (here, shared) checks a draft with the registry's own rules (``registry.commands``,
+``registry.limits``) and makes it ``SessionFacts``; what fails a check is skipped with its reason, never
+written. Walking folders, offsets and fingerprints (``files.py``, ``databases.py``), diffing against the
+registry and appending (``importer.py``) are shared too, so adding an agent is one module of format knowledge.
+
+A ``Source.scan`` reports the facts of every session that may have changed - the session as the agent's files
+describe it *now*, never a delta - plus the set of native ids present (the importer tombstones the ones that
+disappeared). Sources never touch the log.
 """
 
 from __future__ import annotations
@@ -13,45 +19,53 @@ import datetime as _dt
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Final, NamedTuple, Protocol
 
 import msgspec
 
 from events.model import TitleSource
+from registry.commands import check_directories, check_messages, check_session_id, check_time, check_title
 from registry.errors import InvalidParams
-from registry.limits import MAX_TITLE_LENGTH
+from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MAX_TITLE_LENGTH, MIN_TIME_NS
 from registry.paths import normalise_cwd
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",
+    "Draft",
     "ScanContext",
     "ScanResult",
-    "SessionSnapshot",
+    "SessionFacts",
     "Skip",
     "Source",
-    "canonical_dir",
-    "canonical_dirs",
+    "agent_time",
     "clean_title",
     "env_path",
     "epoch_ns",
+    "first_text",
     "home",
     "is_uuid",
-    "parse_time",
+    "session_id",
+    "settle",
+    "stable_uuid",
 ]
 
 PROMPT_TITLE_LENGTH: Final = 200
 """A title derived from a prompt is cut here (with an ellipsis), as Claude Code's SDK does."""
 
-_MIN_NS: Final = 0
-_MAX_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps are garbage, and int64 ns ends in 2262
+_MAX_AGENT_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps in agents' files are garbage
 
 
-class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """One session as the agent's files describe it now. Times are epoch ns from the records themselves.
+def session_id(agent: str, native_id: str) -> str:
+    """The registry id of an imported session: the agent's name, a colon, the agent's own id."""
+    return f"{agent}:{native_id}"
 
-    ``locator`` says where in the source this state was read up to (``file@offset``, ``row:<digest>``); event
+
+class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the agent's files describe it now, checked. Times are epoch ns from the records.
+
+    ``locator`` says where in the source this state was read up to (``file@offset``, ``db:<digest>``); event
     ids are derived from it. ``gone`` is set when the agent itself marks the session deleted (a reason).
     """
 
@@ -70,6 +84,26 @@ class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     gone: str | None = None
 
 
+class Draft(NamedTuple):
+    """What a parser read about one session, unchecked: ``settle`` holds it to the registry's rules.
+
+    ``titles`` are the agent's title candidates in its own order of priority, each with its source and the
+    length a title from it is cut to; the first one left after cleaning wins. ``skip`` is the parser's reason
+    not to list the session at all (a subagent, an empty or metadata-only session).
+    """
+
+    cwd: object = None
+    created: int | None = None
+    last: int | None = None
+    titles: Sequence[tuple[object, TitleSource, int]] = ()
+    messages: int = 0
+    git_branch: str | None = None
+    archived: bool = False
+    directories: Sequence[object] = ()
+    gone: str | None = None
+    skip: str | None = None
+
+
 class Skip(NamedTuple):
     """Something not imported (or imported without some of its lines), and why."""
 
@@ -78,17 +112,95 @@ class Skip(NamedTuple):
     times: int = 1
 
 
+def settle(
+    agent: str, native_id: str, draft: Draft, *, path: str, locator: str
+) -> tuple[SessionFacts | None, str | None]:
+    """The checked facts of a draft, or why it cannot be listed (the same rules every way into the registry
+    keeps: ``registry.commands``). Never raises for what an agent wrote."""
+    if draft.skip is not None:
+        return None, draft.skip
+    try:
+        check_session_id(session_id(agent, native_id), "session id")
+    except InvalidParams as exc:
+        return None, str(exc)
+    try:
+        cwd = normalise_cwd(draft.cwd, field="cwd")
+    except InvalidParams:
+        return None, f"cwd missing or not an absolute path: {_short(draft.cwd)}"
+    created = _checked_time(draft.created)
+    if created is None:
+        return None, "no timestamps"
+    last = _checked_time(draft.last)
+    title, source = None, None
+    for text, candidate, limit in draft.titles:
+        cleaned = clean_title(text, limit)
+        if cleaned is None:
+            continue
+        try:
+            title, source = check_title(cleaned), candidate
+        except InvalidParams:
+            continue  # e.g. a lone surrogate from a broken file: the next candidate
+        break
+    directories: tuple[str, ...] = ()
+    if draft.directories:
+        absolute = [d for d in draft.directories if _is_absolute(d)][:MAX_DIRECTORIES]
+        try:
+            directories = tuple(d for d in dict.fromkeys(check_directories(absolute)) if d != cwd)
+        except InvalidParams:
+            directories = ()
+    facts = SessionFacts(
+        native_id=native_id,
+        cwd=cwd,
+        created_at=created,
+        last_activity=max(last or created, created),
+        path=path,
+        locator=locator,
+        title=title,
+        title_source=source,
+        messages=check_messages(min(max(draft.messages, 0), (1 << 31) - 1)),
+        git_branch=draft.git_branch or None,
+        archived=draft.archived,
+        additional_directories=directories,
+        gone=draft.gone,
+    )
+    return facts, None
+
+
+def _checked_time(value: int | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return check_time(value, "time")
+    except InvalidParams:
+        return None
+
+
+def _is_absolute(path: object) -> bool:
+    try:
+        normalise_cwd(path)
+    except InvalidParams:
+        return False
+    return True
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 class ScanContext:
     """What a scan may use and report: limits, the ids it must report again, skips, progress, read counters."""
 
     def __init__(
         self,
         *,
+        agent: str = "",
         line_cap: int = 16 << 20,
         sqlite_timeout: float = 2.0,
         want: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        self.agent = agent
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.want = want
@@ -102,6 +214,13 @@ class ScanContext:
 
     def skip(self, item: str, reason: str, count: int = 1) -> None:
         self.skips.append(Skip(item, reason, count))
+
+    def settle(self, native_id: str, draft: Draft, *, path: str, locator: str) -> SessionFacts | None:
+        """``settle`` for this scan's agent; a session that cannot be listed becomes a skip."""
+        facts, reason = settle(self.agent, native_id, draft, path=path, locator=locator)
+        if reason is not None:
+            self.skip(path, reason)
+        return facts
 
     def reading(self, total: int) -> None:
         """About to read ``total`` files (or databases): drives the progress bar of a large first import."""
@@ -118,7 +237,7 @@ class ScanContext:
 class ScanResult(NamedTuple):
     state: bytes
     """The source's new state, opaque to the importer; handed back to the next ``scan``."""
-    snapshots: list[SessionSnapshot]
+    sessions: list[SessionFacts]
     """Sessions that changed (and those in ``ScanContext.want``), each once."""
     present: frozenset[str] | None
     """Every native id the source has now, readable or not; None when discovery was incomplete (no deletes)."""
@@ -143,7 +262,7 @@ class Source(Protocol):
         ...
 
 
-# -- helpers the sources share ------------------------------------------------------------------------
+# -- helpers the parsers share ------------------------------------------------------------------------
 
 
 def env_path(environ: Mapping[str, str], name: str) -> Path | None:
@@ -157,10 +276,10 @@ def home(environ: Mapping[str, str]) -> Path:
     return Path(value) if value else Path.home()
 
 
-def parse_time(value: object) -> int | None:
-    """Epoch ns from an ISO 8601 / RFC 3339 string (no zone: UTC) or epoch seconds; None when it is not one.
-
-    Out-of-range stamps (before 1970, after 2200) are treated as missing: hostile input must not reach the log.
+def agent_time(value: object) -> int | None:
+    """Epoch ns from a time as agents write them - ISO 8601 / RFC 3339 (no zone: UTC) or epoch seconds -
+    or None when it is not one. Lenient on purpose (``registry.model.parse_time`` is the strict one for
+    commands): a stamp before 1970 or after 2200 is garbage in another program's file and counts as missing.
     """
     if isinstance(value, str):
         text = value.strip()
@@ -177,30 +296,34 @@ def parse_time(value: object) -> int | None:
         except OverflowError:
             return None
         ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-        return ns if _MIN_NS <= ns <= _MAX_NS else None
+        return ns if MIN_TIME_NS <= ns <= _MAX_AGENT_NS else None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return epoch_ns(value)
     return None
 
 
-def epoch_ns(seconds: float, *, unit: float = 1.0) -> int | None:
-    """Epoch ns from a number of seconds (``unit`` 1e-3 for milliseconds); None when out of range."""
+def epoch_ns(value: float, *, unit_ns: int = 1_000_000_000) -> int | None:
+    """Epoch ns from a number of seconds (``unit_ns=1_000_000`` for milliseconds); None when out of range.
+
+    Integers are scaled exactly (a float would turn ``...010001`` ms into ``...010000.999`` and lose the ms).
+    """
     try:
-        ns = round(seconds * unit * 1_000_000_000)
+        ns = value * unit_ns if isinstance(value, int) else round(value * unit_ns)
     except (OverflowError, ValueError):
         return None
-    return ns if _MIN_NS <= ns <= _MAX_NS else None
+    return ns if MIN_TIME_NS <= ns <= min(_MAX_AGENT_NS, MAX_TIME_NS) else None
 
 
 _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_SPACES = re.compile(r"\s+")
+_SPACES = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 def clean_title(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
     """One line of text at most ``limit`` characters (cut with an ellipsis); None when nothing is left.
 
-    The registry refuses titles over 500 characters, so every imported title passes through here.
+    Runs of white space and control characters become one space: a title is shown on one line, and another
+    program's file must not put escape sequences into a terminal that lists it.
     """
     if not isinstance(text, str):
         return None
@@ -211,22 +334,14 @@ def clean_title(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
-def canonical_dir(path: object) -> str | None:
-    """A directory in the registry's canonical form (``registry.paths``); None when it is not absolute POSIX."""
-    try:
-        return normalise_cwd(path)
-    except InvalidParams:
-        return None
-
-
-def canonical_dirs(paths: Iterable[object], cwd: str) -> tuple[str, ...]:
-    """Additional directories: the absolute ones, canonical, once each, without the cwd itself."""
-    found = (canonical_dir(p) for p in paths)
-    return tuple(dict.fromkeys(d for d in found if d is not None and d != cwd))
-
-
 def is_uuid(text: str) -> bool:
     return _UUID.match(text) is not None
+
+
+def first_text(parts: Iterable[object]) -> str:
+    """The text pieces of a list of content parts (``{"type": "text", "text": ...}`` or plain strings)."""
+    texts = (p.get("text") if isinstance(p, dict) else p for p in parts)
+    return " ".join(t for t in texts if isinstance(t, str))
 
 
 def stable_uuid(*parts: str) -> uuid.UUID:

@@ -1,10 +1,27 @@
 """Claude Code: ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<encoded cwd>/<uuid>.jsonl``, append-only.
 
-The folder name encodes the cwd lossily (every non-alphanumeric character becomes ``-``), so the cwd is always
-taken from the records. Subagent transcripts (``agent-*.jsonl``, ``<id>/subagents/``, a first record with
-``isSidechain: true``) are not sessions. Titles, last wins within each kind, in this order: ``custom-title``
-(the user's: USER) > ``ai-title`` (AGENT) > ``last-prompt`` (PROMPT) > ``summary`` (AGENT) > the first real
-prompt (PROMPT). A session whose last ``tag`` is ``__hidden`` (the SDK's soft delete) counts as deleted.
+Format knowledge, checked against the transcripts Claude Code 1.0.x and 2.1.x write and against Anthropic's
+own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_internal/sessions.py``:
+``_parse_session_info_from_lite``, ``_extract_first_prompt_from_head``, ``_is_visible_message``):
+
+- The folder name encodes the cwd lossily (every non-alphanumeric character becomes ``-``), so the cwd is
+  taken from the records. Subagent transcripts (``agent-*.jsonl``, ``<id>/subagents/``, a first record with
+  ``isSidechain: true``) are not sessions.
+- **The session's own records**: a transcript that continues an earlier session begins with that session's
+  history, under the earlier ``sessionId``. Only records with this file's session id give its created time,
+  its activity and its messages (the file name is authoritative, as in Zed's claude-code-acp).
+- **Message count**, as Claude Code's transcript view shows messages: real prompts - ``user`` records that are
+  not ``isMeta``, ``isCompactSummary``, ``isSidechain`` or a team's, not tool-result carriers, and not text the
+  tool itself writes as ``user``: interrupt markers (``[Request interrupted by user...]``), slash-command echoes
+  (``<command-name>``, ``<command-message>``, ``<command-args>``, ``<local-command-stdout>``,
+  ``<local-command-stderr>``, ``<local-command-caveat>``), hook and IDE context (``<session-start-hook>``,
+  ``<user-prompt-submit-hook>``, ``<system-reminder>``, ``<ide_opened_file>``, ``<ide_selection>``, ``<tick>``,
+  ``<goal>``) - plus assistant replies counted once per ``message.id`` (one API reply is streamed as several
+  lines - thinking, text, each tool use - sharing its id).
+- **Titles**, last wins within each kind, in this order: ``custom-title`` (the user's: USER) > ``ai-title``
+  (AGENT) > ``last-prompt`` (PROMPT) > ``summary`` (AGENT) > the first real prompt (PROMPT) > the first
+  slash command's name (PROMPT). A file with none of them holds only metadata and is not listed (the SDK
+  drops those too). A session whose last ``tag`` is ``__hidden`` (the SDK's soft delete) counts as deleted.
 """
 
 from __future__ import annotations
@@ -18,28 +35,31 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
-    ScanContext,
-    SessionSnapshot,
-    canonical_dir,
-    clean_title,
-    env_path,
-    home,
-    is_uuid,
-    parse_time,
+from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, agent_time, env_path, home, is_uuid
+from registry.importers.files import (
+    Discovery,
+    FileSource,
+    Found,
+    Group,
+    NoExtra,
+    Reading,
+    folder_files,
+    is_dir,
+    quiet,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, folder_files, is_dir
 
 __all__ = ["ClaudeCode"]
 
-_RECENT: Final = 32
-"""Assistant message ids remembered to count a message split over several lines once (they come close together)."""
-_NOT_A_PROMPT = re.compile(
-    r"^(?:<local-command-stdout>|<session-start-hook>|<tick>|<goal>|\[Request interrupted by user"
-    r"|<ide_opened_file>|<ide_selection>)"
+_RECENT: Final = 64
+"""Assistant message ids remembered to count a reply split over several lines once: its lines come together
+(only the tool results of its own tool uses come between them), so a window suffices and the state stays small."""
+_NOT_A_MESSAGE = re.compile(
+    r"^\s*(?:<command-name>|<command-message>|<command-args>|<local-command-stdout>|<local-command-stderr>"
+    r"|<local-command-caveat>|<session-start-hook>|<user-prompt-submit-hook>|<system-reminder>|<tick>|<goal>"
+    r"|\[Request interrupted by user|<ide_opened_file>|<ide_selection>)"
 )
 _COMMAND = re.compile(r"<command-name>\s*([^<]*?)\s*</command-name>")
+_KNOWN = quiet(r"agent-.+\.jsonl|sessions-index\.json|[0-9a-fA-F-]{36}|.+\.meta\.json")
 
 
 class _Block(msgspec.Struct):
@@ -76,6 +96,7 @@ class _Record(msgspec.Struct, rename="camel"):
 class _Fold(msgspec.Struct, kw_only=True):
     session_id: str
     cwd: str | None = None
+    other_cwd: str | None = None
     created: int | None = None
     last: int | None = None
     sidechain: bool | None = None
@@ -100,12 +121,13 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
     agent: ClassVar[str] = "claude-code"
     fold_type = _Fold
     record_type = _Record
+    tops = ("projects",)
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return env_path(environ, "CLAUDE_CONFIG_DIR") or home(environ) / ".claude"
 
     def discover(self, root: Path) -> Discovery:
-        return folder_files(root, ["projects"], [""], _session_file)
+        return folder_files(root, self.tops, [""], _session_file)
 
     def new_fold(self, found: Found) -> _Fold:
         assert found.native_id is not None
@@ -115,12 +137,16 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         kind = record.type
         if fold.sidechain is None and isinstance(record.is_sidechain, bool):
             fold.sidechain = record.is_sidechain
-        if fold.cwd is None and isinstance(record.cwd, str) and record.cwd:
-            fold.cwd = record.cwd
-        at = parse_time(record.timestamp)
+        own = record.session_id is None or record.session_id == fold.session_id
+        if isinstance(record.cwd, str) and record.cwd:
+            if own and fold.cwd is None:
+                fold.cwd = record.cwd
+            elif fold.other_cwd is None:
+                fold.other_cwd = record.cwd
+        at = agent_time(record.timestamp) if own else None
         if fold.created is None and at is not None:
             fold.created = at
-        if isinstance(record.git_branch, str) and record.git_branch:
+        if own and isinstance(record.git_branch, str) and record.git_branch:
             fold.git_branch = record.git_branch
         if kind == "custom-title" and isinstance(record.custom_title, str):
             fold.custom_title = record.custom_title
@@ -133,112 +159,85 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind == "tag" and isinstance(record.tag, str):
             fold.tag = record.tag
         elif kind in ("user", "assistant"):
-            # History carried over from another session (another sessionId) is not this session's activity.
-            if record.session_id not in (None, fold.session_id) or record.is_sidechain is True:
-                return
-            if record.team_name is not None:
-                return
+            if not own or record.is_sidechain is True or record.team_name is not None:
+                return  # history carried over from another session, a subagent's or a team mate's line
             if at is not None and (fold.last is None or at > fold.last):
                 fold.last = at  # tool results are activity too, though not messages
+            if record.is_meta is True:
+                return
             if kind == "user":
-                self._user(fold, record)
+                _user(fold, record)
             else:
-                self._assistant(fold, record)
+                _assistant(fold, record)
 
-    @staticmethod
-    def _user(fold: _Fold, record: _Record) -> None:
-        """Count a real prompt (not a tool result, meta or compaction text); remember the first one."""
-        if record.is_meta is True or record.is_compact_summary is True:
-            return
-        try:
-            content = _user_message.decode(record.message).content if record.message else None
-        except msgspec.DecodeError:
-            return
-        if isinstance(content, list):
-            if any(block.type == "tool_result" for block in content):
-                return
-            text = " ".join(b.text for b in content if b.type == "text" and isinstance(b.text, str))
-        else:
-            text = content or ""
-        fold.prompts += 1
-        if fold.first_prompt is None:
-            stripped = text.strip()
-            command = _COMMAND.search(stripped)
-            if command is not None:
-                fold.command = fold.command or command.group(1) or None
-            elif stripped and not _NOT_A_PROMPT.match(stripped):
-                fold.first_prompt = clean_title(stripped, PROMPT_TITLE_LENGTH)
-
-    @staticmethod
-    def _assistant(fold: _Fold, record: _Record) -> None:
-        """Count an API message once, though it is split over several lines sharing ``message.id``."""
-        try:
-            message_id = _assistant_message.decode(record.message).id if record.message else None
-        except msgspec.DecodeError:
-            message_id = None
-        if isinstance(message_id, str):
-            if message_id in fold.recent:
-                return
-            fold.recent.append(message_id)
-            del fold.recent[:-_RECENT]
-        fold.replies += 1
-
-    def snapshot(self, native_id: str, files: Group, extra: NoExtra | None, ctx: ScanContext) -> SessionSnapshot | None:
+    def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         # The same session can sit in two project folders (a moved repository, a worktree): the one with the
-        # latest activity is the session.
+        # latest activity is the session (the SDK keeps the newest too).
         rel, entry = max(files, key=lambda item: (item[1].fold.last or 0, item[1].tail.offset, item[0]))
         fold: _Fold = entry.fold
-        path = entry.path
+        titles = [
+            (fold.custom_title, TitleSource.USER, 500),
+            (fold.ai_title, TitleSource.AGENT, 500),
+            (fold.last_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            (fold.summary, TitleSource.AGENT, 500),
+            (fold.first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            (fold.command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+        ]
+        skip = None
         if fold.sidechain:
-            ctx.skip(path, "subagent transcript (isSidechain)")
-            return None
-        if fold.cwd is None:
-            ctx.skip(path, "no cwd recorded")
-            return None
-        cwd = canonical_dir(fold.cwd)
-        if cwd is None:
-            ctx.skip(path, f"cwd is not an absolute POSIX path: {fold.cwd!r}")
-            return None
-        title, source = _title(fold)
-        if title is None:
-            ctx.skip(path, "metadata only (no prompt, title or summary)")
-            return None
-        if fold.created is None:
-            ctx.skip(path, "no timestamps")
-            return None
-        return SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=fold.created,
-            last_activity=fold.last or fold.created,
-            path=path,
-            locator=f"{rel}@{entry.tail.offset}",
-            title=title,
-            title_source=source,
+            skip = "subagent transcript (isSidechain)"
+        elif fold.cwd is None and fold.other_cwd is None:
+            skip = "no cwd recorded"
+        elif not any(isinstance(text, str) and text.strip() for text, _, _ in titles):
+            skip = "metadata only (no prompt, title or summary)"
+        draft = Draft(
+            cwd=fold.cwd or fold.other_cwd,
+            created=fold.created,
+            last=fold.last,
+            titles=titles,
             messages=fold.prompts + fold.replies,
             git_branch=fold.git_branch,
             gone="hidden by the agent (tag __hidden)" if fold.tag == "__hidden" else None,
+            skip=skip,
         )
+        return Reading(rel, entry, draft)
 
 
-def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
-    # agent-*.jsonl (legacy subagent transcripts) and <id>/subagents/ never match a UUID stem.
+def _user(fold: _Fold, record: _Record) -> None:
+    """Count a real prompt; remember the first one (and the first slash command, a title of last resort)."""
+    if record.is_compact_summary is True or not record.message:
+        return
+    content = _user_message.decode(record.message).content
+    if isinstance(content, list):
+        if any(block.type == "tool_result" for block in content):
+            return
+        texts = [b.text for b in content if b.type == "text" and isinstance(b.text, str)]
+    else:
+        texts = [content or ""]
+    real = [t.strip() for t in texts if t.strip() and not _NOT_A_MESSAGE.match(t)]
+    if not real:
+        command = next((m.group(1) for t in texts if (m := _COMMAND.search(t)) is not None), None)
+        fold.command = fold.command or command or None
+        return
+    fold.prompts += 1
+    if fold.first_prompt is None:
+        fold.first_prompt = " ".join(real)
+
+
+def _assistant(fold: _Fold, record: _Record) -> None:
+    """Count an API reply once, though it is split over several lines sharing ``message.id``."""
+    message_id = _assistant_message.decode(record.message).id if record.message else None
+    if isinstance(message_id, str):
+        if message_id in fold.recent:
+            return
+        fold.recent.append(message_id)
+        del fold.recent[:-_RECENT]
+    fold.replies += 1
+
+
+def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
+    # agent-*.jsonl (legacy subagent transcripts) and <id>/ (subagents, tool results) are known, not read.
     name = entry.name
     if name.endswith(".jsonl") and is_uuid(name[:-6]) and not is_dir(entry):
         return [Found(rel, entry.path, native_id=name[:-6])]
-    return []
-
-
-def _title(fold: _Fold) -> tuple[str | None, TitleSource | None]:
-    for text, source, limit in (
-        (fold.custom_title, TitleSource.USER, None),
-        (fold.ai_title, TitleSource.AGENT, None),
-        (fold.last_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-        (fold.summary, TitleSource.AGENT, None),
-        (fold.first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-        (fold.command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-    ):
-        title = clean_title(text) if limit is None else clean_title(text, limit)
-        if title is not None:
-            return title, source
-    return None, None
+    return [] if _KNOWN(name) else None

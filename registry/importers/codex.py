@@ -7,6 +7,12 @@ it with a ``.zst``: both keep the session (matched by id), only ``_meta`` change
 name (a ``thread_name_updated`` event or ``session_index.jsonl``, whichever is newer; USER, as codex keeps it
 apart from the derived title) > the first ``user_message`` (PROMPT). Subagent, ``exec`` and ``mcp`` rollouts
 are not interactive sessions and are skipped.
+
+**Message count**, as codex's TUI replays a rollout on resume: one per ``event_msg`` of type ``user_message``
+(what the user typed) and ``agent_message`` (a reply shown to the user); ``response_item`` records are what
+the model was sent and said (context, tool calls, reasoning) and ``turn_context``/``token_count`` are
+bookkeeping, none of them a message (openai/codex ``codex-rs/protocol`` ``EventMsg``, rollouts of 0.39 and
+0.135 read alike).
 """
 
 from __future__ import annotations
@@ -20,18 +26,9 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
-    ScanContext,
-    SessionSnapshot,
-    canonical_dir,
-    clean_title,
-    env_path,
-    home,
-    parse_time,
-)
-from registry.importers.files import Discovery, FileSource, Found, Group
-from registry.importers.lines import LineStats, Tail, TailRead, decode_lines, same_file
+from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
+from registry.importers.files import Discovery, FileSource, Found, Group, Reading, follow_index, quiet
+from registry.importers.lines import Tail
 
 __all__ = ["Codex"]
 
@@ -97,11 +94,15 @@ _event_decoder = msgspec.json.Decoder(_EventMsg)
 _index_decoder = msgspec.json.Decoder(_IndexLine)
 
 
+_KNOWN = quiet(r".+\.(?:json|jsonl|zst|tmp|lock)")
+
+
 class Codex(FileSource[_Fold, _Extra]):
     agent: ClassVar[str] = "codex"
     fold_type = _Fold
     extra_type = _Extra
     record_type = _Line
+    tops = ("sessions", _ARCHIVED)
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return env_path(environ, "CODEX_HOME") or home(environ) / ".codex"
@@ -110,6 +111,7 @@ class Codex(FileSource[_Fold, _Extra]):
         if not (root / "sessions").is_dir() and not (root / _ARCHIVED).is_dir():
             return Discovery([], complete=False)
         found: dict[str, Found] = {}
+        unread: list[str] = []
         complete = True
         for top in ("sessions", _ARCHIVED):
             errors: list[OSError] = []
@@ -118,6 +120,8 @@ class Codex(FileSource[_Fold, _Extra]):
                 for name in sorted(names):
                     match = _ROLLOUT.match(name)
                     if match is None:
+                        if not _KNOWN(name):
+                            unread.append(os.path.join(folder, name))
                         continue
                     path = os.path.join(folder, name)
                     rel = os.path.relpath(path, root)
@@ -128,13 +132,13 @@ class Codex(FileSource[_Fold, _Extra]):
                     kind = "zst" if match.group(2) else "jsonl"
                     found[rel] = Found(rel, path, kind, match.group(1).lower())
             complete = complete and not any(not isinstance(e, FileNotFoundError) for e in errors)
-        return Discovery(list(found.values()), complete)
+        return Discovery(list(found.values()), complete, unread)
 
     def new_fold(self, found: Found) -> _Fold:
         return _Fold()
 
     def apply(self, fold: _Fold, line: _Line) -> None:
-        at = parse_time(line.timestamp)
+        at = agent_time(line.timestamp)
         if fold.first_at is None:
             fold.first_at = at
         if line.type == "session_meta":
@@ -143,7 +147,7 @@ class Codex(FileSource[_Fold, _Extra]):
             fold.meta_seen = True
             meta = _meta_decoder.decode(line.payload) if line.payload else _SessionMeta()
             fold.cwd = meta.cwd if isinstance(meta.cwd, str) else None
-            fold.created = parse_time(meta.timestamp) or at
+            fold.created = agent_time(meta.timestamp) or at
             fold.skip = _source_skip(meta.source)
             if isinstance(meta.git, dict) and isinstance(meta.git.get("branch"), str):
                 fold.branch = meta.git["branch"]
@@ -167,71 +171,43 @@ class Codex(FileSource[_Fold, _Extra]):
         self, root: Path, extra: _Extra | None, ctx: ScanContext
     ) -> tuple[_Extra | None, frozenset[str] | bool]:
         old = extra or _Extra()
-        path = root / "session_index.jsonl"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return _Extra(), frozenset(old.names)
-        if same_file(st, old.tail):
+        read = follow_index(root / "session_index.jsonl", old.tail, old.names, _index_decoder, _index_line, ctx)
+        if read is None:
             return old, False
-        stats = LineStats()
-        try:
-            with TailRead(str(path), old.tail, cap=ctx.line_cap) as read:
-                names = {} if read.restart else dict(old.names)
-                for line in decode_lines(read.lines(), _index_decoder, stats):
-                    if isinstance(line.id, str) and isinstance(line.thread_name, str):
-                        names[line.id.lower()] = (line.thread_name, parse_time(line.updated_at) or 0)
-                tail = read.tail
-        except OSError as exc:
-            ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
-            return old, False
-        if stats.unreadable:
-            ctx.skip(str(path), "unreadable line(s) ignored", stats.unreadable)
-        changed = {i for i in names.keys() | old.names.keys() if names.get(i) != old.names.get(i)}
-        return _Extra(tail=tail, names=names), frozenset(changed)
+        tail, names, changed = read
+        return _Extra(tail=tail, names=names), changed
 
-    def snapshot(self, native_id: str, files: Group, extra: _Extra | None, ctx: ScanContext) -> SessionSnapshot | None:
+    def draft(self, native_id: str, files: Group, extra: _Extra | None) -> Reading:
         # An active rollout wins over an archived copy of the same session (both exist only mid-move).
         rel, entry = min(files, key=lambda item: (item[0].startswith(_ARCHIVED), -(item[1].fold.last or 0)))
         fold: _Fold = entry.fold
-        path = entry.path
-        if not fold.meta_seen:
-            ctx.skip(path, "no session_meta record")
-            return None
-        if fold.skip is not None:
-            ctx.skip(path, fold.skip)
-            return None
-        cwd = canonical_dir(fold.cwd)
-        if cwd is None:
-            ctx.skip(path, f"cwd is not an absolute POSIX path: {fold.cwd!r}")
-            return None
-        created = fold.created or fold.first_at
-        if created is None:
-            ctx.skip(path, "no timestamps")
-            return None
         name, name_at = fold.name, fold.name_at
         indexed = (extra.names if extra is not None else {}).get(native_id)
         if indexed is not None and indexed[1] >= name_at:
             name = indexed[0]
-        title, source = clean_title(name), TitleSource.USER
-        if title is None:
-            title, source = clean_title(fold.prompt, PROMPT_TITLE_LENGTH), TitleSource.PROMPT
-        if title is None:
-            ctx.skip(path, "no user message")
-            return None
-        return SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=created,
-            last_activity=fold.last or created,
-            path=path,
-            locator=f"{rel}@{entry.tail.offset}:{name_at}",
-            title=title,
-            title_source=source,
+        skip = None
+        if not fold.meta_seen:
+            skip = "no session_meta record"
+        elif fold.skip is not None:
+            skip = fold.skip
+        elif clean_title(name) is None and fold.prompt is None:
+            skip = "no user message"
+        draft = Draft(
+            cwd=fold.cwd,
+            created=fold.created or fold.first_at,
+            last=fold.last,
+            titles=[(name, TitleSource.USER, 500), (fold.prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
             messages=fold.messages,
             git_branch=fold.branch,
             archived=rel.startswith(_ARCHIVED),
+            skip=skip,
         )
+        return Reading(rel, entry, draft)
+
+
+def _index_line(names: dict[str, tuple[str, int]], line: _IndexLine) -> None:
+    if isinstance(line.id, str) and isinstance(line.thread_name, str):
+        names[line.id.lower()] = (line.thread_name, agent_time(line.updated_at) or 0)
 
 
 def _source_skip(source: object) -> str | None:

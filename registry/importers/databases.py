@@ -1,12 +1,26 @@
 """The shared machinery of SQLite-based sources (goose, opencode): read-only, WAL-aware, schema-probing.
 
-A database is opened read-only through a URI (``file:...?mode=ro``) and never with ``immutable=1``: these files
-are in WAL mode and the newest rows live in ``-wal`` while the main file's mtime stands still. The signature of
-the database *and* its ``-wal`` file decides whether to query at all. Each row is reduced to a digest of what the
-registry derives from it; only rows whose digest moved become snapshots (or skips), and every id seen is present
-(hard deletes leave no trace, so the full id set is compared). The columns a source needs are probed first
-(``pragma_table_info``): a schema that lacks them - a newer agent, another program's file - is skipped with the
-reason, as is a locked or unreadable file, and nothing is taken for deleted then.
+**Nothing is written beside another program's database.** Opening a WAL database even with ``mode=ro`` makes
+SQLite create empty ``-wal`` and ``-shm`` files next to it when they are missing - in the agent's folder, and
+changing the signature the next pass compares, which then reads the database again. So ``open_read_only``
+picks the way that creates nothing:
+
+- a database in rollback-journal mode (the header says so): ``mode=ro``, which creates nothing there and
+  waits for a writer's lock;
+- a WAL database without a ``-wal`` file (the agent is not running, or checkpointed on close):
+  ``immutable=1`` - SQLite takes no locks and looks for no WAL. A writer that starts in the middle of the read
+  can at worst make it fail or see a moment's state (it is read again when the -wal appears, since the
+  signature then changes), never change the agent's files;
+- ``-wal`` and ``-shm`` present (the agent is running): ``mode=ro`` through the WAL index, so the newest rows,
+  which live in ``-wal`` while the main file's mtime stands still, are seen;
+- ``-wal`` without ``-shm`` (left by a crash): a private copy of the database and its WAL, taken in a temporary
+  folder of our own and read there.
+
+The signature of the database *and* its ``-wal`` file decides whether to query at all. Each row becomes a
+parser's ``Draft``; its digest decides whether the row changed, and only changed rows become facts (or skips);
+every id seen is present (hard deletes leave no trace, so the full id set is compared). The columns a parser
+needs are probed first (``pragma_table_info``): a schema that lacks them - a newer agent, another program's
+file - is skipped with the reason, as is a locked or unreadable file, and nothing is taken for deleted then.
 """
 
 from __future__ import annotations
@@ -15,34 +29,35 @@ import abc
 import contextlib
 import hashlib
 import os
+import shutil
 import sqlite3
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import msgspec
 
-from registry.importers.base import ScanContext, ScanResult, SessionSnapshot
+from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
 
 __all__ = ["DatabaseSource", "Row", "SchemaError", "columns", "open_read_only"]
 
 
 class SchemaError(Exception):
-    """The database is not laid out as the source expects (the message says what is missing)."""
+    """The database is not laid out as the parser expects (the message says what is missing)."""
 
 
 class Row(NamedTuple):
-    """One session row: its snapshot, or why it is not listed."""
+    """One session row, as the parser reads it."""
 
     native_id: str
-    snapshot: SessionSnapshot | None
-    skip: str | None = None
+    draft: Draft
 
 
 class _Database(msgspec.Struct, kw_only=True):
     signature: list[int]
     rows: dict[str, str] = msgspec.field(default_factory=dict)
-    """Native id -> digest of what was derived from the row."""
+    """Native id -> digest of what was read from the row."""
 
 
 class _State(msgspec.Struct, kw_only=True):
@@ -52,11 +67,34 @@ class _State(msgspec.Struct, kw_only=True):
 _decoder = msgspec.msgpack.Decoder(_State)
 
 
-def open_read_only(path: Path, timeout: float) -> sqlite3.Connection:
-    """A read-only connection that still sees the WAL; waits ``timeout`` seconds for a lock."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
-    db.execute("PRAGMA query_only = ON")
-    return db
+@contextlib.contextmanager
+def open_read_only(path: Path, timeout: float) -> Iterator[sqlite3.Connection]:
+    """A connection that reads ``path`` without creating or changing anything beside it (see the module)."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    with contextlib.ExitStack() as stack:
+        if not _wal_mode(path):
+            uri = f"{path.resolve().as_uri()}?mode=ro"  # a rollback journal: readers create nothing, and lock
+        elif not wal.exists():
+            uri = f"{path.resolve().as_uri()}?immutable=1"
+        elif shm.exists():
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+        else:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="acp-registry-import-")))
+            copy = folder / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, f"{copy}-wal")
+            uri = f"{copy.as_uri()}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        stack.callback(db.close)
+        db.execute("PRAGMA query_only = ON")
+        yield db
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the database file says it is in WAL mode (header bytes 18-19, the read and write versions: 2)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
 def columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -88,7 +126,7 @@ class DatabaseSource(abc.ABC):
         """The database files under the root (existing ones)."""
 
     @abc.abstractmethod
-    def rows(self, db: sqlite3.Connection, path: Path) -> list[Row]:
+    def rows(self, db: sqlite3.Connection) -> list[Row]:
         """Every session row; ``SchemaError`` when the schema is not understood."""
 
     def unavailable(self, root: Path) -> str:
@@ -105,7 +143,7 @@ class DatabaseSource(abc.ABC):
             ctx.skip(str(root), self.unavailable(root))
             return ScanResult(msgspec.msgpack.encode(previous), [], None)
         fresh = _State()
-        snapshots: list[SessionSnapshot] = []
+        sessions: list[SessionFacts] = []
         present: set[str] = set()
         complete = True
         for path in paths:
@@ -118,14 +156,10 @@ class DatabaseSource(abc.ABC):
                 continue
             ctx.reading(1)
             try:
-                db = open_read_only(path, ctx.sqlite_timeout)
-                try:
-                    rows = self.rows(db, path)
-                finally:
-                    db.close()
-            except (sqlite3.Error, SchemaError) as exc:
-                reason = str(exc) or type(exc).__name__
-                ctx.skip(str(path), f"skipped: {reason}")
+                with open_read_only(path, ctx.sqlite_timeout) as db:
+                    rows = self.rows(db)
+            except (sqlite3.Error, SchemaError, OSError) as exc:
+                ctx.skip(str(path), f"skipped: {exc or type(exc).__name__}")
                 complete = False
                 if old is not None:
                     fresh.databases[rel] = old
@@ -136,17 +170,16 @@ class DatabaseSource(abc.ABC):
             ctx.bytes_read += signature[1] + signature[4]
             digests: dict[str, str] = {}
             for row in rows:
-                digest = hashlib.sha256(msgspec.msgpack.encode([row.snapshot, row.skip])).hexdigest()[:24]
+                digest = hashlib.sha256(msgspec.msgpack.encode(row.draft)).hexdigest()[:24]
                 digests[row.native_id] = digest
                 if old is not None and old.rows.get(row.native_id) == digest and row.native_id not in ctx.want:
                     continue
-                if row.snapshot is not None:
-                    snapshots.append(msgspec.structs.replace(row.snapshot, locator=f"{rel}:{digest}"))
-                elif row.skip is not None:
-                    ctx.skip(f"{path}#{row.native_id}", row.skip)
+                facts = ctx.settle(row.native_id, row.draft, path=f"{path}#{row.native_id}", locator=f"{rel}:{digest}")
+                if facts is not None:
+                    sessions.append(facts)
             fresh.databases[rel] = _Database(signature=signature, rows=digests)
             present.update(digests)
-        return ScanResult(msgspec.msgpack.encode(fresh), snapshots, frozenset(present) if complete else None)
+        return ScanResult(msgspec.msgpack.encode(fresh), sessions, frozenset(present) if complete else None)
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
         # The rows were just read in this pass; a row gone from a table is gone (no move between tables).

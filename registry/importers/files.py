@@ -1,11 +1,16 @@
-"""The shared machinery of file-based sources: discover, read only what changed, fold, snapshot.
+"""The shared machinery of file-based sources: discover, read only what changed, fold, settle.
 
 A ``FileSource`` keeps one entry per file (its ``Tail`` and the *fold* of its records so far, a small msgspec
-struct each source defines). A pass stats every discovered file and reads only those whose signature moved:
+struct each parser defines). A pass stats every discovered file and reads only those whose signature moved:
 append-only JSON lines from the remembered offset, whole documents (``.json``, ``.zst``) again from the start
 but only re-folded when their content hash changed. A fold is updated on a copy and kept only when the read
-finished, so a file that vanishes or fails half-way leaves its previous state, never half of a session.
-Sessions whose files changed are then re-derived from the folds of all their files.
+finished, so a file that vanishes or fails half-way leaves its previous state, never half of a session. One bad
+line costs that line: it is skipped with its reason and ``file:line``. Sessions whose files changed are then
+re-derived from the folds of all their files: the parser's ``draft``, checked by ``ScanContext.settle``.
+
+A parser subclasses ``FileSource`` and says only what is format knowledge: where the files are
+(``discover``), how one record folds in (``apply`` / ``apply_document``) and what a session's folds say
+(``draft``).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,10 +26,23 @@ from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from registry.importers.base import ScanContext, ScanResult, SessionSnapshot
+from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
 from registry.importers.lines import LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
 
-__all__ = ["Discovery", "FileEntry", "FileSource", "FileState", "Found", "folder_files", "is_dir", "scandir"]
+__all__ = [
+    "Discovery",
+    "FileEntry",
+    "FileSource",
+    "FileState",
+    "Found",
+    "Group",
+    "NoExtra",
+    "Reading",
+    "folder_files",
+    "follow_index",
+    "is_dir",
+    "scandir",
+]
 
 F = TypeVar("F", bound=msgspec.Struct)
 G = TypeVar("G", bound=msgspec.Struct)
@@ -46,6 +65,8 @@ class Discovery(NamedTuple):
     files: list[Found]
     complete: bool
     """False when part of the tree could not be listed: nothing may then be taken for deleted."""
+    unread: Sequence[str] = ()
+    """Entries the walk met that no parser reads (said in the summary: perhaps another agent's folder)."""
 
 
 class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
@@ -68,14 +89,26 @@ class NoExtra(msgspec.Struct):
 Group = list[tuple[str, FileEntry[Any]]]
 
 
+class Reading(NamedTuple):
+    """What a parser makes of a session's files: the file that stands for it, and its draft."""
+
+    rel: str
+    entry: FileEntry[Any]
+    draft: Draft
+    path: str | None = None
+    """Where the session lives, when that is not the chosen file (e.g. a session folder)."""
+
+
 class FileSource(abc.ABC, Generic[F, G]):
-    """A source whose sessions live in files. Subclasses say where files are and how records fold."""
+    """A source whose sessions live in files. Parsers say where files are and how records fold."""
 
     agent: ClassVar[str]
     fold_type: ClassVar[type[msgspec.Struct]]
     extra_type: ClassVar[type[msgspec.Struct]] = NoExtra
     record_type: ClassVar[Any] = None
     """What one JSON line decodes to (a msgspec struct with the fields the fold reads)."""
+    tops: ClassVar[tuple[str, ...]] = ()
+    """The folders under the root the agent keeps sessions in (a root with none of them is not the agent's)."""
 
     def __init__(self) -> None:
         self._state_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
@@ -84,7 +117,7 @@ class FileSource(abc.ABC, Generic[F, G]):
         self._fold_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(self.fold_type)
         self._records: msgspec.json.Decoder[Any] = msgspec.json.Decoder(self.record_type or Any)
 
-    # -- what a source says ----------------------------------------------------------------------------
+    # -- what a parser says ----------------------------------------------------------------------------
 
     @abc.abstractmethod
     def default_root(self, environ: Mapping[str, str]) -> Path: ...
@@ -112,8 +145,8 @@ class FileSource(abc.ABC, Generic[F, G]):
         return extra, False
 
     @abc.abstractmethod
-    def snapshot(self, native_id: str, files: Group, extra: G | None, ctx: ScanContext) -> SessionSnapshot | None:
-        """The session from the folds of its files; None (after ``ctx.skip``) when it is not to be listed."""
+    def draft(self, native_id: str, files: Group, extra: G | None) -> Reading:
+        """What the folds of a session's files (sorted by ``rel``) say about it."""
 
     # -- the pass --------------------------------------------------------------------------------------
 
@@ -121,6 +154,10 @@ class FileSource(abc.ABC, Generic[F, G]):
         previous = self._load(state)
         extra, extra_changed = self.refresh_extra(root, previous.extra, ctx)
         discovery = self.discover(root)
+        if self.tops and not any((root / top).is_dir() for top in self.tops):
+            ctx.skip(str(root), f"no {' or '.join(t + '/' for t in self.tops)} here: not {self.agent}'s data folder")
+        for item in discovery.unread:
+            ctx.skip(item, f"not a file {self.agent} writes (left alone)")
         files: dict[str, FileEntry[F]] = {}
         changed: set[str] = set(ctx.want)
         to_read: list[tuple[Found, FileEntry[F] | None]] = []
@@ -168,17 +205,22 @@ class FileSource(abc.ABC, Generic[F, G]):
             changed.update(groups)
         elif extra_changed:
             changed.update(extra_changed)
-        snapshots = []
+        sessions: list[SessionFacts] = []
         for native_id in sorted(changed.intersection(groups)):
-            group = sorted(groups[native_id], key=lambda item: item[0])
-            snapshot = self.snapshot(native_id, group, extra, ctx)
-            if snapshot is not None:
-                snapshots.append(snapshot)
+            reading = self.draft(native_id, sorted(groups[native_id], key=lambda item: item[0]), extra)
+            facts = ctx.settle(
+                native_id,
+                reading.draft,
+                path=reading.path or reading.entry.path,
+                locator=f"{reading.rel}@{reading.entry.tail.offset}",
+            )
+            if facts is not None:
+                sessions.append(facts)
         present = None
         if discovery.complete:
             present = frozenset(groups) | {f.native_id for f in discovery.files if f.native_id}
         encoded = msgspec.msgpack.encode(FileState(files=files, extra=extra))
-        return ScanResult(encoded, snapshots, present)
+        return ScanResult(encoded, sessions, present)
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
         known = self._load(state).files
@@ -201,16 +243,16 @@ class FileSource(abc.ABC, Generic[F, G]):
                 pass  # an older layout: read everything again (the registry diff keeps that harmless)
         return FileState()
 
-    def _fold_lines(self, fold: F, lines: Iterable[bytes | None], stats: LineStats) -> None:
-        for record in decode_lines(lines, self._records, stats):
+    def _fold_lines(self, fold: F, lines: Iterable[bytes | None], stats: LineStats, first_line: int) -> None:
+        for number, record in decode_lines(lines, self._records, stats, first_line=first_line):
             try:
                 self.apply(fold, record)
-            except msgspec.DecodeError:  # a nested part of the record (a payload) is not what it should be
-                stats.unreadable += 1
+            except Exception as exc:  # a part of the record (a payload) is not what the parser expects
+                stats.problem(number, f"record not understood ({type(exc).__name__}), skipped")
 
     def _read(self, found: Found, entry: FileEntry[F] | None, ctx: ScanContext) -> FileEntry[F] | None:
         """Read what is new in one file; None (after ``ctx.skip``) when it could not be read."""
-        stats = LineStats()
+        stats = LineStats(ctx.line_cap)
         try:
             if found.kind == "jsonl":
                 with TailRead(found.path, entry.tail if entry is not None else None, cap=ctx.line_cap) as read:
@@ -219,7 +261,7 @@ class FileSource(abc.ABC, Generic[F, G]):
                     else:
                         fold = self._fold_decoder.decode(msgspec.msgpack.encode(entry.fold))
                     stats = read.stats
-                    self._fold_lines(fold, read.lines(), stats)
+                    self._fold_lines(fold, read.lines(), stats, read.first_line)
                     tail = read.tail
                     ctx.bytes_read += read.bytes_read
             else:
@@ -238,21 +280,20 @@ class FileSource(abc.ABC, Generic[F, G]):
                     )
                 fold = self.new_fold(found)
                 if found.kind == "zst":
-                    self._fold_lines(fold, compressed_lines(found.path, stats, cap=ctx.line_cap), stats)
+                    self._fold_lines(fold, compressed_lines(found.path, cap=ctx.line_cap), stats, 1)
                 else:
                     self.apply_document(fold, data)
         except FileNotFoundError as exc:
             reason = "vanished while being read" if exc.filename == found.path else str(exc)
             ctx.skip(found.path, reason)
             return None
-        except (OSError, ValueError, msgspec.DecodeError) as exc:
-            ctx.skip(found.path, f"unreadable: {getattr(exc, 'strerror', None) or exc}")
+        except (OSError, ValueError, msgspec.DecodeError, RecursionError) as exc:
+            why = "nests too deep to read" if isinstance(exc, RecursionError) else None
+            ctx.skip(found.path, f"unreadable: {why or getattr(exc, 'strerror', None) or exc}")
             return None
         ctx.files_read += 1
-        if stats.unreadable:
-            ctx.skip(found.path, "unreadable line(s) ignored", stats.unreadable)
-        if stats.oversized:
-            ctx.skip(found.path, f"line(s) over {ctx.line_cap} bytes ignored", stats.oversized)
+        for reason, count in stats.counts.items():
+            ctx.skip(f"{found.path}:{stats.lines[reason][0]}", reason, count)
         return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=self.identify(found, fold))
 
 
@@ -260,11 +301,14 @@ def folder_files(
     root: Path,
     tops: Sequence[str],
     subfolders: Sequence[str],
-    pick: Callable[[str, os.DirEntry[str]], Iterable[Found]],
+    pick: Callable[[str, os.DirEntry[str]], Iterable[Found] | None],
 ) -> Discovery:
     """What ``pick`` finds in ``<root>/<top>/<folder>/<subfolder>/``, given each entry and its path relative to
-    ``root``. Incomplete when no top exists or a folder cannot be listed (then nothing may be taken for gone)."""
+    ``root``; ``pick`` returns None for an entry that is not the agent's (reported as unread), an empty list for
+    one it knows and does not read. Incomplete when no top exists or a folder cannot be listed (then nothing may
+    be taken for gone)."""
     found: list[Found] = []
+    unread: list[str] = []
     complete = any((root / top).is_dir() for top in tops)
     for top in tops:
         folders = scandir(root / top)
@@ -281,8 +325,55 @@ def folder_files(
                     complete = False
                     continue
                 for entry in entries:
-                    found.extend(pick(prefix + entry.name, entry))
-    return Discovery(found, complete)
+                    picked = pick(prefix + entry.name, entry)
+                    if picked is None:
+                        unread.append(entry.path)
+                    else:
+                        found.extend(picked)
+    return Discovery(found, complete, unread)
+
+
+V = TypeVar("V")
+R = TypeVar("R")
+
+
+def follow_index(
+    path: Path,
+    tail: Tail | None,
+    entries: Mapping[str, V],
+    decoder: msgspec.json.Decoder[R],
+    fold: Callable[[dict[str, V], R], None],
+    ctx: ScanContext,
+) -> tuple[Tail | None, dict[str, V], frozenset[str]] | None:
+    """What is new in an append-only index beside the sessions (codex's ``session_index.jsonl``, Kimi Code's):
+    its tail, its entries after folding the new lines in, and the ids whose entry changed. None when nothing
+    changed, or the file could not be read (kept as it was; said in the summary); a missing file is empty."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, {}, frozenset(entries)
+    if same_file(st, tail):
+        return None
+    stats = LineStats(ctx.line_cap)
+    try:
+        with TailRead(str(path), tail, cap=ctx.line_cap) as read:
+            fresh = {} if read.restart else dict(entries)
+            for _, line in decode_lines(read.lines(), decoder, stats, first_line=read.first_line):
+                fold(fresh, line)
+            new_tail = read.tail
+    except OSError as exc:
+        ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
+        return None
+    for reason, count in stats.counts.items():
+        ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
+    changed = frozenset(i for i in fresh.keys() | entries.keys() if fresh.get(i) != entries.get(i))
+    return new_tail, fresh, changed
+
+
+def quiet(pattern: str) -> Callable[[str], bool]:
+    """A test for names an agent keeps beside its sessions and that are known not to be sessions."""
+    compiled = re.compile(pattern)
+    return lambda name: compiled.fullmatch(name) is not None
 
 
 def scandir(path: Path | str) -> list[os.DirEntry[str]] | None:

@@ -5,7 +5,14 @@ changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops tha
 ``{"$set": {"messages": [...]}}`` checkpoint replaces them all - so the fold keeps the ordered message ids.
 The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
 else ``projects.json``, else - for the older sha256-named folders - the known root whose hash matches). Titles:
-the AI summary (AGENT) > the first resumable user message (PROMPT); there is no user-set title.
+the AI summary (AGENT) > the first resumable user message (PROMPT) > the first user message even if it is a
+slash command (PROMPT); there is no user-set title.
+
+As Gemini CLI's own session list shows them (google-gemini/gemini-cli ``packages/cli/src/utils/
+sessionUtils.ts``, ``getAllSessionFiles``): **message count** is every message of the conversation -
+``user``, ``gemini``, and the ``info``/``error``/``warning`` lines it shows - after rewinds and checkpoints;
+a session holding only ``info``/``error``/``warning`` messages is empty and not listed, nor is a
+``kind: subagent`` chat.
 """
 
 from __future__ import annotations
@@ -21,18 +28,8 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
-    ScanContext,
-    SessionSnapshot,
-    canonical_dir,
-    canonical_dirs,
-    clean_title,
-    env_path,
-    home,
-    parse_time,
-)
-from registry.importers.files import Discovery, FileSource, Found, Group, folder_files, is_dir, scandir
+from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
+from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
 
 __all__ = ["Gemini"]
 
@@ -82,6 +79,8 @@ class _Fold(msgspec.Struct, kw_only=True):
     """Message id -> type, in first-appearance order (a re-appended message keeps its place)."""
     prompts: dict[str, str] = msgspec.field(default_factory=dict)
     """User message id -> its text, for the resumable ones (the title falls back to the first)."""
+    commands: dict[str, str] = msgspec.field(default_factory=dict)
+    """User message id -> its text, for the slash commands (a title of last resort)."""
     first_at: int | None = None
     last_at: int | None = None
 
@@ -101,12 +100,13 @@ class Gemini(FileSource[_Fold, _Projects]):
     fold_type = _Fold
     extra_type = _Projects
     record_type = _Record
+    tops = ("tmp",)
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return (env_path(environ, "GEMINI_CLI_HOME") or home(environ)) / ".gemini"
 
     def discover(self, root: Path) -> Discovery:
-        return folder_files(root, ["tmp"], ["chats"], _chat_file)
+        return folder_files(root, self.tops, ["chats"], _chat_file)
 
     def new_fold(self, found: Found) -> _Fold:
         return _Fold(project_dir=found.rel.split("/")[1])  # tmp/<project>/chats/<file>
@@ -138,8 +138,8 @@ class Gemini(FileSource[_Fold, _Projects]):
             fold.session_id = header.session_id
         if isinstance(header.project_hash, str):
             fold.project_hash = header.project_hash
-        fold.start = parse_time(header.start_time) or fold.start
-        fold.updated = parse_time(header.last_updated) or fold.updated
+        fold.start = agent_time(header.start_time) or fold.start
+        fold.updated = agent_time(header.last_updated) or fold.updated
         if isinstance(header.kind, str):
             fold.kind = header.kind
         if isinstance(header.summary, str):
@@ -149,7 +149,7 @@ class Gemini(FileSource[_Fold, _Projects]):
 
     def _set(self, fold: _Fold, changes: dict[str, Any]) -> None:
         if "lastUpdated" in changes:
-            fold.updated = parse_time(changes["lastUpdated"]) or fold.updated
+            fold.updated = agent_time(changes["lastUpdated"]) or fold.updated
         if isinstance(changes.get("summary"), str):
             fold.summary = changes["summary"]
         if isinstance(changes.get("kind"), str):
@@ -158,7 +158,7 @@ class Gemini(FileSource[_Fold, _Projects]):
             self._checkpoint(fold, changes["messages"])
 
     def _checkpoint(self, fold: _Fold, messages: list[Any]) -> None:
-        fold.messages, fold.prompts = {}, {}
+        fold.messages, fold.prompts, fold.commands = {}, {}, {}
         for message in messages:
             if isinstance(message, dict):
                 self._message(
@@ -172,6 +172,7 @@ class Gemini(FileSource[_Fold, _Projects]):
         for dropped in ids[keep:]:
             del fold.messages[dropped]
             fold.prompts.pop(dropped, None)
+            fold.commands.pop(dropped, None)
 
     @staticmethod
     def _message(fold: _Fold, message_id: object, kind: object, content: object, timestamp: object) -> None:
@@ -180,11 +181,13 @@ class Gemini(FileSource[_Fold, _Projects]):
         fold.messages[message_id] = kind
         if kind == "user":
             text = _text(content).strip()
+            fold.prompts.pop(message_id, None)
+            fold.commands.pop(message_id, None)
             if text and not text.startswith(_NOT_RESUMABLE):
                 fold.prompts[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
-            else:
-                fold.prompts.pop(message_id, None)
-        at = parse_time(timestamp)
+            elif text:
+                fold.commands[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
+        at = agent_time(timestamp)
         if at is not None:
             fold.first_at = at if fold.first_at is None else min(fold.first_at, at)
             fold.last_at = at if fold.last_at is None else max(fold.last_at, at)
@@ -217,54 +220,43 @@ class Gemini(FileSource[_Fold, _Projects]):
         fresh = _Projects(roots=roots, hashes=hashes)
         return fresh, fresh != extra
 
-    def snapshot(
-        self, native_id: str, files: Group, extra: _Projects | None, ctx: ScanContext
-    ) -> SessionSnapshot | None:
+    def draft(self, native_id: str, files: Group, extra: _Projects | None) -> Reading:
         # A resumed legacy .json is migrated to a .jsonl beside it, and the old file stays: the .jsonl wins.
         rel, entry = min(files, key=lambda item: (item[1].kind != "jsonl", -(item[1].fold.updated or 0)))
         fold: _Fold = entry.fold
-        path = entry.path
-        if fold.kind == "subagent":
-            ctx.skip(path, "subagent chat")
-            return None
         projects = extra or _Projects()
         project_root = projects.roots.get(fold.project_dir) or projects.hashes.get(fold.project_hash or "")
-        if project_root is None:
-            ctx.skip(path, "project root unknown (not in projects.json, no .project_root)")
-            return None
-        cwd = canonical_dir(project_root)
-        if cwd is None:
-            ctx.skip(path, f"project root is not an absolute POSIX path: {project_root!r}")
-            return None
-        title, source = clean_title(fold.summary), TitleSource.AGENT
-        if title is None:
-            first = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)
-            title, source = first, TitleSource.PROMPT
-        if title is None:
-            ctx.skip(path, "no resumable message")
-            return None
-        created = fold.start or fold.updated or fold.first_at
-        if created is None:
-            ctx.skip(path, "no timestamps")
-            return None
-        return SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=created,
-            last_activity=fold.updated or fold.last_at or created,
-            path=path,
-            locator=f"{rel}@{entry.tail.offset}",
-            title=title,
-            title_source=source,
+        skip = None
+        if fold.kind == "subagent":
+            skip = "subagent chat"
+        elif not any(kind in ("user", "gemini") for kind in fold.messages.values()):
+            skip = "no user or model message (Gemini CLI does not list it)"
+        elif project_root is None:
+            skip = "project root unknown (not in projects.json, no .project_root)"
+        first_prompt = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)
+        first_command = next((fold.commands[i] for i in fold.messages if fold.commands.get(i)), None)
+        draft = Draft(
+            cwd=project_root,
+            created=fold.start or fold.updated or fold.first_at,
+            last=fold.updated or fold.last_at,
+            titles=[
+                (fold.summary, TitleSource.AGENT, 500),
+                (first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+                (first_command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            ],
             messages=len(fold.messages),
-            additional_directories=canonical_dirs(fold.directories, cwd),
+            directories=fold.directories,
+            skip=skip,
         )
+        return Reading(rel, entry, draft)
 
 
 def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
     # Subagent chats live in chats/<parent id>/: folders are never descended into.
     match = _SESSION_FILE.match(entry.name)
-    return [Found(rel, entry.path, match.group(1))] if match is not None and not is_dir(entry) else []
+    if match is not None and not is_dir(entry):
+        return [Found(rel, entry.path, match.group(1))]
+    return []
 
 
 def _text(content: object) -> str:

@@ -1,10 +1,20 @@
 """goose: ``sessions.db`` (SQLite) under ``<GOOSE_PATH_ROOT>/data/sessions/`` or ``~/.local/share/goose/sessions/``.
 
-One row per session in ``sessions``, messages in ``messages``. Titles: ``name`` (legacy ``description``) - the
-user's when ``user_set_name`` (USER), else generated (AGENT); empty means untitled. Last activity is the newest
-message's ``created_timestamp`` (epoch seconds, or milliseconds in some rows), else ``created_at``; the row's
-``updated_at`` is not used, as it also moves on renames. Only ``user`` and ``acp`` sessions are listed: sub-agent,
-hidden, scheduled, terminal and gateway sessions, and any with a parent, are skipped.
+Format knowledge, checked in goose's own source (``crates/goose/src/session/session_manager.rs``: the upstream
+schema 10 of aaif-goose/goose, and a schema-16 descendant carrying the newer columns):
+
+- **Listed** as goose lists them: its session list (desktop, CLI, ``GET /sessions``) is
+  ``list_sessions_by_types([User, Scheduled])`` and its ACP server's ``session/list`` lists ``Acp`` sessions.
+  ``sub_agent``, ``hidden``, ``terminal`` and ``gateway`` sessions are not listed by goose, nor here; a session
+  with a ``parent_session_id`` is a sub-session.
+- **Message count**: the messages goose shows the user - those whose ``metadata_json`` does not say
+  ``"userVisible": false`` (goose's ``user_visible_message_sql``: ``COALESCE(json_extract(metadata_json,
+  '$.userVisible'), 1) != 0``). Messages kept only for the model (compaction summaries, tool plumbing) are not.
+- **Last activity**: the newest user-visible message's ``created_timestamp`` (epoch seconds, or milliseconds
+  above goose's own ``MILLISECOND_TIMESTAMP_THRESHOLD`` of 1e10), else ``created_at``; ``updated_at`` also
+  moves on renames and token bookkeeping, so it is not activity.
+- **Title**: ``name`` (legacy ``description``): the user's when ``user_set_name`` (USER), else generated
+  (AGENT); empty means untitled. **Archived**: ``archived_at`` set. A deleted session's row is gone.
 """
 
 from __future__ import annotations
@@ -15,15 +25,15 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from events.model import TitleSource
-from registry.importers.base import SessionSnapshot, canonical_dir, clean_title, env_path, epoch_ns, home, parse_time
+from registry.importers.base import Draft, agent_time, env_path, epoch_ns, home
 from registry.importers.databases import DatabaseSource, Row, SchemaError, columns
 
 __all__ = ["Goose"]
 
-KNOWN_SCHEMA: Final = 17
-"""The newest ``schema_version`` this importer was written against. Newer ones are read while the columns it
+KNOWN_SCHEMA: Final = 16
+"""The newest ``schema_version`` this parser was checked against. Newer ones are read while the columns it
 needs are still there (they have been stable for many versions)."""
-_LISTED_TYPES: Final = frozenset({"user", "acp", ""})
+LISTED_TYPES: Final = frozenset({"user", "scheduled", "acp"})
 _REQUIRED: Final = ("id", "working_dir", "created_at")
 _OPTIONAL: Final = {
     "name": "''",
@@ -33,7 +43,11 @@ _OPTIONAL: Final = {
     "archived_at": "NULL",
     "parent_session_id": "NULL",
 }
-_MILLISECONDS: Final = 10_000_000_000  # goose's own threshold: larger timestamps are milliseconds
+_MILLISECONDS: Final = 10_000_000_000
+_VISIBLE: Final = (
+    "CASE WHEN metadata_json IS NULL OR NOT json_valid(metadata_json) THEN 1 "
+    "ELSE coalesce(json_extract(metadata_json, '$.userVisible'), 1) END != 0"
+)
 
 
 class Goose(DatabaseSource):
@@ -55,96 +69,59 @@ class Goose(DatabaseSource):
     def unavailable(self, root: Path) -> str:
         return f"no sessions/sessions.db under {root}"
 
-    def rows(self, db: sqlite3.Connection, path: Path) -> list[Row]:
+    def rows(self, db: sqlite3.Connection) -> list[Row]:
         version = None
         if columns(db, "schema_version"):
             version = db.execute("SELECT max(version) FROM schema_version").fetchone()[0]
         have = columns(db, "sessions")
-        missing = [c for c in _REQUIRED if c not in have] + (["messages table"] if not columns(db, "messages") else [])
+        message = columns(db, "messages")
+        missing = [c for c in _REQUIRED if c not in have]
+        missing += [f"messages.{c}" for c in ("session_id", "created_timestamp") if c not in message]
         if missing:
             newer = f"; schema version {version} is newer than {KNOWN_SCHEMA}" if (version or 0) > KNOWN_SCHEMA else ""
             raise SchemaError(f"schema not understood: missing {', '.join(missing)}{newer}")
         select = ", ".join(f"s.{c}" if c in have else f"{default} AS {c}" for c, default in _OPTIONAL.items())
+        visible = _VISIBLE if "metadata_json" in message else "1"
         query = (
             f"SELECT s.id, s.working_dir, s.created_at, {select}, m.n, m.last FROM sessions s LEFT JOIN "
-            "(SELECT session_id, count(*) AS n, max(created_timestamp) AS last FROM messages GROUP BY session_id) m "
-            "ON m.session_id = s.id ORDER BY s.id"
+            f"(SELECT session_id, count(*) AS n, max(created_timestamp) AS last FROM messages WHERE {visible} "
+            "GROUP BY session_id) m ON m.session_id = s.id ORDER BY s.id"
         )
         out = []
-        for (
-            key,
-            working_dir,
-            created_at,
-            name,
-            description,
-            user_set_name,
-            session_type,
-            archived_at,
-            parent,
-            count,
-            last,
-        ) in db.execute(query):
-            native_id = str(key)
+        for key, cwd, created, name, description, user_set, kind, archived, parent, count, last in db.execute(query):
             out.append(
                 Row(
-                    native_id,
-                    *_snapshot(
-                        native_id,
-                        working_dir,
-                        created_at,
-                        name or description,
-                        bool(user_set_name),
-                        session_type,
-                        archived_at,
-                        parent,
-                        count or 0,
-                        last,
-                        path,
-                    ),
+                    str(key),
+                    _draft(cwd, created, name or description, bool(user_set), kind, archived, parent, count, last),
                 )
             )
         return out
 
 
-def _snapshot(
-    native_id: str,
-    working_dir: object,
+def _draft(
+    cwd: object,
     created_at: object,
     name: object,
     user_set_name: bool,
     session_type: object,
     archived_at: object,
     parent: object,
-    count: int,
+    count: int | None,
     last: object,
-    path: Path,
-) -> tuple[SessionSnapshot | None, str | None]:
+) -> Draft:
     if parent is not None:
-        return None, "sub-session (has a parent session)"
-    if session_type not in _LISTED_TYPES and session_type is not None:
-        return None, f"session type {session_type!r} is not listed"
-    cwd = canonical_dir(working_dir)
-    if cwd is None:
-        return None, f"working_dir is not an absolute POSIX path: {working_dir!r}"
-    created = parse_time(created_at)
-    if created is None:
-        return None, "no valid created_at"
+        return Draft(skip="sub-session (has a parent session)")
+    if (session_type or "user") not in LISTED_TYPES:
+        return Draft(skip=f"session type {session_type!r} is not listed by goose")
+    created = agent_time(created_at)
     activity = None
     if isinstance(last, int | float) and not isinstance(last, bool):
-        activity = epoch_ns(last, unit=0.001 if last > _MILLISECONDS else 1.0)
-    title = clean_title(name)
-    return (
-        SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=created,
-            last_activity=max(activity or created, created),
-            path=f"{path}#{native_id}",
-            locator="",
-            title=title,
-            title_source=(TitleSource.USER if user_set_name else TitleSource.AGENT) if title is not None else None,
-            messages=count,
-            archived=archived_at is not None,
-        ),
-        None,
+        activity = epoch_ns(last, unit_ns=1_000_000 if last > _MILLISECONDS else 1_000_000_000)
+    return Draft(
+        cwd=cwd,
+        created=created,
+        last=activity,
+        titles=[(name, TitleSource.USER if user_set_name else TitleSource.AGENT, 500)],
+        messages=count or 0,
+        archived=archived_at is not None,
     )

@@ -1,12 +1,14 @@
-"""Driving the sources: snapshots in, events out - each write checked against the registry, each id derived.
+"""Driving the sources: facts in, events out - each write checked against the registry, each id derived.
 
-Writes go straight to the store (``store.append`` with ``event_ids``), not through ``SessionRegistry``'s
-commands: those mint fresh ids, and only ids derived from the source make a retry, a second pass or a second
-host harmless. The expected version is the session's exact current version, never ``ANY``: the events are a
-diff against the state read just before (that is how a deletion made in the registry is seen and kept, and how
-a concurrent writer forces a re-read instead of a blind overwrite).
+Events are decided and checked with the rules every way into the registry shares (``registry.commands``:
+``creation``, ``info_change``, ``check_meta``), and written by one function, ``append_session``, straight to the
+store with ``event_ids`` - not through ``SessionRegistry``, whose commands mint fresh ids: only ids derived
+from the source make a retry, a second pass or a second host harmless. The expected version is the session's
+exact current version, never ``ANY``: the events are a diff against the state read just before (that is how a
+deletion made in the registry is seen and kept, and how a concurrent writer forces a re-read instead of a
+blind overwrite).
 
-An event id is ``uuid5(session id, source locator, snapshot digest, base version, index)``: the same source
+An event id is ``uuid5(session id, source locator, facts digest, base version, index)``: the same source
 state diffed against the same registry state yields the same events under the same ids, so an append that is
 repeated is recognised by the store and writes nothing; any other combination gets new ids, and the expected
 version orders it.
@@ -24,15 +26,16 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
-import platformdirs
 
 from events.errors import ConcurrencyError, EventIdConflict
 from events.memory import MemoryStore
-from events.model import Event, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
 from events.sqlite import SqliteStore
 from events.store import EventStore
-from registry.importers.base import ScanContext, SessionSnapshot, Source, stable_uuid
-from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
+from registry.commands import check_meta, creation, info_change
+from registry.errors import InvalidParams
+from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
+from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state, state_folder
 from registry.model import META_NAMESPACE, SessionState
 from registry.projection import fold
 
@@ -47,8 +50,8 @@ __all__ = [
     "Importer",
     "SkipGroup",
     "Summary",
+    "append_session",
     "default_state_path",
-    "session_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -66,13 +69,17 @@ _OWN_KEYS: Final = frozenset(
 _RETRIES: Final = 10
 _EXAMPLES: Final = 5
 
-Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict"]
+Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
 ProgressFactory = Callable[[str], Callable[[int, int], None]]
+Planned = list[tuple[Event, Any]]
 
 
-def session_id(agent: str, native_id: str) -> str:
-    """The registry id of an imported session: the agent's name, a colon, the agent's own id."""
-    return f"{agent}:{native_id}"
+def append_session(store: EventStore, sid: str, events: list[Event], expected_version: int, ids: list[Any]) -> None:
+    """The importers' one write: a session's new events at its exact version, with ids derived from the source.
+
+    The one place to change when writes become batches across sessions.
+    """
+    store.append(sid, events, expected_version, event_ids=ids)
 
 
 class SkipGroup(msgspec.Struct, kw_only=True):
@@ -127,8 +134,7 @@ def default_state_path(store: EventStore) -> Path | None:
         return Path(store.path + ".import-state")
     if isinstance(store, MemoryStore):
         return None
-    folder = Path(platformdirs.user_state_dir("acp-registry"))
-    return folder / f"import-state-{store.identity.store_id}.msgpack"
+    return state_folder() / f"import-state-{store.identity.store_id}.msgpack"
 
 
 class Importer:
@@ -183,6 +189,7 @@ class Importer:
             summary.unavailable = f"not found: {root}"
             return summary
         ctx = ScanContext(
+            agent=agent,
             line_cap=self.line_cap,
             sqlite_timeout=self.sqlite_timeout,
             want=frozenset(record.pending),
@@ -198,11 +205,11 @@ class Importer:
             summary.skip(skip.item, skip.reason, skip.times)
         pending: set[str] = set()
         seen: set[str] = set()
-        for snapshot in result.snapshots:
-            seen.add(snapshot.native_id)
-            sid = session_id(agent, snapshot.native_id)
-            outcome = self._write(sid, functools.partial(_plan, agent, sid, snapshot))
-            self._count(summary, outcome, sid, snapshot.native_id, record, pending, snapshot.gone)
+        for facts in result.sessions:
+            seen.add(facts.native_id)
+            sid = session_id(agent, facts.native_id)
+            outcome = self._write(sid, functools.partial(_plan, agent, sid, facts))
+            self._count(summary, outcome, sid, facts.native_id, record, pending, facts.gone)
         if result.present is not None:
             missing = record.imported - result.present - seen
             if missing:
@@ -218,6 +225,9 @@ class Importer:
                 self._count(summary, outcome, sid, native_id, record, pending, "source gone")
         record.data = result.state
         record.pending = pending
+        # Sessions imported before that this pass did not have to touch (their files did not move) are
+        # unchanged too: the summary counts every session of the agent, not only those read again.
+        summary.unchanged += len(record.imported - seen)
         summary.files_read = ctx.files_read
         summary.bytes_read = ctx.bytes_read
         summary.seconds = round(time.perf_counter() - started, 3)
@@ -245,6 +255,9 @@ class Importer:
             summary.removed += 1
         elif outcome == "deleted":
             summary.skip(sid, "deleted in the registry (stays deleted)")
+        elif outcome == "refused":
+            summary.skip(sid, "its _meta would break the registry's limits (not written)")
+            return
         else:
             summary.skip(sid, "conflicting writers: retried next pass")
             pending.add(native_id)
@@ -254,18 +267,21 @@ class Importer:
         else:
             record.imported.discard(native_id)
 
-    def _write(self, sid: str, plan: Callable[[SessionState | None], list[tuple[Event, Any]]]) -> Outcome:
+    def _write(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome:
         """Append what ``plan`` makes of the session's current state, at exactly that state's version."""
         for _ in range(_RETRIES):
             state = self._state(sid)
             if state is not None and state.deleted:
                 return "deleted"
-            planned = plan(state)
+            try:
+                planned = plan(state)
+            except InvalidParams:
+                return "refused"
             if not planned:
                 return "unchanged"
             events = [event for event, _ in planned]
             try:
-                self.store.append(sid, events, 0 if state is None else state.version, event_ids=[i for _, i in planned])
+                append_session(self.store, sid, events, 0 if state is None else state.version, [i for _, i in planned])
             except (ConcurrencyError, EventIdConflict):
                 continue  # another writer got there first: read again and diff against what it wrote
             if state is None:
@@ -281,60 +297,57 @@ class Importer:
         return state
 
 
-def _digest(snapshot: SessionSnapshot) -> str:
-    return hashlib.sha256(msgspec.msgpack.encode(snapshot)).hexdigest()[:32]
+def _digest(facts: SessionFacts) -> str:
+    return hashlib.sha256(msgspec.msgpack.encode(facts)).hexdigest()[:32]
 
 
-def _plan(agent: str, sid: str, snap: SessionSnapshot, state: SessionState | None) -> list[tuple[Event, Any]]:
+def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None) -> Planned:
     """The events that bring the registry's state of a session to what the source says (empty: nothing to do).
 
     Times only move forward and the message count only grows (a rewind is visible in ``_meta``); a generated
-    title never replaces a user's one; a session the agent marks gone is tombstoned, or never created.
+    title never replaces a user's one (``info_change``); a session the agent marks gone is tombstoned, or never
+    created. ``InvalidParams`` when the result would break a limit (``_meta`` too large with others' keys).
     """
     events: list[Event] = []
-    meta = _meta(agent, snap, None if state is None else state.meta)
-    last = max(snap.last_activity, snap.created_at)
+    meta = check_meta(_meta(agent, facts, None if state is None else state.meta))
+    last = max(facts.last_activity, facts.created_at)
     if state is None:
-        if snap.gone is not None:
+        if facts.gone is not None:
             return []
         events.append(
-            SessionCreated(
-                cwd=snap.cwd,
-                at=snap.created_at,
-                additional_directories=snap.additional_directories,
-                title=snap.title,
-                title_source=snap.title_source if snap.title is not None else None,
+            creation(
+                facts.cwd,
+                at=facts.created_at,
+                additional_directories=facts.additional_directories,
+                title=facts.title,
+                title_source=facts.title_source,
                 meta=meta,
             )
         )
-        if last > snap.created_at or snap.messages:
-            events.append(SessionUpdated(at=last, messages=snap.messages))
-    elif snap.gone is not None:
-        events.append(SessionDeleted(reason=snap.gone))
+        if last > facts.created_at or facts.messages:
+            events.append(SessionUpdated(at=last, messages=facts.messages))
+    elif facts.gone is not None:
+        events.append(SessionDeleted(reason=facts.gone))
     else:
-        grown = max(0, snap.messages - state.messages)
+        grown = max(0, facts.messages - state.messages)
         newer = state.updated_at is None or last > state.updated_at
         if grown or newer:
             at = last if newer or state.updated_at is None else state.updated_at
             events.append(SessionUpdated(at=at, messages=grown))
-        change: dict[str, Any] = {}
-        if (
-            snap.title is not None
-            and (snap.title, snap.title_source) != (state.title, state.title_source)
-            and (state.title_source is not TitleSource.USER or snap.title_source is TitleSource.USER)
-        ):
-            change["title"] = snap.title
-            change["title_source"] = snap.title_source or TitleSource.AGENT
-        if meta != state.meta:
-            change["meta"] = meta
-        if change:
-            events.append(SessionInfoChanged(**change))
+        change = info_change(
+            state,
+            title=msgspec.UNSET if facts.title is None else facts.title,
+            title_source=facts.title_source or TitleSource.AGENT,
+            meta=meta,
+        )
+        if change is not None:
+            events.append(change)
     base = "0" if state is None else str(state.version)
-    digest = _digest(snap)
-    return [(event, stable_uuid(sid, snap.locator, digest, base, str(i))) for i, event in enumerate(events)]
+    digest = _digest(facts)
+    return [(event, stable_uuid(sid, facts.locator, digest, base, str(i))) for i, event in enumerate(events)]
 
 
-def _tombstone(agent: str, sid: str, state: SessionState | None) -> list[tuple[Event, Any]]:
+def _tombstone(agent: str, sid: str, state: SessionState | None) -> Planned:
     if state is None:
         return []
     path = (state.meta or {}).get(META_PATH, "")
@@ -342,15 +355,15 @@ def _tombstone(agent: str, sid: str, state: SessionState | None) -> list[tuple[E
     return [(SessionDeleted(reason=reason), stable_uuid(sid, "gone", str(state.version)))]
 
 
-def _meta(agent: str, snap: SessionSnapshot, current: Mapping[str, Any] | None) -> dict[str, Any]:
+def _meta(agent: str, facts: SessionFacts, current: Mapping[str, Any] | None) -> dict[str, Any]:
     """The session's ``_meta``: whatever others put there, plus the importer's keys (which it owns)."""
     meta = {k: v for k, v in (current or {}).items() if k not in _OWN_KEYS}
     meta[META_AGENT] = agent
-    meta[META_AGENT_SESSION_ID] = snap.native_id
-    meta[META_PATH] = snap.path
-    meta[META_AGENT_MESSAGES] = snap.messages
-    if snap.git_branch:
-        meta[META_GIT_BRANCH] = snap.git_branch
-    if snap.archived:
+    meta[META_AGENT_SESSION_ID] = facts.native_id
+    meta[META_PATH] = facts.path
+    meta[META_AGENT_MESSAGES] = facts.messages
+    if facts.git_branch:
+        meta[META_GIT_BRANCH] = facts.git_branch
+    if facts.archived:
         meta[META_ARCHIVED] = True
     return meta

@@ -1,11 +1,29 @@
-"""Kimi CLI: ``<KIMI_SHARE_DIR or ~/.kimi>/sessions/<md5(work dir)>/<uuid>/{wire.jsonl,state.json}``.
+"""Kimi CLI: ``<KIMI_SHARE_DIR or ~/.kimi>/sessions/<md5(work dir)>/<uuid>/{context,wire}.jsonl, state.json``.
 
-The folder hash is reversible only through ``kimi.json`` (its ``work_dirs``); a session whose folder matches no
-work dir has no known cwd and is skipped until one does. ``wire.jsonl`` (append-only, the UI event log) gives
-the times, the first prompt and the turns; ``context.jsonl`` is rotated and rewritten, so it is not read.
-``state.json`` (rewritten whole) gives the title and the archive flag. Kimi fills ``custom_title`` itself with
-the shortened first prompt, and keeps no reliable flag for a title the user chose: a title that is the first
-prompt is PROMPT, any other is AGENT - never USER. Messages are counted as user turns plus finished turns.
+Format knowledge, checked in MoonshotAI/kimi-cli (``src/kimi_cli/session.py`` ``Session.list``/``is_empty``/
+``refresh``, ``ui/shell/replay.py``, ``wire/file.py``, ``session_state.py``), versions 0.x to 1.x:
+
+- **Layouts**: the current one keeps ``context.jsonl`` (the model's history, rewritten on compaction),
+  ``wire.jsonl`` (the UI's event log, append-only) and ``state.json`` in ``<uuid>/``. Older sessions have no
+  ``wire.jsonl`` (only ``context.jsonl``), and the oldest are a flat ``<md5>/<uuid>.jsonl`` context file that
+  Kimi moves into ``<uuid>/context.jsonl`` when it next lists them. All three are read (the flat file in place:
+  it is never moved here).
+- **Listed** as Kimi lists them: a session needs a ``context.jsonl`` (or the flat file) and is empty - not
+  listed - unless it has a ``custom_title``, a ``wire.jsonl`` record other than its metadata line, or a
+  context record whose ``role`` does not start with ``_`` (``_checkpoint``, ``_usage``, ``_system_prompt``
+  are bookkeeping). The folder hash is reversible only through ``kimi.json`` (its ``work_dirs``): a session
+  whose folder matches no work dir has no known cwd and is skipped until one does.
+- **Message count**, as Kimi replays a session: turns. A user message - a ``TurnBegin``/``SteerInput`` in
+  ``wire.jsonl``, or in ``context.jsonl`` a ``user`` record that is not Kimi's own (``<system>CHECKPOINT``,
+  ``<notification ...``, ``<system-reminder>``) - counts one, and the assistant's reply to it one more (any
+  number of steps and tool calls make one reply).
+- **Times**: ``wire.jsonl`` records carry epoch-float ``timestamp``s (created: the first, activity: the last).
+  ``context.jsonl`` records carry none, so a session without a wire log has only its file's modification
+  time - which is what Kimi itself shows for every session.
+- **Titles**: Kimi fills ``custom_title`` itself with the shortened first prompt and keeps no reliable flag for
+  a title the user chose: a title that is the first prompt is PROMPT, any other is AGENT - never USER; without
+  one, the first prompt (PROMPT). ``state.json`` ``archived`` marks archived sessions; a deleted session's
+  folder is gone (``rmtree``). ``subagents/`` inside a session are not sessions.
 """
 
 from __future__ import annotations
@@ -13,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -22,21 +41,22 @@ import msgspec
 from events.model import TitleSource
 from registry.importers.base import (
     PROMPT_TITLE_LENGTH,
+    Draft,
     ScanContext,
-    SessionSnapshot,
-    canonical_dir,
-    canonical_dirs,
+    agent_time,
     clean_title,
     env_path,
+    first_text,
     home,
     is_uuid,
-    parse_time,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, folder_files, is_dir
+from registry.importers.files import Discovery, FileEntry, FileSource, Found, Group, Reading, folder_files, is_dir
 
 __all__ = ["Kimi"]
 
 _SMALL_FILE: Final = 4 << 20
+_KIMI_OWN = re.compile(r"^\s*(?:<system>CHECKPOINT|<notification |<system-reminder>)")
+_KIMI_CODE_SESSION = re.compile(r"^session_[A-Za-z0-9._-]+$")
 
 
 class _WireMessage(msgspec.Struct):
@@ -44,32 +64,40 @@ class _WireMessage(msgspec.Struct):
     payload: msgspec.Raw = msgspec.Raw()
 
 
-class _Wire(msgspec.Struct):
+class _Line(msgspec.Struct):
+    """A ``wire.jsonl`` record (``timestamp``, ``message``) or a ``context.jsonl`` one (``role``, ``content``)."""
+
     type: Any = None
     timestamp: Any = None
     message: _WireMessage | None = None
+    role: Any = None
+    content: Any = None
 
 
-class _TurnBegin(msgspec.Struct):
+class _UserInput(msgspec.Struct):
     user_input: Any = None
 
 
 class _State(msgspec.Struct):
     custom_title: Any = None
-    title_generated: Any = None
     archived: Any = None
     additional_dirs: Any = None
 
 
 class _Fold(msgspec.Struct, kw_only=True):
     hash_dir: str
+    role: str
+    """``wire``, ``context`` or ``state``: which of a session's files this is."""
     created: int | None = None
     last: int | None = None
     prompt: str | None = None
-    turns: int = 0
+    prompts: int = 0
     replies: int = 0
+    replied: bool = True
+    """The current turn has its reply counted already (True before the first user message)."""
+    content: bool = False
+    """A record that makes the session non-empty for Kimi's list."""
     custom_title: str | None = None
-    title_generated: bool = False
     archived: bool = False
     additional_dirs: list[str] = msgspec.field(default_factory=list)
 
@@ -79,7 +107,7 @@ class _WorkDirs(msgspec.Struct, kw_only=True):
     """Session folder name (``<md5>`` or ``<kaos>_<md5>``) -> work dir."""
 
 
-_turn_decoder = msgspec.json.Decoder(_TurnBegin)
+_input_decoder = msgspec.json.Decoder(_UserInput)
 _state_decoder = msgspec.json.Decoder(_State)
 
 
@@ -87,36 +115,73 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
     agent: ClassVar[str] = "kimi"
     fold_type = _Fold
     extra_type = _WorkDirs
-    record_type = _Wire
+    record_type = _Line
+    tops = ("sessions",)
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return env_path(environ, "KIMI_SHARE_DIR") or home(environ) / ".kimi"
 
     def discover(self, root: Path) -> Discovery:
-        return folder_files(root, ["sessions"], [""], _session_files)
+        discovery = folder_files(root, self.tops, [""], _session_files)
+        kimi_code = [p for p in discovery.unread if _KIMI_CODE_SESSION.match(os.path.basename(p))]
+        if kimi_code:  # said once, not once per folder: the whole root is another agent's
+            others = [p for p in discovery.unread if p not in kimi_code]
+            note = f"{kimi_code[0]} (and {len(kimi_code) - 1} more): Kimi Code sessions, read with --agent kimi-code"
+            return discovery._replace(unread=[note, *others])
+        return discovery
 
     def new_fold(self, found: Found) -> _Fold:
-        return _Fold(hash_dir=found.rel.split("/")[1])  # sessions/<hash>/<uuid>/<file>
+        role = "state" if found.kind == "json" else ("wire" if found.rel.endswith("/wire.jsonl") else "context")
+        return _Fold(hash_dir=found.rel.split("/")[1], role=role)  # sessions/<hash>/...
 
-    def apply(self, fold: _Fold, record: _Wire) -> None:
-        at = parse_time(record.timestamp)
+    def apply(self, fold: _Fold, record: _Line) -> None:
+        if fold.role == "wire":
+            self._wire(fold, record)
+        else:
+            self._context(fold, record)
+
+    @staticmethod
+    def _wire(fold: _Fold, record: _Line) -> None:
+        if record.type == "metadata":
+            return
+        fold.content = True
+        at = agent_time(record.timestamp)
         if at is not None:
             fold.created = at if fold.created is None else min(fold.created, at)
             fold.last = at if fold.last is None else max(fold.last, at)
         message = record.message
         if message is None:
             return
-        if message.type == "TurnBegin":
-            fold.turns += 1
+        if message.type in ("TurnBegin", "SteerInput"):
+            fold.prompts += 1
+            fold.replied = False
             if fold.prompt is None and message.payload:
-                fold.prompt = clean_title(_text(_turn_decoder.decode(message.payload).user_input), PROMPT_TITLE_LENGTH)
-        elif message.type == "TurnEnd":
+                fold.prompt = clean_title(_text(_input_decoder.decode(message.payload).user_input), PROMPT_TITLE_LENGTH)
+        elif message.type == "StepBegin" and not fold.replied:
             fold.replies += 1
+            fold.replied = True
+
+    @staticmethod
+    def _context(fold: _Fold, record: _Line) -> None:
+        role = record.role
+        if not isinstance(role, str) or role.startswith("_"):
+            return
+        fold.content = True
+        if role == "user":
+            text = _text(record.content)
+            if _KIMI_OWN.match(text):
+                return
+            fold.prompts += 1
+            fold.replied = False
+            if fold.prompt is None:
+                fold.prompt = clean_title(text, PROMPT_TITLE_LENGTH)
+        elif role == "assistant" and not fold.replied:
+            fold.replies += 1
+            fold.replied = True
 
     def apply_document(self, fold: _Fold, data: bytes) -> None:
         state = _state_decoder.decode(data)
         fold.custom_title = state.custom_title if isinstance(state.custom_title, str) else None
-        fold.title_generated = state.title_generated is True
         fold.archived = state.archived is True
         dirs = state.additional_dirs if isinstance(state.additional_dirs, list) else []
         fold.additional_dirs = [d for d in dirs if isinstance(d, str)]
@@ -130,7 +195,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
                 work_dirs = json.loads(f.read(_SMALL_FILE)).get("work_dirs")
         except FileNotFoundError:
             work_dirs = []
-        except (OSError, ValueError, AttributeError) as exc:
+        except (OSError, ValueError, AttributeError, RecursionError) as exc:
             ctx.skip(str(path), f"unreadable: {exc}")
             return extra, False
         dirs: dict[str, str] = {}
@@ -142,67 +207,60 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         fresh = _WorkDirs(dirs=dirs)
         return fresh, fresh != extra
 
-    def snapshot(
-        self, native_id: str, files: Group, extra: _WorkDirs | None, ctx: ScanContext
-    ) -> SessionSnapshot | None:
-        wire = next((item for item in files if item[1].kind == "jsonl"), None)
-        state = next((entry.fold for _, entry in files if entry.kind == "json"), None)
-        if wire is None:
-            return None
-        rel, entry = wire
+    def draft(self, native_id: str, files: Group, extra: _WorkDirs | None) -> Reading:
+        by_role: dict[str, tuple[str, FileEntry[Any]]] = {}
+        for rel, entry in files:  # sorted: <hash>/<uuid>.jsonl (flat) before <hash>/<uuid>/context.jsonl
+            by_role[entry.fold.role] = (rel, entry)
+        wire, context = by_role.get("wire"), by_role.get("context")
+        state: _Fold | None = by_role["state"][1].fold if "state" in by_role else None
+        rel, entry = wire if wire is not None and wire[1].fold.content else (context or wire or by_role["state"])
         fold: _Fold = entry.fold
-        path = str(Path(entry.path).parent)
-        custom = clean_title(state.custom_title) if state is not None else None
-        if fold.turns == 0 and custom is None:
-            ctx.skip(path, "empty session")
-            return None
-        work_dir = (extra or _WorkDirs()).dirs.get(fold.hash_dir)
-        if work_dir is None:
-            ctx.skip(path, "work dir unknown (no kimi.json entry hashes to its folder)")
-            return None
-        cwd = canonical_dir(work_dir)
-        if cwd is None:
-            ctx.skip(path, f"work dir is not an absolute POSIX path: {work_dir!r}")
-            return None
-        if fold.created is None:
-            ctx.skip(path, "no timestamps")
-            return None
-        if custom is not None:
-            source = TitleSource.PROMPT if _is_prompt(custom, fold.prompt) else TitleSource.AGENT
-            title: str | None = custom
-        else:
-            title, source = fold.prompt, TitleSource.PROMPT
-        return SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=fold.created,
-            last_activity=fold.last or fold.created,
-            path=path,
-            locator=f"{rel}@{entry.tail.offset}",
-            title=title,
-            title_source=source if title is not None else None,
-            messages=fold.turns + fold.replies,
+        custom = state.custom_title if state is not None else None
+        skip = None
+        if context is None:
+            skip = "no context.jsonl (Kimi does not list it)"
+        elif not (clean_title(custom) or fold.content or context[1].fold.content):
+            skip = "empty session"
+        elif (extra or _WorkDirs()).dirs.get(fold.hash_dir) is None:
+            skip = "work dir unknown (no kimi.json entry hashes to its folder)"
+        created, last = fold.created, fold.last
+        if fold.role == "context":  # no times in the records: the file's, as Kimi shows it
+            created = last = entry.tail.mtime_ns
+        prompt = fold.prompt or (context[1].fold.prompt if context is not None else None)
+        source = TitleSource.PROMPT if _is_prompt(clean_title(custom) or "", prompt) else TitleSource.AGENT
+        draft = Draft(
+            cwd=(extra or _WorkDirs()).dirs.get(fold.hash_dir),
+            created=created,
+            last=last,
+            titles=[(custom, source, 500), (prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
+            messages=fold.prompts + fold.replies,
             archived=state is not None and state.archived,
-            additional_directories=canonical_dirs(state.additional_dirs if state is not None else (), cwd),
+            directories=state.additional_dirs if state is not None else (),
+            skip=skip,
         )
+        in_folder = rel.count("/") == 3  # sessions/<hash>/<uuid>/<file>, not the flat sessions/<hash>/<uuid>.jsonl
+        return Reading(rel, entry, draft, path=str(Path(entry.path).parent) if in_folder else None)
 
 
-def _session_files(rel: str, session: os.DirEntry[str]) -> list[Found]:
-    # Legacy flat <uuid>.jsonl files are left alone: kimi moves them into <uuid>/ on its next start.
-    if not is_uuid(session.name) or not is_dir(session):
-        return []
-    found = [Found(f"{rel}/wire.jsonl", f"{session.path}/wire.jsonl", "jsonl", session.name)]
-    if os.path.exists(f"{session.path}/state.json"):
-        found.append(Found(f"{rel}/state.json", f"{session.path}/state.json", "json", session.name))
+def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
+    name = entry.name
+    if name.endswith(".jsonl") and is_uuid(name[:-6]) and not is_dir(entry):  # the flat legacy context file
+        return [Found(rel, entry.path, "jsonl", name[:-6])]
+    if not is_uuid(name) or not is_dir(entry):
+        return None
+    found = []
+    for file, kind in (("context.jsonl", "jsonl"), ("wire.jsonl", "jsonl"), ("state.json", "json")):
+        if os.path.exists(f"{entry.path}/{file}"):
+            found.append(Found(f"{rel}/{file}", f"{entry.path}/{file}", kind, name))
     return found
 
 
-def _text(user_input: object) -> str:
-    if isinstance(user_input, str):
-        return user_input
-    if isinstance(user_input, list):
-        parts = (p.get("text") if isinstance(p, dict) else p for p in user_input)
-        return " ".join(p for p in parts if isinstance(p, str))
+def _text(value: object) -> str:
+    """The text of a user input or a message's content: a string, or a list of text parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return first_text(value)
     return ""
 
 

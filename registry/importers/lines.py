@@ -1,30 +1,41 @@
 """Reading JSON-lines files incrementally: complete lines past a remembered offset, never a torn last line.
 
 A ``Tail`` remembers a file's identity (device, inode), its size and mtime when last read, the offset just after
-the last newline consumed, and a fingerprint of its first 4 KiB and of the 256 bytes before the offset. The next
-read continues at the offset only when the file is the same one, no shorter than the offset, and has the same
-bytes there; otherwise it was rewritten, truncated or replaced, and the caller re-reads it from the start
-(``restart``). A last line without its newline
-is left for a later pass: a writer may be in the middle of it.
+the last newline consumed (and how many lines lie before it), and a fingerprint of its first 4 KiB and of the 256
+bytes before the offset. The next read continues at the offset only when the file is the same one, no shorter
+than the offset, and has the same bytes there; otherwise it was rewritten, truncated or replaced, and the caller
+re-reads it from the start (``restart``). A last line without its newline is left for a later pass: a writer
+may be in the middle of it.
+
+One bad line costs one line: a line that is not JSON, nests deeper than the decoder goes, or is longer than the
+cap is skipped and remembered with its line number and reason (``LineStats``), and the lines after it are read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 from collections.abc import Iterable, Iterator
 from typing import IO, Final, Generic, Protocol, Self, TypeVar
 
 import msgspec
+import zstandard
 
-__all__ = ["LineStats", "Tail", "TailRead", "compressed_lines", "decode_lines", "same_file", "signature"]
+__all__ = [
+    "LineStats",
+    "Tail",
+    "TailRead",
+    "compressed_lines",
+    "decode_lines",
+    "same_file",
+    "signature",
+]
 
 HEAD_BYTES: Final = 4096
 TAIL_BYTES: Final = 256
 _GLUE_ATTEMPTS: Final = 64  # each attempt decodes a prefix: a hostile line full of "}{" must stay linear
 _CHUNK: Final = 1 << 20
+_EXAMPLES: Final = 5
 
 T = TypeVar("T")
 
@@ -38,6 +49,8 @@ class Tail(msgspec.Struct, array_like=True, frozen=True):
     mtime_ns: int
     offset: int
     fingerprint: bytes
+    lines: int = 0
+    """Complete lines before ``offset`` (so a bad line is named by its line number on a later pass too)."""
 
 
 def signature(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -55,11 +68,22 @@ def _digest(data: bytes) -> bytes:
 
 
 class LineStats:
-    """Lines a read could not use, for the summary."""
+    """Lines a read could not use, by reason: how many, and the line numbers of the first few."""
 
-    def __init__(self) -> None:
-        self.oversized = 0
-        self.unreadable = 0
+    def __init__(self, cap: int = 16 << 20) -> None:
+        self.cap = cap
+        self.counts: dict[str, int] = {}
+        self.lines: dict[str, list[int]] = {}
+
+    def problem(self, line: int, reason: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        examples = self.lines.setdefault(reason, [])
+        if len(examples) < _EXAMPLES:
+            examples.append(line)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
 
 
 class TailRead:
@@ -74,17 +98,20 @@ class TailRead:
             self.cap = cap
             self.restart = True
             start = 0
+            lines = 0
             if (
                 previous is not None
                 and (previous.dev, previous.ino) == (st.st_dev, st.st_ino)
                 and st.st_size >= previous.offset
                 and self._fingerprint(previous.offset) == previous.fingerprint
             ):
-                start = previous.offset
+                start, lines = previous.offset, previous.lines
                 self.restart = previous.offset == 0
             self.start = start
             self.offset = start
-            self.stats = LineStats()
+            self.first_line = lines + 1
+            self.line_count = lines
+            self.stats = LineStats(cap)
             self.bytes_read = 0
         except BaseException:
             self._file.close()
@@ -97,12 +124,21 @@ class TailRead:
 
     def lines(self) -> Iterator[bytes | None]:
         """Each complete line in [offset, size at open); None for a line over the cap (skipped, counted)."""
-        yield from split_lines(self._file, self, self.start, self._stat.st_size)
+        self._file.seek(self.start)
+        yield from split_lines(self._file, self, self._stat.st_size)
 
     @property
     def tail(self) -> Tail:
         st = self._stat
-        return Tail(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.offset, self._fingerprint(self.offset))
+        return Tail(
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            self.offset,
+            self._fingerprint(self.offset),
+            self.line_count,
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -113,17 +149,20 @@ class TailRead:
 
 class _Reading(Protocol):
     offset: int
+    line_count: int
     bytes_read: int
     cap: int
-    stats: LineStats
 
 
-def split_lines(stream: IO[bytes], into: _Reading, start: int, end: int | None) -> Iterator[bytes | None]:
-    """Complete lines of ``stream`` from ``start`` up to ``end`` (None: to EOF), moving ``into.offset`` past
-    each newline. Memory stays under ``cap`` per line: a longer line is dropped as it streams by."""
-    if end is not None:
-        stream.seek(start)
-    pos = start
+class _Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+def split_lines(stream: _Readable, into: _Reading, end: int | None) -> Iterator[bytes | None]:
+    """Complete lines of ``stream`` (positioned at ``into.offset``) up to byte ``end`` (None: to EOF), moving
+    ``into.offset`` past each newline and counting ``into.line_count``. Memory stays under ``cap`` per line: a
+    longer line is dropped as it streams by (and yields None)."""
+    pos = into.offset
     cap = into.cap
     partial: list[bytes] = []
     partial_len = 0
@@ -138,22 +177,18 @@ def split_lines(stream: IO[bytes], into: _Reading, start: int, end: int | None) 
         into.bytes_read += len(chunk)
         parts = chunk.split(b"\n")
         rest = parts.pop()
-        if parts:
-            first = parts[0]
-            if dropping or partial_len + len(first) > cap:
-                into.stats.oversized += 1
+        for i, line in enumerate(parts):
+            into.line_count += 1
+            if i == 0 and (dropping or partial_len + len(line) > cap):
                 yield None
-            elif partial:
-                partial.append(first)
+            elif i == 0 and partial:
+                partial.append(line)
                 yield b"".join(partial)
+            elif len(line) > cap:
+                yield None
             else:
-                yield first
-            for line in parts[1:]:
-                if len(line) > cap:
-                    into.stats.oversized += 1
-                    yield None
-                else:
-                    yield line
+                yield line
+        if parts:
             partial, partial_len, dropping = [], 0, False
             into.offset = pos - len(rest)
         partial_len += len(rest)
@@ -162,38 +197,58 @@ def split_lines(stream: IO[bytes], into: _Reading, start: int, end: int | None) 
                 partial, dropping = [], True
             else:
                 partial.append(rest)
-    if end is None and partial:
-        yield b"".join(partial)  # a whole stream: its last line is complete without a newline
+    if end is None and (partial or dropping):
+        into.line_count += 1  # a whole stream: its last line is complete without a newline
+        yield None if dropping else b"".join(partial)
 
 
 class _StreamReading:
-    def __init__(self, cap: int, stats: LineStats) -> None:
+    def __init__(self, cap: int) -> None:
         self.offset = 0
+        self.line_count = 0
         self.bytes_read = 0
         self.cap = cap
-        self.stats = stats
 
 
-def compressed_lines(path: str, stats: LineStats, *, cap: int) -> Iterator[bytes | None]:
-    """The lines of a zstd-compressed file, streamed through the ``zstd`` binary (FileNotFoundError without one).
+class _Zstd:
+    """A readable stream of a zstd file's decompressed bytes that raises ``ValueError`` at the end of a file cut
+    short (``zstandard``'s own stream reader returns a truncated frame silently). Frames follow each other."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._started = False
+
+    def read(self, size: int, /) -> bytes:
+        while True:
+            chunk = self._raw.read(size)
+            if not chunk:
+                if self._started and not self._frame.eof:
+                    raise ValueError("the zstd stream ends in the middle of a frame (a file cut short)")
+                return b""
+            out = b""
+            while chunk:
+                if self._frame.eof:  # the next frame of a multi-frame file
+                    self._frame = zstandard.ZstdDecompressor().decompressobj()
+                self._started = True
+                try:
+                    out += self._frame.decompress(chunk)
+                except zstandard.ZstdError as exc:
+                    raise ValueError(f"not zstd data: {exc}") from exc
+                chunk = self._frame.unused_data if self._frame.eof else b""
+            if out:
+                return out
+
+
+def compressed_lines(path: str, *, cap: int) -> Iterator[bytes | None]:
+    """The lines of a zstd-compressed file, decompressed as a stream with ``zstandard`` (memory stays per line).
 
     Compressed files are written whole, so they are read whole (and their last line needs no newline). A file
-    zstd cannot decompress raises OSError once the stream ends, so the caller drops what it folded.
+    that is not zstd, or is cut short, raises ``ValueError`` once that is known, so the caller drops what it
+    folded.
     """
-    binary = shutil.which("zstd")
-    if binary is None:
-        raise FileNotFoundError("zstd is not installed (needed for .zst files)")
-    reading = _StreamReading(cap, stats)
-    with subprocess.Popen([binary, "-dcq", "--", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
-        assert proc.stdout is not None
-        try:
-            yield from split_lines(proc.stdout, reading, 0, None)
-        except BaseException:
-            proc.kill()
-            raise
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            raise OSError(f"zstd failed: {err.decode(errors='replace').strip() or proc.returncode}")
+    with open(path, "rb") as raw:
+        yield from split_lines(_Zstd(raw), _StreamReading(cap), None)
 
 
 class _Glued(Generic[T]):
@@ -210,14 +265,14 @@ class _Glued(Generic[T]):
             try:
                 out.append(self._decoder.decode(rest))
                 return out
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 pass
             cut = rest.find(b"}{")
             while cut >= 0 and attempts < _GLUE_ATTEMPTS:
                 attempts += 1
                 try:
                     out.append(self._decoder.decode(rest[: cut + 1]))
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     cut = rest.find(b"}{", cut + 1)
                     continue
                 rest = rest[cut + 1 :]
@@ -227,14 +282,21 @@ class _Glued(Generic[T]):
         return out
 
 
-def decode_lines(lines: Iterable[bytes | None], decoder: msgspec.json.Decoder[T], stats: LineStats) -> Iterator[T]:
-    """Records of JSON lines: blank lines ignored, glued records split, unreadable lines counted and skipped."""
+def decode_lines(
+    lines: Iterable[bytes | None], decoder: msgspec.json.Decoder[T], stats: LineStats, *, first_line: int = 1
+) -> Iterator[tuple[int, T]]:
+    """(line number, record) for each JSON line: blank lines ignored, glued records split, and a line that
+    cannot be read skipped with its reason in ``stats`` (the next line is read as usual)."""
     glued: _Glued[T] | None = None
-    for line in lines:
+    for number, line in enumerate(lines, first_line):
         if line is None:
+            stats.problem(number, f"line over {stats.cap} bytes skipped")
             continue
         try:
-            yield decoder.decode(line)
+            yield number, decoder.decode(line)
+            continue
+        except RecursionError:
+            stats.problem(number, "line nests too deep to read, skipped")
             continue
         except msgspec.DecodeError:
             if not line.strip():
@@ -243,6 +305,7 @@ def decode_lines(lines: Iterable[bytes | None], decoder: msgspec.json.Decoder[T]
             glued = _Glued(decoder)
         records = glued.split(line) if b"}{" in line else None
         if records is None:
-            stats.unreadable += 1
+            stats.problem(number, "line is not a JSON record, skipped")
         else:
-            yield from records
+            for record in records:
+                yield number, record

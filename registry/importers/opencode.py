@@ -1,11 +1,19 @@
 """opencode: ``opencode.db`` (and ``opencode-<channel>.db``) under ``~/.local/share/opencode``, SQLite.
 
-One row per session in ``session``; ``message`` rows are its messages. The title is ``session.title`` unless it
-is opencode's placeholder (``New session - <ISO time>``), which means untitled. opencode keeps no flag telling a
-title the user typed from one the model generated, so titles are AGENT: a title the registry's user set is never
-overwritten by one. Last activity is the newest message's time (``session.time_updated`` also moves on token
-and cost bookkeeping). Child sessions (``parent_id``) are subagents and skipped. The pre-SQLite JSON
-``storage/`` layout is not read: opencode migrates it into the database on its next start.
+Format knowledge, checked in opencode's source (anomalyco/opencode ``packages/opencode/src/session/
+session.sql.ts``, ``storage/db.ts``, ``storage/json-migration.ts``):
+
+- One row per session in ``session``; a child session (``parent_id``, a subagent's) is not listed - opencode's
+  own ACP ``session/list`` asks for root sessions only.
+- **Message count**: the ``message`` rows of the session: opencode stores one row per message it renders (a
+  user prompt, or one assistant reply with its parts in ``part``), so each row is a message in its UI.
+- **Last activity**: the newest message's time (``time_updated``, else ``time_created``, epoch ms);
+  ``session.time_updated`` also moves on token and cost bookkeeping, so it is not activity.
+- **Title**: ``session.title`` unless it is opencode's placeholder (``New session - <ISO time>``,
+  ``Child session - <ISO time>``), which means untitled. opencode keeps no flag telling a title the user typed
+  from one the model generated, so titles are AGENT: a title set in the registry by its user is never replaced
+  by one. **Archived**: ``time_archived`` set.
+- The pre-SQLite JSON ``storage/`` layout is not read: opencode migrates it into the database on its next start.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from events.model import TitleSource
-from registry.importers.base import SessionSnapshot, canonical_dir, clean_title, env_path, epoch_ns, home
+from registry.importers.base import Draft, env_path, epoch_ns, home
 from registry.importers.databases import DatabaseSource, Row, SchemaError, columns
 
 __all__ = ["Opencode"]
@@ -46,7 +54,7 @@ class Opencode(DatabaseSource):
             return "only the legacy JSON storage/ exists (opencode migrates it to opencode.db on its next start)"
         return f"no opencode.db under {root}"
 
-    def rows(self, db: sqlite3.Connection, path: Path) -> list[Row]:
+    def rows(self, db: sqlite3.Connection) -> list[Row]:
         have = columns(db, "session")
         message = columns(db, "message")
         missing = [f"session.{c}" for c in _REQUIRED if c not in have]
@@ -60,53 +68,29 @@ class Opencode(DatabaseSource):
             f"(SELECT session_id, count(*) AS n, max({message_time}) AS last FROM message GROUP BY session_id) m "
             "ON m.session_id = s.id ORDER BY s.id"
         )
-        out = []
-        for key, directory, title, created, parent, archived, count, last in db.execute(query):
-            native_id = str(key)
-            out.append(
-                Row(native_id, *_snapshot(native_id, directory, title, created, parent, archived, count, last, path))
-            )
-        return out
+        return [
+            Row(str(key), _draft(directory, title, created, parent, archived, count, last))
+            for key, directory, title, created, parent, archived, count, last in db.execute(query)
+        ]
 
 
-def _snapshot(
-    native_id: str,
-    directory: object,
-    title: object,
-    created: object,
-    parent: object,
-    archived: object,
-    count: int | None,
-    last: object,
-    path: Path,
-) -> tuple[SessionSnapshot | None, str | None]:
+def _draft(
+    directory: object, title: object, created: object, parent: object, archived: object, count: int | None, last: object
+) -> Draft:
     if parent is not None:
-        return None, "child session (subagent)"
-    cwd = canonical_dir(directory)
-    if cwd is None:
-        return None, f"directory is not an absolute POSIX path: {directory!r}"
-    created_at = _ms(created)
-    if created_at is None:
-        return None, "no valid time_created"
-    name = None if isinstance(title, str) and _DEFAULT_TITLE.match(title) else clean_title(title)
-    return (
-        SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=created_at,
-            last_activity=max(_ms(last) or created_at, created_at),
-            path=f"{path}#{native_id}",
-            locator="",
-            title=name,
-            title_source=TitleSource.AGENT if name is not None else None,
-            messages=count or 0,
-            archived=archived is not None,
-        ),
-        None,
+        return Draft(skip="child session (subagent)")
+    placeholder = isinstance(title, str) and _DEFAULT_TITLE.match(title) is not None
+    return Draft(
+        cwd=directory,
+        created=_ms(created),
+        last=_ms(last),
+        titles=[] if placeholder else [(title, TitleSource.AGENT, 500)],
+        messages=count or 0,
+        archived=archived is not None,
     )
 
 
 def _ms(value: object) -> int | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return epoch_ns(value, unit=0.001)
+        return epoch_ns(value, unit_ns=1_000_000)
     return None

@@ -5,6 +5,10 @@ is an archived session (when both copies exist, the active one wins). Titles: th
 record - ``titleSource`` ``manual`` or absent (legacy) is the user's (USER), ``auto`` the model's (AGENT) - else
 the first user prompt within the first 10 records (PROMPT). A session that starts with a ``parent_session``
 record is a sub-session and is skipped. Writers may glue two records on one line (``}{``): both are recovered.
+
+**Message count**, as Qwen Code defines it for its session list (QwenLM/qwen-code ``packages/core/src/
+services/sessionService.ts``, ``SessionListItem.messageCount``): the ``user`` and ``assistant`` records with
+distinct ``uuid`` (a record written twice counts once); ``system`` and tool records are not messages.
 """
 
 from __future__ import annotations
@@ -18,17 +22,8 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
-    ScanContext,
-    SessionSnapshot,
-    canonical_dir,
-    clean_title,
-    env_path,
-    home,
-    parse_time,
-)
-from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, folder_files, is_dir
+from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, agent_time, clean_title, env_path, first_text, home
+from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, Reading, folder_files, is_dir
 
 __all__ = ["Qwen"]
 
@@ -74,13 +69,14 @@ class Qwen(FileSource[_Fold, NoExtra]):
     agent: ClassVar[str] = "qwen"
     fold_type = _Fold
     record_type = _Record
+    tops = ("projects", "tmp")
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return env_path(environ, "QWEN_RUNTIME_DIR") or home(environ) / ".qwen"
 
     def discover(self, root: Path) -> Discovery:
         # tmp/<hash>/chats is an older layout (unverified; tolerated).
-        return folder_files(root, ["projects", "tmp"], ["chats", "chats/archive"], _chat_file)
+        return folder_files(root, self.tops, ["chats", "chats/archive"], _chat_file)
 
     def new_fold(self, found: Found) -> _Fold:
         return _Fold()
@@ -89,7 +85,7 @@ class Qwen(FileSource[_Fold, NoExtra]):
         fold.records += 1
         if fold.cwd is None and isinstance(record.cwd, str) and record.cwd:
             fold.cwd = record.cwd
-        at = parse_time(record.timestamp)
+        at = agent_time(record.timestamp)
         if fold.created is None:
             fold.created = at
         if isinstance(record.git_branch, str) and record.git_branch:
@@ -114,43 +110,28 @@ class Qwen(FileSource[_Fold, NoExtra]):
         fold.messages += 1
         if record.type == "user" and fold.prompt is None and fold.records <= _PROMPT_LINES and record.message:
             parts = _message_decoder.decode(record.message).parts
-            texts = [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
-            fold.prompt = clean_title(" ".join(t for t in texts if isinstance(t, str)), PROMPT_TITLE_LENGTH)
+            fold.prompt = clean_title(first_text(parts) if isinstance(parts, list) else "", PROMPT_TITLE_LENGTH)
 
-    def snapshot(self, native_id: str, files: Group, extra: NoExtra | None, ctx: ScanContext) -> SessionSnapshot | None:
+    def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         rel, entry = min(files, key=lambda item: ("/chats/archive/" in item[0], -(item[1].fold.last or 0)))
         fold: _Fold = entry.fold
-        path = entry.path
+        skip = None
         if fold.child:
-            ctx.skip(path, "sub-session (parent_session record)")
-            return None
-        cwd = canonical_dir(fold.cwd)
-        if cwd is None:
-            ctx.skip(path, f"cwd missing or not an absolute POSIX path: {fold.cwd!r}")
-            return None
-        if fold.created is None:
-            ctx.skip(path, "no timestamps")
-            return None
-        title = clean_title(fold.title)
+            skip = "sub-session (parent_session record)"
+        elif clean_title(fold.title) is None and fold.prompt is None and fold.messages == 0:
+            skip = "no messages"
         source = TitleSource.AGENT if fold.title_source == "auto" else TitleSource.USER
-        if title is None:
-            title, source = fold.prompt, TitleSource.PROMPT
-        if title is None and fold.messages == 0:
-            ctx.skip(path, "no messages")
-            return None
-        return SessionSnapshot(
-            native_id=native_id,
-            cwd=cwd,
-            created_at=fold.created,
-            last_activity=fold.last or fold.created,
-            path=path,
-            locator=f"{rel}@{entry.tail.offset}",
-            title=title,
-            title_source=source if title is not None else None,
+        draft = Draft(
+            cwd=fold.cwd,
+            created=fold.created,
+            last=fold.last,
+            titles=[(fold.title, source, 500), (fold.prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
             messages=fold.messages,
             git_branch=fold.branch,
             archived="/chats/archive/" in rel,
+            skip=skip,
         )
+        return Reading(rel, entry, draft)
 
 
 def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
