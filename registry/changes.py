@@ -35,7 +35,6 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import EventLoopScheduler
 from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
-from events.errors import RegistryError
 from registry.diffs import (
     Added,
     ListChange,
@@ -46,6 +45,7 @@ from registry.diffs import (
     diff,
     encode_session_update,
 )
+from registry.errors import SubscriberTooSlow
 from registry.model import SessionState
 from registry.projection import Change, fold
 
@@ -68,10 +68,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class SubscriberTooSlow(RegistryError):
-    """A subscriber fell too far behind; its subscription was ended so the registry's memory stays bounded."""
 
 
 def _burst(group: GroupedObservable[str, Change]) -> Observable[list[Change]]:
