@@ -42,7 +42,7 @@ from registry.errors import InvalidParams, MethodNotFound, SessionDeletedError, 
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
-from registry.pages import list_page
+from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
 
@@ -90,6 +90,7 @@ class SessionRegistry:
         self._clock: Clock = clock or now_ns
         self._owns_store = owns_store
         self._cursors = CursorCodec(store.identity)
+        self._render = Renderer(additional_directories=additional_directories)
         self._read_model = open_read_model(store, window=window, kind=read_model)
         self._follower = Follower(store, self._read_model, live=follow)
         self._closed = False
@@ -277,7 +278,7 @@ class SessionRegistry:
             cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
             cursor=cursor,
             page_size=self.page_size,
-            additional_directories=self._additional_directories,
+            render=self._render,
         )
 
     def __len__(self) -> int:
