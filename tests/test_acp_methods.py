@@ -45,7 +45,7 @@ def _runtime_imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["methods", "jsonrpc"])
+@pytest.mark.parametrize("module", ["methods", "content", "jsonrpc"])
 def test_the_acp_edge_never_imports_the_facade(module: str) -> None:
     imports = _runtime_imports(ROOT / "registry" / "acp" / f"{module}.py")
     assert "registry.service" not in imports and "registry.SessionRegistry" not in imports, imports
