@@ -43,10 +43,12 @@ from registry.commands import (
     check_title,
     creation,
     info_change,
+    json_type,
 )
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import (
     InvalidCursor,
+    InvalidParams,
     SessionDeletedError,
     SessionExists,
     SessionNotFound,
@@ -264,6 +266,8 @@ class SessionRegistry:
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
         check_session_id(session_id)
+        if reason is not None:
+            check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
         for _ in range(_RETRIES):
             state = self._state(session_id)
             if state is None or state.deleted:
@@ -299,7 +303,7 @@ class SessionRegistry:
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
 
     def _state(self, session_id: str) -> SessionState | None:
-        state = self._projection.get(session_id)
+        state = self._projection.get(check_session_id(session_id))
         if state is None:
             self.sync()  # perhaps created by another process a moment ago
             state = self._projection.get(session_id)
@@ -325,6 +329,8 @@ class SessionRegistry:
 
     def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
         scope = None if cwd is None else self._path(cwd, "cwd")
         with self._lock:
             projection = self._projection

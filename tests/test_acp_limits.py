@@ -78,6 +78,11 @@ WRITES: list[tuple[str, Callable[[SessionRegistry], Any], str]] = [
     ),
     ("activity: a deep payload", lambda r: r.record_activity("s", payload=_deep(100_000)), "payload nests deeper"),
     ("activity: a payload of objects", lambda r: r.record_activity("s", payload=object()), "payload must be plain"),
+    ("change: an integer msgpack cannot hold", lambda r: r.change_info("s", meta={"n": 2**70}), "_meta holds an"),
+    ("delete: a reason of bytes", lambda r: r.delete("s", reason=cast(Any, b"why")), "reason must be a string"),
+    ("delete: a long reason", lambda r: r.delete("s", reason="r" * 501), "reason is 501 characters"),
+    ("get: an id that is no string", lambda r: r.get(cast(Any, {})), "sessionId must be a non-empty string"),
+    ("list: a cursor that is no string", lambda r: r.list(cursor=cast(Any, 1.5)), "cursor must be a string"),
     ("list: a long cwd", lambda r: r.list(cwd=LONG_PATH), "cwd is 4096 bytes long"),
     ("handle: a long cwd", lambda r: r.handle("session/list", {"cwd": LONG_PATH}), "cwd is 4096 bytes long"),
 ]

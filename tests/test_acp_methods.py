@@ -58,8 +58,9 @@ def test_session_registry_handle_is_the_method_table(registry: SessionRegistry) 
     assert registry.handle("session/list", params) == methods.handle(registry, "session/list", params)
     assert methods.handle(registry, "session/delete", {"sessionId": "s1"}) == {}
     assert registry.handle("session/list", params) == {"sessions": []}
-    with pytest.raises(MethodNotFound):
-        methods.handle(registry, "session/new", {})
+    for method in ("session/new", ["session/list"], None):
+        with pytest.raises(MethodNotFound):
+            methods.handle(registry, method, {})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ _METHODS: Final[dict[str, Callable[[SessionMethods, Any], dict[str, Any]]]] = {
 def handle(registry: SessionMethods, method: str, params: Any = None) -> dict[str, Any]:
     """Answer an ACP request from ``registry``: the exact result object, or an error carrying its JSON-RPC code
     (``registry.errors.rpc_error`` maps it): ``MethodNotFound`` for any other method."""
-    answer = _METHODS.get(method)
+    answer = _METHODS.get(method) if isinstance(method, str) else None
     if answer is None:
         raise MethodNotFound(method)
     return answer(registry, params)
