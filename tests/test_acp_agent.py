@@ -315,6 +315,10 @@ def test_the_sdk_example_agent(tmp_path: Path) -> None:
             sid = (await conn.new_session(cwd="/work/sdk", mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("Write the docs")])
             await client.wait_for(lambda c: any(u.title == "Write the docs" for u in c.info_updates(sid)))
+            for bad in ({"title": "no id"}, {"sessionId": sid, "title": 5}):
+                with pytest.raises(RequestError) as caught:
+                    await conn.ext_method("registry/rename", bad)
+                assert caught.value.code == -32602  # not an internal error
             await conn.ext_method("registry/rename", {"sessionId": sid, "title": None})
             await client.wait_for(lambda c: _cleared(c.info_updates(sid)[-1]))
             assert client.info_updates(sid)[-1].title is None
