@@ -170,6 +170,7 @@ class ReferenceAgent:
 
     def _answer(self, message: Incoming) -> None:
         assert message.method is not None
+        before = self.registry.position
         try:
             handler = self._methods.get(message.method)
             if handler is None:
@@ -179,7 +180,8 @@ class ReferenceAgent:
             if not isinstance(exc, _EXPECTED):
                 log.exception("request %s failed", message.method)
             answer = encode_error(message.id, rpc_error(exc))
-        self._flush_changes()
+        if self.registry.position != before:  # this request wrote: its updates go first
+            self._flush_changes()
         self._write(answer)
 
     def _notification(self, message: Incoming) -> None:
@@ -194,7 +196,7 @@ class ReferenceAgent:
 
     def _follow_changes(self) -> None:
         if self._subscription is None:
-            self._delivery = EventLoopScheduler(exit_if_empty=True)
+            self._delivery = EventLoopScheduler()  # one thread for the connection: flushes are frequent
             changes = self.registry.list_changes(scheduler=self._delivery)
             self._subscription = changes.subscribe(self._on_change, self._on_stream_error)
 
