@@ -68,7 +68,8 @@ def check_session_id(session_id: object, field: str = "sessionId") -> str:
     try:
         store_check_session_id(session_id)
     except ValueError as exc:
-        raise InvalidParams(str(exc).replace("session_id", field, 1)) from None
+        shown = session_id if len(session_id) <= 80 else session_id[:80] + "..."
+        raise InvalidParams(f"{str(exc).replace('session_id', field, 1)}: {shown!r}") from None
     return session_id
 
 
@@ -115,7 +116,12 @@ def check_meta(meta: object, field: str = "_meta") -> dict[str, Any] | None:
         raise InvalidParams(f"{field} must hold only JSON values ({exc})") from exc
     if len(encoded) > MAX_META_BYTES:
         raise InvalidParams(f"{field} is {len(encoded)} bytes as JSON; at most {MAX_META_BYTES} are allowed")
-    return msgspec.json.decode(encoded)  # type: ignore[no-any-return]
+    copy: dict[str, Any] = msgspec.json.decode(encoded)
+    try:
+        _msgpack_encoder.encode(copy)  # the log's codec: JSON numbers are unbounded, msgpack integers are not
+    except OverflowError:
+        raise InvalidParams(f"{field} holds an integer outside -2**63 .. 2**64-1, which the log cannot store") from None
+    return copy
 
 
 def check_payload(payload: object) -> object:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
-import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
@@ -33,6 +32,7 @@ from events.model import (
 from events.sqlite import SqliteStore
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
+from registry.acp.methods import handle as handle_acp
 from registry.commands import (
     check_messages,
     check_meta,
@@ -49,7 +49,6 @@ from registry.cursor import Cursor, CursorCodec
 from registry.errors import (
     InvalidCursor,
     InvalidParams,
-    MethodNotFound,
     SessionDeletedError,
     SessionExists,
     SessionNotFound,
@@ -267,6 +266,8 @@ class SessionRegistry:
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
         check_session_id(session_id)
+        if reason is not None:
+            check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
         for _ in range(_RETRIES):
             state = self._state(session_id)
             if state is None or state.deleted:
@@ -302,7 +303,7 @@ class SessionRegistry:
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
 
     def _state(self, session_id: str) -> SessionState | None:
-        state = self._projection.get(session_id)
+        state = self._projection.get(check_session_id(session_id))
         if state is None:
             self.sync()  # perhaps created by another process a moment ago
             state = self._projection.get(session_id)
@@ -328,6 +329,8 @@ class SessionRegistry:
 
     def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
         scope = None if cwd is None else self._path(cwd, "cwd")
         with self._lock:
             projection = self._projection
@@ -372,21 +375,11 @@ class SessionRegistry:
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
     def handle(self, method: str, params: Any = None) -> dict[str, Any]:
-        """Answer an ACP request: the exact result object, or an error carrying its JSON-RPC code
-        (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``; unknown keys are ignored.
+        """Answer an ACP request (``session/list``, ``session/delete``): the exact result object, or an error
+        carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
+        unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise InvalidParams(f"params must be an object, not {json_type(params)}")
-        if method == "session/list":
-            cwd = _optional_str(params, "cwd")
-            cursor = _optional_str(params, "cursor")
-            return msgspec.to_builtins(self.list(cwd=cwd, cursor=cursor))  # type: ignore[no-any-return]
-        if method == "session/delete":
-            self.delete(check_session_id(params.get("sessionId")))
-            return {}
-        raise MethodNotFound(method)
+        return handle_acp(self, method, params)
 
     # -- change listeners, snapshots, closing ---------------------------------------------------------
 
@@ -470,10 +463,3 @@ class SessionRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _optional_str(params: dict[str, Any], key: str) -> str | None:
-    value = params.get(key)
-    if value is not None and not isinstance(value, str):
-        raise InvalidParams(f"{key} must be a string, not {json_type(value)}")
-    return value
