@@ -4,9 +4,9 @@ The contract (registry/cli/__init__.py): a failure is one line on stderr and exi
 was reached fails), never a traceback; a refused import writes nothing. Hypothesis drives ``registry.cli.main``
 in this process (thousands of inputs in seconds); a few cases run as real processes too.
 
-Some inputs break the contract today in code the cli helper owns (``registry/cli/**``): they are pinned by the
-``xfail(strict=True)`` tests at the end, each with its cause, and ``KNOWN_GAPS`` keeps them out of the
-hypothesis tests until they are fixed (then set it to False and flip the xfails).
+The inputs that broke the contract before (records nested too deep or holding what no write path accepts,
+ids the store refuses, URLs urllib refuses) are pinned by the tests at the end; ``KNOWN_GAPS`` kept them out of
+the hypothesis tests while they failed, and stays False.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from registry.cli import main
 from tests.fuzzing import fuzz_settings, json_values, texts
 
 ROOT = Path(__file__).resolve().parent.parent
-KNOWN_GAPS = True  # the inputs of the xfail tests below are kept out of the fuzzing while this is True
+KNOWN_GAPS = False  # the inputs of the pinned tests below were kept out of the fuzzing while they failed
 
 SID = "7f8815ce-3acc-4068-a783-e3e7c9cab6ae"
 EVENTS: list[dict[str, Any]] = [
@@ -200,7 +200,7 @@ def test_a_real_process_fails_in_one_line(tmp_path: Path, argv: list[str]) -> No
     assert len(done.stderr.splitlines()) == 1 and b"Traceback" not in done.stderr, done.stderr
 
 
-# -- gaps in registry/cli/** (pinned for the cli helper; flip when fixed) -------------------------------------
+# -- what the fuzzing found in registry/cli/**, pinned --------------------------------------------------------
 
 
 def _import_one(tmp_path: Path, record: Any, raw: bytes | None = None) -> tuple[int, list[str], int]:
@@ -218,11 +218,6 @@ _CREATED = {"type": "created", "cwd": "/w", "at": 1}
 _DEEP = b"[" * 5_000 + b"]" * 5_000  # as bytes: msgspec would recurse encoding it
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry/cli/interchange.py: _records catches only DecodeError/UnicodeDecodeError, so a RecursionError "
-    "(deep record), the store's ValueError (session id), and msgpack's OverflowError (65-bit int) escape as tracebacks",
-)
 @pytest.mark.parametrize(
     ("record", "raw"),
     [
@@ -239,11 +234,6 @@ def test_import_of_records_the_store_refuses_fails_in_one_line(tmp_path: Path, r
     assert head == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry/cli/interchange.py appends the file's events as they are, without registry.commands' checks: "
-    "records that no write path would accept (issue 17.4) are imported",
-)
 @pytest.mark.parametrize(
     "event",
     [
@@ -261,11 +251,6 @@ def test_import_refuses_records_that_break_the_write_rules(tmp_path: Path, event
     assert head == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry/cli/stores.py (sqlite_file) and events/postgres.py (from_url) let urllib's ValueError escape "
-    "for an unmatched '[' in the host, and an invalid port is reported as a failing store (exit 1), not a bad URL",
-)
 @pytest.mark.parametrize("url", ["sqlite://[/x.db", "postgresql://[::1/db", "postgresql://127.0.0.1:99999/db"])
 def test_malformed_store_urls_are_usage_errors(url: str) -> None:
     code, lines = run_cli("list", "--store", url)
