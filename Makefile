@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 DEMO_STORE := sqlite://$(abspath $(DEMO_DIR))/sessions.db
 
-.PHONY: install test lint demo bench bench-full clean
+.PHONY: install test lint demo bench bench-full fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(VENV)/.installed-bench
 
 bench-full: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run --full
+
+# The long fuzz run: every fuzz suite with 10 times make test's examples, under five seeds (~15 minutes).
+fuzz: install
+	$(BIN)/python -m benchmarks.fuzz_sweep
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis

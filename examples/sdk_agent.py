@@ -13,6 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
+import msgspec
 from acp import InitializeResponse, NewSessionResponse, PromptResponse, RequestError, run_agent
 from acp.agent.connection import AgentSideConnection
 from acp.helpers import update_agent_message_text
@@ -27,7 +28,15 @@ from acp.schema import (
 from events import TitleSource
 from events.errors import RegistryError
 from registry import SessionRegistry
-from registry.acp.sdk import RegistrySessions
+from registry.acp.methods import convert_params
+from registry.acp.sdk import RegistrySessions, request_error
+
+
+class Rename(msgspec.Struct, rename="camel"):
+    """``_registry/rename`` params: checked by msgspec, so a bad one is -32602 naming the field."""
+
+    session_id: str
+    title: str | None
 
 
 class EchoAgent:
@@ -53,7 +62,7 @@ class EchoAgent:
         try:
             info = self.registry.create(cwd)
         except RegistryError as exc:
-            raise RequestError.invalid_params({"reason": str(exc)}) from None
+            raise request_error(exc) from None  # -32602 naming the field, as the registry says
         return NewSessionResponse(session_id=info.session_id)
 
     async def list_sessions(
@@ -74,10 +83,14 @@ class EchoAgent:
         return PromptResponse(stop_reason="end_turn")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method == "registry/rename":
-            self.registry.change_info(params["sessionId"], title=params.get("title"), title_source=TitleSource.USER)
-            return {}
-        raise RequestError.method_not_found(f"_{method}")
+        if method != "registry/rename":
+            raise RequestError.method_not_found(f"_{method}")
+        try:
+            rename = convert_params(params, Rename)
+            self.registry.change_info(rename.session_id, title=rename.title, title_source=TitleSource.USER)
+        except RegistryError as exc:
+            raise request_error(exc) from None
+        return {}
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from events.model import SessionCreated, SessionInfoChanged, TitleSource
+from events.model import Event, SessionCreated, SessionInfoChanged, SessionUpdated, TitleSource
 from events.store import check_session_id as store_check_session_id
 from registry.errors import InvalidParams
 from registry.limits import (
@@ -31,6 +31,7 @@ from registry.paths import normalise_cwd
 
 __all__ = [
     "check_directories",
+    "check_event",
     "check_messages",
     "check_meta",
     "check_payload",
@@ -68,7 +69,8 @@ def check_session_id(session_id: object, field: str = "sessionId") -> str:
     try:
         store_check_session_id(session_id)
     except ValueError as exc:
-        raise InvalidParams(str(exc).replace("session_id", field, 1)) from None
+        shown = session_id if len(session_id) <= 80 else session_id[:80] + "..."
+        raise InvalidParams(f"{str(exc).replace('session_id', field, 1)}: {shown!r}") from None
     return session_id
 
 
@@ -115,7 +117,12 @@ def check_meta(meta: object, field: str = "_meta") -> dict[str, Any] | None:
         raise InvalidParams(f"{field} must hold only JSON values ({exc})") from exc
     if len(encoded) > MAX_META_BYTES:
         raise InvalidParams(f"{field} is {len(encoded)} bytes as JSON; at most {MAX_META_BYTES} are allowed")
-    return msgspec.json.decode(encoded)  # type: ignore[no-any-return]
+    copy: dict[str, Any] = msgspec.json.decode(encoded)
+    try:
+        _msgpack_encoder.encode(copy)  # the log's codec: JSON numbers are unbounded, msgpack integers are not
+    except OverflowError:
+        raise InvalidParams(f"{field} holds an integer outside -2**63 .. 2**64-1, which the log cannot store") from None
+    return copy
 
 
 def check_payload(payload: object) -> object:
@@ -195,6 +202,36 @@ def info_change(
     if meta is not UNSET and meta != state.meta:
         change["meta"] = meta
     return SessionInfoChanged(**change) if change else None
+
+
+def check_event(event: Event, field: str = "event") -> Event:
+    """A stored-form event as a write path would have made it (``acp-registry import`` of a file, whose events are
+    appended as they are): every field within the same rules and limits, the cwd in its canonical form."""
+    if isinstance(event, SessionCreated):
+        if normalise_cwd(event.cwd, field=f"{field}.cwd") != event.cwd:
+            raise InvalidParams(f"{field}.cwd is not in canonical form ({event.cwd!r})")
+        check_time(event.at, f"{field}.at")
+        for n, directory in enumerate(event.additional_directories):
+            if normalise_cwd(directory, field=f"{field}.additional_directories[{n}]") != directory:
+                raise InvalidParams(f"{field}.additional_directories[{n}] is not in canonical form ({directory!r})")
+        check_directories(event.additional_directories)
+        if event.title is not None:
+            check_title(event.title, f"{field}.title")
+        check_meta(event.meta, f"{field}._meta")
+    elif isinstance(event, SessionUpdated):
+        check_time(event.at, f"{field}.at")
+        check_messages(event.messages)
+        check_payload(event.payload)
+    elif isinstance(event, SessionInfoChanged):
+        if isinstance(event.title, str):
+            check_title(event.title, f"{field}.title")
+        if isinstance(event.updated_at, int):
+            check_time(event.updated_at, f"{field}.updated_at")
+        if event.meta is not UNSET:
+            check_meta(event.meta, f"{field}._meta")
+    elif event.reason is not None:
+        check_title(event.reason, f"{field}.reason")
+    return event
 
 
 def _check_text(text: str, field: str) -> None:

@@ -66,6 +66,7 @@ class Follower:
         self._read_model = read_model
         self._live = live
         self._lock = threading.RLock()
+        self._folded = threading.Condition(self._lock)
         self._listeners: list[Listener] = []
         self._states: OrderedDict[str, SessionState | None] = OrderedDict()
         self._position = 0
@@ -148,6 +149,17 @@ class Follower:
         if changes:
             for listener in list(self._listeners):
                 listener(changes)
+        self._folded.notify_all()
+
+    def wait(self, position: int, timeout: float | None = None) -> bool:
+        """Block until every change up to ``position`` has reached the listeners (True), or ``timeout`` passed.
+        Without listeners there is nothing to wait for."""
+        with self._lock:
+            if not self._listeners or not self._live:
+                return True
+            return self._folded.wait_for(
+                lambda: self._position >= position or not self._listeners or self._subscription is None, timeout
+            )
 
     def _fold_slice(self, entries: Sequence[Entry], changes: list[Change]) -> None:
         start = self._position

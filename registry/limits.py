@@ -13,6 +13,8 @@ from events.model import MAX_SESSION_ID_BYTES as _MAX_SESSION_ID_BYTES
 
 __all__ = [
     "MAX_DIRECTORIES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_DEPTH",
     "MAX_META_BYTES",
     "MAX_META_DEPTH",
     "MAX_PAGE_SIZE",
@@ -48,6 +50,12 @@ MAX_META_DEPTH: Final = 32
 
 MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024
 """The opaque payload of one activity event (the reference agent keeps a turn there), encoded as msgpack."""
+
+MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
+"""One JSON-RPC line read by ``acp-registry serve``, without its newline: room for a turn at the payload limit."""
+
+MAX_MESSAGE_DEPTH: Final = 64
+"""Nesting of arrays and objects in one JSON-RPC message (a ``_meta`` at its own limit fits inside params)."""
 
 MIN_TIME_NS: Final = 0
 """Earliest time the registry stores (epoch ns): 1970-01-01T00:00:00Z."""

@@ -1,9 +1,10 @@
 """cwd normalisation: the same rule on write and on read, so a path names one set of sessions.
 
-A cwd must be absolute. Duplicate slashes, ``.`` and ``..`` segments and a trailing slash are folded
-lexically (``/work//app/./src/../`` is ``/work/app``), which never touches the file system. With
-``resolve_symlinks`` the path is also resolved through the file system (``os.path.realpath``), so a
-symlinked project and its target list the same sessions. Case is kept: POSIX paths are case-sensitive.
+A cwd must be absolute, valid Unicode and at most ``MAX_PATH_BYTES`` (4095) UTF-8 bytes long. Duplicate
+slashes, ``.`` and ``..`` segments and a trailing slash are folded lexically (``/work//app/./src/../`` is
+``/work/app``), which never touches the file system. With ``resolve_symlinks`` the path is also resolved
+through the file system (``os.path.realpath``), so a symlinked project and its target list the same sessions.
+Case is kept: POSIX paths are case-sensitive.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import posixpath
 
 from registry.errors import InvalidParams
+from registry.limits import MAX_PATH_BYTES
 
 __all__ = ["normalise_cwd"]
 
@@ -24,6 +26,12 @@ def normalise_cwd(path: object, *, field: str = "cwd", resolve_symlinks: bool = 
         raise InvalidParams(f"{field} must be an absolute path, got an empty string")
     if "\x00" in path:
         raise InvalidParams(f"{field} must not contain a NUL character")
+    try:
+        size = len(path.encode())
+    except UnicodeEncodeError:
+        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)") from None
+    if size > MAX_PATH_BYTES:
+        raise InvalidParams(f"{field} is {size} bytes long; at most {MAX_PATH_BYTES} are allowed (PATH_MAX)")
     if not path.startswith("/"):
         raise InvalidParams(f"{field} must be an absolute path (starting with '/'), got {path!r}")
     canonical = posixpath.normpath(path)

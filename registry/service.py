@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
 
-import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
@@ -25,6 +24,7 @@ from events.errors import ConcurrencyError
 from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
+from registry.acp.methods import handle as handle_acp
 from registry.commands import (
     check_messages,
     check_meta,
@@ -38,7 +38,7 @@ from registry.commands import (
     json_type,
 )
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, MethodNotFound, SessionDeletedError, SessionExists, SessionNotFound
+from registry.errors import InvalidParams, SessionDeletedError, SessionExists, SessionNotFound
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
@@ -227,6 +227,8 @@ class SessionRegistry:
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
         check_session_id(session_id)
+        if reason is not None:
+            check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
         self._write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
 
     def _write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
@@ -267,11 +269,14 @@ class SessionRegistry:
 
     def state(self, session_id: str) -> SessionState | None:
         """Everything the registry knows of a session, deleted ones included."""
+        check_session_id(session_id)
         self._read_model.catch_up()
         return self._read_model.get(session_id)
 
     def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
         return list_page(
             self._read_model,
             self._cursors,
@@ -289,21 +294,11 @@ class SessionRegistry:
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
     def handle(self, method: str, params: Any = None) -> dict[str, Any]:
-        """Answer an ACP request: the exact result object, or an error carrying its JSON-RPC code
-        (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``; unknown keys are ignored.
+        """Answer an ACP request (``session/list``, ``session/delete``): the exact result object, or an error
+        carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
+        unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise InvalidParams(f"params must be an object, not {json_type(params)}")
-        if method == "session/list":
-            cwd = _optional_str(params, "cwd")
-            cursor = _optional_str(params, "cursor")
-            return msgspec.to_builtins(self.list(cwd=cwd, cursor=cursor))  # type: ignore[no-any-return]
-        if method == "session/delete":
-            self.delete(check_session_id(params.get("sessionId")))
-            return {}
-        raise MethodNotFound(method)
+        return handle_acp(self, method, params)
 
     # -- changes ----------------------------------------------------------------------------------------
 
@@ -314,6 +309,13 @@ class SessionRegistry:
         if self._closed:
             raise RuntimeError("the registry is closed")
         return self._follower.add(listener)
+
+    def wait_for_changes(self, position: int | None = None, *, timeout: float | None = None) -> bool:
+        """Block until the changes up to ``position`` (default: everything this registry has answered from) have
+        reached every subscriber's queue - not necessarily the subscriber itself, whose scheduler delivers them
+        in order; an agent that schedules an action on that scheduler now has it run after them. False when
+        ``timeout`` passed first."""
+        return self._follower.wait(self.position if position is None else position, timeout)
 
     def list_changes(
         self,
@@ -367,10 +369,3 @@ class SessionRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _optional_str(params: dict[str, Any], key: str) -> str | None:
-    value = params.get(key)
-    if value is not None and not isinstance(value, str):
-        raise InvalidParams(f"{key} must be a string, not {json_type(value)}")
-    return value

@@ -277,9 +277,13 @@ def test_the_raw_wire(tmp_path: Path) -> None:
         lines.append(line)
     done.stdin.close()
     assert done.wait(30) == 0
-    messages = [msgspec.json.decode(line) for line in lines]
+    decoded = [msgspec.json.decode(line) for line in lines]
+    batches = [m for m in decoded if isinstance(m, list)]  # a refused batch: an array with an error per member
+    assert [[(e["id"], e["error"]["code"]) for e in batch] for batch in batches] == [[(None, -32600)] * 2]
+    messages = [m for m in decoded if isinstance(m, dict)]
     errors = {m.get("id"): m["error"]["code"] for m in messages if "error" in m}
-    assert [m["error"]["code"] for m in messages if "error" in m and m["id"] is None] == [-32700, -32600, -32600]
+    assert [m["error"]["code"] for m in messages if "error" in m and m["id"] is None] == [-32700]
+    assert errors[9] == -32600  # no method: invalid, answered with its id
     assert errors[3] == -32601 and errors[4] == -32002 and errors[5] == -32602
     assert next(m for m in messages if m.get("id") == 6)["result"]["sessions"][0]["sessionId"] == sid
     clear = next(line for line in lines if b'"title":null' in line)
@@ -311,6 +315,10 @@ def test_the_sdk_example_agent(tmp_path: Path) -> None:
             sid = (await conn.new_session(cwd="/work/sdk", mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("Write the docs")])
             await client.wait_for(lambda c: any(u.title == "Write the docs" for u in c.info_updates(sid)))
+            for bad in ({"title": "no id"}, {"sessionId": sid, "title": 5}):
+                with pytest.raises(RequestError) as caught:
+                    await conn.ext_method("registry/rename", bad)
+                assert caught.value.code == -32602  # not an internal error
             await conn.ext_method("registry/rename", {"sessionId": sid, "title": None})
             await client.wait_for(lambda c: _cleared(c.info_updates(sid)[-1]))
             assert client.info_updates(sid)[-1].title is None

@@ -9,9 +9,12 @@ on the same store - is pushed as a minimal ``session_info_update`` with explicit
 Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
 clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.
 
-Threads: the main thread reads stdin and answers requests in order; the change stream delivers on its own
-thread; both write whole lines to stdout under one lock. stdout carries only protocol messages; logs go to
-stderr. A malformed line is answered with an error and the server keeps serving; EOF closes it cleanly.
+Threads: the main thread reads stdin and answers requests in order; the change stream delivers on a thread of
+its own; both write whole lines to stdout under one lock. Before a response is written, the change stream is
+drained up to that moment, so the updates a request caused (a turn's title) reach the client before its answer;
+changes from other processes flow whenever they come. stdout carries only protocol messages; logs go to
+stderr. Whatever a line holds, it is answered (``registry.acp.jsonrpc``) and the server keeps serving; EOF
+closes it cleanly.
 """
 
 from __future__ import annotations
@@ -20,17 +23,38 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
 import msgspec
 from reactivex.abc import DisposableBase
+from reactivex.scheduler import EventLoopScheduler
 
 from events.model import SessionUpdated, TitleSource
-from registry.acp.jsonrpc import Incoming, encode_error, encode_notification, encode_result, parse
+from registry.acp.content import ContentBlock, TextContent, prompt_blocks
+from registry.acp.jsonrpc import (
+    Incoming,
+    Invalid,
+    OverlongLine,
+    RequestId,
+    encode_batch,
+    encode_error,
+    encode_notification,
+    encode_result,
+    parse,
+    read_lines,
+)
+from registry.acp.methods import convert_params, handle
 from registry.changes import Added, ListChange, Removed, Updated
+from registry.commands import check_payload, check_session_id, check_title
 from registry.diffs import encode_session_update
-from registry.errors import InvalidParams, MethodNotFound, SessionDeletedError, SessionNotFound, rpc_error
+from registry.errors import (
+    InvalidParams,
+    MethodNotFound,
+    SessionExists,
+    SessionNotFound,
+    rpc_error,
+)
 from registry.service import SessionRegistry
 
 __all__ = ["AGENT_NAME", "PROTOCOL_VERSION", "ReferenceAgent", "serve"]
@@ -43,13 +67,15 @@ RENAME_METHOD: Final = "_registry/rename"
 LIST_CHANGES_META: Final = "acp-session-registry/listChanges"
 _CHUNK: Final = 24  # characters per streamed chunk: enough to show streaming, few enough messages
 _TITLE_MAX: Final = 80  # an auto-generated title is cut here (a user title may be up to 500)
+_FLUSH_TIMEOUT: Final = 10.0  # seconds a response waits for the change stream (only a stuck client reaches it)
+_EXPECTED: Final = (InvalidParams, SessionNotFound, MethodNotFound, SessionExists)  # answered, not logged
 
 
 class _Initialize(msgspec.Struct, rename="camel"):
     protocol_version: int
-    client_capabilities: dict[str, Any] | None = None
-    client_info: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    client_capabilities: Any = None
+    client_info: Any = None
+    meta: Any = msgspec.field(default=None, name="_meta")  # ACP: _meta of a wrong type is ignored
 
 
 class _NewSession(msgspec.Struct, rename="camel"):
@@ -65,19 +91,12 @@ class _SessionRef(msgspec.Struct, rename="camel"):
 
 class _Prompt(msgspec.Struct, rename="camel"):
     session_id: str
-    prompt: list[dict[str, Any]]
+    prompt: Any  # checked block by block (registry.acp.content), so errors name prompt[i].field
 
 
 class _Rename(msgspec.Struct, rename="camel"):
     session_id: str
     title: str | None
-
-
-def _params(params: Any, shape: type[Any]) -> Any:
-    try:
-        return msgspec.convert({} if params is None else params, shape)
-    except msgspec.ValidationError as exc:
-        raise InvalidParams(f"invalid params: {exc}") from None
 
 
 def _version() -> str:
@@ -89,6 +108,18 @@ def _version() -> str:
         return "0"
 
 
+def _stored_turns(registry: SessionRegistry, session_id: str) -> Iterator[tuple[list[Any], str | None]]:
+    """Each stored turn of a session: its prompt blocks and its reply, as this agent recorded them.
+
+    The one place the agent reads raw records from the store.
+    """
+    for record in registry.store.read_stream(session_id):
+        event = record.event
+        if isinstance(event, SessionUpdated) and isinstance(event.payload, dict):
+            blocks, reply = event.payload.get("prompt"), event.payload.get("reply")
+            yield (blocks if isinstance(blocks, list) else []), (reply if isinstance(reply, str) else None)
+
+
 class ReferenceAgent:
     """Answers ACP requests from the registry and writes every outgoing line through ``write``."""
 
@@ -96,6 +127,7 @@ class ReferenceAgent:
         self.registry = registry
         self._write = write
         self._subscription: DisposableBase | None = None
+        self._delivery: EventLoopScheduler | None = None
         self._list_changes = False
         self._methods: dict[str, Callable[[Any], Any]] = {
             "initialize": self.initialize,
@@ -104,43 +136,58 @@ class ReferenceAgent:
             "session/resume": self.resume_session,
             "session/close": self.close_session,
             "session/prompt": self.prompt,
-            "session/list": lambda params: registry.handle("session/list", params),
-            "session/delete": lambda params: registry.handle("session/delete", params),
+            "session/list": lambda params: handle(registry, "session/list", params),
+            "session/delete": lambda params: handle(registry, "session/delete", params),
             RENAME_METHOD: self.rename,
         }
 
     # -- the wire -----------------------------------------------------------------------------------
 
-    def receive(self, line: bytes) -> None:
-        """Handle one input line; answers requests, never raises."""
-        if not line.strip():
+    def receive(self, line: bytes | OverlongLine) -> None:
+        """Handle one input line; answers what needs an answer, never raises."""
+        if isinstance(line, bytes) and not line.strip():
             return
-        message = parse(line)
-        if not isinstance(message, Incoming):
-            self._write(encode_error(None, message))
-            return
-        if message.is_response:
-            return  # this agent sends no requests; a stray response is ignored
+        request_id: RequestId = None
+        try:
+            message = parse(line)
+            if isinstance(message, list):
+                if message:
+                    self._write(encode_batch(message))
+                return
+            if isinstance(message, Invalid):
+                self._write(encode_error(message.id, message.error))
+                return
+            if message.is_response:
+                return  # this agent sends no requests; a stray response is ignored
+            if not message.has_id:
+                self._notification(message)
+                return
+            request_id = message.id
+            self._answer(message)
+        except Exception as exc:  # a bug: still one answer, and the server goes on
+            log.exception("could not answer a line")
+            self._write(encode_error(request_id, rpc_error(exc)))
+
+    def _answer(self, message: Incoming) -> None:
         assert message.method is not None
-        if not message.has_id:
-            self._notification(message.method, message.params)
-            return
+        before = self.registry.position
         try:
             handler = self._methods.get(message.method)
             if handler is None:
                 raise MethodNotFound(message.method)
-            result = handler(message.params)
+            answer = encode_result(message.id, handler(message.params))
         except Exception as exc:
-            if not isinstance(exc, InvalidParams | SessionNotFound | MethodNotFound):
+            if not isinstance(exc, _EXPECTED):
                 log.exception("request %s failed", message.method)
-            self._write(encode_error(message.id, rpc_error(exc)))
-            return
-        self._write(encode_result(message.id, result))
+            answer = encode_error(message.id, rpc_error(exc))
+        if self.registry.position != before:  # this request wrote: its updates go first
+            self._flush_changes()
+        self._write(answer)
 
-    def _notification(self, method: str, params: Any) -> None:
-        if method == "session/cancel":
+    def _notification(self, message: Incoming) -> None:
+        if message.method == "session/cancel":
             return  # a turn here ends before the next line is read: there is never one to cancel
-        log.info("ignoring notification %s", method)
+        log.info("ignoring notification %s", message.method)
 
     def _notify(self, session_id: str, update: dict[str, Any]) -> None:
         self._write(encode_notification("session/update", {"sessionId": session_id, "update": update}))
@@ -149,7 +196,26 @@ class ReferenceAgent:
 
     def _follow_changes(self) -> None:
         if self._subscription is None:
-            self._subscription = self.registry.list_changes().subscribe(self._on_change)
+            self._delivery = EventLoopScheduler()  # one thread for the connection: flushes are frequent
+            changes = self.registry.list_changes(scheduler=self._delivery)
+            self._subscription = changes.subscribe(self._on_change, self._on_stream_error)
+
+    def _flush_changes(self) -> None:
+        """Wait until the change stream has written every change made so far.
+
+        The registry's follower hands every change to the stream in log order (``wait_for_changes``), and the
+        stream delivers them in order on its scheduler, so an action scheduled after that runs after they are
+        written.
+        """
+        delivery = self._delivery
+        if delivery is None:
+            return
+        if not self.registry.wait_for_changes(timeout=_FLUSH_TIMEOUT):
+            log.warning("the change follower is %s s behind; answering anyway", _FLUSH_TIMEOUT)
+        written = threading.Event()
+        delivery.schedule(lambda _scheduler, _state: written.set())
+        if not written.wait(_FLUSH_TIMEOUT):
+            log.warning("the change stream is %s s behind; answering anyway", _FLUSH_TIMEOUT)
 
     def _on_change(self, item: ListChange) -> None:
         if isinstance(item, Updated):
@@ -160,15 +226,22 @@ class ReferenceAgent:
         elif self._list_changes and isinstance(item, Removed):
             self._write(encode_notification("_registry/session_removed", {"sessionId": item.session_id}))
 
+    def _on_stream_error(self, error: Exception) -> None:
+        log.warning("session updates stopped: %s", error)
+
     def close(self) -> None:
         if self._subscription is not None:
             self._subscription.dispose()
+        if self._delivery is not None:
+            self._delivery.dispose()
+            self._delivery = None
 
     # -- methods ------------------------------------------------------------------------------------
 
     def initialize(self, params: Any) -> dict[str, Any]:
-        request = _params(params, _Initialize)
-        self._list_changes = bool((request.meta or {}).get(LIST_CHANGES_META))
+        request = convert_params(params, _Initialize)
+        meta = request.meta if isinstance(request.meta, dict) else {}
+        self._list_changes = meta.get(LIST_CHANGES_META) is True
         self._follow_changes()
         return {
             # ACP's negotiation: the client's version when the agent speaks it, else the agent's newest. Version
@@ -189,71 +262,83 @@ class ReferenceAgent:
         }
 
     def new_session(self, params: Any) -> dict[str, Any]:
-        request = _params(params, _NewSession)
+        request = convert_params(params, _NewSession)
         info = self.registry.create(request.cwd, additional_directories=request.additional_directories)
         return {"sessionId": info.session_id}
 
-    def _live(self, session_id: str) -> None:
-        self.registry.get(session_id)  # SessionNotFound / SessionDeletedError -> -32002
-
-    def load_session(self, params: Any) -> dict[str, Any]:
-        """Replay the stored turns as ``session/update`` notifications, then answer."""
-        request = _params(params, _SessionRef)
-        self._live(request.session_id)
-        for record in self.registry.store.read_stream(request.session_id):
-            event = record.event
-            if not isinstance(event, SessionUpdated) or not isinstance(event.payload, dict):
-                continue
-            for block in event.payload.get("prompt", []):
-                self._notify(request.session_id, {"sessionUpdate": "user_message_chunk", "content": block})
-            reply = event.payload.get("reply")
-            if isinstance(reply, str) and reply:
-                self._notify(
-                    request.session_id,
-                    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": reply}},
-                )
-        return {}
-
-    def resume_session(self, params: Any) -> dict[str, Any]:
-        self._live(_params(params, _SessionRef).session_id)
-        return {}
-
-    def close_session(self, params: Any) -> dict[str, Any]:
-        _params(params, _SessionRef)  # nothing is held per session here
-        return {}
-
-    def prompt(self, params: Any) -> dict[str, Any]:
-        request = _params(params, _Prompt)
-        session_id = request.session_id
-        state = self.registry.state(session_id)
+    def _live(self, session_id: str, refusal: str) -> int:
+        """The number of messages of a live session; -32002 saying so for an unknown or deleted one."""
+        state = self.registry.state(check_session_id(session_id))
         if state is None:
             raise SessionNotFound(session_id)
         if state.deleted:
-            raise SessionDeletedError(session_id)
-        text = "".join(b.get("text", "") for b in request.prompt if b.get("type") == "text")
-        first = state.messages == 0
-        if text.startswith("/rename"):
+            raise SessionNotFound(session_id, f"session {session_id!r} was deleted; {refusal}")
+        return state.messages
+
+    def load_session(self, params: Any) -> dict[str, Any]:
+        """Replay the stored turns as ``session/update`` notifications, then answer."""
+        session_id = convert_params(params, _SessionRef).session_id
+        self._live(session_id, "it cannot be loaded")
+        for blocks, reply in _stored_turns(self.registry, session_id):
+            for block in blocks:
+                try:
+                    shown = prompt_blocks([block])  # turns stored by older versions were not checked
+                except InvalidParams:
+                    continue
+                for content in shown:
+                    self._notify(session_id, {"sessionUpdate": "user_message_chunk", "content": _builtins(content)})
+            if reply:
+                text = {"type": "text", "text": reply}
+                self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": text})
+        return {}
+
+    def resume_session(self, params: Any) -> dict[str, Any]:
+        self._live(convert_params(params, _SessionRef).session_id, "it cannot be resumed")
+        return {}
+
+    def close_session(self, params: Any) -> dict[str, Any]:
+        convert_params(params, _SessionRef)  # nothing is held per session here
+        return {}
+
+    def prompt(self, params: Any) -> dict[str, Any]:
+        """One turn: every check first (nothing is written or sent for a refused turn), then the writes, then
+        the reply streamed; the turn's title update reaches the client before the response (``_answer``)."""
+        request = convert_params(params, _Prompt)
+        blocks = prompt_blocks(request.prompt)
+        session_id = request.session_id
+        first = self._live(session_id, "it takes no more turns") == 0
+        text = "".join(block.text for block in blocks if isinstance(block, TextContent))
+        rename = text.startswith("/rename")
+        title: str | None = None
+        if rename:
             title = text[len("/rename") :].strip() or None
-            self.registry.change_info(session_id, title=title, title_source=TitleSource.USER)
+            if title is not None:
+                check_title(title)
             reply = f"Renamed the session to {title!r}." if title else "Cleared the session's title."
-            first = False
         else:
             reply = text
-        for start in range(0, len(reply), _CHUNK):
-            chunk = {"type": "text", "text": reply[start : start + _CHUNK]}
-            self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": chunk})
-        self.registry.record_activity(session_id, messages=2, payload={"prompt": request.prompt, "reply": reply})
-        if first:
+        payload = check_payload({"prompt": [_builtins(block) for block in blocks], "reply": reply})
+        self.registry.record_activity(session_id, messages=2, payload=payload)
+        if rename:
+            self.registry.change_info(session_id, title=title, title_source=TitleSource.USER)
+        elif first:
             line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
             if line:
                 title = line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1] + "\u2026"
                 self.registry.change_info(session_id, title=title, title_source=TitleSource.PROMPT)
+        for start in range(0, len(reply), _CHUNK):
+            chunk = {"type": "text", "text": reply[start : start + _CHUNK]}
+            self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": chunk})
         return {"stopReason": "end_turn"}
 
     def rename(self, params: Any) -> dict[str, Any]:
-        request = _params(params, _Rename)
+        request = convert_params(params, _Rename)
         self.registry.change_info(request.session_id, title=request.title, title_source=TitleSource.USER)
         return {}
+
+
+def _builtins(block: ContentBlock) -> dict[str, Any]:
+    return msgspec.to_builtins(block)  # type: ignore[no-any-return]
 
 
 class _Stdout:
@@ -293,7 +378,7 @@ def serve(
 
     previous = signal.signal(signal.SIGTERM, stop) if threading.current_thread() is threading.main_thread() else None
     try:
-        for line in iter(source.readline, b""):
+        for line in read_lines(source):
             agent.receive(line)
     except KeyboardInterrupt:
         pass

@@ -36,12 +36,13 @@ from registry.changes import SessionNotification
 from registry.errors import rpc_error
 from registry.service import SessionRegistry
 
-__all__ = ["RegistrySessions", "send_session_update"]
+__all__ = ["RegistrySessions", "request_error", "send_session_update"]
 
 log = logging.getLogger(__name__)
 
 
-def _request_error(exc: BaseException) -> RequestError:
+def request_error(exc: BaseException) -> RequestError:
+    """The SDK's ``RequestError`` for a registry error, with the code ``registry.errors.rpc_error`` chooses."""
     error = rpc_error(exc)
     return RequestError(error.code, error.message, None if error.data is msgspec.UNSET else error.data)
 
@@ -71,14 +72,14 @@ class RegistrySessions:
         try:
             result = self.registry.handle("session/list", {"cwd": cwd, "cursor": cursor})
         except RegistryError as exc:
-            raise _request_error(exc) from None
+            raise request_error(exc) from None
         return ListSessionsResponse.model_validate(result)
 
     async def delete_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
         try:
             return self.registry.handle("session/delete", {"sessionId": session_id})
         except RegistryError as exc:
-            raise _request_error(exc) from None
+            raise request_error(exc) from None
 
     def attach(self, conn: AgentSideConnection, *, push_updates: bool = True) -> None:
         """Serve ``session/delete`` on ``conn`` and push every ``session_info_update`` to its client.

@@ -36,6 +36,8 @@ from events.store import EventStore
 from registry.cli.errors import InputError
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.commands import check_event, check_session_id
+from registry.errors import InvalidParams
 
 __all__ = ["ImportResult", "add_arguments", "run"]
 
@@ -73,11 +75,19 @@ def _records(lines: IO[bytes], name: str) -> Iterator[tuple[int, RecordedEvent]]
         if not line.strip():
             continue
         try:
-            yield number, decode_record_json(line)
+            record = decode_record_json(line)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise InputError(
                 f"{name}:{number}: not a record of `acp-registry export` ({exc}); nothing was imported"
             ) from None
+        except RecursionError:
+            raise InputError(f"{name}:{number}: a record nested too deep to read; nothing was imported") from None
+        try:  # the rules every write path keeps: a file must not put into the log what no command could
+            check_session_id(record.session_id, "sessionId")
+            check_event(record.event)
+        except InvalidParams as exc:
+            raise InputError(f"{name}:{number}: {exc}; nothing was imported") from None
+        yield number, record
 
 
 def _check(lines: IO[bytes], name: str) -> int:

@@ -129,7 +129,10 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
     from events.urls import open_store  # noqa: PLC0415
 
-    created = _prepare(location, create=create)
+    try:
+        created = _prepare(location, create=create)
+    except ValueError as exc:  # urllib's own refusals (an unmatched '[' in the host, a NUL in the path)
+        raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
         # Where the events' openers take a `create` flag, it goes here: a read must not create a PostgreSQL schema.
         return open_store(location.url)
