@@ -10,7 +10,7 @@ import uuid
 from events.codec import decode_event, encode_event
 from events.errors import ConcurrencyError
 from events.model import Event, RecordedEvent
-from events.store import ANY, Clock, EventStore, StoreIdentity, resolve_retry
+from events.store import ANY, Clock, EventStore, StoreIdentity, retried_positions
 
 __all__ = ["MemoryStore"]
 
@@ -27,19 +27,16 @@ class MemoryStore(EventStore):
         self._by_id: dict[uuid.UUID, RecordedEvent] = {}
         self._identity = StoreIdentity(str(uuid.uuid4()), os.urandom(32))
 
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
-
     def _append(
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
         # Round-trip through storage bytes: a memory store must not hand out the caller's objects.
         stored = [decode_event(encode_event(e), 0) for e in events]
         with self._lock:
-            known = [self._by_id.get(i) for i in event_ids]
-            if any(r is not None for r in known):
-                return resolve_retry(session_id, stored, event_ids, known)
+            known = {i: r for i in event_ids if (r := self._by_id.get(i)) is not None}
+            retried = retried_positions(session_id, stored, event_ids, known)
+            if retried is not None:
+                return retried
             stream = self._streams.setdefault(session_id, [])
             actual = len(stream)
             if expected_version != ANY and expected_version != actual:

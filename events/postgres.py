@@ -5,10 +5,8 @@ assigned and committed in one order: a reader that has seen position P never lat
 P. A position is the head + 1 under that lock; readers still ask for ``> last``, never ``last + 1``.
 
 Live tail: an append NOTIFYs the schema's channel inside its transaction, and one listener thread per store (on
-its own connection, outside the pool, started by the first subscription) rings the doorbell on every
-notification, reconnecting with backoff when the server goes away. The notification carries nothing:
-subscribers pull from the log, and also look every ``poll_interval`` seconds, so a notification lost during a
-reconnect delays an event but never loses it.
+its own connection, outside the pool, started by the first subscription; ``events.listener``) rings the doorbell
+on every notification.
 
 Failures: psycopg's errors become the library's in one place (``_run``). A transient one - a dropped connection,
 a server restarting - is retried with backoff for up to ``retry_timeout`` seconds: reads always, and appends
@@ -19,21 +17,16 @@ URL: ``postgresql://user[:password]@host[:port]/dbname[?schema=NAME&...]`` (or `
 (default ``acp_registry``) is this library's option; a schema is a store. Every other query parameter must be one
 of libpq's own connection parameters (``sslmode``, ``connect_timeout``, ``application_name``...) and passes to
 libpq unchanged: such a URL is libpq's format, and managed servers are unusable without e.g. ``sslmode``.
-Anything else is refused with a ``ValueError`` naming it, so a typo never silently falls back to a default.
+Anything else is refused with a ``ValueError`` naming it (``events.urls.split_postgres_url``), so a typo never
+silently falls back to a default.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import os
-import re
-import selectors
-import socket
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Final, Literal, LiteralString, TypeVar
@@ -41,50 +34,25 @@ from typing import Final, Literal, LiteralString, TypeVar
 import psycopg
 import psycopg_pool
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import ConnStatus
 from psycopg.rows import TupleRow
 
-from events.codec import decode_event, encode_event
+from events.codec import encode_event
 from events.errors import ConcurrencyError, StoreClosedError, StoreError, StoreFormatError
+from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.model import Event, RecordedEvent
-from events.store import ANY, Clock, EventStore, StoreIdentity, Subscription, resolve_retry
+from events.schema import RECORD_COLUMNS, SCHEMA_VERSION, TABLES, identity_from_meta, new_meta, postgres_ddl
+from events.store import ANY, Clock, EventStore, StoreIdentity, Subscription, record_from_row, retried_positions
+from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
-
-SCHEMA_VERSION: Final = 1
-DEFAULT_SCHEMA: Final = "acp_registry"
 
 _Connection = psycopg.Connection[TupleRow]
 _T = TypeVar("_T")
 
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_TABLES = ("registry_meta", "streams", "events")
-_CREATE = (
-    """CREATE TABLE IF NOT EXISTS {s}.registry_meta (key text PRIMARY KEY, value bytea NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {s}.streams (
-        session_id text PRIMARY KEY,
-        stream bigint NOT NULL UNIQUE,
-        version integer NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS {s}.events (
-        position bigint PRIMARY KEY,
-        stream bigint NOT NULL,
-        version integer NOT NULL,
-        event_id uuid NOT NULL,
-        recorded_at bigint NOT NULL,
-        session_id text NOT NULL,
-        data bytea NOT NULL,
-        CONSTRAINT events_event_id UNIQUE (event_id),
-        CONSTRAINT events_stream_version UNIQUE (stream, version)
-    )""",
-)
-_COLUMNS = "position, session_id, version, event_id, recorded_at, data"
+_TABLES = tuple(table.name for table in TABLES)
 # Failures after which running the same operation again is worth it: the connection broke (class 08, or no
 # SQLSTATE at all), the server is shutting down or starting up, too many connections, a rolled-back transaction.
 _TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
-_FIRST_DELAY = 0.02
-_MAX_DELAY = 1.0
 
 
 class PostgresStore(EventStore):
@@ -110,8 +78,8 @@ class PostgresStore(EventStore):
         super().__init__(clock)
         if not isinstance(conninfo, str):
             raise TypeError(f"conninfo must be a str, not {type(conninfo).__name__}")
-        self.schema = _check_schema(schema)
-        self.location = _location(conninfo, self.schema)
+        self.schema = check_schema(schema)
+        self.location = postgres_location(conninfo, self.schema)
         self.poll_interval = poll_interval
         self._conninfo = conninfo
         self._retry_timeout = retry_timeout
@@ -128,13 +96,13 @@ class PostgresStore(EventStore):
             timeout=retry_timeout,
             open=True,
         )
-        self._listener: _Listener | None = None  # started by the first subscription that waits
+        self._listener: Listener | None = None  # started by the first subscription that waits
         self._listener_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> PostgresStore:
         """Open the store a ``postgresql://`` URL names (see the module's docstring for its options)."""
-        conninfo, schema = _split_url(url)
+        conninfo, schema = split_postgres_url(url)
         return cls(conninfo, schema=schema, clock=clock)
 
     def __repr__(self) -> str:
@@ -163,18 +131,9 @@ class PostgresStore(EventStore):
                     for statement in self._sql.create_tables:
                         conn.execute(statement)
                     conn.cursor().executemany(
-                        self._sql.insert_meta,
-                        [
-                            ("schema_version", str(SCHEMA_VERSION).encode()),
-                            ("store_id", str(uuid.uuid4()).encode()),
-                            ("secret", os.urandom(32)),
-                        ],
+                        self._sql.insert_meta, [("schema_version", str(SCHEMA_VERSION).encode()), *new_meta()]
                     )
-        meta: dict[str, bytes] = dict(conn.execute(self._sql.select_meta).fetchall())
-        try:
-            return StoreIdentity(bytes(meta["store_id"]).decode(), bytes(meta["secret"]))
-        except (KeyError, UnicodeDecodeError) as exc:
-            raise StoreFormatError(self.location, f"registry_meta is damaged ({exc!r})") from exc
+        return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
 
     def _inspect(self, conn: _Connection) -> Literal["missing", "empty", "ready"]:
         """'missing', 'empty' or 'ready'; a schema that is not ours, or newer, raises (and is left untouched)."""
@@ -300,32 +259,23 @@ class PostgresStore(EventStore):
     ) -> list[int] | None:
         """Positions of a retried batch; None when none of its ids is stored."""
         rows = conn.execute(self._sql.select_ids, (list(event_ids),), binary=True).fetchall()
-        if not rows:
-            return None
-        found = {row[3]: self._record(row) for row in rows}
-        return resolve_retry(session_id, events, event_ids, [found.get(i) for i in event_ids])
+        found = {record.event_id: record for record in map(record_from_row, rows)}
+        return retried_positions(session_id, events, event_ids, found)
 
     # -- reading --------------------------------------------------------------------------------------
 
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
         rows = self._run(lambda conn: conn.execute(self._sql.read, (after, limit), binary=True).fetchall())
-        return [self._record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def read_stream(self, session_id: str, after_version: int = 0) -> list[RecordedEvent]:
         rows = self._run(
             lambda conn: conn.execute(self._sql.read_stream, (session_id, after_version), binary=True).fetchall()
         )
-        return [self._record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def head(self) -> int:
         return int(self._run(lambda conn: _one(conn.execute(self._sql.head))[0]))
-
-    @staticmethod
-    def _record(row: TupleRow) -> RecordedEvent:
-        position, session_id, version, event_id, recorded_at, data = row
-        return RecordedEvent(
-            position, session_id, version, event_id, recorded_at, decode_event(data, position, session_id, version)
-        )
 
     # -- the live tail -------------------------------------------------------------------------------
 
@@ -346,7 +296,7 @@ class PostgresStore(EventStore):
         if self._listener is None:
             with self._listener_lock:
                 if self._listener is None and not self._closed:
-                    self._listener = _Listener(self._conninfo, self._sql.listen, self._doorbell.ring)
+                    self._listener = Listener(self._conninfo, self._sql.listen, self._doorbell.ring)
 
     # -- closing and errors ---------------------------------------------------------------------------
 
@@ -376,7 +326,7 @@ class PostgresStore(EventStore):
         to run again (reads are; an append is, since its event ids make a repeat return the original positions).
         """
         deadline = time.monotonic() + self._retry_timeout
-        delay = _FIRST_DELAY
+        delay = FIRST_DELAY
         while True:
             self._check_open()
             try:
@@ -395,7 +345,7 @@ class PostgresStore(EventStore):
                         reason = f"{reason} (still failing after {self._retry_timeout:g} s of retries)"
                     raise StoreError(f"{self.location}: {reason}") from exc
             time.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
+            delay = min(delay * 2, MAX_DELAY)
             self._pool.check()  # drop the other connections the same outage broke
 
 
@@ -413,7 +363,7 @@ class _Statements:
         self.listen = q("LISTEN {channel}", channel=channel)
         self.notify = q("NOTIFY {channel}", channel=channel)
         self.create_schema = q("CREATE SCHEMA IF NOT EXISTS {s}")
-        self.create_tables = [q(statement) for statement in _CREATE]
+        self.create_tables = [q(statement) for statement in postgres_ddl("{s}")]
         self.insert_meta = q("INSERT INTO {s}.registry_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING")
         self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
         self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
@@ -431,74 +381,14 @@ class _Statements:
             " %(session)s, data"
             " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[]) WITH ORDINALITY AS batch (id, data, n)"
         )
-        self.select_ids = q(f"SELECT {_COLUMNS} FROM {{s}}.events WHERE event_id = ANY(%b)")
-        self.read = q(f"SELECT {_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
+        self.select_ids = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE event_id = ANY(%b)")
+        self.read = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
         self.read_stream = q(
             "SELECT e.position, e.session_id, e.version, e.event_id, e.recorded_at, e.data"
             " FROM {s}.streams AS s JOIN {s}.events AS e ON e.stream = s.stream"
             " WHERE s.session_id = %s AND e.version > %s ORDER BY e.version"
         )
         self.head = q("SELECT coalesce(max(position), 0) FROM {s}.events")
-
-
-class _Listener:
-    """One thread per store: LISTENs on the store's channel on its own connection, rings on every NOTIFY.
-
-    It reconnects with backoff when the server goes away, and rings once after each (re)connect: appends made
-    while nobody listened are then pulled from the log at once rather than at the next poll.
-    """
-
-    _IDLE_CHECK = 30.0  # seconds without traffic after which the listener asks whether the server is still there
-
-    def __init__(self, conninfo: str, listen: bytes, ring: Callable[[], None]) -> None:
-        self._conninfo = conninfo
-        self._listen = listen
-        self._ring = ring
-        self._stopping = threading.Event()
-        self._wake, self._waker = socket.socketpair()
-        self._thread = threading.Thread(target=self._run, name="acp-registry listener", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        with contextlib.suppress(OSError):
-            self._waker.send(b"\0")
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self._wake.close()
-            self._waker.close()
-
-    def _run(self) -> None:
-        delay = _FIRST_DELAY
-        while not self._stopping.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.add_notify_handler(lambda _: self._ring())
-                    conn.execute(self._listen)
-                    delay = _FIRST_DELAY
-                    self._ring()
-                    self._pump(conn)
-            except (psycopg.Error, OSError):
-                pass  # the server went away or refused us; subscribers poll meanwhile
-            self._stopping.wait(delay)
-            delay = min(delay * 2, _MAX_DELAY)
-
-    def _pump(self, conn: _Connection) -> None:
-        with selectors.DefaultSelector() as selector:
-            selector.register(conn.pgconn.socket, selectors.EVENT_READ)
-            selector.register(self._wake, selectors.EVENT_READ)
-            while not self._stopping.is_set():
-                if not selector.select(self._IDLE_CHECK):
-                    conn.execute("SELECT 1")
-                    continue
-                conn.pgconn.consume_input()  # raises when the server closed the connection
-                rang = False
-                while conn.pgconn.notifies() is not None:
-                    rang = True
-                if rang:
-                    self._ring()
-                if conn.pgconn.status != ConnStatus.OK:
-                    raise psycopg.OperationalError("the listening connection was lost")
 
 
 def _one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
@@ -521,76 +411,3 @@ def _lock_key(purpose: str, schema: str) -> int:
     """An advisory lock key (bigint) for one purpose in one schema; advisory locks are per database already."""
     digest = hashlib.blake2b(f"acp-session-registry/{purpose}/{schema}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def _check_schema(schema: object) -> str:
-    if not isinstance(schema, str):
-        raise TypeError(f"schema must be a str, not {type(schema).__name__}")
-    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
-        raise ValueError(
-            "schema must be a lowercase SQL identifier (a-z, 0-9 and _, not starting with a digit or pg_, "
-            f"at most 63 characters), got {schema!r}"
-        )
-    return schema
-
-
-@functools.cache
-def _libpq_parameters() -> frozenset[str]:
-    return frozenset(option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults())
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    """A store URL as (libpq connection URL, schema); unknown options raise ``ValueError`` naming them."""
-    parts = urllib.parse.urlsplit(url)
-    shown = _redact(url)
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ValueError(f"{shown!r}: not a PostgreSQL URL (postgresql://user@host:port/dbname)")
-    schemas: list[str] = []
-    passed: list[str] = []
-    unknown: list[str] = []
-    for item in filter(None, parts.query.split("&")):
-        name = urllib.parse.unquote(item.partition("=")[0])
-        if name == "schema":
-            schemas.append(urllib.parse.unquote(item.partition("=")[2]))
-        elif name in _libpq_parameters():
-            passed.append(item)
-        else:
-            unknown.append(name)
-    if unknown:
-        raise ValueError(
-            f"{shown!r}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            "(known: schema, and libpq's connection parameters such as sslmode, connect_timeout, application_name)"
-        )
-    if len(schemas) > 1:
-        raise ValueError(f"{shown!r}: schema is given {len(schemas)} times")
-    try:
-        schema = _check_schema(schemas[0] if schemas else DEFAULT_SCHEMA)
-    except ValueError as exc:
-        raise ValueError(f"{shown!r}: {exc}") from None
-    if parts.fragment:
-        raise ValueError(f"{shown!r}: a PostgreSQL URL takes no #fragment")
-    # Built by hand: urlunsplit would drop the // of an empty host (postgresql:///dbname, a local socket).
-    query = "&".join(passed)
-    return f"postgresql://{parts.netloc}{parts.path}{'?' if query else ''}{query}", schema
-
-
-def _location(conninfo: str, schema: str) -> str:
-    """Where the store is, for messages: the connection URL without its password, and the schema."""
-    try:
-        params = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError as exc:
-        raise ValueError(f"{_redact(conninfo)!r}: {exc}") from None
-    user = f"{params['user']}@" if params.get("user") else ""
-    port = f":{params['port']}" if params.get("port") else ""
-    return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}?schema={schema}"
-
-
-def _redact(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if ":" in userinfo:
-        userinfo = userinfo.partition(":")[0] + ":***"
-    query = "&".join(
-        "password=***" if item.partition("=")[0] == "password" else item for item in parts.query.split("&") if item
-    )
-    return urllib.parse.urlunsplit((parts.scheme, f"{userinfo}{at}{hosts}", parts.path, query, parts.fragment))

@@ -23,40 +23,21 @@ from typing import Final, Literal
 
 import msgspec
 
-from events.codec import decode_event, encode_event
-from events.errors import ConcurrencyError, CorruptEventError, StoreError, StoreFormatError
+from events.codec import encode_event
+from events.errors import ConcurrencyError, StoreError, StoreFormatError
 from events.model import Event, RecordedEvent
-from events.store import ANY, Clock, EventStore, StoreIdentity, resolve_retry
+from events.schema import RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
+from events.store import ANY, Clock, EventStore, StoreIdentity, record_from_row, retried_positions
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteStore"]
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
-SCHEMA_VERSION: Final = 1
 
 Synchronous = Literal["full", "normal", "off"]
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = (
-    """CREATE TABLE registry_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID""",
-    """CREATE TABLE streams (
-        session_id TEXT PRIMARY KEY,
-        stream INTEGER NOT NULL UNIQUE,
-        version INTEGER NOT NULL
-    ) WITHOUT ROWID""",
-    """CREATE TABLE events (
-        position INTEGER PRIMARY KEY,
-        stream INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        event_id BLOB NOT NULL UNIQUE,
-        recorded_at INTEGER NOT NULL,
-        session_id TEXT NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    """CREATE UNIQUE INDEX events_stream_version ON events (stream, version)""",
-)
-_COLUMNS = "position, session_id, version, event_id, recorded_at, data"
-_Row = tuple[int, str, int, bytes, int, bytes]
+_COLUMNS = RECORD_COLUMNS
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
 _event_decoder = msgspec.msgpack.Decoder(Event)
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
@@ -218,12 +199,9 @@ class SqliteStore(EventStore):
         db.execute("BEGIN IMMEDIATE")
         try:
             if db.execute("PRAGMA user_version").fetchone()[0] == 0:
-                for statement in _SCHEMA:
+                for statement in sqlite_ddl():
                     db.execute(statement)
-                db.executemany(
-                    "INSERT INTO registry_meta (key, value) VALUES (?, ?)",
-                    [("store_id", str(uuid.uuid4()).encode()), ("secret", os.urandom(32))],
-                )
+                db.executemany("INSERT INTO registry_meta (key, value) VALUES (?, ?)", new_meta())
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
@@ -234,14 +212,7 @@ class SqliteStore(EventStore):
     def _load_identity(self) -> StoreIdentity:
         with self._translate():
             rows = dict(self._writer.execute("SELECT key, value FROM registry_meta").fetchall())
-        try:
-            return StoreIdentity(bytes(rows["store_id"]).decode(), bytes(rows["secret"]))
-        except (KeyError, UnicodeDecodeError) as exc:
-            raise StoreFormatError(self.path, f"registry_meta is damaged ({exc!r})") from exc
-
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
+        return identity_from_meta(rows, self.path)
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -308,16 +279,15 @@ class SqliteStore(EventStore):
         event_ids: Sequence[uuid.UUID],
     ) -> list[int] | None:
         """Positions of a retried batch; None when none of its ids is stored."""
-        found: dict[bytes, RecordedEvent] = {}
+        found: dict[uuid.UUID, RecordedEvent] = {}
         keys = [i.bytes for i in event_ids]
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE event_id IN ({marks})", chunk):
-                found[row[3]] = self._record(row)
-        if not found:
-            return None
-        return resolve_retry(session_id, events, event_ids, [found.get(k) for k in keys])
+                record = record_from_row(row)
+                found[record.event_id] = record
+        return retried_positions(session_id, events, event_ids, found)
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -359,26 +329,12 @@ class SqliteStore(EventStore):
                 return [RecordedEvent(p, s, v, uuid_of(b"\xc4\x10" + i), t, event_of(d)) for p, s, v, i, t, d in cursor]
             except (msgspec.DecodeError, TypeError, ValueError):
                 cursor.close()  # ends its read transaction now
-                return [self._record(r) for r in self._reader().execute(query, params)]
+                return [record_from_row(r) for r in self._reader().execute(query, params)]
 
     def head(self) -> int:
         with self._translate():
             value = self._reader().execute("SELECT max(position) FROM events").fetchone()[0]
         return int(value or 0)
-
-    @staticmethod
-    def _record(row: _Row) -> RecordedEvent:
-        position, session_id, version, event_id, recorded_at, data = row
-        if not isinstance(data, bytes) or not isinstance(event_id, bytes) or len(event_id) != 16:
-            raise CorruptEventError(position, "the record's columns have the wrong types", session_id, version)
-        return RecordedEvent(
-            position,
-            session_id,
-            version,
-            _uuid_decoder.decode(b"\xc4\x10" + event_id),  # msgspec builds a UUID 5x faster than uuid.UUID()
-            recorded_at,
-            decode_event(data, position, session_id, version),
-        )
 
     # -- for derived tables in the same file (the registry's read model) --------------------------------
 
@@ -411,7 +367,7 @@ class SqliteStore(EventStore):
         try:
             yield
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
                 raise StoreError(
                     f"{self.path}: another writer held the database for over {self._busy_timeout:g} s ({exc})"
                 ) from exc

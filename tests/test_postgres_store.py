@@ -267,7 +267,7 @@ def test_importing_events_does_not_import_psycopg() -> None:
 def test_without_psycopg_a_postgres_url_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what an environment without the extra looks like
     monkeypatch.delitem(sys.modules, "events.postgres")
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'acp-session-registry\[postgres\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'acp-session-registry\[postgres-binary\]'"):
         open_store("postgresql://db.example/app")
 
 

@@ -18,7 +18,8 @@ from events import (
     StoreFormatError,
     open_store,
 )
-from events.sqlite import APPLICATION_ID, SCHEMA_VERSION
+from events.schema import SCHEMA_VERSION
+from events.sqlite import APPLICATION_ID
 from events.testing import StoreContract
 
 
@@ -124,3 +125,17 @@ def test_durability_setting_comes_from_the_url(tmp_path: Path) -> None:
         assert isinstance(store, SqliteStore) and store.synchronous == "full"
     with open_store(f"sqlite://{tmp_path}/b.db?synchronous=normal") as store:
         assert isinstance(store, SqliteStore) and store.synchronous == "normal"
+
+
+def test_a_writer_holding_the_file_too_long_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    with SqliteStore(path, busy_timeout=0.1) as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match=r"another writer held the database for over 0\.1 s"):
+                store.append("s", [SessionUpdated(at=1)])
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.append("s", [SessionUpdated(at=1)]) == [1]
