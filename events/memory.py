@@ -7,6 +7,7 @@ import os
 import threading
 import uuid
 
+from events.chain import GENESIS, StoredRecord, link
 from events.codec import decode_event, encode_event
 from events.errors import ConcurrencyError
 from events.model import Event, RecordedEvent
@@ -22,6 +23,7 @@ class MemoryStore(EventStore):
         super().__init__(clock)
         self._lock = threading.Lock()
         self._log: list[RecordedEvent] = []
+        self._stored: list[StoredRecord] = []  # the same records as bytes, with their links
         self._positions: list[int] = []
         self._streams: dict[str, list[RecordedEvent]] = {}
         self._by_id: dict[uuid.UUID, RecordedEvent] = {}
@@ -31,7 +33,8 @@ class MemoryStore(EventStore):
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
         # Round-trip through storage bytes: a memory store must not hand out the caller's objects.
-        stored = [decode_event(encode_event(e), 0) for e in events]
+        blobs = [encode_event(e) for e in events]
+        stored = [decode_event(blob, 0) for blob in blobs]
         with self._lock:
             known = {i: r for i in event_ids if (r := self._by_id.get(i)) is not None}
             retried = retried_positions(session_id, stored, event_ids, known)
@@ -45,17 +48,14 @@ class MemoryStore(EventStore):
                 raise ConcurrencyError(session_id, expected_version, actual)
             at = self._clock()
             head = self._log[-1].position if self._log else 0
-            records = [
-                RecordedEvent(
-                    position=head + n,
-                    session_id=session_id,
-                    version=actual + n,
-                    event_id=event_id,
-                    recorded_at=at,
-                    event=event,
-                )
-                for n, (event, event_id) in enumerate(zip(stored, event_ids, strict=True), start=1)
-            ]
+            previous = self._stored[-1].chain if self._stored else GENESIS
+            assert previous is not None
+            records = []
+            for n, (event, event_id, blob) in enumerate(zip(stored, event_ids, blobs, strict=True), start=1):
+                record = RecordedEvent(head + n, session_id, actual + n, event_id, at, event)
+                previous = link(previous, head + n, session_id, actual + n, event_id.bytes, at, blob)
+                self._stored.append(StoredRecord(head + n, session_id, actual + n, event_id.bytes, at, blob, previous))
+                records.append(record)
             self._log.extend(records)
             self._positions.extend(r.position for r in records)
             stream.extend(records)
@@ -79,3 +79,17 @@ class MemoryStore(EventStore):
         self._check_open()
         with self._lock:
             return self._log[-1].position if self._log else 0
+
+    def chain_at(self, position: int) -> bytes | None:
+        self._check_open()
+        if position == 0:
+            return GENESIS
+        with self._lock:
+            at = bisect.bisect_left(self._positions, position)
+            return self._stored[at].chain if at < len(self._positions) and self._positions[at] == position else None
+
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        self._check_open()
+        with self._lock:
+            start = bisect.bisect_right(self._positions, after)
+            return self._stored[start : start + limit]

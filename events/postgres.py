@@ -36,11 +36,20 @@ import psycopg_pool
 from psycopg import sql
 from psycopg.rows import TupleRow
 
+from events.chain import GENESIS, StoredRecord, links
 from events.codec import encode_event
 from events.errors import ConcurrencyError, StoreClosedError, StoreError, StoreFormatError
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.model import Event, RecordedEvent
-from events.schema import RECORD_COLUMNS, SCHEMA_VERSION, TABLES, identity_from_meta, new_meta, postgres_ddl
+from events.schema import (
+    CHAIN_SINCE,
+    RECORD_COLUMNS,
+    SCHEMA_VERSION,
+    TABLES,
+    identity_from_meta,
+    new_meta,
+    postgres_ddl,
+)
 from events.store import ANY, Clock, EventStore, StoreIdentity, Subscription, record_from_row, retried_positions
 from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
@@ -58,7 +67,8 @@ _TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001
 class PostgresStore(EventStore):
     """An event store in one schema of a PostgreSQL database; any number of processes may append at once.
 
-    ``conninfo`` is a libpq connection string or URL; ``pool_size`` caps this store's pooled connections (a
+    ``conninfo`` is a libpq connection string or URL; ``create`` makes the store's tables (and schema) when there
+    are none, False for callers that only read; ``pool_size`` caps this store's pooled connections (a
     subscribing store holds one more, for LISTEN); ``poll_interval`` is how often subscriptions look at the log
     when no notification comes; ``retry_timeout`` bounds the retries of transient failures; an append waits at
     most ``lock_timeout`` seconds for another writer's transaction.
@@ -73,6 +83,7 @@ class PostgresStore(EventStore):
         poll_interval: float = 0.5,
         retry_timeout: float = 30.0,
         lock_timeout: float = 30.0,
+        create: bool = True,
         clock: Clock | None = None,
     ) -> None:
         super().__init__(clock)
@@ -85,6 +96,9 @@ class PostgresStore(EventStore):
         self._retry_timeout = retry_timeout
         self._lock_timeout = lock_timeout
         self._sql = _Statements(self.schema)
+        self._create = create
+        self._read_only = False  # a standby, a read-only default, or no INSERT privilege: found by _prepare
+        self._chained = True  # False only for a version-1 store that could not be upgraded (read-only)
         self._identity = self._run(self._prepare, connect=self._connect_directly, retry=False)
         self._pool: psycopg_pool.ConnectionPool[_Connection] = psycopg_pool.ConnectionPool(
             conninfo,
@@ -100,10 +114,14 @@ class PostgresStore(EventStore):
         self._listener_lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, *, clock: Clock | None = None) -> PostgresStore:
+    def from_url(cls, url: str, *, create: bool = True, clock: Clock | None = None) -> PostgresStore:
         """Open the store a ``postgresql://`` URL names (see the module's docstring for its options)."""
         conninfo, schema = split_postgres_url(url)
-        return cls(conninfo, schema=schema, clock=clock)
+        return cls(conninfo, schema=schema, create=create, clock=clock)
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"
@@ -120,26 +138,54 @@ class PostgresStore(EventStore):
         conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(self._lock_timeout * 1000)}ms",))
 
     def _prepare(self, conn: _Connection) -> StoreIdentity:
-        """Create the schema on first use, once, under a lock; or check that it is ours and not newer."""
-        if self._inspect(conn) != "ready":  # an existing store opens without taking the lock
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("create", self.schema),))
-                state = self._inspect(conn)  # another process may have created it while we waited
-                if state != "ready":
-                    if state == "missing":
-                        conn.execute(self._sql.create_schema)
-                    for statement in self._sql.create_tables:
-                        conn.execute(statement)
-                    conn.cursor().executemany(
-                        self._sql.insert_meta, [("schema_version", str(SCHEMA_VERSION).encode()), *new_meta()]
-                    )
+        """Create the schema on first use, once, under a lock, or upgrade an older one in place; or check that it
+        is ours and not newer."""
+        state, version = self._inspect(conn)
+        self._read_only = bool(_one(conn.execute(self._sql.read_only, (state == "ready",)))[0])
+        if state == "ready" and (version == SCHEMA_VERSION or self._read_only):
+            self._chained = version >= CHAIN_SINCE
+            return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
+        if state != "ready" and (not self._create or self._read_only):
+            why = "the server or this user is read-only" if self._read_only else "create=False"
+            raise StoreError(
+                f"{self.location}: no store in schema {self.schema!r} ({why}; a store is created only by an "
+                "opener that writes)"
+            )
+        with conn.transaction():
+            conn.execute(self._sql.lock, (_lock_key("create", self.schema),))
+            state, version = self._inspect(conn)  # another process may have created it while we waited
+            if state != "ready":
+                if state == "missing":
+                    conn.execute(self._sql.create_schema)
+                for statement in self._sql.create_tables:
+                    conn.execute(statement)
+                conn.cursor().executemany(
+                    self._sql.insert_meta, [("schema_version", str(SCHEMA_VERSION).encode()), *new_meta()]
+                )
+            elif version < CHAIN_SINCE:
+                self._add_chain(conn)
         return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
 
-    def _inspect(self, conn: _Connection) -> Literal["missing", "empty", "ready"]:
-        """'missing', 'empty' or 'ready'; a schema that is not ours, or newer, raises (and is left untouched)."""
+    def _add_chain(self, conn: _Connection) -> None:
+        """Version 1 to 2: every record gets its link, in position order, inside the caller's transaction and
+        under the append lock (no append interleaves; an interrupted upgrade leaves a version-1 store)."""
+        conn.execute(self._sql.lock, (self._sql.append_key,))
+        conn.execute(self._sql.add_chain)
+        previous, after = GENESIS, 0
+        while True:
+            rows = conn.execute(self._sql.read_rows, (after, 10_000), binary=True).fetchall()
+            if not rows:
+                break
+            chain = links(previous, [(p, s, v, i.bytes, t, d) for p, s, v, i, t, d in rows])
+            conn.execute(self._sql.set_chain, ([r[0] for r in rows], chain))
+            previous, after = chain[-1], rows[-1][0]
+        conn.execute(self._sql.set_version, (str(SCHEMA_VERSION).encode(),))
+
+    def _inspect(self, conn: _Connection) -> tuple[Literal["missing", "empty", "ready"], int]:
+        """The schema's state and version; a schema that is not ours, or newer, raises (and is left untouched)."""
         exists = conn.execute("SELECT oid FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
         if exists is None:
-            return "missing"
+            return "missing", 0
         relations = {
             name: kind
             for name, kind in conn.execute(
@@ -147,7 +193,7 @@ class PostgresStore(EventStore):
             ).fetchall()
         }
         if not relations:
-            return "empty"
+            return "empty", 0
         if relations.get("registry_meta") != "r" or self._meta_columns(conn) != [("key", "text"), ("value", "bytea")]:
             tables = sorted(name for name, kind in relations.items() if kind in ("r", "p", "v", "m", "f"))
             raise StoreFormatError(
@@ -171,7 +217,7 @@ class PostgresStore(EventStore):
         missing = [name for name in _TABLES if relations.get(name) != "r"]
         if missing:
             raise StoreFormatError(self.location, f"the store is damaged: table {', '.join(missing)} is missing")
-        return "ready"
+        return "ready", version
 
     def _meta_columns(self, conn: _Connection) -> list[tuple[str, str]]:
         return [
@@ -182,10 +228,6 @@ class PostgresStore(EventStore):
                 (f'"{self.schema}".registry_meta',),
             ).fetchall()
         ]
-
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -215,7 +257,9 @@ class PostgresStore(EventStore):
                 # READ COMMITTED: the look-up's snapshot is taken after the lock is granted, so it sees every
                 # append committed before; positions are therefore assigned and committed in one order.
                 conn.execute(self._sql.lock, (self._sql.append_key,))
-                head, next_stream, stream, actual = _one(conn.execute(self._sql.head_and_stream, (session_id,)))
+                head, previous, next_stream, stream, actual = _one(
+                    conn.execute(self._sql.head_and_stream, (session_id,), binary=True)
+                )
                 actual = actual or 0
                 if expected_version != ANY and expected_version != actual:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
@@ -227,16 +271,25 @@ class PostgresStore(EventStore):
                     conn.execute(self._sql.insert_stream, (session_id, stream, last))
                 else:
                     conn.execute(self._sql.update_stream, (last, session_id))
+                at = self._clock()
+                chain = links(
+                    previous or GENESIS,
+                    [
+                        (position, session_id, actual + n, event_id.bytes, at, blob)
+                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+                    ],
+                )
                 conn.execute(
                     self._sql.insert_events,
                     {
                         "head": head,
                         "stream": stream,
                         "actual": actual,
-                        "at": self._clock(),
+                        "at": at,
                         "session": session_id,
                         "ids": event_ids,
                         "blobs": blobs,
+                        "chain": chain,
                     },
                 )
                 conn.execute(self._sql.notify)
@@ -277,6 +330,19 @@ class PostgresStore(EventStore):
     def head(self) -> int:
         return int(self._run(lambda conn: _one(conn.execute(self._sql.head))[0]))
 
+    def chain_at(self, position: int) -> bytes | None:
+        if position == 0:
+            return GENESIS
+        if not self._chained:
+            return None
+        row = self._run(lambda conn: conn.execute(self._sql.chain_at, (position,), binary=True).fetchone())
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        statement = self._sql.stored if self._chained else self._sql.read_rows
+        rows = self._run(lambda conn: conn.execute(statement, (after, limit), binary=True).fetchall())
+        return [StoredRecord(p, s, v, i.bytes, t, d, c[0] if c else None) for p, s, v, i, t, d, *c in rows]
+
     # -- the live tail -------------------------------------------------------------------------------
 
     def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
@@ -284,9 +350,9 @@ class PostgresStore(EventStore):
         self._listen()
         return subscription
 
-    def _wait_for_change(self, seen: int, timeout: float | None) -> None:
+    def _wait_for_change(self, token: object, timeout: float | None) -> None:
         self._listen()
-        super()._wait_for_change(seen, timeout)
+        super()._wait_for_change(token, timeout)
 
     def _listen(self) -> None:
         """Start the listener: a store that only appends never holds a listening connection.
@@ -369,17 +435,36 @@ class _Statements:
         self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
         self.lock = b"SELECT pg_advisory_xact_lock(%s)"
         self.head_and_stream = q(
-            "SELECT (SELECT coalesce(max(position), 0) FROM {s}.events),"
-            " (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams), stream, version"
-            " FROM (VALUES (1)) AS one (x) LEFT JOIN {s}.streams ON session_id = %s"
+            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams),"
+            " st.stream, st.version FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
+            " LEFT JOIN {s}.streams AS st ON st.session_id = %s"
         )
         self.insert_stream = q("INSERT INTO {s}.streams (session_id, stream, version) VALUES (%s, %s, %s)")
         self.update_stream = q("UPDATE {s}.streams SET version = %s WHERE session_id = %s")
         self.insert_events = q(
-            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data)"
+            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
             " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
-            " %(session)s, data"
-            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[]) WITH ORDINALITY AS batch (id, data, n)"
+            " %(session)s, data, chain"
+            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[], %(chain)b::bytea[])"
+            " WITH ORDINALITY AS batch (id, data, chain, n)"
+        )
+        self.read_only = q(
+            "SELECT pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
+            " OR (%s AND NOT has_table_privilege(current_user, "
+            + f"'{schema}.events'"  # checked name: a lowercase identifier (check_schema)
+            + ", 'INSERT'))"
+        )
+        self.add_chain = q("ALTER TABLE {s}.events ADD COLUMN IF NOT EXISTS chain bytea")
+        self.read_rows = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
+        self.set_chain = q(
+            "UPDATE {s}.events AS e SET chain = u.chain FROM unnest(%b::bigint[], %b::bytea[]) AS u (position, chain)"
+            " WHERE e.position = u.position"
+        )
+        self.set_version = q("UPDATE {s}.registry_meta SET value = %s WHERE key = 'schema_version'")
+        self.chain_at = q("SELECT chain FROM {s}.events WHERE position = %s")
+        self.stored = q(
+            f"SELECT {RECORD_COLUMNS}, chain FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s"
         )
         self.select_ids = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE event_id = ANY(%b)")
         self.read = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")

@@ -1,7 +1,8 @@
 """The log's tables, defined once for both SQL backends, and what ``registry_meta`` holds.
 
 Each table is written down once with portable column kinds; ``sqlite_ddl`` and ``postgres_ddl`` render it in
-each dialect. A store of a newer schema version is refused untouched.
+each dialect. Version 2 adds ``events.chain`` (see ``events.chain``): a version-1 store is upgraded in place on
+its first writable open (the chain is computed then); a store of a newer version is refused untouched.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from events.errors import StoreFormatError
 from events.store import StoreIdentity
 
 __all__ = [
+    "CHAIN_SINCE",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
     "TABLES",
@@ -25,8 +27,10 @@ __all__ = [
     "sqlite_ddl",
 ]
 
-SCHEMA_VERSION: Final = 1
-"""The log's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``registry_meta.schema_version``)."""
+SCHEMA_VERSION: Final = 2
+"""The log's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``registry_meta.schema_version``):
+1 = the first release; 2 = every record carries its link of the integrity chain."""
+CHAIN_SINCE: Final = 2
 
 Kind = Literal["text", "blob", "int", "int32", "uuid"]
 # Column kinds in each dialect: SQLite's INTEGER is 64-bit already; PostgreSQL has a native uuid.
@@ -66,6 +70,7 @@ TABLES: Final = (
             ("recorded_at", "int", True),
             ("session_id", "text", True),
             ("data", "blob", True),
+            ("chain", "blob", False),  # NULL only in a version-1 store being upgraded
         ),
         ("position",),
         (("events_event_id", ("event_id",)), ("events_stream_version", ("stream", "version"))),

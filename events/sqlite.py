@@ -1,5 +1,8 @@
 """The embedded default: one SQLite file in WAL mode, safe for several threads and OS processes.
 
+The file is found, created (0600) and checked by ``events.sqlite_file`` before SQLite opens it; a file that
+cannot be written is opened read-only (``read_only``).
+
 Writers take the database's single write lock (``BEGIN IMMEDIATE``) before they read the head, so
 positions are assigned and committed in one order and are contiguous. Sessions get a small integer stream
 key: a unique (stream, version) index keyed by random UUID text would scatter inserts across a large index.
@@ -16,17 +19,21 @@ import logging
 import os
 import sqlite3
 import threading
+import time
+import urllib.parse
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 import msgspec
 
+from events.chain import GENESIS, StoredRecord, links
 from events.codec import encode_event
 from events.errors import ConcurrencyError, StoreError, StoreFormatError
 from events.model import Event, RecordedEvent
-from events.schema import RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
+from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
+from events.sqlite_file import find_store_file, say_how_opened
 from events.store import ANY, Clock, EventStore, StoreIdentity, record_from_row, retried_positions
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteStore"]
@@ -105,7 +112,11 @@ class _Checkpointer:
 
 
 class SqliteStore(EventStore):
-    """An event store in one SQLite file. Several processes may open and append to the same file."""
+    """An event store in one SQLite file. Several processes may open and append to the same file.
+
+    ``create``: make the store when there is none (a missing or empty file); False for callers that only read.
+    ``follow_symlinks``: allow a store path that is a symbolic link (refused by default: see ``sqlite_file``).
+    """
 
     def __init__(
         self,
@@ -113,58 +124,75 @@ class SqliteStore(EventStore):
         *,
         synchronous: Synchronous = "full",
         busy_timeout: float = 30.0,
-        poll_interval: float = 0.01,
+        poll_interval: float = 0.02,
+        create: bool = True,
+        follow_symlinks: bool = False,
         clock: Clock | None = None,
     ) -> None:
         super().__init__(clock)
         if synchronous not in ("full", "normal", "off"):
             raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
-        self.path = os.path.abspath(os.fspath(path))
+        found = find_store_file(os.path.abspath(os.fspath(path)), create=create, follow_symlinks=follow_symlinks)
+        self.path = found.path
         self.synchronous: Synchronous = synchronous
         self.poll_interval = poll_interval
+        self._read_only = found.read_only
+        self._uri: str | None = None
+        if found.read_only is not None:
+            self._uri = f"file:{urllib.parse.quote(self.path)}?mode=ro{'&immutable=1' if found.immutable else ''}"
         self._busy_timeout = busy_timeout
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = self._open()
+        self._chained = True  # False only for a version-1 store opened read-only (not upgraded)
+        try:
+            self._writer = self._open(create)
+        except BaseException:
+            found.remove_created()
+            raise
         try:
             self._identity = self._load_identity()
         except BaseException:
             self._writer.close()
             raise
+        say_how_opened(found)
         self._wal_pages = 0  # estimated, since the last background checkpoint was requested
         self._checkpointer: _Checkpointer | None = None
-        if synchronous != "full":
+        if synchronous != "full" and self._read_only is None:
             self._checkpointer = _Checkpointer(self.path, synchronous, busy_timeout)
             weakref.finalize(self, self._checkpointer.stop, wait=False)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"
 
+    @property
+    def read_only(self) -> bool:
+        return self._read_only is not None
+
     # -- opening --------------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         with self._translate():
-            db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
-        return db
+            if self._uri is not None:
+                return sqlite3.connect(
+                    self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            return sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
 
-    def _open(self) -> sqlite3.Connection:
-        parent = os.path.dirname(self.path)
-        if not os.path.isdir(parent):
-            raise StoreError(f"{self.path}: the directory {parent} does not exist")
-        if os.path.isdir(self.path):
-            raise StoreFormatError(self.path, "is a directory, not a registry store")
-        existing = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+    def _open(self, initialise: bool) -> sqlite3.Connection:
         db = self._connect()
         try:
-            # Look before writing anything: a foreign or newer file must be left exactly as it was.
-            if existing:
-                self._check_format(db)
+            # Look before writing anything: a foreign, empty (unless asked to create) or newer file must be left
+            # exactly as it was.
+            version = self._check_format(db, initialise)
             with self._translate():
-                db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA cache_size=-65536")
+                if self._read_only is not None:
+                    self._chained = version >= CHAIN_SINCE
+                    return db
+                db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
                     db.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")  # see _Checkpointer
                 self._initialise(db)
@@ -173,15 +201,30 @@ class SqliteStore(EventStore):
             raise
         return db
 
-    def _check_format(self, db: sqlite3.Connection) -> None:
+    def _check_format(self, db: sqlite3.Connection, initialise: bool) -> int:
+        """The file's schema version (0: an empty database, to initialise); raises for anything not ours."""
         try:
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             version = db.execute("PRAGMA user_version").fetchone()[0]
             objects = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CORRUPT:  # SQLite checks the size against the header
+                raise StoreFormatError(
+                    self.path,
+                    f"is damaged or truncated ({exc}; the file has {os.path.getsize(self.path):,} bytes); left "
+                    "untouched",
+                ) from exc
             raise StoreFormatError(self.path, f"not an SQLite database ({exc}); left untouched") from exc
         if app_id == 0 and objects == 0:
-            return  # an empty SQLite file: ours to initialise
+            if not initialise:
+                raise StoreFormatError(
+                    self.path,
+                    "is empty, not a registry store; left untouched (only an opener that asks to create a store, "
+                    "create=True, makes one of an empty file)",
+                )
+            if self._read_only is not None:
+                raise StoreFormatError(self.path, f"is empty and cannot become a store: {self._read_only}")
+            return 0
         if app_id != APPLICATION_ID:
             raise StoreFormatError(
                 self.path,
@@ -194,20 +237,44 @@ class SqliteStore(EventStore):
                 f"written by a newer schema (version {version}); this version of acp-session-registry "
                 f"reads up to version {SCHEMA_VERSION}. Upgrade it; the file was left untouched",
             )
+        return int(version)
 
     def _initialise(self, db: sqlite3.Connection) -> None:
+        """Create the tables in an empty file, or upgrade an older schema in place, in one transaction."""
         db.execute("BEGIN IMMEDIATE")
         try:
-            if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
                 for statement in sqlite_ddl():
                     db.execute(statement)
                 db.executemany("INSERT INTO registry_meta (key, value) VALUES (?, ?)", new_meta())
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            elif version < CHAIN_SINCE:
+                self._add_chain(db)
+            if version < SCHEMA_VERSION:
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def _add_chain(self, db: sqlite3.Connection) -> None:
+        """Version 1 to 2: every record gets its link, computed in position order (inside the caller's
+        transaction: an interrupted upgrade leaves a version-1 store)."""
+        log.warning("%s: upgrading the log to schema version %d (computing its integrity chain)", self.path, 2)
+        db.execute("ALTER TABLE events ADD COLUMN chain BLOB")
+        previous, after = GENESIS, 0
+        while True:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT 10000", (after,)
+            ).fetchall()
+            if not rows:
+                return
+            chain = links(previous, rows)
+            db.executemany(
+                "UPDATE events SET chain = ? WHERE position = ?", zip(chain, (r[0] for r in rows), strict=True)
+            )
+            previous, after = chain[-1], rows[-1][0]
 
     def _load_identity(self) -> StoreIdentity:
         with self._translate():
@@ -219,6 +286,8 @@ class SqliteStore(EventStore):
     def _append(
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
+        if self._read_only is not None:
+            raise StoreError(f"{self.path}: the store is open read-only ({self._read_only}); nothing was appended")
         blobs = [encode_event(e) for e in events]
         with self._write_lock, self._translate():
             db = self._writer
@@ -231,7 +300,9 @@ class SqliteStore(EventStore):
                     if retried is not None:
                         return retried
                     raise ConcurrencyError(session_id, expected_version, actual)
-                head = db.execute("SELECT max(position) FROM events").fetchone()[0] or 0
+                head, previous = db.execute(
+                    "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
+                ).fetchone() or (0, GENESIS)
                 last = actual + len(events)
                 if row is None:
                     stream = (db.execute("SELECT max(stream) FROM streams").fetchone()[0] or 0) + 1
@@ -241,16 +312,16 @@ class SqliteStore(EventStore):
                     db.execute("UPDATE streams SET version = ? WHERE session_id = ?", (last, session_id))
                 at = self._clock()
                 positions = list(range(head + 1, head + 1 + len(events)))
+                records = [
+                    (position, session_id, actual + n, event_id.bytes, at, blob)
+                    for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+                ]
+                chain = links(previous, records)
                 try:
                     db.executemany(
-                        "INSERT INTO events (position, stream, version, event_id, recorded_at, session_id,"
-                        " data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            (position, stream, actual + n, event_id.bytes, at, session_id, blob)
-                            for n, (position, event_id, blob) in enumerate(
-                                zip(positions, event_ids, blobs, strict=True), start=1
-                            )
-                        ],
+                        "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [(*record, link, stream) for record, link in zip(records, chain, strict=True)],
                     )
                 except sqlite3.IntegrityError:
                     retried = self._stored_positions(db, session_id, events, event_ids)
@@ -336,12 +407,60 @@ class SqliteStore(EventStore):
             value = self._reader().execute("SELECT max(position) FROM events").fetchone()[0]
         return int(value or 0)
 
+    def chain_at(self, position: int) -> bytes | None:
+        if position == 0:
+            return GENESIS
+        if not self._chained:
+            return None
+        with self._translate():
+            row = self._reader().execute("SELECT chain FROM events WHERE position = ?", (position,)).fetchone()
+        return None if row is None or not isinstance(row[0], bytes) else row[0]
+
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        chain = "chain" if self._chained else "NULL"
+        with self._translate():
+            rows = self._reader().execute(
+                f"SELECT {_COLUMNS}, {chain} FROM events WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
+            )
+            return [StoredRecord(*row) for row in rows]
+
+    # -- waiting for other processes' appends --------------------------------------------------------
+
+    def _change_token(self) -> object:
+        return self._doorbell.generation, self._data_version()
+
+    def _wait_for_change(self, token: object, timeout: float | None) -> None:
+        """Sleep on the doorbell (this process's appends), looking every ``poll_interval`` at ``PRAGMA
+        data_version``, which moves when any other connection commits. A look is one cheap statement on this
+        thread's connection, where a read of the log each time made an idle subscription cost 2.5 % of a core."""
+        generation, version = cast(tuple[int, int], token)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = self.poll_interval or 0.01
+        doorbell, db = self._doorbell, self._reader()
+        try:
+            while not self._closed:
+                step = interval if deadline is None else min(interval, deadline - time.monotonic())
+                if step <= 0:
+                    return
+                doorbell.wait(generation, step)
+                if doorbell.generation != generation or db.execute("PRAGMA data_version").fetchone()[0] != version:
+                    return
+        except sqlite3.Error:
+            if self._closed:
+                return  # closed under us: the subscription ends
+            with self._translate():
+                raise
+
+    def _data_version(self) -> int:
+        with self._translate():
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+
     # -- for derived tables in the same file (the registry's read model) --------------------------------
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the store's file (autocommit, the store's busy timeout), for tables derived from
         the log that live beside it. The caller owns and closes it; sqlite3 errors met on it should pass through
-        ``translate_errors``."""
+        ``translate_errors``. A read-only store gives a read-only connection (``read_only``)."""
         self._check_open()
         return self._connect()
 
@@ -373,4 +492,6 @@ class SqliteStore(EventStore):
                 ) from exc
             raise StoreError(f"{self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                raise StoreFormatError(self.path, f"the file is damaged ({exc}); left untouched") from exc
             raise StoreError(f"{self.path}: {exc}") from exc

@@ -15,12 +15,13 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Final, Self
+from typing import Final, Self, cast
 
 import msgspec
 
+from events.chain import StoredRecord
 from events.codec import decode_event, new_event_id, now_ns
-from events.errors import CorruptEventError, EventIdConflict, StoreClosedError
+from events.errors import CorruptEventError, EventIdConflict, StoreClosedError, StoreError
 from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, RecordedEvent
 
 __all__ = [
@@ -107,6 +108,7 @@ class EventStore(abc.ABC):
         """
         self._check_open()
         ids = _check_append_args(session_id, events, expected_version, event_ids)
+        self._check_writable()
         positions = self._append(session_id, list(events), expected_version, ids)
         self._doorbell.ring()
         return positions
@@ -127,6 +129,22 @@ class EventStore(abc.ABC):
     def identity(self) -> StoreIdentity:
         """This store's stable id and secret (kept in the log's ``registry_meta``)."""
         return self._identity
+
+    @property
+    def read_only(self) -> bool:
+        """True when this store was opened read-only (e.g. a file that is not writable): appends raise."""
+        return False
+
+    @abc.abstractmethod
+    def chain_at(self, position: int) -> bytes | None:
+        """The integrity chain's link at ``position`` (``events.chain.GENESIS`` at 0): a value that changes if
+        any record up to ``position`` changes. None when no record is stored there, or the store has no chain (a
+        version-1 store opened read-only). Something derived from the log as of ``position`` keeps it to tell
+        later whether it still reflects this log."""
+
+    @abc.abstractmethod
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        """Records as stored (bytes and links, not decoded) after ``after`` in position order: for ``verify``."""
 
     def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
         """Every event after ``after`` (default: the current head), then live. No gap, no duplicate."""
@@ -180,13 +198,26 @@ class EventStore(abc.ABC):
     def _close(self) -> None:
         """Release backend resources."""
 
-    def _wait_for_change(self, seen: int, timeout: float | None) -> None:
-        """Block until the doorbell rings after ``seen``, or ``timeout`` passes."""
-        self._doorbell.wait(seen, timeout)
+    def _change_token(self) -> object:
+        """What ``_wait_for_change`` compares against; taken before each read of a subscription, so that a change
+        between the read and the wait is never missed."""
+        return self._doorbell.generation
+
+    def _wait_for_change(self, token: object, timeout: float | None) -> None:
+        """Block until something may have changed since ``token`` or ``timeout`` passes (None: no bound). This
+        default waits for the doorbell, at most ``poll_interval`` when other processes may append."""
+        wait = self.poll_interval
+        if timeout is not None:
+            wait = timeout if wait is None else min(wait, timeout)
+        self._doorbell.wait(cast(int, token), wait)
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"{type(self).__name__} is closed")
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self!r} is open read-only; nothing was appended")
 
 
 class Subscription:
@@ -218,18 +249,17 @@ class Subscription:
         deadline = None if timeout is None else time.monotonic() + timeout
         store = self._store
         while not self.closed:
-            seen = store._doorbell.generation
+            token = store._change_token()
             events = store.read(self._position, self._batch)
             if events:
                 self._position = events[-1].position
                 return events
-            wait = store.poll_interval
+            remaining = None
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return []
-                wait = remaining if wait is None else min(wait, remaining)
-            store._wait_for_change(seen, wait)
+            store._wait_for_change(token, remaining)
         return []
 
     def __iter__(self) -> Iterator[RecordedEvent]:

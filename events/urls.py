@@ -24,8 +24,16 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SQLITE_OPTIONS = {"synchronous": ("full", "normal", "off")}
 
 
-def open_store(url: str, *, clock: Clock | None = None) -> EventStore:
-    """Open the store a URL names. Bad URLs raise ``ValueError`` saying what is wrong."""
+def open_store(
+    url: str, *, create: bool = True, follow_symlinks: bool = False, clock: Clock | None = None
+) -> EventStore:
+    """Open the store a URL names. Bad URLs raise ``ValueError`` saying what is wrong.
+
+    ``create`` (default True, so that a host's first run makes its store): make the store when there is none - a
+    missing or empty SQLite file, a missing or empty PostgreSQL schema. Callers that only read pass False: then
+    nothing is created or initialised, and an empty file is a ``StoreFormatError``. ``follow_symlinks``: accept a
+    SQLite path that is a symbolic link (refused by default, see ``events.sqlite_file``).
+    """
     if not isinstance(url, str):
         raise TypeError(f"store URL must be a str, not {type(url).__name__}")
     parts = urllib.parse.urlsplit(url)
@@ -53,7 +61,7 @@ def open_store(url: str, *, clock: Clock | None = None) -> EventStore:
             if value not in allowed:
                 raise ValueError(f"{url!r}: {key} must be one of {', '.join(allowed)}, got {value!r}")
         synchronous = cast(Synchronous, options.get("synchronous", "full"))
-        return SqliteStore(path, synchronous=synchronous, clock=clock)
+        return SqliteStore(path, synchronous=synchronous, create=create, follow_symlinks=follow_symlinks, clock=clock)
     if scheme in ("postgresql", "postgres"):
         try:
             from events.postgres import PostgresStore  # noqa: PLC0415 - keeps `import events` free of psycopg
@@ -66,7 +74,7 @@ def open_store(url: str, *, clock: Clock | None = None) -> EventStore:
                 "'acp-session-registry[postgres-binary]' (or [postgres] where the system has libpq)",
                 name=exc.name,
             ) from exc
-        return PostgresStore.from_url(url, clock=clock)
+        return PostgresStore.from_url(url, create=create, clock=clock)
     raise ValueError(
         f"{url!r}: unknown store URL scheme {parts.scheme!r}; use memory://, sqlite:///abs/path.db or "
         "postgresql://user@host:port/dbname"
