@@ -24,23 +24,26 @@ silently falls back to a default.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal, LiteralString, TypeVar
 
+import msgspec
 import psycopg
 import psycopg_pool
 from psycopg import sql
 from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, StoredRecord, links
-from events.codec import encode_event
+from events.codec import decode_event, encode_event
 from events.errors import ConcurrencyError, StoreClosedError, StoreError, StoreFormatError
+from events.group_commit import GroupCommit
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
-from events.model import Event, RecordedEvent
+from events.model import Event, LogEntry, RecordedEvent
 from events.schema import (
     CHAIN_SINCE,
     RECORD_COLUMNS,
@@ -50,7 +53,18 @@ from events.schema import (
     new_meta,
     postgres_ddl,
 )
-from events.store import ANY, Clock, EventStore, StoreIdentity, Subscription, record_from_row, retried_positions
+from events.store import (
+    ANY,
+    Clock,
+    EventStore,
+    PreparedAppend,
+    StoreIdentity,
+    Subscription,
+    Tip,
+    _check_position,
+    record_from_row,
+    retried_positions,
+)
 from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
@@ -58,7 +72,10 @@ __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
 _Connection = psycopg.Connection[TupleRow]
 _T = TypeVar("_T")
 
+_LAST_POSITION: Final = 2**63 - 1
+_event_decoder = msgspec.msgpack.Decoder(Event)
 _TABLES = tuple(table.name for table in TABLES)
+_Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
 # Failures after which running the same operation again is worth it: the connection broke (class 08, or no
 # SQLSTATE at all), the server is shutting down or starting up, too many connections, a rolled-back transaction.
 _TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
@@ -110,6 +127,7 @@ class PostgresStore(EventStore):
             timeout=retry_timeout,
             open=True,
         )
+        self._group: GroupCommit[_Unit, list[list[int]]] = GroupCommit(self._commit_group)
         self._listener: Listener | None = None  # started by the first subscription that waits
         self._listener_lock = threading.Lock()
 
@@ -133,7 +151,7 @@ class PostgresStore(EventStore):
         return psycopg.connect(self._conninfo, autocommit=True)
 
     def _configure(self, conn: _Connection) -> None:
-        # A server or URL default of another isolation level would break position assignment (see _append_once).
+        # A server or URL default of another isolation level would break position assignment (see _commit_once).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(self._lock_timeout * 1000)}ms",))
 
@@ -234,86 +252,94 @@ class PostgresStore(EventStore):
     def _append(
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
-        blobs = [encode_event(e) for e in events]
+        request = PreparedAppend(session_id, events, expected_version, event_ids)
+        return self._group.submit([(request, [encode_event(e) for e in events])])[0]
+
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
+        return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])
+
+    def _commit_group(self, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
         # Safe to run again after a lost connection: if the first attempt committed, its ids are stored and the
         # retry returns their positions.
-        return self._run(lambda conn: self._append_once(conn, session_id, events, expected_version, event_ids, blobs))
+        return self._run(lambda conn: self._commit_once(conn, units))
 
-    def _append_once(
-        self,
-        conn: _Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
-        conflict: ConcurrencyError | None = None
-        positions: list[int] = []
-        try:
-            # Two round trips: the pipeline sends BEGIN, the lock and the look-up together, then the writes, the
-            # NOTIFY and COMMIT together.
-            with conn.pipeline(), conn.transaction():
-                # READ COMMITTED: the look-up's snapshot is taken after the lock is granted, so it sees every
-                # append committed before; positions are therefore assigned and committed in one order.
-                conn.execute(self._sql.lock, (self._sql.append_key,))
-                head, previous, next_stream, stream, actual = _one(
-                    conn.execute(self._sql.head_and_stream, (session_id,), binary=True)
-                )
-                actual = actual or 0
-                if expected_version != ANY and expected_version != actual:
-                    conflict = ConcurrencyError(session_id, expected_version, actual)
-                    raise psycopg.Rollback
-                last = actual + len(events)
-                positions = list(range(head + 1, head + 1 + len(events)))
-                if stream is None:
-                    stream = next_stream
-                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
-                else:
-                    conn.execute(self._sql.update_stream, (last, session_id))
-                at = self._clock()
-                chain = links(
-                    previous or GENESIS,
-                    [
-                        (position, session_id, actual + n, event_id.bytes, at, blob)
-                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
-                    ],
-                )
-                conn.execute(
-                    self._sql.insert_events,
-                    {
-                        "head": head,
-                        "stream": stream,
-                        "actual": actual,
-                        "at": at,
-                        "session": session_id,
-                        "ids": event_ids,
-                        "blobs": blobs,
-                        "chain": chain,
-                    },
-                )
-                conn.execute(self._sql.notify)
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != "events_event_id":
-                raise
-            # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
-        else:
-            if conflict is None:
-                return positions
-        retried = self._stored_positions(conn, session_id, events, event_ids)
-        if retried is not None:
-            return retried
-        if conflict is not None:
-            raise conflict
-        raise StoreError(f"{self.location}: an append collided with stored event ids that cannot be read back")
+    def _commit_once(self, conn: _Connection, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
+        """One transaction and one commit for every unit the group commit queued (``events.group_commit``); each
+        unit (an append or an ``append_batch``) runs in a savepoint of its own when there are several, so a unit
+        that fails writes nothing and gets its error while the others commit."""
+        outcomes: list[list[list[int]] | BaseException] = []
+        # The pipeline sends the statements whose results are not needed at once with the next that is.
+        with conn.pipeline(), conn.transaction():
+            # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
+            # append committed before; positions are therefore assigned and committed in one order.
+            conn.execute(self._sql.lock, (self._sql.append_key,))
+            head, previous, next_stream = _one(conn.execute(self._sql.tip, binary=True))
+            tip = Tip(head, previous or GENESIS, next_stream)
+            if len(units) == 1:
+                outcomes.append(self._write_unit(conn, tip, units[0]))  # its error rolls back the transaction
+            else:
+                for unit in units:
+                    mark = tip.saved()
+                    try:
+                        with conn.transaction():
+                            outcomes.append(self._write_unit(conn, tip, unit))
+                    except (StoreError, ValueError) as exc:
+                        tip.restore(mark)
+                        outcomes.append(exc)
+            conn.execute(self._sql.notify)
+        return outcomes
 
-    def _stored_positions(
-        self, conn: _Connection, session_id: str, events: Sequence[Event], event_ids: Sequence[uuid.UUID]
-    ) -> list[int] | None:
-        """Positions of a retried batch; None when none of its ids is stored."""
-        rows = conn.execute(self._sql.select_ids, (list(event_ids),), binary=True).fetchall()
-        found = {record.event_id: record for record in map(record_from_row, rows)}
-        return retried_positions(session_id, events, event_ids, found)
+    def _write_unit(self, conn: _Connection, tip: Tip, unit: _Unit) -> list[list[int]]:
+        """Write one unit's requests with two look-ups (stored ids, streams) and two bulk statements."""
+        stored_rows = conn.execute(self._sql.select_ids, ([i for r, _ in unit for i in r.event_ids],), binary=True)
+        stream_rows = conn.execute(self._sql.select_streams, (list({r.session_id for r, _ in unit}),), binary=True)
+        stored = {record.event_id: record for record in map(record_from_row, stored_rows.fetchall())}
+        streams: dict[str, tuple[int | None, int]] = {sid: (n, v) for sid, n, v in stream_rows.fetchall()}
+        changed: dict[str, tuple[int, int]] = {}
+        columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
+        results = []
+        at = self._clock()
+        for request, blobs in unit:
+            session_id = request.session_id
+            known = {i: stored[i] for i in request.event_ids if i in stored}
+            retried = retried_positions(session_id, request.events, request.event_ids, known)
+            if retried is not None:
+                results.append(retried)
+                continue
+            stream, actual = streams.get(session_id, (None, 0))
+            if request.expected_version != ANY and request.expected_version != actual:
+                raise ConcurrencyError(session_id, request.expected_version, actual)
+            if stream is None:
+                assert tip.next_stream is not None
+                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
+            head, count = tip.head, len(blobs)
+            rows = [
+                (head + n, session_id, actual + n, event_id.bytes, at, blob)
+                for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
+            ]
+            chain = links(tip.previous, rows)
+            values: tuple[Sequence[object], ...] = (
+                [head + n for n in range(1, count + 1)],
+                [stream] * count,
+                [actual + n for n in range(1, count + 1)],
+                request.event_ids,
+                [at] * count,
+                [session_id] * count,
+                blobs,
+                chain,
+            )
+            for column, more in zip(columns, values, strict=True):
+                column.extend(more)
+            streams[session_id] = changed[session_id] = (stream, actual + count)
+            tip.head, tip.previous = head + count, chain[-1]
+            results.append(list(range(head + 1, head + count + 1)))
+        if changed:
+            conn.execute(
+                self._sql.upsert_streams,
+                (list(changed), [n for n, _ in changed.values()], [v for _, v in changed.values()]),
+            )
+            conn.execute(self._sql.insert_events, columns)
+        return results
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -329,6 +355,26 @@ class PostgresStore(EventStore):
 
     def head(self) -> int:
         return int(self._run(lambda conn: _one(conn.execute(self._sql.head))[0]))
+
+    def scan(self, after: int = 0, *, until: int | None = None, batch: int = 10_000) -> Iterator[LogEntry]:
+        # The fold's read path: four columns in binary, one prebuilt decoder, no envelope; keyset batches, each
+        # its own (retried) query, so a long fold holds no transaction open on the server.
+        _check_position("after", after)
+        upper = _LAST_POSITION if until is None else _check_position("until", until)
+        decode = _event_decoder.decode
+        while True:
+            rows = self._run(functools.partial(self._scan_rows, (after, upper, batch)))
+            try:
+                chunk = [LogEntry(p, s, v, decode(d)) for p, s, v, d in rows]
+            except (msgspec.DecodeError, TypeError, ValueError):
+                chunk = [LogEntry(p, s, v, decode_event(d, p, s, v)) for p, s, v, d in rows]
+            yield from chunk
+            if len(chunk) < batch:
+                return
+            after = chunk[-1].position
+
+    def _scan_rows(self, params: tuple[int, int, int], conn: _Connection) -> list[TupleRow]:
+        return conn.execute(self._sql.scan, params, binary=True).fetchall()
 
     def chain_at(self, position: int) -> bytes | None:
         if position == 0:
@@ -434,20 +480,21 @@ class _Statements:
         self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
         self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
         self.lock = b"SELECT pg_advisory_xact_lock(%s)"
-        self.head_and_stream = q(
-            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams),"
-            " st.stream, st.version FROM (VALUES (1)) AS one (x)"
+        self.tip = q(
+            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)"
+            " FROM (VALUES (1)) AS one (x)"
             " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
-            " LEFT JOIN {s}.streams AS st ON st.session_id = %s"
         )
-        self.insert_stream = q("INSERT INTO {s}.streams (session_id, stream, version) VALUES (%s, %s, %s)")
-        self.update_stream = q("UPDATE {s}.streams SET version = %s WHERE session_id = %s")
+        self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
+        self.upsert_streams = q(
+            "INSERT INTO {s}.streams (session_id, stream, version)"
+            " SELECT * FROM unnest(%b::text[], %b::bigint[], %b::integer[])"
+            " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version"
+        )
         self.insert_events = q(
             "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
-            " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
-            " %(session)s, data, chain"
-            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[], %(chain)b::bytea[])"
-            " WITH ORDINALITY AS batch (id, data, chain, n)"
+            " SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::integer[], %b::uuid[], %b::bigint[], %b::text[],"
+            " %b::bytea[], %b::bytea[])"
         )
         self.read_only = q(
             "SELECT pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
@@ -462,6 +509,10 @@ class _Statements:
             " WHERE e.position = u.position"
         )
         self.set_version = q("UPDATE {s}.registry_meta SET value = %s WHERE key = 'schema_version'")
+        self.scan = q(
+            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
+            " ORDER BY position LIMIT %s"
+        )
         self.chain_at = q("SELECT chain FROM {s}.events WHERE position = %s")
         self.stored = q(
             f"SELECT {RECORD_COLUMNS}, chain FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s"

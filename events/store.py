@@ -27,9 +27,12 @@ from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, Rec
 __all__ = [
     "ANY",
     "NO_STREAM",
+    "AppendRequest",
     "EventStore",
+    "PreparedAppend",
     "StoreIdentity",
     "Subscription",
+    "Tip",
     "check_session_id",
     "record_from_row",
     "retried_positions",
@@ -48,6 +51,24 @@ class StoreIdentity(msgspec.Struct, frozen=True):
 
     store_id: str
     secret: bytes
+
+
+class AppendRequest(msgspec.Struct, frozen=True):
+    """One session's part of ``EventStore.append_batch``: the arguments ``append`` takes."""
+
+    session_id: str
+    events: Sequence[Event]
+    expected_version: int = ANY
+    event_ids: Sequence[uuid.UUID] | None = None
+
+
+class PreparedAppend(msgspec.Struct, frozen=True):
+    """A checked request, as backends receive it: events as a list, one id per event."""
+
+    session_id: str
+    events: list[Event]
+    expected_version: int
+    event_ids: list[uuid.UUID]
 
 
 class _Doorbell:
@@ -113,6 +134,37 @@ class EventStore(abc.ABC):
         self._doorbell.ring()
         return positions
 
+    def append_batch(self, requests: Sequence[AppendRequest]) -> list[list[int]]:
+        """Append to several sessions in one transaction, atomically: every request is stored or none is.
+
+        Each request keeps ``append``'s rules - its expected version, its ids' idempotency (a request whose ids
+        are all stored already returns their original positions and writes nothing) - and a request for a
+        session that an earlier request of the batch appended to sees that earlier request's events. The first
+        request that fails raises its error (``ConcurrencyError``, ``EventIdConflict``...) and nothing of the
+        batch is written. Returns each request's positions, in request order. For importers: one commit for
+        thousands of sessions.
+        """
+        self._check_open()
+        if isinstance(requests, str | bytes) or not isinstance(requests, Sequence):
+            raise TypeError(f"requests must be a sequence of AppendRequest, not {type(requests).__name__}")
+        prepared = []
+        seen: set[uuid.UUID] = set()
+        for n, request in enumerate(requests):
+            if not isinstance(request, AppendRequest):
+                raise TypeError(f"requests[{n}] is a {type(request).__name__}, not an AppendRequest")
+            ids = _check_append_args(request.session_id, request.events, request.expected_version, request.event_ids)
+            if request.event_ids is not None:  # generated ids are new by construction: only given ones can repeat
+                if not seen.isdisjoint(ids):
+                    raise ValueError(f"requests[{n}] repeats an event id of an earlier request in the batch")
+                seen.update(ids)
+            prepared.append(PreparedAppend(request.session_id, list(request.events), request.expected_version, ids))
+        if not prepared:
+            return []
+        self._check_writable()
+        positions = self._append_batch(prepared)
+        self._doorbell.ring()
+        return positions
+
     @abc.abstractmethod
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
         """Events with position > ``after`` in position order, at most ``limit`` of them."""
@@ -164,6 +216,9 @@ class EventStore(abc.ABC):
     def scan(self, after: int = 0, *, until: int | None = None, batch: int = 10_000) -> Iterator[LogEntry]:
         """The log after ``after`` (up to ``until``, inclusive) for a fold: position, session, version and event
         only. Backends override it with a leaner read; this default reads whole records."""
+        _check_position("after", after)
+        if until is not None:
+            _check_position("until", until)
         for record in self.iter_events(after, batch=batch):
             if until is not None and record.position > until:
                 return
@@ -194,6 +249,10 @@ class EventStore(abc.ABC):
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
         """Store one checked batch atomically (see ``append``)."""
+
+    @abc.abstractmethod
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
+        """Store checked requests in one transaction, all or none (see ``append_batch``)."""
 
     def _close(self) -> None:
         """Release backend resources."""
@@ -388,3 +447,21 @@ def retried_positions(
             raise EventIdConflict(str(event_id), f"stored at position {record.position} with other content")
         positions.append(record.position)
     return positions
+
+
+class Tip:
+    """The log's end as a writer's transaction moves it: the head position, its link, the next new stream number
+    (None: not looked up yet). A unit of work that is rolled back restores the mark it saved."""
+
+    __slots__ = ("head", "next_stream", "previous")
+
+    def __init__(self, head: int, previous: bytes, next_stream: int | None) -> None:
+        self.head = head
+        self.previous = previous
+        self.next_stream = next_stream
+
+    def saved(self) -> tuple[int, bytes, int | None]:
+        return self.head, self.previous, self.next_stream
+
+    def restore(self, mark: tuple[int, bytes, int | None]) -> None:
+        self.head, self.previous, self.next_stream = mark

@@ -278,18 +278,18 @@ class _LostAcknowledgement(PostgresStore):
 
     losses = 1
 
-    def _append_once(self, *args: Any) -> list[int]:
-        positions = super()._append_once(*args)
+    def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
+        outcomes = super()._commit_once(*args)
         if self.losses:
             self.losses -= 1
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return positions
+        return outcomes
 
 
 class _Unreachable(PostgresStore):
     attempts = 0
 
-    def _append_once(self, *args: Any) -> list[int]:
+    def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
         self.attempts += 1
         raise psycopg.OperationalError("connection to server failed: Connection refused")
 

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -384,3 +385,33 @@ def test_a_read_only_reader_follows_a_writer_that_holds_the_store_open(tmp_path:
             assert json.loads(out) == {"seen": [2]}
     finally:
         folder.chmod(0o755)
+
+
+def test_appenders_waiting_on_a_commit_share_the_next_one(tmp_path: Path) -> None:
+    """The first append holds the write (its clock is slow); the seven that arrive meanwhile commit together."""
+    first_call = threading.Event()
+    release = threading.Event()
+
+    def clock() -> int:
+        if not first_call.is_set():
+            first_call.set()
+            release.wait(10)
+        return time.time_ns()
+
+    with SqliteStore(tmp_path / "log.db", clock=clock) as store:
+        statements: list[str] = []
+        store._writer.set_trace_callback(statements.append)
+        threads = [threading.Thread(target=store.append, args=(f"s{n}", [SessionUpdated(at=n)])) for n in range(8)]
+        threads[0].start()
+        assert first_call.wait(10)
+        for t in threads[1:]:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(store._group._queue) < 7:  # the seven queue behind the first commit
+            assert time.monotonic() < deadline, "the appenders did not queue"
+            time.sleep(0.001)
+        release.set()
+        for t in threads:
+            t.join(10)
+        assert statements.count("COMMIT") == 2
+        assert sorted(r.session_id for r in store.read()) == [f"s{n}" for n in range(8)]
