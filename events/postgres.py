@@ -261,7 +261,89 @@ class PostgresStore(EventStore):
     def _commit_group(self, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
         # Safe to run again after a lost connection: if the first attempt committed, its ids are stored and the
         # retry returns their positions.
+        if len(units) == 1 and len(units[0]) == 1:
+            request, blobs = units[0][0]
+            args = (request.session_id, request.events, request.expected_version, request.event_ids, blobs)
+            return [[self._run(lambda conn: self._append_alone(conn, *args))]]
         return self._run(lambda conn: self._commit_once(conn, units))
+
+    def _append_alone(
+        self,
+        conn: _Connection,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int]:
+        """A lone append (the common case: no other thread appending): two round trips, optimistic about ids
+        (a duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
+        conflict: ConcurrencyError | None = None
+        positions: list[int] = []
+        try:
+            # Two round trips: the pipeline sends BEGIN, the lock and the look-up together, then the writes, the
+            # NOTIFY and COMMIT together.
+            with conn.pipeline(), conn.transaction():
+                # READ COMMITTED: the look-up's snapshot is taken after the lock is granted, so it sees every
+                # append committed before; positions are therefore assigned and committed in one order.
+                conn.execute(self._sql.lock, (self._sql.append_key,))
+                head, previous, next_stream, stream, actual = _one(
+                    conn.execute(self._sql.tip_and_stream, (session_id,), binary=True)
+                )
+                actual = actual or 0
+                if expected_version != ANY and expected_version != actual:
+                    conflict = ConcurrencyError(session_id, expected_version, actual)
+                    raise psycopg.Rollback
+                last = actual + len(events)
+                positions = list(range(head + 1, head + 1 + len(events)))
+                if stream is None:
+                    stream = next_stream
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
+                at = self._clock()
+                chain = links(
+                    previous or GENESIS,
+                    [
+                        (position, session_id, actual + n, event_id.bytes, at, blob)
+                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+                    ],
+                )
+                conn.execute(
+                    self._sql.insert_lone,
+                    {
+                        "head": head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": at,
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                        "chain": chain,
+                    },
+                )
+                conn.execute(self._sql.notify)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id":
+                raise
+            # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
+        else:
+            if conflict is None:
+                return positions
+        retried = self._stored_positions(conn, session_id, events, event_ids)
+        if retried is not None:
+            return retried
+        if conflict is not None:
+            raise conflict
+        raise StoreError(f"{self.location}: an append collided with stored event ids that cannot be read back")
+
+    def _stored_positions(
+        self, conn: _Connection, session_id: str, events: Sequence[Event], event_ids: Sequence[uuid.UUID]
+    ) -> list[int] | None:
+        """Positions of a retried batch; None when none of its ids is stored."""
+        rows = conn.execute(self._sql.select_ids, (list(event_ids),), binary=True).fetchall()
+        found = {record.event_id: record for record in map(record_from_row, rows)}
+        return retried_positions(session_id, events, event_ids, found)
 
     def _commit_once(self, conn: _Connection, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
         """One transaction and one commit for every unit the group commit queued (``events.group_commit``); each
@@ -484,6 +566,21 @@ class _Statements:
             "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)"
             " FROM (VALUES (1)) AS one (x)"
             " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
+        )
+        self.tip_and_stream = q(
+            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams),"
+            " st.stream, st.version FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
+            " LEFT JOIN {s}.streams AS st ON st.session_id = %s"
+        )
+        self.insert_stream = q("INSERT INTO {s}.streams (session_id, stream, version) VALUES (%s, %s, %s)")
+        self.update_stream = q("UPDATE {s}.streams SET version = %s WHERE session_id = %s")
+        self.insert_lone = q(
+            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
+            " %(session)s, data, chain"
+            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[], %(chain)b::bytea[])"
+            " WITH ORDINALITY AS batch (id, data, chain, n)"
         )
         self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
         self.upsert_streams = q(

@@ -28,7 +28,16 @@ from benchmarks.generate import (
     working_directories,
     write_jsonl,
 )
-from benchmarks.report import OURS_READ, RAW_SCAN, Run, rate_key
+from benchmarks.report import (
+    OURS_IMPORT,
+    OURS_READ,
+    OURS_SCAN,
+    OURS_THREADS_1,
+    OURS_THREADS_8,
+    RAW_SCAN,
+    Run,
+    rate_key,
+)
 from benchmarks.run import Settings, run, write_results
 from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
@@ -164,6 +173,8 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     for stage in result.stages:
         assert isinstance(read := stage.figures[OURS_READ], Throughput) and read.per_s > 0
         assert isinstance(scan := stage.figures[RAW_SCAN], Throughput) and scan.per_s > 0
+        for key in (OURS_SCAN, OURS_IMPORT, OURS_THREADS_1, OURS_THREADS_8):
+            assert isinstance(figure := stage.figures[key], Throughput) and figure.per_s > 0, key
         assert isinstance(single := stage.figures[rate_key("ours.single_durable")], Throughput)
         assert single.count == 5
         assert stage.pending == []

@@ -24,6 +24,7 @@ import pytest
 
 from events import (
     NO_STREAM,
+    AppendRequest,
     Event,
     EventStore,
     RecordedEvent,
@@ -278,6 +279,19 @@ class _LostAcknowledgement(PostgresStore):
 
     losses = 1
 
+    def _append_alone(self, *args: Any) -> list[int]:
+        positions = super()._append_alone(*args)
+        if self.losses:
+            self.losses -= 1
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return positions
+
+
+class _LostBatchAcknowledgement(PostgresStore):
+    """The same for a batch (and a group commit): the whole transaction committed, the answer was lost."""
+
+    losses = 1
+
     def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
         outcomes = super()._commit_once(*args)
         if self.losses:
@@ -289,7 +303,7 @@ class _LostAcknowledgement(PostgresStore):
 class _Unreachable(PostgresStore):
     attempts = 0
 
-    def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
+    def _append_alone(self, *args: Any) -> list[int]:
         self.attempts += 1
         raise psycopg.OperationalError("connection to server failed: Connection refused")
 
@@ -300,6 +314,17 @@ def test_an_append_whose_acknowledgement_was_lost_is_retried_once_and_written_on
         assert store.append("s", batch, NO_STREAM) == [1, 2]  # the retry's NO_STREAM is stale: still the retry
         assert store.losses == 0
         assert [(r.version, r.event) for r in check_log(store)] == list(enumerate(batch, start=1))
+
+
+def test_a_batch_whose_acknowledgement_was_lost_is_written_once(schema: str) -> None:
+    with _LostBatchAcknowledgement(SERVER, schema=schema) as store:
+        requests = [
+            AppendRequest("a", [SessionCreated(cwd="/a", at=1)], NO_STREAM),
+            AppendRequest("b", [SessionUpdated(at=2)]),
+        ]
+        assert store.append_batch(requests) == [[1], [2]]
+        assert store.losses == 0
+        assert [(r.session_id, r.version) for r in check_log(store)] == [("a", 1), ("b", 1)]
 
 
 def test_retries_are_bounded(schema: str) -> None:
