@@ -69,7 +69,7 @@ class SessionsTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         ids = (len(printable(info.session_id)) for page in self.pages for info in page)
-        longest = max(len("session id"), *ids)
+        longest = max([len("session id"), *ids])
         if longest + _TIME + _MESSAGES + _ROOM + _overhead(5) <= width:
             yield self._rows()
         elif longest + _TIME + _overhead(2) <= width:
