@@ -1,19 +1,22 @@
 """Our event log on SQLite, measured exactly as the baselines are: appends (durable single events, per-session
-batches durable and ``synchronous="normal"``), the full read, and how soon another process's append arrives."""
+batches durable and ``synchronous="normal"``), the full read and the lean scan, and how soon another process's
+append arrives; and a second store filled as an importer would (``append_batch``), on which concurrent durable
+appenders are timed against one (group commit)."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from benchmarks.figures import Latency, Stopwatch, Timer, latency
+from benchmarks.figures import Latency, Stopwatch, Throughput, Timer, latency, throughput
 from benchmarks.generate import History
 from benchmarks.store_throughput import cross_process_latency
-from events import ANY, NO_STREAM, Event, SqliteStore
+from events import ANY, NO_STREAM, AppendRequest, Event, SqliteStore
 
-__all__ = ["EventLogBench", "subscription_latency"]
+__all__ = ["EventLogBench", "ImportBench", "subscription_latency"]
 
 
 class EventLogBench:
@@ -63,6 +66,51 @@ class EventLogBench:
         for _ in self._store.iter_events():
             count += 1
         return count
+
+    def scan_all(self) -> int:
+        """``scan()`` over the whole log: what a fold reads (no envelope); returns how many."""
+        count = 0
+        for _ in self._store.scan():
+            count += 1
+        return count
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class ImportBench:
+    """A store filled as an importer fills one: ``append_batch`` of many sessions per call, one durable
+    (``synchronous=FULL``) commit each, as eventsourcing's bulk ``save`` of many aggregates is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._store = SqliteStore(path)
+        self.loaded = Stopwatch()
+
+    def load(self, histories: Sequence[History]) -> None:
+        requests = [AppendRequest(session_id, events, NO_STREAM) for session_id, events in histories]
+        with self.loaded:
+            self._store.append_batch(requests)
+        self.loaded.count += sum(len(events) for _, events in histories)
+
+    def appenders(self, items: Sequence[tuple[str, Event]], threads: int) -> Throughput:
+        """``items`` appended durably one event per call, split over ``threads`` threads started together."""
+        parts = [items[n::threads] for n in range(threads)]
+        gate = threading.Barrier(threads + 1)
+
+        def work(part: Sequence[tuple[str, Event]]) -> None:
+            gate.wait()
+            for session_id, event in part:
+                self._store.append(session_id, [event], ANY)
+
+        workers = [threading.Thread(target=work, args=(part,)) for part in parts]
+        for worker in workers:
+            worker.start()
+        gate.wait()
+        start = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        return throughput(len(items), time.perf_counter() - start, note=f"{threads} thread(s), synchronous=FULL")
 
     def close(self) -> None:
         self._store.close()

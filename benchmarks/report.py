@@ -28,9 +28,13 @@ __all__ = [
     "FSYNC",
     "JSONL_LISTING",
     "OURS_BATCH",
+    "OURS_IMPORT",
     "OURS_LOAD",
     "OURS_READ",
+    "OURS_SCAN",
     "OURS_SINGLE",
+    "OURS_THREADS_1",
+    "OURS_THREADS_8",
     "PAGE_FLOOR",
     "RAW_INSERT",
     "RAW_SCAN",
@@ -55,6 +59,11 @@ OURS_LOAD = "ours.batch_normal"
 OURS_BATCH = "ours.batch_durable"
 OURS_SINGLE = "ours.single_durable"
 OURS_READ = "ours.read"
+# Store figures of issue 14 (events helper): the lean scan, append_batch imports, group commit.
+OURS_SCAN = "ours.scan"
+OURS_IMPORT = "ours.import_batch"
+OURS_THREADS_1 = "ours.threads_1"
+OURS_THREADS_8 = "ours.threads_8"
 ES_BULK = "es.save_bulk"
 ES_SAVE = "es.save_each"
 ES_COMMAND = "es.command_each"
@@ -143,6 +152,26 @@ _SPECS = (
         rate_key(OURS_SINGLE),
         rate_key(RAW_SINGLE),
         "rate",
+        0.8,
+        "≥ 0.8x",
+    ),
+    _Spec(
+        "append",
+        "8 threads appending durably ÷ 1 thread (group commit)",
+        OURS_THREADS_8,
+        OURS_THREADS_1,
+        "rate",
+        4.0,
+        "≥ 4x",
+    ),
+    _Spec(
+        "append",
+        "batched import (append_batch, 1000 sessions/tx, durable) ÷ eventsourcing bulk save",
+        OURS_IMPORT,
+        ES_BULK,
+        "rate",
+        5.0,
+        "≥ 5x",
     ),
     _Spec(
         "append",
@@ -185,6 +214,15 @@ _SPECS = (
     ),
     _Spec("replay", "log read+decode ÷ eventsourcing repository.get per aggregate", OURS_READ, ES_REPOSITORY, "rate"),
     _Spec("replay", "log read+decode ÷ raw sqlite3 scan+msgspec decode (ceiling)", OURS_READ, RAW_SCAN, "rate"),
+    _Spec(
+        "replay",
+        "lean scan (for folds) ÷ raw sqlite3 scan+msgspec decode (ceiling)",
+        OURS_SCAN,
+        RAW_SCAN,
+        "rate",
+        0.5,
+        "≥ 0.5x",
+    ),
     _Spec(
         "replay",
         "projection rebuild ÷ eventsourcing recorder read+decode",
@@ -540,6 +578,10 @@ _FIGURE_NAMES = {
     OURS_BATCH: "ours: batched append, durable, p50 / p99 per batch",
     OURS_LOAD: "ours: batched append (1 session/tx), synchronous=normal",
     OURS_READ: "ours: iter_events() read + decode",
+    OURS_SCAN: "ours: scan() read + decode (position, session, version, event)",
+    OURS_IMPORT: "ours: append_batch, 1000 sessions per call, durable (import)",
+    OURS_THREADS_1: "ours: durable single-event appends, 1 thread",
+    OURS_THREADS_8: "ours: durable single-event appends, 8 threads (group commit)",
     ES_BULK: "eventsourcing: save 1000 aggregates per call (bulk load)",
     rate_key(ES_SAVE): "eventsourcing: save per aggregate (durable)",
     ES_SAVE: "eventsourcing: save per aggregate, p50 / p99",

@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmarks import baselines, registry_bench
 from benchmarks.baselines import RawSqliteLog
-from benchmarks.event_log import EventLogBench, subscription_latency
+from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
 from benchmarks.figures import Figure, Latency, Stopwatch, Timer, interleave, latency, repeat_rate, throughput
 from benchmarks.generate import (
     DEFAULT_SEED,
@@ -55,9 +55,13 @@ from benchmarks.report import (
     FSYNC,
     JSONL_LISTING,
     OURS_BATCH,
+    OURS_IMPORT,
     OURS_LOAD,
     OURS_READ,
+    OURS_SCAN,
     OURS_SINGLE,
+    OURS_THREADS_1,
+    OURS_THREADS_8,
     PAGE_FLOOR,
     RAW_INSERT,
     RAW_SCAN,
@@ -104,6 +108,7 @@ _NOTES = {
     RAW_SINGLE: "one event per transaction, synchronous=FULL, no index",
     FSYNC: "100 B written + fsync, taking turns with the appends",
     ES_COMMAND: "repository.get + command + save",
+    OURS_IMPORT: "append_batch of 1000 sessions per call, synchronous=FULL",
 }
 
 
@@ -190,6 +195,7 @@ class _Logs:
     """Every log being compared, holding the same history, and what that history holds so far."""
 
     ours: EventLogBench
+    imported: ImportBench  # the same bulk history, appended as an importer does (append_batch)
     raw: RawSqliteLog
     library: _Baseline | None
     sampled: _Reservoir
@@ -205,6 +211,7 @@ class _Logs:
 
     def close(self) -> None:
         self.ours.close()
+        self.imported.close()
         self.raw.close()
         if self.library:
             self.library.close()
@@ -216,8 +223,10 @@ def _grow(
     """Bulk-load the next sessions into every log; the rates cover this stage's growth only."""
     ours, raw, library = logs.ours.loaded, logs.raw.inserted, logs.library.loaded if logs.library else None
     marks = [(watch.count, watch.seconds) for watch in (ours, raw, library) if watch is not None]
+    imported = (logs.imported.loaded.count, logs.imported.loaded.seconds)
     for chunk in chunks:
         logs.ours.load(chunk)
+        logs.imported.load(chunk)
         logs.raw.insert(chunk)
         if logs.library:
             logs.library.load(chunk)
@@ -227,6 +236,10 @@ def _grow(
     figures[RAW_INSERT] = throughput(raw.count - marks[1][0], raw.seconds - marks[1][1])
     if library:
         figures[ES_BULK] = throughput(library.count - marks[2][0], library.seconds - marks[2][1])
+    loaded = logs.imported.loaded
+    figures[OURS_IMPORT] = throughput(
+        loaded.count - imported[0], loaded.seconds - imported[1], note=_NOTES[OURS_IMPORT]
+    )
 
 
 def _durable(logs: _Logs, sample: list[History], singles: list[tuple[str, Event]], work: Path) -> dict[str, Figure]:
@@ -252,12 +265,17 @@ def _durable(logs: _Logs, sample: list[History], singles: list[tuple[str, Event]
         for key, samples in interleave(appends, singles).items():
             _with_rate(figures, key, latency(samples, note=_NOTES[key]), len(singles))
     logs.counted(sample, extra_events=len(singles))
+    # Group commit, on the import store (the other logs keep holding one history): the same number of durable
+    # single-event appends from one thread, then from eight.
+    figures[OURS_THREADS_1] = logs.imported.appenders(singles, 1)
+    figures[OURS_THREADS_8] = logs.imported.appenders(singles, 8)
     return figures
 
 
 def _replay(logs: _Logs, figures: dict[str, Figure], advance: Callable[[], object]) -> None:
     """Read and decode the whole history from every log."""
     figures[OURS_READ] = repeat_rate(logs.ours.read_all)
+    figures[OURS_SCAN] = repeat_rate(logs.ours.scan_all)
     advance()
     figures[RAW_SCAN] = repeat_rate(logs.raw.scan)
     advance()
@@ -288,6 +306,7 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
         notes.append("eventsourcing is not installed (pip install -e '.[bench]'): its baselines were skipped.")
     logs = _Logs(
         ours=EventLogBench(work / "ours.db"),
+        imported=ImportBench(work / "imported.db"),
         raw=RawSqliteLog(work / "raw.db"),
         library=library,
         sampled=_Reservoir(settings.reconstruct, random.Random(settings.seed + 1)),

@@ -1,5 +1,6 @@
-"""Event store throughput: appends (durable and fast, single and batched), full reads, and how soon another
-process's append reaches a subscriber; baseline in the same run: the disk's raw fsync rate. The functions take
+"""Event store throughput: appends (durable and fast, single and batched, from one thread and from eight, and
+``append_batch`` imports), full reads (``iter_events`` and the lean ``scan``), and how soon another process's
+append reaches a subscriber; baseline in the same run: the disk's raw fsync rate. The functions take
 any store URL (postgres_throughput.py runs them on PostgreSQL); this script runs them on SQLite.
 
     python -m benchmarks.store_throughput [--events 100000] [--json results.json]
@@ -14,12 +15,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import msgspec
 
-from events import ANY, SessionCreated, SessionUpdated, open_store
+from events import ANY, AppendRequest, SessionCreated, SessionUpdated, open_store
 
 
 def fsync_rate(folder: Path, count: int) -> float:
@@ -58,10 +60,61 @@ def batched_appends(url: str, events: int, batch: int) -> float:
         return events / (time.perf_counter() - start)
 
 
+def threaded_appends(url: str, count: int, threads: int) -> float:
+    """``count`` single-event appends split over ``threads`` threads started together (group commit)."""
+    with open_store(url) as store:
+        gate = threading.Barrier(threads + 1)
+
+        def work(t: int) -> None:
+            gate.wait()
+            for n in range(count // threads):
+                store.append(f"t{t}-{n % 10}", [SessionUpdated(at=n, messages=1)], ANY)
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        gate.wait()
+        start = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        return threads * (count // threads) / (time.perf_counter() - start)
+
+
+def batch_import(url: str, sessions: int, per_call: int = 1000) -> float:
+    """Events/s of ``append_batch`` of ``per_call`` new sessions (a creation and four activities each) per call."""
+    with open_store(url) as store:
+        elapsed = 0.0
+        for first in range(0, sessions, per_call):
+            requests = [
+                AppendRequest(
+                    f"i{n}",
+                    [SessionCreated(cwd=f"/work/p{n % 50}", at=n)]
+                    + [SessionUpdated(at=n + i, messages=1) for i in range(4)],
+                )
+                for n in range(first, min(first + per_call, sessions))
+            ]
+            start = time.perf_counter()
+            store.append_batch(requests)
+            elapsed += time.perf_counter() - start
+        return 5 * sessions / elapsed
+
+
+def _activities(n: int) -> list[SessionUpdated]:
+    return [SessionUpdated(at=n + i, messages=1) for i in range(1, 5)]
+
+
 def full_read(url: str) -> float:
     with open_store(url) as store:
         start = time.perf_counter()
         count = sum(1 for _ in store.iter_events())
+        return count / (time.perf_counter() - start)
+
+
+def scan_read(url: str) -> float:
+    """The lean read a fold uses: ``scan()`` (position, session, version, event)."""
+    with open_store(url) as store:
+        start = time.perf_counter()
+        count = sum(1 for _ in store.scan())
         return count / (time.perf_counter() - start)
 
 
@@ -126,10 +179,17 @@ def main() -> None:
             f"{url}/b-normal.db?synchronous=normal", args.events, 1000
         )
         results["read_full_per_s"] = full_read(f"{url}/b-full.db")
+        results["scan_full_per_s"] = scan_read(f"{url}/b-full.db")
+        results["append_single_durable_1_thread_per_s"] = threaded_appends(f"{url}/threads.db", args.single, 1)
+        results["append_single_durable_8_threads_per_s"] = threaded_appends(f"{url}/threads.db", args.single, 8)
+        results["append_batch_import_durable_per_s"] = batch_import(f"{url}/import.db", args.events // 5)
         latencies = cross_process_latency(f"{url}/latency.db", 200)
         results["cross_process_p50_ms"] = statistics.median(latencies)
         results["cross_process_p99_ms"] = percentile(latencies, 0.99)
     results["durable_single_vs_fsync"] = results["append_single_durable_per_s"] / results["fsync_per_s"]
+    results["eight_threads_vs_one"] = (
+        results["append_single_durable_8_threads_per_s"] / results["append_single_durable_1_thread_per_s"]
+    )
     print_results(results, args.json)
 
 

@@ -12,6 +12,7 @@ from events.errors import (
 from events.memory import MemoryStore
 from events.model import (
     Event,
+    LogEntry,
     RecordedEvent,
     SessionCreated,
     SessionDeleted,
@@ -20,17 +21,19 @@ from events.model import (
     TitleSource,
 )
 from events.sqlite import SqliteStore
-from events.store import ANY, NO_STREAM, EventStore, StoreIdentity, Subscription
+from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
 from events.urls import open_store
 
 __all__ = [
     "ANY",
     "NO_STREAM",
+    "AppendRequest",
     "ConcurrencyError",
     "CorruptEventError",
     "Event",
     "EventIdConflict",
     "EventStore",
+    "LogEntry",
     "MemoryStore",
     "RecordedEvent",
     "RegistryError",

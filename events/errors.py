@@ -5,7 +5,8 @@
         ├── ConcurrencyError         expected version did not match; nothing was written
         ├── EventIdConflict          an event id was reused for different content (also a ValueError)
         ├── CorruptEventError        a stored record does not decode; names its position
-        ├── StoreFormatError         a file that is not a registry store, or of a newer schema (untouched)
+        ├── StoreFormatError         not a registry store, of a newer schema, empty (not asked to create),
+        │                            damaged or truncated; left untouched
         └── StoreClosedError         the store was used after close()
 
 Driver exceptions (sqlite3, psycopg) are translated into these at one boundary in each backend.
@@ -69,7 +70,8 @@ class CorruptEventError(StoreError):
 
 
 class StoreFormatError(StoreError):
-    """The file is not a registry store, or was written by a newer schema; it was left untouched."""
+    """The file is not a registry store (or is empty, damaged or truncated), or was written by a newer schema; it was
+    left untouched."""
 
     def __init__(self, location: str, reason: str) -> None:
         self.location = location

@@ -7,10 +7,11 @@ import os
 import threading
 import uuid
 
+from events.chain import GENESIS, StoredRecord, link
 from events.codec import decode_event, encode_event
 from events.errors import ConcurrencyError
 from events.model import Event, RecordedEvent
-from events.store import ANY, Clock, EventStore, StoreIdentity, resolve_retry
+from events.store import ANY, Clock, EventStore, PreparedAppend, StoreIdentity, retried_positions
 
 __all__ = ["MemoryStore"]
 
@@ -22,49 +23,62 @@ class MemoryStore(EventStore):
         super().__init__(clock)
         self._lock = threading.Lock()
         self._log: list[RecordedEvent] = []
+        self._stored: list[StoredRecord] = []  # the same records as bytes, with their links
         self._positions: list[int] = []
         self._streams: dict[str, list[RecordedEvent]] = {}
         self._by_id: dict[uuid.UUID, RecordedEvent] = {}
         self._identity = StoreIdentity(str(uuid.uuid4()), os.urandom(32))
 
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
-
     def _append(
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
+        return self._append_batch([PreparedAppend(session_id, events, expected_version, event_ids)])[0]
+
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
         # Round-trip through storage bytes: a memory store must not hand out the caller's objects.
-        stored = [decode_event(encode_event(e), 0) for e in events]
+        encoded = [[encode_event(e) for e in r.events] for r in requests]
         with self._lock:
-            known = [self._by_id.get(i) for i in event_ids]
-            if any(r is not None for r in known):
-                return resolve_retry(session_id, stored, event_ids, known)
-            stream = self._streams.setdefault(session_id, [])
-            actual = len(stream)
-            if expected_version != ANY and expected_version != actual:
-                if not stream:
-                    del self._streams[session_id]
-                raise ConcurrencyError(session_id, expected_version, actual)
-            at = self._clock()
-            head = self._log[-1].position if self._log else 0
-            records = [
-                RecordedEvent(
-                    position=head + n,
-                    session_id=session_id,
-                    version=actual + n,
-                    event_id=event_id,
-                    recorded_at=at,
-                    event=event,
-                )
-                for n, (event, event_id) in enumerate(zip(stored, event_ids, strict=True), start=1)
-            ]
-            self._log.extend(records)
-            self._positions.extend(r.position for r in records)
-            stream.extend(records)
-            for r in records:
-                self._by_id[r.event_id] = r
-            return [r.position for r in records]
+            size = len(self._log)
+            try:
+                return [self._write(request, blobs) for request, blobs in zip(requests, encoded, strict=True)]
+            except BaseException:
+                self._truncate(size)  # a batch is stored whole or not at all
+                raise
+
+    def _write(self, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
+        session_id, event_ids = request.session_id, request.event_ids
+        stored = [decode_event(blob, 0) for blob in blobs]
+        known = {i: r for i in event_ids if (r := self._by_id.get(i)) is not None}
+        retried = retried_positions(session_id, stored, event_ids, known)
+        if retried is not None:
+            return retried
+        actual = len(self._streams.get(session_id, ()))
+        if request.expected_version != ANY and request.expected_version != actual:
+            raise ConcurrencyError(session_id, request.expected_version, actual)
+        stream = self._streams.setdefault(session_id, [])
+        at = self._clock()
+        head = self._log[-1].position if self._log else 0
+        previous = self._stored[-1].chain if self._stored else GENESIS
+        assert previous is not None
+        for n, (event, event_id, blob) in enumerate(zip(stored, event_ids, blobs, strict=True), start=1):
+            record = RecordedEvent(head + n, session_id, actual + n, event_id, at, event)
+            previous = link(previous, head + n, session_id, actual + n, event_id.bytes, at, blob)
+            self._stored.append(StoredRecord(head + n, session_id, actual + n, event_id.bytes, at, blob, previous))
+            self._log.append(record)
+            self._positions.append(record.position)
+            stream.append(record)
+            self._by_id[event_id] = record
+        return list(range(head + 1, head + 1 + len(stored)))
+
+    def _truncate(self, size: int) -> None:
+        """Forget every record after the first ``size``: the undo of a failed batch."""
+        for record in self._log[size:]:
+            stream = self._streams[record.session_id]
+            stream.pop()
+            if not stream:
+                del self._streams[record.session_id]
+            del self._by_id[record.event_id]
+        del self._log[size:], self._stored[size:], self._positions[size:]
 
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
         self._check_open()
@@ -82,3 +96,17 @@ class MemoryStore(EventStore):
         self._check_open()
         with self._lock:
             return self._log[-1].position if self._log else 0
+
+    def chain_at(self, position: int) -> bytes | None:
+        self._check_open()
+        if position == 0:
+            return GENESIS
+        with self._lock:
+            at = bisect.bisect_left(self._positions, position)
+            return self._stored[at].chain if at < len(self._positions) and self._positions[at] == position else None
+
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        self._check_open()
+        with self._lock:
+            start = bisect.bisect_right(self._positions, after)
+            return self._stored[start : start + limit]

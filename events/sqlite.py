@@ -1,130 +1,87 @@
 """The embedded default: one SQLite file in WAL mode, safe for several threads and OS processes.
 
+The file is found, created (0600) and checked by ``events.sqlite_file`` before SQLite opens it; a file that
+cannot be written is opened read-only (``read_only``).
+
 Writers take the database's single write lock (``BEGIN IMMEDIATE``) before they read the head, so
 positions are assigned and committed in one order and are contiguous. Sessions get a small integer stream
 key: a unique (stream, version) index keyed by random UUID text would scatter inserts across a large index.
 Durable by default (``synchronous=FULL``: an acknowledged append survives power loss); ``synchronous="normal"``
 trades the last commits on power loss (never on a process crash) for speed, and copies the WAL back into the
-database file on a background thread instead of inside the append that fills its 1000th page (``_Checkpointer``).
+database file on a background thread instead of inside the append that fills its 1000th page (``Checkpointer``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import sqlite3
 import threading
+import time
+import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal, cast
 
 import msgspec
 
-from events.codec import decode_event, encode_event
-from events.errors import ConcurrencyError, CorruptEventError, StoreError, StoreFormatError
-from events.model import Event, RecordedEvent
-from events.store import ANY, Clock, EventStore, StoreIdentity, resolve_retry
+from events.chain import GENESIS, StoredRecord, links
+from events.codec import encode_event
+from events.errors import ConcurrencyError, StoreError, StoreFormatError
+from events.group_commit import GroupCommit
+from events.model import Event, LogEntry, RecordedEvent
+from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
+from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
+from events.sqlite_file import find_store_file, say_how_opened
+from events.store import (
+    ANY,
+    Clock,
+    EventStore,
+    PreparedAppend,
+    StoreIdentity,
+    Tip,
+    _check_position,
+    record_from_row,
+    retried_positions,
+)
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteStore"]
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
-SCHEMA_VERSION: Final = 1
 
 Synchronous = Literal["full", "normal", "off"]
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = (
-    """CREATE TABLE registry_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID""",
-    """CREATE TABLE streams (
-        session_id TEXT PRIMARY KEY,
-        stream INTEGER NOT NULL UNIQUE,
-        version INTEGER NOT NULL
-    ) WITHOUT ROWID""",
-    """CREATE TABLE events (
-        position INTEGER PRIMARY KEY,
-        stream INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        event_id BLOB NOT NULL UNIQUE,
-        recorded_at INTEGER NOT NULL,
-        session_id TEXT NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    """CREATE UNIQUE INDEX events_stream_version ON events (stream, version)""",
-)
-_COLUMNS = "position, session_id, version, event_id, recorded_at, data"
-_Row = tuple[int, str, int, bytes, int, bytes]
+_COLUMNS = RECORD_COLUMNS
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
 _event_decoder = msgspec.msgpack.Decoder(Event)
+_Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
+_TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
+_INSERT: Final = (
+    "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SCAN: Final = (
+    "SELECT position, session_id, version, data FROM events WHERE position > ? AND position <= ? ORDER BY position"
+    " LIMIT ?"
+)
+_LAST_POSITION: Final = 2**63 - 1
+_UPSERT_STREAM: Final = (
+    "INSERT INTO streams (session_id, stream, version) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id) DO UPDATE SET version = excluded.version"
+)
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
-_BACKSTOP_PAGES: Final = 10_000  # the writer checkpoints itself only this far behind: the WAL stays < ~40 MB
-
-
-class _Checkpointer:
-    """Copies the WAL back into the database file on a thread of its own, so that no append waits for it.
-
-    SQLite runs this checkpoint inside the commit that fills the 1000th WAL page; with
-    ``synchronous="normal"`` that was about a third of all append time, spent in 1% of the appends (the
-    checkpoint syncs the WAL and the database file). A PASSIVE checkpoint never blocks writers or readers
-    and is crash-safe like the inline one. SQLite starts the WAL file over only after a checkpoint copied
-    all of it, which a background checkpoint rarely manages while appends go on, so the writer's own
-    auto-checkpoint stays as a backstop at ``_BACKSTOP_PAGES`` (it also covers a failed background run).
-    Not used with ``synchronous="full"``: there every commit waits for an fsync anyway, the inline
-    checkpoint is ~2% of append time, and while the WAL file grows past 1000 pages each commit's fsync
-    is slower (measured 1.5x). The thread starts with the first request and ends with the store.
-    """
-
-    def __init__(self, path: str, synchronous: Synchronous, busy_timeout: float) -> None:
-        # No reference to the store: a store dropped without ``close`` is still collected (and ends the thread).
-        self._connect: Callable[[], sqlite3.Connection] = functools.partial(
-            sqlite3.connect, path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        self._path = path
-        self._synchronous = synchronous  # a checkpoint syncs as its connection is told to
-        self._wanted = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-
-    def request(self) -> None:
-        """Checkpoint soon. The caller holds the store's write lock."""
-        if self._stopping:
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"checkpoint {self._path}", daemon=True)
-            self._thread.start()
-        self._wanted.set()
-
-    def stop(self, wait: bool = True) -> None:
-        self._stopping = True
-        self._wanted.set()
-        if wait and self._thread is not None:
-            self._thread.join()
-
-    def _run(self) -> None:
-        db = None
-        try:
-            while True:
-                self._wanted.wait()
-                self._wanted.clear()
-                if self._stopping:
-                    return
-                try:
-                    if db is None:
-                        db = self._connect()
-                        db.execute(f"PRAGMA synchronous={self._synchronous.upper()}")
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error as exc:
-                    log.warning("%s: background checkpoint failed; appends will checkpoint (%s)", self._path, exc)
-        finally:
-            if db is not None:
-                db.close()
 
 
 class SqliteStore(EventStore):
-    """An event store in one SQLite file. Several processes may open and append to the same file."""
+    """An event store in one SQLite file. Several processes may open and append to the same file.
+
+    ``create``: make the store when there is none (a missing or empty file); False for callers that only read.
+    ``follow_symlinks``: allow a store path that is a symbolic link (refused by default: see ``sqlite_file``).
+    """
 
     def __init__(
         self,
@@ -132,75 +89,108 @@ class SqliteStore(EventStore):
         *,
         synchronous: Synchronous = "full",
         busy_timeout: float = 30.0,
-        poll_interval: float = 0.01,
+        poll_interval: float = 0.02,
+        create: bool = True,
+        follow_symlinks: bool = False,
         clock: Clock | None = None,
     ) -> None:
         super().__init__(clock)
         if synchronous not in ("full", "normal", "off"):
             raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
-        self.path = os.path.abspath(os.fspath(path))
+        found = find_store_file(os.path.abspath(os.fspath(path)), create=create, follow_symlinks=follow_symlinks)
+        self.path = found.path
         self.synchronous: Synchronous = synchronous
         self.poll_interval = poll_interval
+        self._read_only = found.read_only
+        self._uri: str | None = None
+        if found.read_only is not None:
+            self._uri = f"file:{urllib.parse.quote(self.path)}?mode=ro{'&immutable=1' if found.immutable else ''}"
         self._busy_timeout = busy_timeout
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = self._open()
+        self._chained = True  # False only for a version-1 store opened read-only (not upgraded)
+        try:
+            self._writer = self._open(create)
+        except BaseException:
+            found.remove_created()
+            raise
         try:
             self._identity = self._load_identity()
         except BaseException:
             self._writer.close()
             raise
+        say_how_opened(found)
+        self._group: GroupCommit[_Unit, list[list[int]]] = GroupCommit(self._commit_group)
         self._wal_pages = 0  # estimated, since the last background checkpoint was requested
-        self._checkpointer: _Checkpointer | None = None
-        if synchronous != "full":
-            self._checkpointer = _Checkpointer(self.path, synchronous, busy_timeout)
+        self._checkpointer: Checkpointer | None = None
+        if synchronous != "full" and self._read_only is None:
+            self._checkpointer = Checkpointer(self.path, synchronous, busy_timeout)
             weakref.finalize(self, self._checkpointer.stop, wait=False)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"
 
+    @property
+    def read_only(self) -> bool:
+        return self._read_only is not None
+
     # -- opening --------------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         with self._translate():
-            db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
-        return db
+            if self._uri is not None:
+                return sqlite3.connect(
+                    self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            return sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
 
-    def _open(self) -> sqlite3.Connection:
-        parent = os.path.dirname(self.path)
-        if not os.path.isdir(parent):
-            raise StoreError(f"{self.path}: the directory {parent} does not exist")
-        if os.path.isdir(self.path):
-            raise StoreFormatError(self.path, "is a directory, not a registry store")
-        existing = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+    def _open(self, initialise: bool) -> sqlite3.Connection:
         db = self._connect()
         try:
-            # Look before writing anything: a foreign or newer file must be left exactly as it was.
-            if existing:
-                self._check_format(db)
+            # Look before writing anything: a foreign, empty (unless asked to create) or newer file must be left
+            # exactly as it was.
+            version = self._check_format(db, initialise)
             with self._translate():
-                db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA cache_size=-65536")
+                if self._read_only is not None:
+                    self._chained = version >= CHAIN_SINCE
+                    return db
+                db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
-                    db.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")  # see _Checkpointer
+                    db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # see Checkpointer
                 self._initialise(db)
         except BaseException:
             db.close()
             raise
         return db
 
-    def _check_format(self, db: sqlite3.Connection) -> None:
+    def _check_format(self, db: sqlite3.Connection, initialise: bool) -> int:
+        """The file's schema version (0: an empty database, to initialise); raises for anything not ours."""
         try:
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             version = db.execute("PRAGMA user_version").fetchone()[0]
             objects = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CORRUPT:  # SQLite checks the size against the header
+                raise StoreFormatError(
+                    self.path,
+                    f"is damaged or truncated ({exc}; the file has {os.path.getsize(self.path):,} bytes); left "
+                    "untouched",
+                ) from exc
             raise StoreFormatError(self.path, f"not an SQLite database ({exc}); left untouched") from exc
         if app_id == 0 and objects == 0:
-            return  # an empty SQLite file: ours to initialise
+            if not initialise:
+                raise StoreFormatError(
+                    self.path,
+                    "is empty, not a registry store; left untouched (only an opener that asks to create a store, "
+                    "create=True, makes one of an empty file)",
+                )
+            if self._read_only is not None:
+                raise StoreFormatError(self.path, f"is empty and cannot become a store: {self._read_only}")
+            return 0
         if app_id != APPLICATION_ID:
             raise StoreFormatError(
                 self.path,
@@ -213,92 +203,191 @@ class SqliteStore(EventStore):
                 f"written by a newer schema (version {version}); this version of acp-session-registry "
                 f"reads up to version {SCHEMA_VERSION}. Upgrade it; the file was left untouched",
             )
+        return int(version)
 
     def _initialise(self, db: sqlite3.Connection) -> None:
+        """Create the tables in an empty file, or upgrade an older schema in place, in one transaction."""
         db.execute("BEGIN IMMEDIATE")
         try:
-            if db.execute("PRAGMA user_version").fetchone()[0] == 0:
-                for statement in _SCHEMA:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in sqlite_ddl():
                     db.execute(statement)
-                db.executemany(
-                    "INSERT INTO registry_meta (key, value) VALUES (?, ?)",
-                    [("store_id", str(uuid.uuid4()).encode()), ("secret", os.urandom(32))],
-                )
+                db.executemany("INSERT INTO registry_meta (key, value) VALUES (?, ?)", new_meta())
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            elif version < CHAIN_SINCE:
+                self._add_chain(db)
+            if version < SCHEMA_VERSION:
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
+    def _add_chain(self, db: sqlite3.Connection) -> None:
+        """Version 1 to 2: every record gets its link, computed in position order (inside the caller's
+        transaction: an interrupted upgrade leaves a version-1 store)."""
+        log.warning("%s: upgrading the log to schema version %d (computing its integrity chain)", self.path, 2)
+        db.execute("ALTER TABLE events ADD COLUMN chain BLOB")
+        previous, after = GENESIS, 0
+        while True:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT 10000", (after,)
+            ).fetchall()
+            if not rows:
+                return
+            chain = links(previous, rows)
+            db.executemany(
+                "UPDATE events SET chain = ? WHERE position = ?", zip(chain, (r[0] for r in rows), strict=True)
+            )
+            previous, after = chain[-1], rows[-1][0]
+
     def _load_identity(self) -> StoreIdentity:
         with self._translate():
             rows = dict(self._writer.execute("SELECT key, value FROM registry_meta").fetchall())
-        try:
-            return StoreIdentity(bytes(rows["store_id"]).decode(), bytes(rows["secret"]))
-        except (KeyError, UnicodeDecodeError) as exc:
-            raise StoreFormatError(self.path, f"registry_meta is damaged ({exc!r})") from exc
-
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
+        return identity_from_meta(rows, self.path)
 
     # -- writing --------------------------------------------------------------------------------------
 
     def _append(
         self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
     ) -> list[int]:
-        blobs = [encode_event(e) for e in events]
+        request = PreparedAppend(session_id, events, expected_version, event_ids)
+        return self._group.submit([(request, [encode_event(e) for e in events])])[0]
+
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
+        return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])
+
+    def _commit_group(self, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
+        """One transaction, one commit, for every unit the group commit queued (``events.group_commit``). Each
+        unit (an append, or an ``append_batch``) is atomic on its own: it runs in a savepoint, and a unit that
+        fails is rolled back to it and gets its error, while the others commit."""
+        outcomes: list[list[list[int]] | BaseException] = []
         with self._write_lock, self._translate():
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
-                row = db.execute("SELECT stream, version FROM streams WHERE session_id = ?", (session_id,)).fetchone()
-                actual = row[1] if row else 0
-                if expected_version != ANY and expected_version != actual:
-                    retried = self._stored_positions(db, session_id, events, event_ids)
-                    if retried is not None:
-                        return retried
-                    raise ConcurrencyError(session_id, expected_version, actual)
-                head = db.execute("SELECT max(position) FROM events").fetchone()[0] or 0
-                last = actual + len(events)
-                if row is None:
-                    stream = (db.execute("SELECT max(stream) FROM streams").fetchone()[0] or 0) + 1
-                    db.execute("INSERT INTO streams VALUES (?, ?, ?)", (session_id, stream, last))
-                else:
-                    stream = row[0]
-                    db.execute("UPDATE streams SET version = ? WHERE session_id = ?", (last, session_id))
-                at = self._clock()
-                positions = list(range(head + 1, head + 1 + len(events)))
-                try:
-                    db.executemany(
-                        "INSERT INTO events (position, stream, version, event_id, recorded_at, session_id,"
-                        " data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            (position, stream, actual + n, event_id.bytes, at, session_id, blob)
-                            for n, (position, event_id, blob) in enumerate(
-                                zip(positions, event_ids, blobs, strict=True), start=1
-                            )
-                        ],
-                    )
-                except sqlite3.IntegrityError:
-                    retried = self._stored_positions(db, session_id, events, event_ids)
-                    if retried is not None:
-                        return retried
-                    raise
+                head, previous = db.execute(_TIP).fetchone() or (0, GENESIS)
+                tip = Tip(head, previous or GENESIS, None)
+                for unit in units:
+                    if len(units) == 1:  # its error rolls the whole transaction back (see the finally)
+                        outcomes.append(self._write_unit(db, tip, unit, alone=True))
+                        continue
+                    try:
+                        outcomes.append(self._write_unit(db, tip, unit, alone=False))
+                    except (StoreError, ValueError) as exc:
+                        outcomes.append(exc)
+                    except sqlite3.Error as exc:
+                        outcomes.append(self._store_error(exc))
                 db.execute("COMMIT")
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
-            if self._checkpointer is not None:
-                # A commit writes a page per table and index it touches (~5), and ~16 events fill a page:
-                # close enough (measured 4.4 pages for 1 event, 5.2 for 5, 59 for 1000) to ask for a
-                # checkpoint about every _CHECKPOINT_PAGES pages.
-                self._wal_pages += 5 + len(events) // 16
-                if self._wal_pages >= _CHECKPOINT_PAGES:
-                    self._wal_pages = 0
-                    self._checkpointer.request()
-            return positions
+        if self._checkpointer is not None:
+            # A commit writes a page per table and index it touches (~5), and ~16 events fill a page: close
+            # enough (measured 4.4 pages for 1 event, 5.2 for 5, 59 for 1000) to ask for a checkpoint about every
+            # _CHECKPOINT_PAGES pages.
+            self._wal_pages += 5 * len(units) + sum(len(r.events) for unit in units for r, _ in unit) // 16
+            if self._wal_pages >= _CHECKPOINT_PAGES:
+                self._wal_pages = 0
+                self._checkpointer.request()
+        return outcomes
+
+    def _write_unit(self, db: sqlite3.Connection, tip: Tip, unit: _Unit, alone: bool) -> list[list[int]]:
+        """Write one unit inside a savepoint (or, ``alone`` in its group, in the transaction itself: two statements
+        fewer on every lone append). A duplicate event id rolls the unit back: requests whose ids are all stored
+        already (retries, same content) then keep their original positions and the unit is written again without
+        them; anything else raises (``EventIdConflict``), and the unit writes nothing."""
+        retried: dict[int, list[int]] = {}
+        while True:
+            mark = tip.saved()
+            if not alone:
+                db.execute("SAVEPOINT unit")
+            try:
+                positions = self._write(db, tip, unit, retried)
+                if not alone:
+                    db.execute("RELEASE unit")
+                return positions
+            except BaseException as exc:
+                if not isinstance(exc, sqlite3.IntegrityError):
+                    if not alone:
+                        db.execute("ROLLBACK TO unit")
+                        db.execute("RELEASE unit")
+                        tip.restore(mark)
+                    raise  # alone: the caller rolls the transaction back
+                if alone:  # start over: another process may append while the write lock is let go
+                    db.execute("ROLLBACK")
+                    db.execute("BEGIN IMMEDIATE")
+                    head, previous = db.execute(_TIP).fetchone() or (0, GENESIS)
+                    tip.restore((head, previous or GENESIS, None))
+                else:
+                    db.execute("ROLLBACK TO unit")
+                    db.execute("RELEASE unit")
+                    tip.restore(mark)
+                found = self._retries(db, unit, retried)
+                if not found:
+                    raise
+                retried.update(found)
+
+    def _write(self, db: sqlite3.Connection, tip: Tip, unit: _Unit, retried: dict[int, list[int]]) -> list[list[int]]:
+        """The unit's requests in order, with one look-up of their streams and two bulk statements."""
+        streams = self._streams(db, {request.session_id for request, _ in unit})
+        changed: dict[str, tuple[int, int]] = {}
+        rows: list[tuple[object, ...]] = []
+        results = []
+        at = self._clock()
+        for n, (request, blobs) in enumerate(unit):
+            if n in retried:
+                results.append(retried[n])
+                continue
+            session_id = request.session_id
+            stream, actual = streams.get(session_id, (None, 0))
+            if request.expected_version != ANY and request.expected_version != actual:
+                retry = self._stored_positions(db, session_id, request.events, request.event_ids)
+                if retry is not None:
+                    results.append(retry)
+                    continue
+                raise ConcurrencyError(session_id, request.expected_version, actual)
+            if stream is None:
+                if tip.next_stream is None:
+                    tip.next_stream = (db.execute("SELECT max(stream) FROM streams").fetchone()[0] or 0) + 1
+                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
+            head = tip.head
+            records = [
+                (head + k, session_id, actual + k, event_id.bytes, at, blob)
+                for k, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
+            ]
+            chain = links(tip.previous, records)
+            rows += [(*record, link, stream) for record, link in zip(records, chain, strict=True)]
+            streams[session_id] = changed[session_id] = (stream, actual + len(records))
+            tip.head, tip.previous = head + len(records), chain[-1]
+            results.append(list(range(head + 1, head + 1 + len(records))))
+        if changed:
+            db.executemany(_UPSERT_STREAM, [(sid, stream, version) for sid, (stream, version) in changed.items()])
+            db.executemany(_INSERT, rows)
+        return results
+
+    def _streams(self, db: sqlite3.Connection, sessions: set[str]) -> dict[str, tuple[int | None, int]]:
+        found: dict[str, tuple[int | None, int]] = {}
+        keys = list(sessions)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            query = (
+                f"SELECT session_id, stream, version FROM streams WHERE session_id IN ({','.join('?' * len(chunk))})"
+            )
+            found.update((sid, (stream, version)) for sid, stream, version in db.execute(query, chunk))
+        return found
+
+    def _retries(self, db: sqlite3.Connection, unit: _Unit, known: dict[int, list[int]]) -> dict[int, list[int]]:
+        """The requests of a unit that are retries (their ids stored with the same content) and their original
+        positions; a request that mixes stored and new ids raises ``EventIdConflict``."""
+        found = {}
+        for n, (request, _) in enumerate(unit):
+            if n not in known:
+                positions = self._stored_positions(db, request.session_id, request.events, request.event_ids)
+                if positions is not None:
+                    found[n] = positions
+        return found
 
     def _stored_positions(
         self,
@@ -308,16 +397,15 @@ class SqliteStore(EventStore):
         event_ids: Sequence[uuid.UUID],
     ) -> list[int] | None:
         """Positions of a retried batch; None when none of its ids is stored."""
-        found: dict[bytes, RecordedEvent] = {}
+        found: dict[uuid.UUID, RecordedEvent] = {}
         keys = [i.bytes for i in event_ids]
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE event_id IN ({marks})", chunk):
-                found[row[3]] = self._record(row)
-        if not found:
-            return None
-        return resolve_retry(session_id, events, event_ids, [found.get(k) for k in keys])
+                record = record_from_row(row)
+                found[record.event_id] = record
+        return retried_positions(session_id, events, event_ids, found)
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -359,33 +447,124 @@ class SqliteStore(EventStore):
                 return [RecordedEvent(p, s, v, uuid_of(b"\xc4\x10" + i), t, event_of(d)) for p, s, v, i, t, d in cursor]
             except (msgspec.DecodeError, TypeError, ValueError):
                 cursor.close()  # ends its read transaction now
-                return [self._record(r) for r in self._reader().execute(query, params)]
+                return [record_from_row(r) for r in self._reader().execute(query, params)]
 
     def head(self) -> int:
         with self._translate():
             value = self._reader().execute("SELECT max(position) FROM events").fetchone()[0]
         return int(value or 0)
 
-    @staticmethod
-    def _record(row: _Row) -> RecordedEvent:
-        position, session_id, version, event_id, recorded_at, data = row
-        if not isinstance(data, bytes) or not isinstance(event_id, bytes) or len(event_id) != 16:
-            raise CorruptEventError(position, "the record's columns have the wrong types", session_id, version)
-        return RecordedEvent(
-            position,
-            session_id,
-            version,
-            _uuid_decoder.decode(b"\xc4\x10" + event_id),  # msgspec builds a UUID 5x faster than uuid.UUID()
-            recorded_at,
-            decode_event(data, position, session_id, version),
-        )
+    def scan(self, after: int = 0, *, until: int | None = None, batch: int = 10_000) -> Iterator[LogEntry]:
+        # The fold's read path: four columns, one prebuilt decoder, no envelope; keyset batches (``position >
+        # last``), so no read transaction stays open between them. Entries are yielded as the cursor gives rows
+        # rather than gathered into a list first: a batch of live objects made the cyclic GC run over and over
+        # (measured 0.35x the raw scan gathered, 0.54x yielded). A bad row is read again through
+        # ``decode_event``, which names it.
+        _check_position("after", after)
+        upper = _LAST_POSITION if until is None else _check_position("until", until)
+        decode = _event_decoder.decode
+        reader = self._reader()
+        while True:
+            count = 0
+            try:
+                for position, session_id, version, data in reader.execute(_SCAN, (after, upper, batch)):
+                    entry = LogEntry(position, session_id, version, decode(data))
+                    count += 1
+                    after = position
+                    yield entry
+            except (msgspec.DecodeError, TypeError, ValueError):
+                self._name_bad_row(after)
+                raise
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            if count < batch:
+                return
+
+    def iter_events(self, after: int = 0, *, batch: int = 10_000) -> Iterator[RecordedEvent]:
+        # As ``scan``, with the whole envelope.
+        _check_position("after", after)
+        uuid_of, event_of = _uuid_decoder.decode, _event_decoder.decode
+        reader = self._reader()
+        query = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
+        while True:
+            count = 0
+            try:
+                for p, s, v, i, t, d in reader.execute(query, (after, batch)):
+                    record = RecordedEvent(p, s, v, uuid_of(b"\xc4\x10" + i), t, event_of(d))
+                    count += 1
+                    after = p
+                    yield record
+            except (msgspec.DecodeError, TypeError, ValueError):
+                self._name_bad_row(after)
+                raise
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            if count < batch:
+                return
+
+    def _name_bad_row(self, after: int) -> None:
+        """Raise ``CorruptEventError`` for the first record after ``after`` when it does not decode."""
+        with self._translate():
+            row = self._reader().execute(
+                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT 1", (after,)
+            )
+            for found in row:
+                record_from_row(found)
+
+    def chain_at(self, position: int) -> bytes | None:
+        if position == 0:
+            return GENESIS
+        if not self._chained:
+            return None
+        with self._translate():
+            row = self._reader().execute("SELECT chain FROM events WHERE position = ?", (position,)).fetchone()
+        return None if row is None or not isinstance(row[0], bytes) else row[0]
+
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        chain = "chain" if self._chained else "NULL"
+        with self._translate():
+            rows = self._reader().execute(
+                f"SELECT {_COLUMNS}, {chain} FROM events WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
+            )
+            return [StoredRecord(*row) for row in rows]
+
+    # -- waiting for other processes' appends --------------------------------------------------------
+
+    def _change_token(self) -> object:
+        return self._doorbell.generation, self._data_version()
+
+    def _wait_for_change(self, token: object, timeout: float | None) -> None:
+        """Sleep on the doorbell (this process's appends), looking every ``poll_interval`` at ``PRAGMA
+        data_version``, which moves when any other connection commits. A look is one cheap statement on this
+        thread's connection, where a read of the log each time made an idle subscription cost 2.5 % of a core."""
+        generation, version = cast(tuple[int, int], token)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = self.poll_interval or 0.01
+        doorbell, db = self._doorbell, self._reader()
+        try:
+            while not self._closed:
+                step = interval if deadline is None else min(interval, deadline - time.monotonic())
+                if step <= 0:
+                    return
+                doorbell.wait(generation, step)
+                if doorbell.generation != generation or db.execute("PRAGMA data_version").fetchone()[0] != version:
+                    return
+        except sqlite3.Error:
+            if self._closed:
+                return  # closed under us: the subscription ends
+            with self._translate():
+                raise
+
+    def _data_version(self) -> int:
+        with self._translate():
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
 
     # -- for derived tables in the same file (the registry's read model) --------------------------------
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the store's file (autocommit, the store's busy timeout), for tables derived from
         the log that live beside it. The caller owns and closes it; sqlite3 errors met on it should pass through
-        ``translate_errors``."""
+        ``translate_errors``. A read-only store gives a read-only connection (``read_only``)."""
         self._check_open()
         return self._connect()
 
@@ -410,11 +589,15 @@ class SqliteStore(EventStore):
         """The one place sqlite3's errors become the library's."""
         try:
             yield
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StoreError(
-                    f"{self.path}: another writer held the database for over {self._busy_timeout:g} s ({exc})"
-                ) from exc
-            raise StoreError(f"{self.path}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: sqlite3.Error) -> StoreError:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return StoreError(
+                f"{self.path}: another writer held the database for over {self._busy_timeout:g} s ({exc})"
+            )
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return StoreFormatError(self.path, f"the file is damaged ({exc}); left untouched")
+        return StoreError(f"{self.path}: {exc}")

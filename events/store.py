@@ -1,9 +1,10 @@
 """The event store protocol: one small abstract base, one module per backend beside it.
 
-A backend implements five steps (``_append``, ``read``, ``read_stream``, ``head``, ``_close``) and says who
-it is (``identity``). Everything else - argument checks, the doorbell that wakes subscribers, catch-up then
-live subscriptions, the context manager - lives here once, so every backend behaves the same and the one
-contract suite in ``events.testing`` holds them all to it.
+A backend implements five steps (``_append``, ``read``, ``read_stream``, ``head``, ``_close``) and sets who
+it is (``_identity``). Everything else - argument checks, the doorbell that wakes subscribers, catch-up then
+live subscriptions, the context manager, turning stored rows into records and recognising a retried batch -
+lives here once, so every backend behaves the same and the one contract suite in ``events.testing`` holds
+them all to it.
 """
 
 from __future__ import annotations
@@ -13,23 +14,28 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Self
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Final, Self, cast
 
 import msgspec
 
-from events.codec import new_event_id, now_ns
-from events.errors import EventIdConflict, StoreClosedError
+from events.chain import StoredRecord
+from events.codec import decode_event, new_event_id, now_ns
+from events.errors import CorruptEventError, EventIdConflict, StoreClosedError, StoreError
 from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, RecordedEvent
 
 __all__ = [
     "ANY",
     "NO_STREAM",
+    "AppendRequest",
     "EventStore",
+    "PreparedAppend",
     "StoreIdentity",
     "Subscription",
+    "Tip",
     "check_session_id",
-    "resolve_retry",
+    "record_from_row",
+    "retried_positions",
 ]
 
 ANY: Final = -1
@@ -45,6 +51,24 @@ class StoreIdentity(msgspec.Struct, frozen=True):
 
     store_id: str
     secret: bytes
+
+
+class AppendRequest(msgspec.Struct, frozen=True):
+    """One session's part of ``EventStore.append_batch``: the arguments ``append`` takes."""
+
+    session_id: str
+    events: Sequence[Event]
+    expected_version: int = ANY
+    event_ids: Sequence[uuid.UUID] | None = None
+
+
+class PreparedAppend(msgspec.Struct, frozen=True):
+    """A checked request, as backends receive it: events as a list, one id per event."""
+
+    session_id: str
+    events: list[Event]
+    expected_version: int
+    event_ids: list[uuid.UUID]
 
 
 class _Doorbell:
@@ -79,6 +103,7 @@ class EventStore(abc.ABC):
 
     #: How often a subscription looks for appends by other processes (None: only local appends happen).
     poll_interval: float | None = None
+    _identity: StoreIdentity
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock: Clock = clock or now_ns
@@ -104,7 +129,39 @@ class EventStore(abc.ABC):
         """
         self._check_open()
         ids = _check_append_args(session_id, events, expected_version, event_ids)
+        self._check_writable()
         positions = self._append(session_id, list(events), expected_version, ids)
+        self._doorbell.ring()
+        return positions
+
+    def append_batch(self, requests: Sequence[AppendRequest]) -> list[list[int]]:
+        """Append to several sessions in one transaction, atomically: every request is stored or none is.
+
+        Each request keeps ``append``'s rules - its expected version, its ids' idempotency (a request whose ids
+        are all stored already returns their original positions and writes nothing) - and a request for a
+        session that an earlier request of the batch appended to sees that earlier request's events. The first
+        request that fails raises its error (``ConcurrencyError``, ``EventIdConflict``...) and nothing of the
+        batch is written. Returns each request's positions, in request order. For importers: one commit for
+        thousands of sessions.
+        """
+        self._check_open()
+        if isinstance(requests, str | bytes) or not isinstance(requests, Sequence):
+            raise TypeError(f"requests must be a sequence of AppendRequest, not {type(requests).__name__}")
+        prepared = []
+        seen: set[uuid.UUID] = set()
+        for n, request in enumerate(requests):
+            if not isinstance(request, AppendRequest):
+                raise TypeError(f"requests[{n}] is a {type(request).__name__}, not an AppendRequest")
+            ids = _check_append_args(request.session_id, request.events, request.expected_version, request.event_ids)
+            if request.event_ids is not None:  # generated ids are new by construction: only given ones can repeat
+                if not seen.isdisjoint(ids):
+                    raise ValueError(f"requests[{n}] repeats an event id of an earlier request in the batch")
+                seen.update(ids)
+            prepared.append(PreparedAppend(request.session_id, list(request.events), request.expected_version, ids))
+        if not prepared:
+            return []
+        self._check_writable()
+        positions = self._append_batch(prepared)
         self._doorbell.ring()
         return positions
 
@@ -121,9 +178,25 @@ class EventStore(abc.ABC):
         """The position of the last committed event (0 for an empty log)."""
 
     @property
-    @abc.abstractmethod
     def identity(self) -> StoreIdentity:
-        """This store's stable id and secret."""
+        """This store's stable id and secret (kept in the log's ``registry_meta``)."""
+        return self._identity
+
+    @property
+    def read_only(self) -> bool:
+        """True when this store was opened read-only (e.g. a file that is not writable): appends raise."""
+        return False
+
+    @abc.abstractmethod
+    def chain_at(self, position: int) -> bytes | None:
+        """The integrity chain's link at ``position`` (``events.chain.GENESIS`` at 0): a value that changes if
+        any record up to ``position`` changes. None when no record is stored there, or the store has no chain (a
+        version-1 store opened read-only). Something derived from the log as of ``position`` keeps it to tell
+        later whether it still reflects this log."""
+
+    @abc.abstractmethod
+    def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
+        """Records as stored (bytes and links, not decoded) after ``after`` in position order: for ``verify``."""
 
     def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
         """Every event after ``after`` (default: the current head), then live. No gap, no duplicate."""
@@ -143,6 +216,9 @@ class EventStore(abc.ABC):
     def scan(self, after: int = 0, *, until: int | None = None, batch: int = 10_000) -> Iterator[LogEntry]:
         """The log after ``after`` (up to ``until``, inclusive) for a fold: position, session, version and event
         only. Backends override it with a leaner read; this default reads whole records."""
+        _check_position("after", after)
+        if until is not None:
+            _check_position("until", until)
         for record in self.iter_events(after, batch=batch):
             if until is not None and record.position > until:
                 return
@@ -174,16 +250,33 @@ class EventStore(abc.ABC):
     ) -> list[int]:
         """Store one checked batch atomically (see ``append``)."""
 
+    @abc.abstractmethod
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
+        """Store checked requests in one transaction, all or none (see ``append_batch``)."""
+
     def _close(self) -> None:
         """Release backend resources."""
 
-    def _wait_for_change(self, seen: int, timeout: float | None) -> None:
-        """Block until the doorbell rings after ``seen``, or ``timeout`` passes."""
-        self._doorbell.wait(seen, timeout)
+    def _change_token(self) -> object:
+        """What ``_wait_for_change`` compares against; taken before each read of a subscription, so that a change
+        between the read and the wait is never missed."""
+        return self._doorbell.generation
+
+    def _wait_for_change(self, token: object, timeout: float | None) -> None:
+        """Block until something may have changed since ``token`` or ``timeout`` passes (None: no bound). This
+        default waits for the doorbell, at most ``poll_interval`` when other processes may append."""
+        wait = self.poll_interval
+        if timeout is not None:
+            wait = timeout if wait is None else min(wait, timeout)
+        self._doorbell.wait(cast(int, token), wait)
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"{type(self).__name__} is closed")
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self!r} is open read-only; nothing was appended")
 
 
 class Subscription:
@@ -215,18 +308,17 @@ class Subscription:
         deadline = None if timeout is None else time.monotonic() + timeout
         store = self._store
         while not self.closed:
-            seen = store._doorbell.generation
+            token = store._change_token()
             events = store.read(self._position, self._batch)
             if events:
                 self._position = events[-1].position
                 return events
-            wait = store.poll_interval
+            remaining = None
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return []
-                wait = remaining if wait is None else min(wait, remaining)
-            store._wait_for_change(seen, wait)
+            store._wait_for_change(token, remaining)
         return []
 
     def __iter__(self) -> Iterator[RecordedEvent]:
@@ -299,19 +391,52 @@ def _check_append_args(
     return list(event_ids)
 
 
-def resolve_retry(
+_uuid_from_msgpack = msgspec.msgpack.Decoder(uuid.UUID).decode
+
+
+def record_from_row(row: Sequence[object]) -> RecordedEvent:
+    """A stored row (``schema.RECORD_COLUMNS``: position, session_id, version, event_id, recorded_at, data) as a
+    record. ``event_id`` is 16 bytes (SQLite) or a UUID (PostgreSQL); a row that does not fit raises
+    ``CorruptEventError`` naming its position."""
+    position, session_id, version, event_id, recorded_at, data = row
+    if isinstance(event_id, bytes) and len(event_id) == 16:
+        event_id = _uuid_from_msgpack(b"\xc4\x10" + event_id)  # msgspec builds a UUID 5x faster than uuid.UUID()
+    if (
+        not isinstance(position, int)
+        or not isinstance(session_id, str)
+        or not isinstance(version, int)
+        or not isinstance(event_id, uuid.UUID)
+        or not isinstance(recorded_at, int)
+        or not isinstance(data, bytes)
+    ):
+        raise CorruptEventError(
+            position if isinstance(position, int) else -1,
+            "the record's columns have the wrong types",
+            session_id if isinstance(session_id, str) else None,
+            version if isinstance(version, int) else None,
+        )
+    return RecordedEvent(
+        position, session_id, version, event_id, recorded_at, decode_event(data, position, session_id, version)
+    )
+
+
+def retried_positions(
     session_id: str,
     events: Sequence[Event],
     event_ids: Sequence[uuid.UUID],
-    stored: Sequence[RecordedEvent | None],
-) -> list[int]:
-    """A batch some of whose ids are stored already: the same batch again (a retry) or a conflict.
+    stored: Mapping[uuid.UUID, RecordedEvent],
+) -> list[int] | None:
+    """A batch some of whose ids are stored already (``stored``: the records found for its ids): the same batch
+    again (a retry) or a conflict. None when none of its ids is stored.
 
     A retry returns the original positions. Anything else - a mix of stored and new ids, another
     session, other content - raises ``EventIdConflict`` and writes nothing.
     """
+    if not stored:
+        return None
     positions = []
-    for event, event_id, record in zip(events, event_ids, stored, strict=True):
+    for event, event_id in zip(events, event_ids, strict=True):
+        record = stored.get(event_id)
         if record is None:
             raise EventIdConflict(str(event_id), "this batch mixes ids stored already with new ones")
         if record.session_id != session_id:
@@ -322,3 +447,21 @@ def resolve_retry(
             raise EventIdConflict(str(event_id), f"stored at position {record.position} with other content")
         positions.append(record.position)
     return positions
+
+
+class Tip:
+    """The log's end as a writer's transaction moves it: the head position, its link, the next new stream number
+    (None: not looked up yet). A unit of work that is rolled back restores the mark it saved."""
+
+    __slots__ = ("head", "next_stream", "previous")
+
+    def __init__(self, head: int, previous: bytes, next_stream: int | None) -> None:
+        self.head = head
+        self.previous = previous
+        self.next_stream = next_stream
+
+    def saved(self) -> tuple[int, bytes, int | None]:
+        return self.head, self.previous, self.next_stream
+
+    def restore(self, mark: tuple[int, bytes, int | None]) -> None:
+        self.head, self.previous, self.next_stream = mark

@@ -7,7 +7,9 @@ A backend's test module subclasses ``StoreContract`` and says how to build its s
         def store_url(self, tmp_path): return f"sqlite:///{tmp_path}/log.db"
 
 ``store_url`` may return None for a store that cannot be shared between processes (the cross-process
-and crash tests then skip). ``corrupt`` may be overridden to damage one stored record.
+and crash tests then skip). ``tamper`` may be overridden to run one SQL statement on the stored tables behind
+the store's back (``?`` parameters), as a damaged disk or a hand edit would; the tests that damage records
+skip without it.
 
 Run as ``python -m events.testing writer URL ...`` it is the child process of the cross-process tests;
 ``python -m events.testing follower URL COUNT`` prints what a subscription in another process sees.
@@ -27,18 +29,21 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import msgspec
 import pytest
 
-from events.codec import encode_record_json
+from events.chain import GENESIS, LINK_SIZE, link
+from events.codec import encode_event, encode_record_json
 from events.errors import (
     ConcurrencyError,
     CorruptEventError,
     EventIdConflict,
     StoreClosedError,
 )
-from events.model import Event, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
-from events.store import ANY, NO_STREAM, EventStore
+from events.model import Event, LogEntry, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
+from events.store import ANY, NO_STREAM, AppendRequest, EventStore
 from events.urls import open_store
 from events.verify import verify_log
 
@@ -87,9 +92,14 @@ class StoreContract:
     def open(self, url: str | None) -> EventStore:
         return open_store(url or "memory://", clock=fake_clock())
 
+    def tamper(self, store: EventStore, statement: str, params: tuple[object, ...] = ()) -> None:
+        """Run ``statement`` (SQL on the tables ``events``, ``streams``..., ``?`` parameters) on the stored log
+        from outside the store (backends that can be edited so override this)."""
+        pytest.skip(f"{type(store).__name__} cannot be edited from outside")
+
     def corrupt(self, store: EventStore, position: int) -> None:
-        """Damage the stored bytes of one record (backends that can be damaged override this)."""
-        pytest.skip(f"{type(store).__name__} cannot be corrupted from outside")
+        """Damage the stored bytes of one record."""
+        self.tamper(store, "UPDATE events SET data = ? WHERE position = ?", (b"\xc1\xff\x00", position))
 
     # -- basics -------------------------------------------------------------------------------------
 
@@ -324,9 +334,194 @@ class StoreContract:
         assert caught.value.position == positions[2]
         assert str(positions[2]) in str(caught.value)
         assert [r.position for r in store.read(limit=2)] == positions[:2]
+        for read in (store.scan, store.iter_events):
+            seen: list[int] = []
+            with pytest.raises(CorruptEventError) as caught:
+                seen.extend(e.position for e in read(0, batch=2))
+            assert caught.value.position == positions[2] and seen == positions[:2]
         report = verify_log(store)
         assert [p.position for p in report.problems] == [positions[2]]
         assert report.events == 3
+
+    # -- the lean read path ----------------------------------------------------------------------------
+
+    def test_scan_yields_what_a_fold_needs_in_position_order(self, store: EventStore) -> None:
+        for n in range(9):
+            store.append(f"s{n % 3}", [_activity(n), _activity(n + 1)] if n % 2 else [_activity(n)])
+        log = store.read()
+        entries = [(r.position, r.session_id, r.version, r.event) for r in log]
+        scanned = list(store.scan(batch=4))
+        assert all(isinstance(e, LogEntry) for e in scanned)
+        assert [(e.position, e.session_id, e.version, e.event) for e in scanned] == entries
+        p = [r.position for r in log]
+        assert [e.position for e in store.scan(p[2], until=p[9], batch=3)] == p[3:10]
+        assert [e.position for e in store.scan(p[-1])] == []
+        assert list(store.scan(p[5], until=p[5])) == []
+        with pytest.raises(ValueError, match="after must be >= 0"):
+            next(store.scan(-1))
+        with pytest.raises(TypeError, match="until must be an int"):
+            next(store.scan(0, until="9"))  # type: ignore[arg-type]
+
+    # -- appends to many sessions in one call ------------------------------------------------------------
+
+    def test_a_batch_appends_to_several_sessions_in_one_call(self, store: EventStore) -> None:
+        store.append("old", [_activity(0)])
+        with store.subscribe() as sub:
+            positions = store.append_batch(
+                [
+                    AppendRequest("a", [SessionCreated(cwd="/a", at=1), _activity(1)], NO_STREAM),
+                    AppendRequest("old", [_activity(2)], 1),
+                    AppendRequest("a", [_activity(3)], 2),  # sees the request before it in the same batch
+                    AppendRequest("b", [_activity(4)]),
+                ]
+            )
+            assert [r.position for r in sub.poll(timeout=5)] == [p for part in positions for p in part]
+        assert [len(part) for part in positions] == [2, 1, 1, 1]
+        flat = [p for part in positions for p in part]
+        assert flat == sorted(flat) and len(set(flat)) == 5
+        assert [r.version for r in store.read_stream("a")] == [1, 2, 3]
+        assert [r.version for r in store.read_stream("old")] == [1, 2]
+        assert [r.position for r in store.read_stream("a")] == positions[0] + positions[2]
+        assert store.append_batch([]) == []
+        check_log(store)
+
+    def test_a_batch_is_stored_whole_or_not_at_all(self, store: EventStore) -> None:
+        store.append("a", [_activity(0)])
+        taken = uuid.uuid4()
+        store.append("t", [_activity(0)], event_ids=[taken])
+        head = store.head()
+        with pytest.raises(ConcurrencyError) as caught:
+            store.append_batch(
+                [
+                    AppendRequest("new", [_activity(1)]),
+                    AppendRequest("a", [_activity(2)], 5),
+                    AppendRequest("c", [_activity(3)]),
+                ]
+            )
+        assert (caught.value.session_id, caught.value.expected, caught.value.actual) == ("a", 5, 1)
+        with pytest.raises(EventIdConflict):
+            store.append_batch(
+                [
+                    AppendRequest("new", [_activity(1)]),
+                    AppendRequest("c", [_activity(2), _activity(3)], event_ids=[uuid.uuid4(), taken]),
+                ]
+            )
+        assert store.head() == head and store.read_stream("new") == []
+        assert store.append_batch([AppendRequest("new", [_activity(1)], NO_STREAM)]) == [[head + 1]]
+        check_log(store)
+
+    def test_a_retried_batch_writes_nothing_again(self, store: EventStore) -> None:
+        requests = [
+            AppendRequest("a", [_activity(1), _activity(2)], NO_STREAM, [uuid.uuid4(), uuid.uuid4()]),
+            AppendRequest("b", [_activity(3)], NO_STREAM, [uuid.uuid4()]),
+        ]
+        first = store.append_batch(requests)
+        head = store.head()
+        assert store.append_batch(requests) == first  # stale expected versions: still the retry
+        assert store.head() == head
+        fresh = AppendRequest("c", [_activity(4)], NO_STREAM)
+        assert store.append_batch([requests[1], fresh]) == [first[1], [head + 1]]
+        assert store.append("a", requests[0].events, event_ids=requests[0].event_ids) == first[0]
+        check_log(store)
+
+    def test_bad_batches_say_what_is_wrong(self, store: EventStore) -> None:
+        same = uuid.uuid4()
+        one = AppendRequest("a", [_activity(1)])
+        twice = [
+            AppendRequest("a", [_activity(1)], event_ids=[same]),
+            AppendRequest("b", [_activity(1)], event_ids=[same]),
+        ]
+        not_a_request: list[Any] = [one, ("b", [])]
+        cases: list[tuple[type[Exception], str, Callable[[], object]]] = [
+            (TypeError, "sequence of AppendRequest", lambda: store.append_batch(one)),  # type: ignore[arg-type]
+            (TypeError, r"requests\[1\] is a tuple", lambda: store.append_batch(not_a_request)),
+            (ValueError, "at least one event", lambda: store.append_batch([AppendRequest("a", [])])),
+            (ValueError, "must not be empty", lambda: store.append_batch([AppendRequest("", [_activity(1)])])),
+            (ValueError, r"requests\[1\] repeats an event id", lambda: store.append_batch(twice)),
+        ]
+        for error, message, call in cases:
+            with pytest.raises(error, match=message):
+                call()
+        assert store.head() == 0
+
+    # -- concurrent appenders (group commit) ------------------------------------------------------------
+
+    def test_concurrent_appenders_fail_alone_and_are_acknowledged_once(self, store: EventStore) -> None:
+        """Threads append at once - good appends, stale expected versions, retries, batches - so that the store
+        commits them together; each outcome is the one that append alone would have had."""
+        threads, rounds = 8, 25
+        outcomes: dict[int, list[tuple[str, object]]] = defaultdict(list)
+        gate = threading.Barrier(threads)
+
+        def work(t: int) -> None:
+            session = f"t{t}"
+            gate.wait()
+            for n in range(rounds):
+                version = len(store.read_stream(session))
+                ids = [uuid.uuid4()]
+                positions = store.append(session, [_activity(n, t=t)], version, event_ids=ids)
+                outcomes[t].append(("ok", positions))
+                with pytest.raises(ConcurrencyError):
+                    store.append(session, [_activity(n, stale=True)], version)  # stale now: fails alone
+                assert store.append(session, [_activity(n, t=t)], ANY, event_ids=ids) == positions  # a retry
+                if n % 5 == 0:
+                    parts = store.append_batch(
+                        [AppendRequest(session, [_activity(n, b=1)]), AppendRequest(f"{session}-b", [_activity(n)])]
+                    )
+                    outcomes[t].append(("batch", parts))
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+        assert not any(w.is_alive() for w in workers)
+        log = check_log(store)
+        acknowledged = [p for t in outcomes for kind, value in outcomes[t] for p in _flat(kind, value)]
+        assert sorted(acknowledged) == [r.position for r in log]
+        assert not [r for r in log if isinstance(r.event, SessionUpdated) and (r.event.payload or {}).get("stale")]
+        for t in range(threads):
+            assert [r.version for r in store.read_stream(f"t{t}")] == list(range(1, rounds + rounds // 5 + 1))
+
+    # -- the integrity chain ---------------------------------------------------------------------------
+
+    def test_each_record_carries_a_link_of_the_chain(self, store: EventStore) -> None:
+        positions = [p for n in range(6) for p in store.append(f"s{n % 2}", [_activity(n), _activity(n + 1)])]
+        assert store.chain_at(0) == GENESIS
+        chain = [store.chain_at(p) for p in positions]
+        assert all(isinstance(value, bytes) and len(value) == LINK_SIZE for value in chain)
+        assert len(set(chain)) == len(chain)
+        assert store.chain_at(positions[-1] + 1) is None
+        stored = store.stored_records()
+        assert [r.position for r in stored] == positions and [r.chain for r in stored] == chain
+        previous = GENESIS
+        for r in stored:  # a function of the stored records alone: the same log gives the same chain anywhere
+            previous = link(previous, r.position, r.session_id, r.version, r.event_id, r.recorded_at, r.data)
+            assert r.chain == previous
+        report = verify_log(store, batch=5)
+        assert report.healthy and report.chained and report.events == len(positions)
+
+    def test_verify_finds_a_changed_a_removed_and_a_moved_record(self, store: EventStore) -> None:
+        created = SessionCreated(cwd="/work/a", at=1, title="hello")
+        first = store.append("a", [created, _activity(1), _activity(2)])
+        middle = [p for n in range(3) for p in store.append(f"b{n}", [_activity(n)])]
+        last = [p for n in range(4) for p in store.append(f"c{n}", [_activity(n)])]
+        # One byte of a stored title: the record still decodes, as another valid event.
+        self.tamper(
+            store,
+            "UPDATE events SET data = ? WHERE position = ?",
+            (encode_event(msgspec.structs.replace(created, title="hellp")), first[0]),
+        )
+        self.tamper(store, "DELETE FROM events WHERE position = ?", (middle[1],))
+        for old, new in ((last[1], -1), (last[2], last[1]), (-1, last[2])):  # two records trade places
+            self.tamper(store, "UPDATE events SET position = ? WHERE position = ?", (new, old))
+        edited = store.read(limit=1)[0].event
+        assert isinstance(edited, SessionCreated) and edited.title == "hellp"
+        report = verify_log(store, batch=3)
+        # A moved record breaks three links: its own two places' and that of the record after them.
+        moved = [last[1], last[2], last[3]]
+        assert [p.position for p in report.problems] == [first[0], middle[2], *moved], report.problems
+        assert all("integrity link does not match" in p.problem for p in report.problems)
 
     # -- other processes ------------------------------------------------------------------------------
 
@@ -354,7 +549,8 @@ class StoreContract:
         rng = random.Random(20261202)
         acknowledged: list[list[int]] = []
         for run in range(20):
-            child = _spawn_writer(store_url, f"crash{run}", batches=100_000)
+            # Every other child appends from four threads: killed while a group commit is in flight.
+            child = _spawn_writer(store_url, f"crash{run}", batches=100_000, threads=1 if run % 2 else 4)
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "ready"
             time.sleep(rng.uniform(0.0, 0.25))
@@ -380,15 +576,20 @@ class StoreContract:
             store.close()
 
 
+def _flat(kind: str, value: Any) -> list[int]:
+    """The positions an append (``ok``: a list) or a batch (a list of lists) acknowledged."""
+    return list(value) if kind == "ok" else [p for part in value for p in part]
+
+
 def _assert_batches_do_not_interleave(batches: list[list[int]]) -> None:
     spans = sorted((min(b), max(b)) for b in batches)
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert end < start, f"two batches interleave their positions: ...{end} and {start}..."
 
 
-def _spawn_writer(url: str, prefix: str, batches: int) -> subprocess.Popen[str]:
+def _spawn_writer(url: str, prefix: str, batches: int, threads: int = 1) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "events.testing", "writer", url, prefix, str(batches)],
+        [sys.executable, "-m", "events.testing", "writer", url, prefix, str(batches), "--threads", str(threads)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -403,17 +604,36 @@ def _acknowledged(out: str) -> list[list[int]]:
     return batches
 
 
-def _writer(url: str, prefix: str, batches: int) -> None:
-    """Append batches of 1-5 events (each knowing its batch and size) and print every acknowledgement."""
+def _writer(url: str, prefix: str, batches: int, threads: int = 1) -> None:
+    """Append batches of 1-5 events (each knowing its batch and size) and print every acknowledgement, from
+    ``threads`` threads at once (then the store commits them in groups); every 7th batch goes to two sessions in
+    one ``append_batch`` in the crash tests (``batches`` over 1000)."""
     store = open_store(url)
-    rng = random.Random(f"{prefix}{os.getpid()}")
+    printing = threading.Lock()
     print("ready", flush=True)
-    for n in range(batches):
-        batch_id = f"{prefix}-{os.getpid()}-{n}"
-        size = rng.randint(1, 5) if batches > 1000 else 3
-        session = f"{prefix}-{rng.randrange(5)}"
-        positions = store.append(session, [_activity(n, batch=batch_id, size=size, i=i) for i in range(size)], ANY)
-        print("ack", *positions, flush=True)
+
+    crash = batches > 1000  # the crash tests: random sizes, and some batches across sessions
+
+    def write(thread: int) -> None:
+        rng = random.Random(f"{prefix}{os.getpid()}-{thread}")
+        for n in range(batches):
+            batch_id = f"{prefix}-{os.getpid()}-{thread}-{n}"
+            size = rng.randint(1, 5) if crash else 3
+            sessions = [f"{prefix}-{thread}-{rng.randrange(5)}" for _ in range(2 if crash and n % 7 == 6 else 1)]
+            events = [_activity(n, batch=batch_id, size=size * len(sessions), i=i) for i in range(size)]
+            if len(sessions) == 1:
+                positions = store.append(sessions[0], events, ANY)
+            else:
+                split = store.append_batch([AppendRequest(session, events) for session in sessions])
+                positions = [p for part in split for p in part]
+            with printing:
+                print("ack", *positions, flush=True)
+
+    workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     store.close()
 
 
@@ -441,6 +661,7 @@ def _main() -> None:
     writer.add_argument("url")
     writer.add_argument("prefix")
     writer.add_argument("batches", type=int)
+    writer.add_argument("--threads", type=int, default=1)
     follower = sub.add_parser("follower", help="subscribe from the start and print every event seen")
     follower.add_argument("url")
     follower.add_argument("count", type=int)
@@ -449,7 +670,7 @@ def _main() -> None:
     if args.command == "follower":
         _follower(args.url, args.count, args.timeout)
     else:
-        _writer(args.url, args.prefix, args.batches)
+        _writer(args.url, args.prefix, args.batches, args.threads)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Checking a whole log: the invariants every store promises, reported with positions."""
+"""Checking a whole log: the invariants every store promises and its integrity chain, reported with positions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import msgspec
 
+from events.chain import GENESIS, StoredRecord, link
+from events.codec import decode_event
 from events.errors import CorruptEventError
 from events.store import EventStore
 
@@ -25,6 +27,7 @@ class LogReport(msgspec.Struct):
     sessions: int = 0
     head: int = 0
     problems: list[LogProblem] = msgspec.field(default_factory=list)
+    chained: bool = True  # False: the store keeps no integrity chain (a version-1 store opened read-only)
 
     @property
     def healthy(self) -> bool:
@@ -32,37 +35,27 @@ class LogReport(msgspec.Struct):
 
 
 def verify_log(store: EventStore, *, batch: int = 10_000, progress: Callable[[int], None] | None = None) -> LogReport:
-    """Read the whole log: positions strictly increase, each session's versions run 1..n, every record decodes.
+    """Read the whole log as stored: positions strictly increase, each session's versions run 1..n, every record
+    decodes, and every record's integrity link is the hash of the record and the link before it.
 
-    A record that does not decode is reported and skipped over; the rest of the log is still checked.
-    ``progress`` is called with the last position read after each batch.
+    A changed record breaks its own link; a removed or reordered one breaks the link of the record after it: each
+    is reported at that position, and the rest of the log is still checked (a record's link is checked against
+    the *stored* link before it, so one edit is one problem, not one for every record after it). ``progress`` is
+    called with the last position read after each batch.
     """
     report = LogReport()
     versions: dict[str, int] = {}
-    last = 0
+    last, previous = 0, GENESIS
     while True:
-        try:
-            chunk = store.read(last, batch)
-        except CorruptEventError as exc:
-            report.problems.append(LogProblem(exc.position, exc.session_id, f"does not decode: {exc.reason}"))
-            # Read up to the bad record one by one, then step over it.
-            while True:
-                try:
-                    good = store.read(last, 1)
-                except CorruptEventError:
-                    last = exc.position
-                    break
-                if not good or good[0].position >= exc.position:
-                    last = exc.position
-                    break
-                _check(good[0].position, good[0].session_id, good[0].version, last, versions, report)
-                last = good[0].position
-            if exc.session_id is not None and exc.version is not None:
-                versions[exc.session_id] = exc.version  # its version is known; only its body is lost
-            continue
+        chunk = store.stored_records(last, batch)
         for record in chunk:
-            _check(record.position, record.session_id, record.version, last, versions, report)
+            decodes, problems = _problems(record, last, previous, versions)
+            report.chained = report.chained and record.chain is not None
+            if problems:
+                report.problems.append(LogProblem(record.position, record.session_id, "; ".join(problems)))
+            report.events += decodes
             last = record.position
+            previous = record.chain or GENESIS
         if progress is not None:
             progress(last)
         if len(chunk) < batch:
@@ -72,15 +65,33 @@ def verify_log(store: EventStore, *, batch: int = 10_000, progress: Callable[[in
     return report
 
 
-def _check(
-    position: int, session_id: str, version: int, last: int, versions: dict[str, int], report: LogReport
-) -> None:
-    report.events += 1
-    if position <= last:
-        report.problems.append(LogProblem(position, session_id, f"position does not increase (after {last})"))
-    expected = versions.get(session_id, 0) + 1
-    if version != expected:
-        report.problems.append(
-            LogProblem(position, session_id, f"version {version} where {expected} was due (a gap or repeat)")
+def _problems(record: StoredRecord, last: int, previous: bytes, versions: dict[str, int]) -> tuple[bool, list[str]]:
+    """Whether the record decodes, and what is wrong with it."""
+    problems = []
+    decodes = True
+    try:
+        decode_event(record.data, record.position, record.session_id, record.version)
+    except CorruptEventError as exc:
+        decodes = False
+        problems.append(f"does not decode: {exc.reason}")
+    if record.position <= last:
+        problems.append(f"position does not increase (after {last})")
+    expected = versions.get(record.session_id, 0) + 1
+    if record.version != expected:
+        problems.append(f"version {record.version} where {expected} was due (a gap or repeat)")
+    versions[record.session_id] = record.version  # a record that does not decode still has its version
+    if record.chain is not None:
+        recomputed = link(
+            previous,
+            record.position,
+            record.session_id,
+            record.version,
+            record.event_id,
+            record.recorded_at,
+            record.data,
         )
-    versions[session_id] = version
+        if recomputed != record.chain:
+            problems.append(
+                "its integrity link does not match: the record was changed, or one before it was removed or moved"
+            )
+    return decodes, problems

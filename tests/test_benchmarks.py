@@ -27,7 +27,19 @@ from benchmarks.generate import (
     working_directories,
     write_jsonl,
 )
-from benchmarks.report import OURS_READ, RAW_SCAN, Run, Stage, rate_key, ratios, read_bounds
+from benchmarks.report import (
+    OURS_IMPORT,
+    OURS_READ,
+    OURS_SCAN,
+    OURS_THREADS_1,
+    OURS_THREADS_8,
+    RAW_SCAN,
+    Run,
+    Stage,
+    rate_key,
+    ratios,
+    read_bounds,
+)
 from benchmarks.run import Settings, run, write_results
 from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
@@ -127,8 +139,8 @@ def test_our_event_log_measurements(tmp_path: Path) -> None:
 
 
 def test_the_eventsourcing_baseline(tmp_path: Path) -> None:
-    pytest.importorskip("eventsourcing")
-    from benchmarks.eventsourcing_baseline import EventsourcingLog  # noqa: PLC0415  (optional extra)
+    # The dev extra installs eventsourcing: this runs under `make test` and fails loudly if it is missing.
+    from benchmarks.eventsourcing_baseline import EventsourcingLog  # noqa: PLC0415  (imported where it is used)
 
     histories = list(iter_histories(60))
     library = EventsourcingLog(tmp_path / "es.db")
@@ -163,6 +175,8 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     for stage in result.stages:
         assert isinstance(read := stage.figures[OURS_READ], Throughput) and read.per_s > 0
         assert isinstance(scan := stage.figures[RAW_SCAN], Throughput) and scan.per_s > 0
+        for key in (OURS_SCAN, OURS_IMPORT, OURS_THREADS_1, OURS_THREADS_8):
+            assert isinstance(figure := stage.figures[key], Throughput) and figure.per_s > 0, key
         assert isinstance(single := stage.figures[rate_key("ours.single_durable")], Throughput)
         assert single.count == 5
         assert stage.pending == []

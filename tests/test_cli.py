@@ -96,6 +96,7 @@ def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
 def copy(populated: Populated, tmp_path: Path) -> Path:
     """A private copy of the populated store (its read model is in the file), for tests that change it."""
     target = tmp_path / "copy.db"
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # private, as the store makes its files
     with sqlite3.connect(populated.path) as source, sqlite3.connect(target) as copied:
         source.backup(copied)  # the log and the read model as one consistent file, WAL included
     return target

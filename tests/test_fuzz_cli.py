@@ -59,7 +59,7 @@ GOOD = [_record(n, event) for n, event in enumerate(EVENTS, start=1)]
 def run_cli(*argv: str) -> tuple[int, list[str]]:
     """``acp-registry ARGV`` in this process: its exit code and its stderr lines (an escaping exception fails)."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO())):
         try:
             code = main(list(argv))
         except SystemExit as exc:

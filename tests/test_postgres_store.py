@@ -24,6 +24,7 @@ import pytest
 
 from events import (
     NO_STREAM,
+    AppendRequest,
     Event,
     EventStore,
     RecordedEvent,
@@ -34,7 +35,8 @@ from events import (
     open_store,
 )
 from events.codec import decode_record_json
-from events.testing import StoreContract, check_log
+from events.testing import StoreContract, check_log, fake_clock
+from events.verify import verify_log
 
 try:
     import psycopg
@@ -111,12 +113,10 @@ class TestPostgresStore(StoreContract):
     def store_url(self, schema: str) -> str | None:
         return _url(schema)
 
-    def corrupt(self, store: EventStore, position: int) -> None:
+    def tamper(self, store: EventStore, statement: str, params: tuple[object, ...] = ()) -> None:
         assert isinstance(store, PostgresStore)
-        _admin(
-            sql.SQL("UPDATE {}.events SET data = %s WHERE position = %s").format(sql.Identifier(store.schema)),
-            (b"\xc1\xff\x00", position),
-        )
+        with psycopg.connect(SERVER, autocommit=True, options=f"-c search_path={store.schema}") as conn:
+            conn.execute(statement.replace("?", "%s").encode(), params)
 
 
 # -- opening: identity, creation, refusals --------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_importing_events_does_not_import_psycopg() -> None:
 def test_without_psycopg_a_postgres_url_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what an environment without the extra looks like
     monkeypatch.delitem(sys.modules, "events.postgres")
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'acp-session-registry\[postgres\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'acp-session-registry\[postgres-binary\]'"):
         open_store("postgresql://db.example/app")
 
 
@@ -279,18 +279,31 @@ class _LostAcknowledgement(PostgresStore):
 
     losses = 1
 
-    def _append_once(self, *args: Any) -> list[int]:
-        positions = super()._append_once(*args)
+    def _append_alone(self, *args: Any) -> list[int]:
+        positions = super()._append_alone(*args)
         if self.losses:
             self.losses -= 1
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return positions
 
 
+class _LostBatchAcknowledgement(PostgresStore):
+    """The same for a batch (and a group commit): the whole transaction committed, the answer was lost."""
+
+    losses = 1
+
+    def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
+        outcomes = super()._commit_once(*args)
+        if self.losses:
+            self.losses -= 1
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return outcomes
+
+
 class _Unreachable(PostgresStore):
     attempts = 0
 
-    def _append_once(self, *args: Any) -> list[int]:
+    def _append_alone(self, *args: Any) -> list[int]:
         self.attempts += 1
         raise psycopg.OperationalError("connection to server failed: Connection refused")
 
@@ -301,6 +314,17 @@ def test_an_append_whose_acknowledgement_was_lost_is_retried_once_and_written_on
         assert store.append("s", batch, NO_STREAM) == [1, 2]  # the retry's NO_STREAM is stale: still the retry
         assert store.losses == 0
         assert [(r.version, r.event) for r in check_log(store)] == list(enumerate(batch, start=1))
+
+
+def test_a_batch_whose_acknowledgement_was_lost_is_written_once(schema: str) -> None:
+    with _LostBatchAcknowledgement(SERVER, schema=schema) as store:
+        requests = [
+            AppendRequest("a", [SessionCreated(cwd="/a", at=1)], NO_STREAM),
+            AppendRequest("b", [SessionUpdated(at=2)]),
+        ]
+        assert store.append_batch(requests) == [[1], [2]]
+        assert store.losses == 0
+        assert [(r.session_id, r.version) for r in check_log(store)] == [("a", 1), ("b", 1)]
 
 
 def test_retries_are_bounded(schema: str) -> None:
@@ -477,3 +501,63 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
             stop.set()
             follower.join(30)
         assert [r.position for r in seen] == [r.position for r in log]
+
+
+# -- no silent new stores, read-only users, tables of others, the integrity chain's upgrade ----------------------
+
+
+def test_an_opener_that_only_reads_creates_nothing(schema: str) -> None:
+    with pytest.raises(StoreError, match=rf"no store in schema '{schema}' \(create=False"):
+        open_store(_url(schema), create=False)
+    assert _admin("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)) == [(0,)]
+    _admin(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    with pytest.raises(StoreError, match="no store in schema"):
+        PostgresStore(SERVER, schema=schema, create=False)
+    assert _snapshot(schema) == []
+    with open_store(_url(schema)) as store:
+        store.append("s", [SessionUpdated(at=1)])
+    with open_store(_url(schema), create=False) as store:
+        assert store.head() == 1 and not store.read_only
+
+
+def test_a_user_who_may_only_read_gets_a_read_only_store(schema: str) -> None:
+    with open_store(_url(schema)) as store:
+        store.append("s", [SessionCreated(cwd="/a", at=1)])
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    name = sql.Identifier(schema)
+    _admin(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        _admin(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(name, sql.Identifier(role)))
+        _admin(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(name, sql.Identifier(role)))
+        reader_url = _url(schema).replace("postgres@", f"{role}@")
+        with open_store(reader_url, create=False) as store:
+            assert store.read_only and store.head() == 1 and check_log(store)
+            with pytest.raises(StoreError, match="open read-only; nothing was appended"):
+                store.append("s", [SessionUpdated(at=2)])
+    finally:
+        _admin(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        _admin(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_tables_of_others_in_the_schema_are_tolerated(schema: str) -> None:
+    with open_store(_url(schema)) as store:
+        store.append("s", [SessionUpdated(at=1)])
+    _admin(sql.SQL("CREATE TABLE {}.rm_sessions (session_id text PRIMARY KEY)").format(sql.Identifier(schema)))
+    with open_store(_url(schema), create=False) as store:
+        assert store.head() == 1 and check_log(store)
+
+
+def test_a_version_1_store_is_upgraded_in_place_on_its_first_open(schema: str) -> None:
+    with PostgresStore(SERVER, schema=schema, clock=fake_clock()) as store:
+        for n in range(30):
+            store.append(f"s{n % 4}", [SessionUpdated(at=n)])
+        expected = [store.chain_at(p) for p in range(31)]
+    name = sql.Identifier(schema)
+    _admin(sql.SQL("ALTER TABLE {}.events DROP COLUMN chain").format(name))
+    _admin(sql.SQL("UPDATE {}.registry_meta SET value = '1' WHERE key = 'schema_version'").format(name))
+    with open_store(_url(schema)) as store:
+        assert [store.chain_at(p) for p in range(31)] == expected
+        store.append("s0", [SessionUpdated(at=99)])
+        assert verify_log(store).healthy
+    version = _admin(sql.SQL("SELECT value FROM {}.registry_meta WHERE key = 'schema_version'").format(name))
+    assert bytes(version[0][0]) == str(SCHEMA_VERSION).encode() == b"2"

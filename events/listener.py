@@ -1,0 +1,85 @@
+"""The PostgreSQL store's live tail: one thread per store that LISTENs for appends and rings the doorbell.
+
+Imported only by ``events.postgres`` (it needs psycopg). The notification carries nothing: subscribers pull from
+the log, and also look every ``poll_interval`` seconds, so a notification lost during a reconnect delays an
+event but never loses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+from typing import Final
+
+import psycopg
+from psycopg.pq import ConnStatus
+from psycopg.rows import TupleRow
+
+__all__ = ["FIRST_DELAY", "MAX_DELAY", "Listener"]
+
+FIRST_DELAY: Final = 0.02
+"""Seconds before the first retry of a lost connection; doubled on each failure up to ``MAX_DELAY``."""
+MAX_DELAY: Final = 1.0
+
+
+class Listener:
+    """One thread per store: LISTENs on the store's channel on its own connection, rings on every NOTIFY.
+
+    It reconnects with backoff when the server goes away, and rings once after each (re)connect: appends made
+    while nobody listened are then pulled from the log at once rather than at the next poll.
+    """
+
+    _IDLE_CHECK = 30.0  # seconds without traffic after which the listener asks whether the server is still there
+
+    def __init__(self, conninfo: str, listen: bytes, ring: Callable[[], None]) -> None:
+        self._conninfo = conninfo
+        self._listen = listen
+        self._ring = ring
+        self._stopping = threading.Event()
+        self._wake, self._waker = socket.socketpair()
+        self._thread = threading.Thread(target=self._run, name="acp-registry listener", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._waker.send(b"\0")
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._wake.close()
+            self._waker.close()
+
+    def _run(self) -> None:
+        delay = FIRST_DELAY
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.add_notify_handler(lambda _: self._ring())
+                    conn.execute(self._listen)
+                    delay = FIRST_DELAY
+                    self._ring()
+                    self._pump(conn)
+            except (psycopg.Error, OSError):
+                pass  # the server went away or refused us; subscribers poll meanwhile
+            self._stopping.wait(delay)
+            delay = min(delay * 2, MAX_DELAY)
+
+    def _pump(self, conn: psycopg.Connection[TupleRow]) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.pgconn.socket, selectors.EVENT_READ)
+            selector.register(self._wake, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                if not selector.select(self._IDLE_CHECK):
+                    conn.execute("SELECT 1")
+                    continue
+                conn.pgconn.consume_input()  # raises when the server closed the connection
+                rang = False
+                while conn.pgconn.notifies() is not None:
+                    rang = True
+                if rang:
+                    self._ring()
+                if conn.pgconn.status != ConnStatus.OK:
+                    raise psycopg.OperationalError("the listening connection was lost")
