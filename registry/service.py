@@ -183,7 +183,7 @@ class SessionRegistry:
         except ConcurrencyError:
             raise SessionExists(session_id) from None
         self._applied(positions[-1])
-        return self.get(session_id)
+        return self._written(session_id)
 
     def record_activity(
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
@@ -193,7 +193,7 @@ class SessionRegistry:
         check_payload(payload)
         when = check_time(self._clock() if at is None else at, "at")
         self._write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
-        return self.get(session_id)
+        return self._written(session_id)
 
     def change_info(
         self,
@@ -222,7 +222,7 @@ class SessionRegistry:
             return [] if change is None else [change]
 
         self._write(session_id, events)
-        return self.get(session_id)
+        return self._written(session_id)
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
@@ -255,6 +255,13 @@ class SessionRegistry:
         """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``."""
         self._read_model.catch_up(position)
         self._follower.pump()
+
+    def _written(self, session_id: str) -> SessionInfo:
+        """The info of a session this registry has just written (the read model holds it: no catch-up first)."""
+        state = self._read_model.get(session_id)
+        if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
+            return self.get(session_id)
+        return session_info(state, additional_directories=self._additional_directories)
 
     # -- queries --------------------------------------------------------------------------------------
 

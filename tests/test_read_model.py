@@ -144,9 +144,12 @@ def test_a_process_answers_its_first_page_without_folding_the_log(tmp_path: Path
         assert again.list() == first
         assert again.get("s007").cwd == "/work/p1"
         assert Watched.scanned == 0, "opening and listing read the log"
-        again.store.append("s999", [SessionCreated(cwd="/work/raw", at=5)])  # a write that bypassed the registry
+        with SqliteStore(tmp_path / "log.db") as elsewhere:  # a write that bypassed the registry (another process)
+            elsewhere.append("s999", [SessionCreated(cwd="/work/raw", at=5)])
         assert "s999" in {s.session_id for s in again.list(cwd="/work/raw").sessions}
         assert Watched.scanned == 1  # only the tail after the checkpoint was read
+        again.create("/work/own", session_id="s1000")  # through the registry: folded in the append's transaction
+        assert again.get("s1000").cwd == "/work/own" and Watched.scanned == 1
 
 
 def test_a_store_written_before_the_read_model_is_upgraded_in_place(tmp_path: Path) -> None:
@@ -343,3 +346,26 @@ def test_a_read_only_fold_when_tables_cannot_be_written(tmp_path: Path) -> None:
     with SessionRegistry.open(url, read_model="memory") as folded:
         assert folded.read_model.kind == "memory" and folded.list() == expected
     assert os.path.exists(tmp_path / "log.db")
+
+
+def test_a_commit_hook_that_fails_never_costs_the_append(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        committed_calls = 0
+
+        def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None:
+            db.execute("CREATE TABLE half_done (x)")  # work the savepoint must undo
+            raise RuntimeError("a derived table's bug")
+
+        def committed(self) -> None:
+            Broken.committed_calls += 1
+
+    with SqliteStore(tmp_path / "log.db") as store:
+        store.add_commit_hook(Broken())
+        with caplog.at_level("WARNING"):
+            positions = store.append("s", [SessionCreated(cwd="/w", at=1)])
+        assert store.read()[0].position == positions[0]  # the append committed
+        assert "commit hook failed" in caplog.text and Broken.committed_calls == 0
+    with sqlite3.connect(tmp_path / "log.db") as db:
+        assert not db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall()
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:  # the tables catch up on their own
+        assert [s.session_id for s in registry.list().sessions] == ["s"]

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from events.errors import StoreFormatError
+from events.model import LogEntry
 from events.sqlite import SqliteStore
 from registry.model import SessionState
 from registry.projection import Page
@@ -38,14 +39,13 @@ _TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final = (
     "CREATE TABLE rm_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
     """CREATE TABLE rm_sessions (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL UNIQUE,
+        session_id TEXT PRIMARY KEY,
         cwd TEXT NOT NULL,
         rank INTEGER NOT NULL,
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
         state BLOB NOT NULL
-    )""",
+    ) WITHOUT ROWID""",
     "CREATE INDEX rm_sessions_order ON rm_sessions (rank, session_id, valid_from) WHERE live",
     "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
     """CREATE TABLE rm_past (
@@ -62,6 +62,7 @@ _SCHEMA: Final = (
     "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
 )
 _META_KEYS: Final = ("version", "checkpoint", "floor", "live")
+_IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _CHECK = (
     "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
     " (SELECT max(position) FROM events)"
@@ -119,6 +120,9 @@ class SqliteReadModel(ReadModel):
         self._readers_lock = threading.Lock()
         self._position = 0
         self._head = 0
+        self._pending: int | None = None
+        self._plan: SnapshotPlan | None = None
+        self._remove_hook: Callable[[], None] = lambda: None
 
     @classmethod
     def open(cls, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> SqliteReadModel | None:
@@ -148,6 +152,7 @@ class SqliteReadModel(ReadModel):
                     model.catch_up()
                 else:
                     model._behind()  # learn the checkpoint
+                model._remove_hook = store.add_commit_hook(model)
         except BaseException:
             model.close()
             raise
@@ -211,6 +216,7 @@ class SqliteReadModel(ReadModel):
         return db
 
     def close(self) -> None:
+        self._remove_hook()
         with self._readers_lock:
             readers, self._readers = self._readers, []
         for db in readers:
@@ -259,11 +265,16 @@ class SqliteReadModel(ReadModel):
         """Fold up to one chunk of the log past the checkpoint; True when the checkpoint reached the head."""
         checkpoint, floor, head = db.execute(_CHECK).fetchone()
         head = head or 0
-        if checkpoint >= head:
-            self._position = checkpoint
-            return True
+        if checkpoint < head:
+            checkpoint = self._fold(db, self._store.scan(checkpoint, until=head), checkpoint, floor, head)
+        self._position = checkpoint
+        return bool(checkpoint >= head)
+
+    def _fold(self, db: sqlite3.Connection, entries: Iterator[LogEntry], checkpoint: int, floor: int, head: int) -> int:
+        """Fold one chunk of ``entries`` (the log after ``checkpoint``) into the tables; returns the new checkpoint
+        (one chunk per transaction: other writers get their turn)."""
         fresh = checkpoint == 0  # a new read model: nothing before this build can be asked for
-        for chunk in chunks(self._store.scan(checkpoint, until=head)):
+        for chunk in chunks(entries):
             # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
             new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
             folded = fold_stretch(
@@ -278,9 +289,29 @@ class SqliteReadModel(ReadModel):
                 [(folded.position, "checkpoint"), (new_floor, "floor")],
             )
             db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
-            self._position = folded.position
-            return folded.position >= head  # one chunk per transaction: other writers get their turn
-        return True  # pragma: no cover - the log cannot shrink under the write lock
+            return folded.position
+        return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
+
+    # -- in the append's own transaction ----------------------------------------------------------------
+
+    def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None:
+        """The store's commit hook: fold this transaction's appends into the tables before it commits (one
+        commit, one fsync for both). A read model lagging far behind (appends that bypassed it) is left to its
+        own catch-up, outside the writer's transaction."""
+        self._pending = None
+        checkpoint, floor, head = db.execute(_CHECK).fetchone()
+        head = head or 0
+        if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
+            return
+        self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
+
+    def committed(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._position = max(self._position, pending)
+            if self._plan is not None:
+                self._plan.passed(pending)
 
     @staticmethod
     def _load(db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:

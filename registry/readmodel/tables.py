@@ -49,7 +49,7 @@ __all__ = [
     "merge_pages",
 ]
 
-READ_MODEL_VERSION: Final = 1
+READ_MODEL_VERSION: Final = 2
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
