@@ -8,6 +8,8 @@ re-exported here (``registry.readmodel``, ``registry.projection``, ``registry.cu
 PostgreSQL store.
 """
 
+__version__ = "0.2.0"
+
 from events.errors import RegistryError
 from registry.diffs import Added, ListChange, Removed, SessionInfoUpdate, SessionNotification, Updated
 from registry.errors import (

@@ -119,10 +119,12 @@ class Follower:
 
     # -- folding --------------------------------------------------------------------------------------
 
-    def pump(self) -> int:
-        """Fold everything the log holds now (without a thread: ``live=False``); returns the position."""
+    def pump(self, *, always: bool = False) -> int:
+        """Fold everything the log holds now, in the caller's thread: what ``live=False`` relies on after each
+        write, and what ``always`` does in either mode (``sync()``: the changes are queued before it returns;
+        the thread skips what was folded here). Returns the position."""
         with self._lock:
-            if self._listeners and not self._live:
+            if self._listeners and (always or not self._live):
                 head = self._store.head()
                 if head > self._position:
                     self._fold(list(self._store.scan(self._position, until=head)))

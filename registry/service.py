@@ -147,9 +147,10 @@ class SessionRegistry:
         return self._read_model.position
 
     def sync(self) -> int:
-        """Fold in everything the store holds now (other processes' appends included); returns the position."""
+        """Fold in everything the store holds now (other processes' appends included): the read model, and every
+        subscriber's queue of changes. Returns the position."""
         position = self._read_model.catch_up()
-        self._follower.pump()
+        self._follower.pump(always=True)
         return position
 
     # -- commands -------------------------------------------------------------------------------------
