@@ -107,10 +107,12 @@ class SessionRegistry:
         read_model: str | None = None,
         follow: bool = True,
         clock: Clock | None = None,
+        create: bool = True,
     ) -> SessionRegistry:
         """Open a registry on the store a URL names (``memory://``, ``sqlite:///abs/path.db``,
-        ``postgresql://...``); it closes the store when it closes."""
-        store = open_store(url, clock=clock)
+        ``postgresql://...``); it closes the store when it closes. ``create=False`` refuses to make a new store
+        (a missing file or schema, an empty file: ``StoreError`` / ``StoreFormatError``)."""
+        store = open_store(url, clock=clock, create=create)
         try:
             return cls(
                 store,

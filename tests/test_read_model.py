@@ -5,6 +5,7 @@ processes; and a process answers its first page without folding the history.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -369,3 +370,63 @@ def test_a_commit_hook_that_fails_never_costs_the_append(tmp_path: Path, caplog:
         assert not db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall()
     with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:  # the tables catch up on their own
         assert [s.session_id for s in registry.list().sessions] == ["s"]
+
+
+_READ_ONLY_LISTER = """
+import json, sys
+from registry import SessionRegistry
+with SessionRegistry.open(sys.argv[1], create=False, follow=False) as registry:
+    print(json.dumps({"kind": registry.read_model.kind, "ids": [s.session_id for s in registry.list().sessions]}))
+"""
+
+
+def test_a_read_only_store_is_listed_from_its_tables_or_folded_in_memory_when_they_lag(tmp_path: Path) -> None:
+    from tests.test_sqlite_store import _without_root_overrides  # noqa: PLC0415 - a user who cannot write
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "log.db"
+    with SessionRegistry.open(f"sqlite://{path}") as registry:
+        for n in range(3):
+            registry.create("/w", session_id=f"s{n}", at=(n + 1) * 1_000_000)
+
+    def listed() -> tuple[dict[str, Any], str]:
+        for item in (*folder.iterdir(), folder):
+            item.chmod(0o555 if item.is_dir() else 0o444)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _READ_ONLY_LISTER, f"sqlite://{path}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                preexec_fn=_without_root_overrides,
+                check=True,
+            )
+        finally:
+            for item in (folder, *folder.iterdir()):
+                item.chmod(0o700 if item.is_dir() else 0o600)
+        return json.loads(done.stdout), done.stderr
+
+    result, _ = listed()
+    assert result == {"kind": "tables", "ids": ["s2", "s1", "s0"]}
+    with SqliteStore(path) as store:  # a write that the tables have not seen (made without the registry)
+        store.append("s3", [SessionCreated(cwd="/w", at=9_000_000)])
+    result, err = listed()
+    assert result == {"kind": "memory", "ids": ["s3", "s2", "s1", "s0"]}
+    assert "read-only and its read model is missing or behind its log" in err
+
+
+def test_verify_notices_records_cut_from_the_end_of_the_log(tmp_path: Path) -> None:
+    """A removed tail leaves a valid, shorter hash chain; what is derived from the log still remembers it."""
+    path = tmp_path / "log.db"
+    with SessionRegistry.open(f"sqlite://{path}") as registry:
+        for n in range(5):
+            registry.create("/w", session_id=f"s{n}")
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM events WHERE position > 3")
+        db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
+    with SqliteStore(path) as store:
+        tables = open_read_model(store, kind="tables", catch_up=False)
+        problems = check_read_model(store, tables).mismatches
+        tables.close()
+    assert problems and "records at the log's end were removed" in problems[0].problem

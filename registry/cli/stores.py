@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENV_STORE",
     "StoreLocation",
+    "catch_up_read_model",
     "default_store_url",
     "locate",
     "open_log",
@@ -134,8 +135,7 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     except ValueError as exc:  # urllib's own refusals (an unmatched '[' in the host, a NUL in the path)
         raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
-        # Where the events' openers take a `create` flag, it goes here: a read must not create a PostgreSQL schema.
-        return open_store(location.url)
+        return open_store(location.url, create=create)  # a read never creates a store (nor a PostgreSQL schema)
     except ModuleNotFoundError as exc:
         raise InputError(str(exc)) from exc
     except ValueError as exc:
@@ -163,3 +163,13 @@ def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> S
     except BaseException:
         store.close()
         raise
+
+
+def catch_up_read_model(store: EventStore) -> None:
+    """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
+    now, so that the next ``session/list`` of any process does not pay for it."""
+    from registry.readmodel import open_read_model  # noqa: PLC0415
+
+    if getattr(store, "read_only", False):
+        return
+    open_read_model(store).close()

@@ -47,8 +47,24 @@ def check_read_model(
     floor = read_model.window_floor()
     head = store.head()
     problems: list[Mismatch] = []
+    for position, kept in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
+        if position > head:
+            problems.append(
+                Mismatch(
+                    position,
+                    None,
+                    f"kept snapshot {kept} reflects position {position}, beyond the log's head"
+                    f" ({head}): records at the log's end were removed",
+                )
+            )
     if checkpoint > head:
-        problems.append(Mismatch(checkpoint, None, f"the read model's checkpoint is beyond the log's head ({head})"))
+        problems.append(
+            Mismatch(
+                checkpoint,
+                None,
+                f"the read model's checkpoint is beyond the log's head ({head}): records at the log's end were removed",
+            )
+        )
         return ReadModelCheck(read_model.kind, checkpoint, floor, 0, 0, problems)
     reference = Projection(window=0)
     kept_snapshots = [(position, path) for position, path in snapshots(store) if position <= checkpoint]
