@@ -47,13 +47,13 @@ def check_read_model(
     floor = read_model.window_floor()
     head = store.head()
     problems: list[Mismatch] = []
-    for position, kept in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
+    for position, snapshot_path in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
         if position > head:
             problems.append(
                 Mismatch(
                     position,
                     None,
-                    f"kept snapshot {kept} reflects position {position}, beyond the log's head"
+                    f"kept snapshot {snapshot_path} reflects position {position}, beyond the log's head"
                     f" ({head}): records at the log's end were removed",
                 )
             )
