@@ -99,7 +99,7 @@ class Ratio(msgspec.Struct, frozen=True, kw_only=True):
     topic: str
     measure: str
     sessions: int
-    kind: Literal["rate", "time", "value"]
+    kind: Literal["rate", "time", "value", "size"]
     ours: float | None
     baseline: float | None
     ratio: float | None
@@ -128,7 +128,7 @@ class _Spec:
     measure: str
     ours: str
     baseline: str | None  # None: compare ``ours`` with the target itself
-    kind: Literal["rate", "time", "value"]
+    kind: Literal["rate", "time", "value", "size"]
     target: float | None = None  # rate: ratio >= target; time: ratio <= target; value: see ``higher``
     target_text: str = ""
     field: Literal["p50_us", "p99_us"] = "p50_us"
@@ -291,7 +291,7 @@ _SPECS = (
         "serve RSS after the first page ÷ the same at 1,000 sessions",
         reg.SERVE_RSS,
         reg.SERVE_RSS_1K,
-        "time",
+        "size",
         1.3,
         "≤ 1.3x at 100k",
         judged_from=100_000,
@@ -301,7 +301,7 @@ _SPECS = (
         "serve RSS after the first page ÷ the same at 1,000 sessions, at 1M",
         reg.SERVE_RSS,
         reg.SERVE_RSS_1K,
-        "time",
+        "size",
         1.5,
         "≤ 1.5x at 1M",
         judged_from=1_000_000,
@@ -560,6 +560,8 @@ def _ratio_cell(row: Ratio) -> str:
 def _side(value: float | None, row: Ratio) -> str:
     if value is None:
         return "—"
+    if row.kind == "size":
+        return f"{value / 1e6:.1f} MB"
     if row.kind == "time" or (row.kind == "value" and "ms" in row.measure):
         return _time(value)
     return f"{_si(value)}/s" if row.kind == "rate" else _si(value)

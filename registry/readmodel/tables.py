@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
-from events.errors import StoreError
+from events.errors import StoreClosedError, StoreError
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.snapshot import EVERY, SnapshotError, kept_positions
@@ -210,5 +210,7 @@ class SnapshotPlan:
     def _run(self, checkpoint: int) -> None:
         try:
             self._dump(checkpoint)
+        except StoreClosedError:  # the process closed the store meanwhile: the next writer keeps one instead
+            log.debug("no snapshot at position %s: the store was closed first", checkpoint)
         except (OSError, SnapshotError, StoreError) as exc:
             log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
