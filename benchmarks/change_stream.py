@@ -61,7 +61,7 @@ def sync_seconds(subscribers: int, changes: int, sessions: int = 1000) -> float:
 _CHILD = """
 import sys, time
 from registry import SessionRegistry
-with SessionRegistry.open(sys.argv[1], follow=False, snapshot_path=None) as registry:
+with SessionRegistry.open(sys.argv[1], follow=False) as registry:
     for n in range(int(sys.argv[2])):
         time.sleep(0.02)
         registry.record_activity("remote", at=time.time_ns())

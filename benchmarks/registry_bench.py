@@ -1,15 +1,20 @@
-"""EXTENSION POINTS for the registry's own measurements (``registry/``: projections, ``SessionRegistry``,
-``session/list`` pages, the change stream), to be filled in against the registry's API. The harness already
-calls every hook below at every history size and reports each one as *pending* while it returns None.
+"""The registry's own measurements (``registry/``: the read model, ``SessionRegistry``, ``session/list`` pages,
+``acp-registry serve``, time travel, the change stream), each at every history size of the run.
 
-To add one: make the hook return its figures under the keys named here (``report.py`` already turns them into
-ratios against the baselines of the same stage: ``page_floor`` and the JSONL listing for ``session/list``,
-the eventsourcing replay for the rebuild, ``ours.read`` for cold start). Hooks get the stage's SQLite store,
-already holding ``sessions`` sessions, and must not write to it: the next stage keeps growing the same file.
+The harness calls every hook below with the stage's SQLite store, which holds ``sessions`` sessions appended
+straight to the log (as an import would): the first hook to open a registry on it therefore builds the read
+model's tables (and kept snapshots) from the log, which ``read_model_build`` measures. Hooks never append to the
+log: the next stage keeps growing the same file. ``report.py`` turns the figures into ratios against baselines
+of the same stage (the page-encode floor, the JSONL listing, eventsourcing's recorder, a 1,000-session store
+measured the same way in the same stage, the in-memory fold from the newest snapshot, a full fold of the log).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import select
+import statistics
 import subprocess
 import sys
 import time
@@ -22,36 +27,60 @@ import msgspec
 
 from benchmarks.change_stream import sync_seconds
 from benchmarks.figures import Figure, Latency, Quantity, latency, repeat_rate, throughput
-from events import SqliteStore
-from registry import Projection, SessionRegistry
+from events import SessionCreated, SessionUpdated, SqliteStore
+from registry import SessionRegistry
+from registry.projection import Projection
+from registry.timetravel import projection_at
 
 _ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
-    "BYTES_PER_SESSION",
-    "COLD_START_REPLAY",
-    "COLD_START_SNAPSHOT",
+    "BUILD",
+    "CLI_LIST",
+    "CLI_SHOW",
     "DIFFS_PER_S",
+    "FULL_FOLD",
     "HOOKS",
     "LIST_DEEP",
     "LIST_DEEP_CWD",
     "LIST_FIRST",
     "LIST_FIRST_CWD",
     "REBUILD",
+    "REPLAY_HALF",
+    "SERVE_FIRST",
+    "SERVE_FIRST_1K",
+    "SERVE_FIRST_EMPTY",
+    "SERVE_FIRST_SNAPSHOT",
+    "SERVE_RSS",
+    "SERVE_RSS_1K",
+    "STDIO_LIST",
+    "WRITE_APPEND",
+    "WRITE_CREATE",
     "Hook",
     "StageContext",
 ]
 
 # Figure keys the report knows (Latency unless said otherwise).
 LIST_FIRST = "registry.list_first"  # session/list first page, no cwd filter, in process
-LIST_DEEP = "registry.list_deep"  # a page reached by a cursor far into the walk
+LIST_DEEP = "registry.list_deep"  # a page reached by a cursor 90% of the way through the walk
 LIST_FIRST_CWD = "registry.list_first_cwd"
 LIST_DEEP_CWD = "registry.list_deep_cwd"
-REBUILD = "registry.rebuild"  # Throughput: events/s of a full projection rebuild from the log
-COLD_START_REPLAY = "registry.cold_start_replay"  # open the store to first answered session/list, no snapshot
-COLD_START_SNAPSHOT = "registry.cold_start_snapshot"  # the same from the projection snapshot
+STDIO_LIST = "registry.stdio_list"  # session/list round trip to a running `acp-registry serve`, over its pipes
+SERVE_FIRST = "registry.serve_first"  # a fresh `acp-registry serve` process until its first session/list answer
+SERVE_FIRST_1K = "registry.serve_first_1k"  # the same on a 1,000-session store, in the same stage
+SERVE_FIRST_EMPTY = "registry.serve_first_empty"  # the same on an empty store: Python's start-up and ours
+SERVE_FIRST_SNAPSHOT = "registry.serve_first_snapshot"  # the same folding in memory from the newest snapshot
+SERVE_RSS = "registry.serve_rss"  # Quantity: that process's resident memory after its first page
+SERVE_RSS_1K = "registry.serve_rss_1k"
+CLI_LIST = "registry.cli_list"  # `acp-registry list`, the whole process
+CLI_SHOW = "registry.cli_show"  # `acp-registry show SESSION`, the whole process
+BUILD = "registry.build"  # Throughput: events/s of building the tables from the whole log (first open)
+REBUILD = "registry.rebuild"  # Throughput: events/s of the in-memory reference fold of the whole log
+FULL_FOLD = "registry.full_fold"  # Latency (1 run): folding the whole log from its start, as replay did before
+REPLAY_HALF = "registry.replay_half"  # Latency: `replay --at head/2`, from the nearest kept snapshot
+WRITE_CREATE = "registry.write_create"  # Throughput: SessionRegistry.create, durable, read model kept up
+WRITE_APPEND = "registry.write_append"  # Throughput: the same store's bare durable append, for comparison
 DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 0, 1 and 10 subscribers
-BYTES_PER_SESSION = "registry.bytes_per_session"  # Quantity: resident bytes per live session, indexes included
 
 
 @dataclass(frozen=True)
@@ -61,8 +90,8 @@ class StageContext:
     sessions: int  # sessions appended so far (deleted ones included)
     live_sessions: int  # sessions not deleted: what session/list can return
     events: int
-    store_path: Path  # the SQLite event log holding them; open it read-only in spirit
-    work_dir: Path  # scratch space for the hook (snapshots, child processes' files)
+    store_path: Path  # the SQLite event log holding them; hooks never append to it
+    work_dir: Path  # scratch space for the hook (small stores, child processes' files)
     page_floor: Latency  # encoding one page of SessionInfo alone, measured in this run
     cwds: list[str]  # working directories in the history, for the cwd-filtered pages
 
@@ -70,9 +99,12 @@ class StageContext:
 Hook = Callable[[StageContext], dict[str, Figure] | None]
 
 
+def _url(path: Path) -> str:
+    return f"sqlite://{path}"
+
+
 def _registry(path: Path, **options: Any) -> SessionRegistry:
-    """A registry over the stage's log that never writes to it (no follower; no snapshot unless asked)."""
-    options.setdefault("snapshot_path", None)
+    """A registry over the stage's log (no follower thread); it folds only what the tables lack."""
     return SessionRegistry(SqliteStore(path), follow=False, owns_store=True, **options)
 
 
@@ -85,12 +117,34 @@ def _timed(call: Callable[[], object], calls: int) -> list[float]:
     return samples
 
 
+def read_model_build(ctx: StageContext) -> dict[str, Figure] | None:
+    """The first open after the log grew by a bulk import: the tables catch up from their checkpoint (at the
+    first stage, built from the whole log), keeping snapshots for time travel on the way (BUILD, events/s)."""
+    with SqliteStore(ctx.store_path) as store:
+        before = _checkpoint(ctx.store_path)
+        head = store.head()
+        start = time.perf_counter()
+        with SessionRegistry(store, follow=False):
+            pass
+        seconds = time.perf_counter() - start
+    return {BUILD: throughput(head - before, seconds, note=f"from position {before:,} to {head:,}")}
+
+
+def _checkpoint(path: Path) -> int:
+    import sqlite3  # noqa: PLC0415
+
+    with sqlite3.connect(path) as db:
+        try:
+            row = db.execute("SELECT value FROM rm_meta WHERE key = 'checkpoint'").fetchone()
+        except sqlite3.OperationalError:
+            return 0
+    return int(row[0]) if row else 0
+
+
 def _deep_cursor(registry: SessionRegistry, cwd: str | None, depth: float = 0.9) -> str | None:
     """The cursor of a page ``depth`` of the way through a walk (walked page by page, as a client would)."""
-    pages = max(1, int(len(registry) * depth) // registry.page_size) if cwd is None else 0
-    if cwd is not None:
-        with_cwd = sum(1 for s in registry._projection.sessions() if s.cwd == cwd)
-        pages = max(1, int(with_cwd * depth) // registry.page_size)
+    live = registry.read_model.count() if cwd is None else registry.read_model.cwd_counts().get(cwd, 0)
+    pages = max(1, int(live * depth) // registry.page_size)
     cursor: str | None = None
     for _ in range(pages):
         page = registry.list(cwd=cwd, cursor=cursor)
@@ -101,14 +155,13 @@ def _deep_cursor(registry: SessionRegistry, cwd: str | None, depth: float = 0.9)
 
 
 def session_list_in_process(ctx: StageContext) -> dict[str, Figure] | None:
-    """``session/list`` in process through ``SessionRegistry``: first and deep page (90% of the way through a
-    walk), with and without ``cwd``; p50/p99 over 2,000 calls each. The page is built and encoded to JSON, as
-    the wire needs it. Targets: p50 <= 2x ``page_floor``, flat from first to deepest page at 1M sessions,
-    >= 50,000x faster than the JSONL listing at 100k."""
+    """``session/list`` in process through ``SessionRegistry`` (tables): first and deep page (90% of the way
+    through a walk), with and without ``cwd``; p50/p99 over 2,000 calls each, built and encoded to JSON as the
+    wire needs it. Targets: p50 <= 300 us at 1M; ratio to ``page_floor`` reported."""
     encode = msgspec.json.Encoder().encode
-    registry = _registry(ctx.store_path)
-    try:
-        cwd = max(ctx.cwds, key=lambda c: registry._projection.cwd_counts().get(c, 0))
+    with _registry(ctx.store_path) as registry:
+        counts = registry.read_model.cwd_counts()
+        cwd = max(ctx.cwds, key=lambda c: counts.get(c, 0))
         deep = _deep_cursor(registry, None)
         deep_cwd = _deep_cursor(registry, cwd)
         cases: dict[str, Callable[[], bytes]] = {
@@ -119,122 +172,225 @@ def session_list_in_process(ctx: StageContext) -> dict[str, Figure] | None:
         }
         figures: dict[str, Figure] = {}
         for key, call in cases.items():
-            call()  # the first call renders the page's sessions once; a live registry has them warm
-            figures[key] = latency(_timed(call, 2_000), note="page of 50, built and JSON-encoded")
+            call()
+            figures[key] = latency(_timed(call, 2_000), note="page of 50 from the tables, built and JSON-encoded")
         return figures
-    finally:
-        registry.close()
 
 
-_CHILD_COLD_START = """
-import sys, time
-start = time.perf_counter()
-from registry import SessionRegistry
-from events import SqliteStore
-snapshot = sys.argv[2] if len(sys.argv) > 2 else None
-registry = SessionRegistry(SqliteStore(sys.argv[1]), follow=False, snapshot_path=snapshot, owns_store=True)
-registry.handle("session/list", {})
-print(time.perf_counter() - start, registry.loaded_from_snapshot)
+# -- fresh processes ---------------------------------------------------------------------------------------
+
+_SERVE_IN_MEMORY = """
+import sys
+from registry.acp.agent import serve
+sys.exit(serve(sys.argv[1], read_model="memory"))
 """
 
-
-def _cold_start(path: Path, snapshot: Path | None, runs: int) -> list[float]:
-    """Seconds from a fresh interpreter's first line to its first answered session/list (imports included)."""
-    samples = []
-    for _ in range(runs):
-        argv = [sys.executable, "-c", _CHILD_COLD_START, str(path)] + ([str(snapshot)] if snapshot else [])
-        out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=_ROOT).stdout.split()
-        if snapshot is not None and out[1] != "True":
-            raise RuntimeError("the cold start did not use the snapshot")
-        samples.append(float(out[0]))
-    return samples
+_LIST = b'{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}\n'
+_INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 
-def cold_start(ctx: StageContext) -> dict[str, Figure] | None:
-    """Full projection rebuild from the log in process (REBUILD, events/s), and cold start to the first
-    answered ``session/list`` with and without the snapshot (COLD_START_*), each in a fresh OS process so imports
-    and the page cache are charged as a user would see them. Targets: rebuild >= 10x the eventsourcing replay;
-    snapshot start <= 10% of a full replay at 1M sessions."""
+def _serve_command(url: str, kind: str) -> list[str]:
+    if kind == "tables":
+        return [str(Path(sys.executable).with_name("acp-registry")), "serve", "--store", url]
+    return [sys.executable, "-c", _SERVE_IN_MEMORY, url]
 
-    def rebuild() -> int:
-        with SqliteStore(ctx.store_path) as store:
-            projection = Projection()
-            return projection.load(store.iter_events(), head=store.head())
 
-    figures: dict[str, Figure] = {REBUILD: repeat_rate(rebuild, min_seconds=1.0, max_runs=3)}
-    snapshot = ctx.work_dir / f"registry-{ctx.sessions}.snapshot"
-    with _registry(ctx.store_path, snapshot_path=snapshot) as registry:
-        registry.save_snapshot()
-    runs = 3 if ctx.events < 2_000_000 else 1
-    figures[COLD_START_REPLAY] = latency(_cold_start(ctx.store_path, None, runs), note=f"{runs} fresh processes")
-    figures[COLD_START_SNAPSHOT] = latency(
-        _cold_start(ctx.store_path, snapshot, runs),
-        note=f"{runs} fresh processes; snapshot {snapshot.stat().st_size / 1e6:.0f} MB",
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")  # pragma: no cover - Linux only
+
+
+def _first_answer(url: str, kind: str) -> tuple[float, int]:
+    """Seconds from spawning a serve process to its session/list answer (initialize first, as clients do), and
+    its resident memory then."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        _serve_command(url, kind), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=_ROOT
     )
-    snapshot.unlink()
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        child.stdin.write(_INITIALIZE + _LIST)
+        child.stdin.flush()
+        while True:
+            line = child.stdout.readline()
+            if not line:
+                raise RuntimeError("serve ended before answering session/list")
+            if json.loads(line).get("id") == 2:
+                seconds = time.perf_counter() - start
+                return seconds, _rss(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(60)
+
+
+def _small_store(ctx: StageContext, sessions: int) -> Path:
+    """A store of ``sessions`` sessions shaped like the stage's (made once per run, kept in the work dir)."""
+    path = ctx.work_dir / f"registry-{sessions}.db"
+    if not path.exists():
+        with SqliteStore(path, synchronous="off") as store:
+            for n in range(sessions):
+                store.append(f"small-{n}", [SessionCreated(cwd=ctx.cwds[n % len(ctx.cwds)], at=n * 1_000_000)])
+                store.append(f"small-{n}", [SessionUpdated(at=n * 2_000_000, messages=2)])
+        with SessionRegistry(SqliteStore(path), follow=False, owns_store=True):
+            pass  # its tables, as a store the registry has written would have
+    return path
+
+
+def serve_cold_start(ctx: StageContext) -> dict[str, Figure] | None:
+    """A fresh ``acp-registry serve`` to its first ``session/list`` answer (imports and page cache charged as a
+    user sees them): on the stage's store (SERVE_FIRST), on a 1,000-session store (SERVE_FIRST_1K), on an empty
+    one (SERVE_FIRST_EMPTY), and folding in memory from the newest kept snapshot as every process did before the
+    tables (SERVE_FIRST_SNAPSHOT); resident memory after the answer (SERVE_RSS, SERVE_RSS_1K). Targets: flat
+    (<= 1.25x the 1k figure at 100k, <= 1.5x at 1M), <= 0.1x the snapshot path at 1M, RSS <= 1.3x / 1.5x."""
+    runs = 5 if ctx.events < 2_000_000 else 3
+    cases = {
+        SERVE_FIRST: (_url(ctx.store_path), "tables", SERVE_RSS),
+        SERVE_FIRST_1K: (_url(_small_store(ctx, 1_000)), "tables", SERVE_RSS_1K),
+        SERVE_FIRST_EMPTY: (_url(_small_store(ctx, 0)), "tables", None),
+    }
+    figures: dict[str, Figure] = {}
+    for key, (url, kind, rss_key) in cases.items():
+        samples = [_first_answer(url, kind) for _ in range(runs)]
+        figures[key] = latency([s for s, _ in samples], note=f"{runs} fresh processes")
+        if rss_key is not None:
+            rss = statistics.median(r for _, r in samples)
+            figures[rss_key] = Quantity(value=rss, unit="B", note=f"VmRSS after the first page, median of {runs}")
+    snapshot_runs = 3 if ctx.events < 2_000_000 else 1
+    samples = [_first_answer(_url(ctx.store_path), "memory") for _ in range(snapshot_runs)]
+    figures[SERVE_FIRST_SNAPSHOT] = latency(
+        [s for s, _ in samples],
+        note=f"{snapshot_runs} fresh processes; RSS {statistics.median(r for _, r in samples) / 1e6:.0f} MB",
+    )
+    return figures
+
+
+def stdio_round_trip(ctx: StageContext) -> dict[str, Figure] | None:
+    """``session/list`` first page over the pipes of a running ``acp-registry serve`` (STDIO_LIST): JSON-RPC
+    framing and the process hop beside the in-process figure."""
+    child = subprocess.Popen(
+        _serve_command(_url(ctx.store_path), "tables"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=_ROOT,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    samples = []
+    try:
+        child.stdin.write(_INITIALIZE)
+        child.stdin.flush()
+        child.stdout.readline()
+        for n in range(600):
+            request = b'{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}}\n' % (n + 10)
+            start = time.perf_counter()
+            child.stdin.write(request)
+            child.stdin.flush()
+            while True:
+                select.select([child.stdout], [], [])
+                if b'"sessions"' in child.stdout.readline():
+                    break
+            if n >= 100:  # after a warm-up
+                samples.append(time.perf_counter() - start)
+    finally:
+        child.stdin.close()
+        child.wait(60)
+    return {STDIO_LIST: latency(samples, note="first page, 500 requests after 100 to warm up")}
+
+
+def cli_commands(ctx: StageContext) -> dict[str, Figure] | None:
+    """``acp-registry list`` and ``show SESSION`` as whole processes (CLI_LIST, CLI_SHOW). Target <= 0.5 s at 1M."""
+    command = str(Path(sys.executable).with_name("acp-registry"))
+    url = _url(ctx.store_path)
+    with _registry(ctx.store_path) as registry:
+        some = registry.list().sessions[-1].session_id
+    env = {**os.environ, "COLUMNS": "120"}
+    figures: dict[str, Figure] = {}
+    for key, argv in ((CLI_LIST, ["list"]), (CLI_SHOW, ["show", some])):
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            subprocess.run([command, "--store", url, *argv], check=True, capture_output=True, env=env, cwd=_ROOT)
+            samples.append(time.perf_counter() - start)
+        figures[key] = latency(samples, note="5 whole processes, output to a pipe")
+    return figures
+
+
+# -- the fold, time travel, writes -------------------------------------------------------------------------
+
+
+def folds(ctx: StageContext) -> dict[str, Figure] | None:
+    """The in-memory reference fold of the whole log through the lean read path (REBUILD, events/s; target >= 10x
+    eventsourcing's recorder read+decode); a full fold once (FULL_FOLD, as ``replay`` did for any position) and
+    ``replay --at head/2`` from the nearest kept snapshot (REPLAY_HALF; target <= 0.1x the full fold at 1M)."""
+
+    def fold() -> int:
+        with SqliteStore(ctx.store_path) as store:
+            projection = Projection(window=0)
+            return projection.load(store.scan(0))
+
+    figures: dict[str, Figure] = {REBUILD: repeat_rate(fold, min_seconds=1.0, max_runs=3)}
+    with SqliteStore(ctx.store_path) as store:
+        head = store.head()
+        start = time.perf_counter()
+        projection_at(store, head, keep=False)  # the whole log, no snapshot: what replay did before
+        figures[FULL_FOLD] = latency([time.perf_counter() - start], note="one fold of the whole log")
+        samples = []
+        for _ in range(3):
+            start = time.perf_counter()
+            travel = projection_at(store, head // 2, keep=False)
+            samples.append(time.perf_counter() - start)
+        note = f"from the snapshot at {travel.snapshot:,}" if travel.snapshot is not None else "no snapshot"
+        figures[REPLAY_HALF] = latency(samples, note=f"3 runs; {note}, {head // 2 - (travel.snapshot or 0):,} events")
+    return figures
+
+
+def writes(ctx: StageContext) -> dict[str, Figure] | None:
+    """Durable writes with the read model kept up: ``SessionRegistry.create`` (the tables folded in the append's
+    own transaction: WRITE_CREATE) beside a bare durable ``append`` of the same event on the same file by a store
+    that keeps no read model (WRITE_APPEND), 300 of each, on a 10,000-session store kept in the work dir (hooks
+    never grow the stage's own log). Target: >= 0.8x."""
+    path = _small_store(ctx, 10_000)
+    figures: dict[str, Figure] = {}
+    with SessionRegistry(SqliteStore(path), follow=False, owns_store=True) as registry:
+        base = registry.store.head()
+        start = time.perf_counter()
+        for n in range(300):
+            registry.create("/work/bench", session_id=f"w{base}-{n}")
+        figures[WRITE_CREATE] = throughput(300, time.perf_counter() - start, note="durable, tables caught up")
+    with SqliteStore(path) as store:  # a store instance of its own: no read model folds in its transactions
+        start = time.perf_counter()
+        for n in range(300):
+            store.append(f"a{base}-{n}", [SessionCreated(cwd="/work/bench", at=time.time_ns())], 0)
+        figures[WRITE_APPEND] = throughput(300, time.perf_counter() - start, note="durable, the log alone")
     return figures
 
 
 def change_stream(ctx: StageContext) -> dict[str, Figure] | None:
-    """Diffs/s delivered with 0, 1 and 10 subscribers (DIFFS_PER_S.format(subscribers=n)): as many activity
-    events as the stage's log holds (2,000 to 100,000), folded by a registry on an in-memory log, each
-    subscriber on its own thread. With 0 subscribers it is the projection alone; with n it counts n x events
-    over the whole time. Target: >= 200k diffs/s to one subscriber. (Cross-process latency: store level.)"""
+    """Diffs/s delivered end to end with 0, 1 and 10 subscribers (DIFFS_PER_S.format(subscribers=n)): as many
+    activity events as the stage's log holds (2,000 to 100,000), on an in-memory log, from ``sync()`` (the read
+    model's fold and the follower's fold) until every subscriber, each on its own thread, has every diff.
+    With n subscribers the rate is events/s (each of the n receives all of them). Targets: >= 200k diffs/s to one,
+    >= 100k to ten."""
     figures: dict[str, Figure] = {}
     changes = max(2_000, min(100_000, ctx.events))
     for subscribers in (0, 1, 10):
         seconds = sync_seconds(subscribers, changes)
-        count = changes * max(1, subscribers)
         figures[DIFFS_PER_S.format(subscribers=subscribers)] = throughput(
-            count, seconds, note="projection fold included" if subscribers else "projection fold alone"
+            changes, seconds, note="the read model's fold alone" if not subscribers else "each subscriber gets all"
         )
     return figures
 
 
-_CHILD_MEMORY = """
-import gc, sys, tracemalloc
-from events import SqliteStore
-from registry import SessionRegistry
-
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-
-store = SqliteStore(sys.argv[1])
-gc.collect()
-before = rss()
-tracemalloc.start()
-registry = SessionRegistry(store, follow=False, snapshot_path=None)
-gc.collect()
-traced = tracemalloc.get_traced_memory()[0]
-print(rss() - before, traced, len(registry))
-"""
-
-
-def memory_per_session(ctx: StageContext) -> dict[str, Figure] | None:
-    """Bytes per live session held by the projection with its indexes (BYTES_PER_SESSION): Python allocations
-    still alive after the registry loaded (tracemalloc), in a child process; the RSS growth, which also counts
-    memory the allocator freed but kept, is given in the note. Target: <= 1 KB."""
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD_MEMORY, str(ctx.store_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=_ROOT,
-    ).stdout.split()
-    rss_growth, traced, live = int(out[0]), int(out[1]), int(out[2])
-    return {
-        BYTES_PER_SESSION: Quantity(
-            value=traced / live,
-            unit="B",
-            note=f"live allocations after load; RSS grew {rss_growth / live:.0f} B per live session",
-        )
-    }
-
-
 HOOKS: dict[str, Hook] = {
+    "read model build": read_model_build,
     "session/list in-process": session_list_in_process,
-    "cold start": cold_start,
+    "serve cold start": serve_cold_start,
+    "stdio round trip": stdio_round_trip,
+    "cli commands": cli_commands,
+    "folds and time travel": folds,
+    "writes": writes,
     "change stream": change_stream,
-    "memory per session": memory_per_session,
 }

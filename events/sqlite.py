@@ -22,8 +22,8 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Final, Literal, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Literal, Protocol, cast
 
 import msgspec
 
@@ -47,7 +47,7 @@ from events.store import (
     retried_positions,
 )
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore"]
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
 
@@ -74,6 +74,14 @@ _UPSERT_STREAM: Final = (
     " ON CONFLICT (session_id) DO UPDATE SET version = excluded.version"
 )
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
+
+
+class CommitHook(Protocol):
+    """Work done in an append's own transaction (see ``SqliteStore.add_commit_hook``)."""
+
+    def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None: ...
+
+    def committed(self) -> None: ...
 
 
 class SqliteStore(EventStore):
@@ -123,6 +131,7 @@ class SqliteStore(EventStore):
             raise
         say_how_opened(found)
         self._group: GroupCommit[_Unit, list[list[int]]] = GroupCommit(self._commit_group)
+        self._hooks: list[CommitHook] = []
         self._wal_pages = 0  # estimated, since the last background checkpoint was requested
         self._checkpointer: Checkpointer | None = None
         if synchronous != "full" and self._read_only is None:
@@ -279,10 +288,13 @@ class SqliteStore(EventStore):
                         outcomes.append(exc)
                     except sqlite3.Error as exc:
                         outcomes.append(self._store_error(exc))
+                hooks = self._run_hooks(db) if self._hooks else ()
                 db.execute("COMMIT")
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+        for hook in hooks:
+            hook.committed()
         if self._checkpointer is not None:
             # A commit writes a page per table and index it touches (~5), and ~16 events fill a page: close
             # enough (measured 4.4 pages for 1 event, 5.2 for 5, 59 for 1000) to ask for a checkpoint about every
@@ -292,6 +304,43 @@ class SqliteStore(EventStore):
                 self._wal_pages = 0
                 self._checkpointer.request()
         return outcomes
+
+    def add_commit_hook(self, hook: CommitHook) -> Callable[[], None]:
+        """Run ``hook`` in every append transaction of this store, after the appends and before the commit, so
+        that tables derived from the log (the registry's read model) are kept in the same transaction, with the
+        same durability and without a second commit. ``hook.in_transaction(db, scan)`` gets the writer connection
+        and ``scan(after)``, which reads the log on it (the transaction's own rows included); it runs in a
+        savepoint, and a hook that fails is rolled back to it and logged while the appends still commit (derived
+        data can always catch up later). ``hook.committed()`` follows a successful commit. Returns the remover."""
+        with self._write_lock:
+            self._hooks.append(hook)
+
+        def remove() -> None:
+            with self._write_lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+        return remove
+
+    def _run_hooks(self, db: sqlite3.Connection) -> list[CommitHook]:
+        decode = _event_decoder.decode
+
+        def scan(after: int) -> Iterator[LogEntry]:
+            for position, session_id, version, data in db.execute(_SCAN, (after, _LAST_POSITION, -1)):
+                yield LogEntry(position, session_id, version, decode(data))
+
+        done = []
+        for hook in self._hooks:
+            db.execute("SAVEPOINT hook")
+            try:
+                hook.in_transaction(db, scan)
+                db.execute("RELEASE hook")
+                done.append(hook)
+            except Exception:
+                db.execute("ROLLBACK TO hook")
+                db.execute("RELEASE hook")
+                log.warning("%s: a commit hook failed; the appends commit without it", self.path, exc_info=True)
+        return done
 
     def _write_unit(self, db: sqlite3.Connection, tip: Tip, unit: _Unit, alone: bool) -> list[list[int]]:
         """Write one unit inside a savepoint (or, ``alone`` in its group, in the transaction itself: two statements

@@ -3,10 +3,13 @@
 A cursor holds the log position its walk started at (later pages are served as of that position) and the
 sort key of the last session it returned. Layout before base64url (no padding)::
 
-    version (1 byte) | body length (1 byte) | body (msgpack array) | HMAC-SHA256(secret, all before)[:16]
+    version (1 byte) | body length (2 bytes, big-endian) | body (msgpack array) | HMAC-SHA256(secret, all before)[:16]
 
 The body names the store by a fingerprint of its id, so a cursor from another store is told apart from a
 tampered one. Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts a walk.
+
+Version 2 (this one) sorts by ``updatedAt`` to the millisecond, as the wire shows it, and carries session ids of
+any allowed length; a version-1 cursor is refused with reason ``version`` (its sort key means another order).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from registry.errors import InvalidCursor
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
-CURSOR_VERSION: Final = 1
+CURSOR_VERSION: Final = 2
 _MAC_BYTES: Final = 16
+_HEADER: Final = 3  # version, body length
+_MAX_BODY: Final = 0xFFFF
 
 
 class Cursor(msgspec.Struct, frozen=True):
@@ -70,33 +75,37 @@ class CursorCodec:
 
     def encode(self, cursor: Cursor, cwd: str | None) -> str:
         body = _encoder.encode(_Body(self._store, _scope(cwd), cursor.position, cursor.rank, cursor.session_id))
-        if len(body) > 255:
-            raise ValueError("a cursor body must fit in 255 bytes (is the session id that long?)")
-        data = bytes((CURSOR_VERSION, len(body))) + body
+        if len(body) > _MAX_BODY:  # pragma: no cover - session ids are at most 1 KiB
+            raise ValueError("a cursor body must fit in 64 KiB")
+        data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
         return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
 
     def decode(self, token: str, cwd: str | None) -> Cursor:
         """The cursor a token holds, if this store made it for this filter; else ``InvalidCursor``."""
+        if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
+            token = token[:-1]
         try:
             raw = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4))
         except (binascii.Error, UnicodeEncodeError, ValueError):
             raise InvalidCursor("garbled", "not a cursor this registry issued (bad characters)") from None
-        if len(raw) < 2:
+        if not raw:
             raise InvalidCursor("truncated", "the cursor is cut short")
         if raw[0] != CURSOR_VERSION:
-            if 1 < raw[0] < 16:  # the shape of a cursor from a later version of this library
+            if 0 < raw[0] < 16:  # the shape of a cursor from an earlier or a later version of this library
                 raise InvalidCursor(
                     "version", f"cursor version {raw[0]} is not supported (this registry makes {CURSOR_VERSION})"
                 )
             raise InvalidCursor("garbled", "not a cursor this registry issued")
-        size = 2 + raw[1] + _MAC_BYTES
+        if len(raw) < _HEADER:
+            raise InvalidCursor("truncated", "the cursor is cut short")
+        size = _HEADER + int.from_bytes(raw[1:_HEADER], "big") + _MAC_BYTES
         if len(raw) < size:
             raise InvalidCursor("truncated", "the cursor is cut short")
         if len(raw) > size:
             raise InvalidCursor("garbled", "the cursor has trailing bytes")
         data, mac = raw[: size - _MAC_BYTES], raw[size - _MAC_BYTES :]
         try:
-            body = _decoder.decode(data[2:])
+            body = _decoder.decode(data[_HEADER:])
         except msgspec.DecodeError:
             raise InvalidCursor("garbled", "the cursor's contents do not decode") from None
         if body.store != self._store:

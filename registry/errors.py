@@ -1,12 +1,18 @@
 """The registry's errors, and the one place they become JSON-RPC error objects.
 
-    RegistryError                          (events.errors; store errors live there too)
+``RegistryError`` is the root of every error this library raises. It is defined with the log's errors
+(``events.errors``), the lowest layer, so that the store's errors can share it; ``registry`` exports it as its
+public home, and nothing else of that name exists.
+
+    RegistryError
+    ├── StoreError           -32603        the event store failed or refused (events.errors: its own subtree)
     ├── InvalidParams        -32602        wrong JSON-RPC params: types, relative paths, long titles
     │   └── InvalidCursor    -32602        data.reason: garbled | truncated | tampered | foreign | version | cwd
     ├── SessionNotFound      -32002        no such session (a LookupError)
     │   └── SessionDeletedError   -32002        the session was deleted; writes to it are refused
     ├── SessionExists        -32602        create with an id that is taken
-    └── MethodNotFound       -32601
+    ├── MethodNotFound       -32601
+    └── SubscriberTooSlow                  a change-stream subscriber fell too far behind and was ended
 
 Everything else that escapes a handler is an internal error (-32603) whose message names its type only.
 """
@@ -33,6 +39,7 @@ __all__ = [
     "SessionDeletedError",
     "SessionExists",
     "SessionNotFound",
+    "SubscriberTooSlow",
     "rpc_error",
 ]
 
@@ -81,6 +88,10 @@ class MethodNotFound(RegistryError, LookupError):
     def __init__(self, method: str) -> None:
         super().__init__(f"method {method!r} not found")
         self.method = method
+
+
+class SubscriberTooSlow(RegistryError):
+    """A subscriber fell too far behind; its subscription was ended so the registry's memory stays bounded."""
 
 
 class RpcError(msgspec.Struct, omit_defaults=True):

@@ -22,11 +22,13 @@ __all__ = [
     "META_MESSAGES",
     "META_NAMESPACE",
     "META_TITLE_SOURCE",
+    "UNDATED_RANK",
     "ListSessionsResult",
     "SessionInfo",
     "SessionState",
     "format_time",
     "parse_time",
+    "rank",
     "session_info",
     "sort_key",
     "title_replaces",
@@ -37,7 +39,8 @@ META_TITLE_SOURCE: Final = f"{META_NAMESPACE}/titleSource"
 META_MESSAGES: Final = f"{META_NAMESPACE}/messageCount"
 META_CONSISTENCY: Final = f"{META_NAMESPACE}/consistency"
 
-_NO_TIME: Final = (1 << 63) + 1  # above every -updated_at of an int64 time, and still a msgpack uint64
+UNDATED_RANK: Final = 1
+"""The rank of a session without ``updatedAt``: after every dated one (whose ranks are <= 0)."""
 
 
 class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -63,12 +66,20 @@ def title_replaces(current: TitleSource | None, new: TitleSource) -> bool:
     return not (current is TitleSource.USER and new is not TitleSource.USER)
 
 
+def rank(updated_at: int | None) -> int:
+    """The first half of the sort key: ``updatedAt`` descending *at the precision the wire shows* (milliseconds),
+    so that a client re-sorting a page by ``(updatedAt desc, sessionId asc)`` gets the very same order."""
+    return UNDATED_RANK if updated_at is None else -(updated_at // 1_000_000)
+
+
 def sort_key(state: SessionState) -> tuple[int, str]:
-    """The list order: updatedAt descending, sessions without one last, then sessionId ascending."""
-    return (_NO_TIME if state.updated_at is None else -state.updated_at, state.session_id)
+    """The list order: updatedAt descending (to the millisecond), sessions without one last, then sessionId
+    ascending (by code point, which is also UTF-8 byte order)."""
+    updated = state.updated_at
+    return (UNDATED_RANK if updated is None else -(updated // 1_000_000), state.session_id)
 
 
-class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel", gc=False):
     """ACP ``SessionInfo``. Shared between answers (the registry caches them): treat as read-only."""
 
     session_id: str

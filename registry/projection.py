@@ -20,10 +20,12 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, NamedTuple
 
+import msgspec
 from msgspec import UNSET
 from sortedcontainers import SortedList
 
 from events.model import (
+    LogEntry,
     RecordedEvent,
     SessionCreated,
     SessionDeleted,
@@ -31,19 +33,26 @@ from events.model import (
     SessionUpdated,
     TitleSource,
 )
-from registry.model import _NO_TIME, SessionState, sort_key, title_replaces
+from registry.model import UNDATED_RANK, SessionState, sort_key, title_replaces
 
-__all__ = ["Change", "Page", "Projection", "fold", "paused_gc"]
+__all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
 SortKey = tuple[int, str]
+Entry = RecordedEvent | LogEntry
+"""What a fold reads of a stored event: a whole record, or the lean read path's entry (same attributes)."""
 
 
-class Change(NamedTuple):
-    """What one applied event did to a session: ``before`` is None for a creation."""
+class Change(msgspec.Struct, gc=False):
+    """What one applied event did to a session: ``before`` is None for a creation.
+
+    ``shown`` is where the change stream keeps the client's view of it (its diff), made once however many
+    subscribers receive this very object.
+    """
 
     position: int
     before: SessionState | None
     after: SessionState
+    shown: Any = None
 
 
 class Page(NamedTuple):
@@ -54,7 +63,7 @@ class Page(NamedTuple):
     """The page is exactly the list as of the walk's position (False: past the consistency window)."""
 
 
-def fold(state: SessionState | None, record: RecordedEvent) -> SessionState | None:
+def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     """The session after ``record``; None when the event changes nothing (it is then ignored).
 
     Rules the fold keeps whatever was appended: a session is created once; nothing follows a deletion; a
@@ -279,7 +288,7 @@ class Projection:
 
     # -- folding --------------------------------------------------------------------------------------
 
-    def apply(self, record: RecordedEvent) -> Change | None:
+    def apply(self, record: Entry) -> Change | None:
         """Fold one event in (events at or below ``position`` are skipped: already applied)."""
         if record.position <= self.position:
             return None
@@ -325,7 +334,7 @@ class Projection:
                 self._undo_start = 0
                 self._as_of_cache.clear()  # cached indexes into the undo log moved
 
-    def load(self, records: Iterable[RecordedEvent], *, head: int | None = None) -> int:
+    def load(self, records: Iterable[Entry], *, head: int | None = None) -> int:
         """Fold many events at once (a cold rebuild or a long tail): states first, indexes sorted at the end.
 
         Only events within ``window`` of ``head`` (the log's head, when known) go into the undo log. The cyclic
@@ -361,12 +370,12 @@ class Projection:
         # Sorting once is far faster than inserting one key at a time; the key is ``sort_key``, inlined.
         by_cwd: dict[str, list[SortKey]] = {}
         everything: list[SortKey] = []
-        no_time = _NO_TIME
+        undated = UNDATED_RANK
         for state in self._sessions.values():
             if state.deleted:
                 continue
             updated = state.updated_at
-            key = (no_time if updated is None else -updated, state.session_id)
+            key = (undated if updated is None else -(updated // 1_000_000), state.session_id)
             everything.append(key)
             keys = by_cwd.get(state.cwd)
             if keys is None:

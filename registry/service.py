@@ -1,35 +1,27 @@
-"""``SessionRegistry``: the facade a host embeds. Commands in, events to the log, answers from the projection.
+"""``SessionRegistry``: the facade a host embeds. Commands in, events to the log, answers from the read model.
 
-Commands are validated, turned into events and appended with the session's expected version (a conflict
-re-reads the log and tries again), so rules such as "nothing changes a deleted session" hold across threads
-and processes. The projection is fed from the store only: by the registry's own appends (read back at once,
-so a caller reads its own writes) and by a follower thread that tails the store, so sessions written by other
-processes on the same store show up within the store's poll interval.
+A command is checked (``registry.commands``), turned into events and appended with the session's expected version
+(a conflict reads again and retries), so rules such as "nothing changes a deleted session" hold across threads,
+processes and hosts. After an append the read model is caught up to it before the call returns (a caller reads
+its own writes), and every query catches it up to the log's head first (so it sees every process's writes).
+Changes reach listeners through the follower (``registry.follow``), which runs only while someone listens.
+
+Where the rest lives: ``commands.py`` (checks and decisions), ``readmodel/`` (the tables, or the in-memory fold),
+``pages.py`` (``session/list`` pages and cursors), ``follow.py`` (changes for listeners), ``changes.py`` (the
+reactivex stream), ``acp/`` (JSON-RPC).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.errors import ConcurrencyError
-from events.model import (
-    Event,
-    RecordedEvent,
-    SessionDeleted,
-    SessionUpdated,
-    TitleSource,
-)
-from events.sqlite import SqliteStore
+from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
 from registry.acp.methods import handle as handle_acp
@@ -45,46 +37,35 @@ from registry.commands import (
     info_change,
     json_type,
 )
-from registry.cursor import Cursor, CursorCodec
-from registry.errors import (
-    InvalidCursor,
-    InvalidParams,
-    SessionDeletedError,
-    SessionExists,
-    SessionNotFound,
-)
+from registry.cursor import CursorCodec
+from registry.errors import InvalidParams, SessionDeletedError, SessionExists, SessionNotFound
+from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
-from registry.model import (
-    META_CONSISTENCY,
-    ListSessionsResult,
-    SessionInfo,
-    SessionState,
-    session_info,
-    sort_key,
-)
+from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
+from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
-from registry.projection import Change, Projection, paused_gc
-from registry.snapshot import Snapshot, load_snapshot, save_snapshot
+from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
-    from reactivex import Observable
+    import asyncio
 
-    from registry.changes import ListChange, SessionNotification
+    from reactivex import Observable
+    from reactivex.abc import SchedulerBase
+
+    from registry.diffs import ListChange, SessionNotification
 
 __all__ = ["SessionRegistry"]
 
-log = logging.getLogger(__name__)
-
 _RETRIES: Final = 20
-_RENDERED_MAX: Final = 20_000  # SessionInfo objects kept for the pages most asked for (~10 MB at most)
 
 
 class SessionRegistry:
-    """Session history as an event log, answering ACP ``session/list`` from a projection.
+    """Session history as an event log, answering ACP ``session/list`` from a read model.
 
-    Thread-safe. ``page_size`` is how many sessions a ``session/list`` page holds (1 to 1000); ``window`` is
-    how many recent events a walk may span and still be exact (see the README); ``snapshot_path`` is where
-    the projection snapshot lives (None: no snapshot).
+    Thread-safe. ``page_size`` is how many sessions a ``session/list`` page holds (1 to 1000); ``window`` is how
+    many log positions a walk may span and still be exact (see the README); ``read_model`` forces ``"memory"``
+    (the in-memory fold) or ``"tables"``; ``follow=False`` delivers changes to listeners only on this registry's
+    own writes and ``sync()`` (no thread: deterministic tests).
     """
 
     def __init__(
@@ -92,104 +73,87 @@ class SessionRegistry:
         store: EventStore,
         *,
         page_size: int = 50,
-        window: int = 100_000,
+        window: int = DEFAULT_WINDOW,
         resolve_symlinks: bool = False,
         additional_directories: bool = True,
-        snapshot_path: str | os.PathLike[str] | None = None,
-        snapshot_every: int = 100_000,
+        read_model: str | None = None,
         follow: bool = True,
         clock: Clock | None = None,
         owns_store: bool = False,
     ) -> None:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an int from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
-        self.store = store
+        self._store = store
         self.page_size = page_size
         self.resolve_symlinks = resolve_symlinks
-        self.additional_directories = additional_directories
-        self.snapshot_path = None if snapshot_path is None else Path(snapshot_path)
-        self.snapshot_every = snapshot_every
+        self._additional_directories = additional_directories
         self._clock: Clock = clock or now_ns
         self._owns_store = owns_store
-        self._lock = threading.RLock()
-        self._listeners: list[Callable[[Sequence[Change]], None]] = []
-        self._rendered: dict[str, tuple[SessionState, SessionInfo]] = {}
         self._cursors = CursorCodec(store.identity)
-        self._projection = Projection(window=window)
-        self._snapshot_position = 0
-        self.loaded_from_snapshot = False
-        self._load()
+        self._render = Renderer(additional_directories=additional_directories)
+        self._read_model = open_read_model(store, window=window, kind=read_model)
+        self._follower = Follower(store, self._read_model, live=follow)
         self._closed = False
-        self._follower: threading.Thread | None = None
-        if follow:
-            self._subscription = store.subscribe(after=self._projection.position)
-            self._follower = threading.Thread(target=self._follow, name="acp-registry-follower", daemon=True)
-            self._follower.start()
 
     @classmethod
-    def open(cls, url: str, **options: Any) -> SessionRegistry:
-        """Open a registry on the store a URL names (it closes the store when it closes).
-
-        A SQLite store keeps its projection snapshot beside the database (``<file>.snapshot``).
-        """
-        store = open_store(url, clock=options.pop("clock", None))
-        if isinstance(store, SqliteStore) and "snapshot_path" not in options:
-            options["snapshot_path"] = store.path + ".snapshot"
+    def open(
+        cls,
+        url: str,
+        *,
+        page_size: int = 50,
+        window: int = DEFAULT_WINDOW,
+        resolve_symlinks: bool = False,
+        additional_directories: bool = True,
+        read_model: str | None = None,
+        follow: bool = True,
+        clock: Clock | None = None,
+        create: bool = True,
+    ) -> SessionRegistry:
+        """Open a registry on the store a URL names (``memory://``, ``sqlite:///abs/path.db``,
+        ``postgresql://...``); it closes the store when it closes. ``create=False`` refuses to make a new store
+        (a missing file or schema, an empty file: ``StoreError`` / ``StoreFormatError``)."""
+        store = open_store(url, clock=clock, create=create)
         try:
-            return cls(store, owns_store=True, **options)
+            return cls(
+                store,
+                page_size=page_size,
+                window=window,
+                resolve_symlinks=resolve_symlinks,
+                additional_directories=additional_directories,
+                read_model=read_model,
+                follow=follow,
+                clock=clock,
+                owns_store=True,
+            )
         except BaseException:
             store.close()
             raise
 
-    # -- loading and following the log ----------------------------------------------------------------
+    @property
+    def store(self) -> EventStore:
+        return self._store
 
-    def _load(self) -> None:
-        head = self.store.head()
-        with paused_gc():
-            if self.snapshot_path is not None:
-                snapshot = load_snapshot(self.snapshot_path, self.store)
-                if snapshot is not None:
-                    self._projection.restore(snapshot.sessions, snapshot.position)
-                    self._snapshot_position = snapshot.position
-                    self.loaded_from_snapshot = True
-            self._projection.load(self.store.iter_events(self._projection.position), head=head)
+    @property
+    def read_model(self) -> ReadModel:
+        """Where the answers come from (tables in the store, or the in-memory fold)."""
+        return self._read_model
 
-    def _follow(self) -> None:
-        subscription = self._subscription
-        while not subscription.closed:
-            try:
-                records = subscription.poll(timeout=1.0)
-                if records:
-                    self._apply(records)
-                    self._maybe_snapshot()
-            except Exception:
-                if subscription.closed:
-                    return
-                log.exception("the registry's follower failed; retrying in a second")
-                time.sleep(1.0)
-
-    def _apply(self, records: Sequence[RecordedEvent]) -> None:
-        with self._lock:
-            changes = [c for c in map(self._projection.apply, records) if c is not None]
-            if changes:
-                for listener in self._listeners:
-                    listener(changes)
-
-    def sync(self) -> int:
-        """Fold in everything the store holds now (other processes' appends included); returns the position."""
-        with self._lock:
-            self._apply(self.store.read(self._projection.position))
-            return self._projection.position
-
-    def _sync_to(self, position: int) -> None:
-        with self._lock:
-            while self._projection.position < position:
-                self._apply(self.store.read(self._projection.position))
+    @property
+    def additional_directories(self) -> bool:
+        """Whether the ``additionalDirectories`` capability is advertised (and the field shown)."""
+        return self._additional_directories
 
     @property
     def position(self) -> int:
-        """The log position the registry's answers reflect."""
-        return self._projection.position
+        """The log position the registry's answers last reflected (``sync()`` brings it to the head)."""
+        return self._read_model.position
+
+    def sync(self) -> int:
+        """Fold in everything the store holds now (other processes' appends included): the read model, and every
+        subscriber's queue of changes. Returns the position."""
+        position = self._read_model.catch_up()
+        self._follower.pump(always=True)
+        return position
 
     # -- commands -------------------------------------------------------------------------------------
 
@@ -218,11 +182,11 @@ class SessionRegistry:
             resolve_symlinks=self.resolve_symlinks,
         )
         try:
-            positions = self.store.append(session_id, [event], NO_STREAM)
+            positions = self._store.append(session_id, [event], NO_STREAM)
         except ConcurrencyError:
             raise SessionExists(session_id) from None
-        self._sync_to(positions[-1])
-        return self.get(session_id)
+        self._applied(positions[-1])
+        return self._written(session_id)
 
     def record_activity(
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
@@ -232,7 +196,7 @@ class SessionRegistry:
         check_payload(payload)
         when = check_time(self._clock() if at is None else at, "at")
         self._write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
-        return self.get(session_id)
+        return self._written(session_id)
 
     def change_info(
         self,
@@ -261,116 +225,81 @@ class SessionRegistry:
             return [] if change is None else [change]
 
         self._write(session_id, events)
-        return self.get(session_id)
+        return self._written(session_id)
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
         check_session_id(session_id)
         if reason is not None:
             check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
-        for _ in range(_RETRIES):
-            state = self._state(session_id)
-            if state is None or state.deleted:
-                return
-            try:
-                positions = self.store.append(session_id, [SessionDeleted(reason=reason)], state.version)
-            except ConcurrencyError:
-                self.sync()
-                continue
-            self._sync_to(positions[-1])
-            return
-        raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
+        self._write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
 
-    def _write(self, session_id: str, make: Callable[[SessionState], list[Event]]) -> None:
+    def _write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
         """Append what ``make`` decides from the current state, with that state's version as expected."""
         check_session_id(session_id)
         for _ in range(_RETRIES):
-            state = self._state(session_id)
-            if state is None:
-                raise SessionNotFound(session_id)
-            if state.deleted:
-                raise SessionDeletedError(session_id)
+            state = self.state(session_id)
+            if state is None or state.deleted:
+                if missing_ok:
+                    return
+                raise SessionNotFound(session_id) if state is None else SessionDeletedError(session_id)
             events = make(state)
             if not events:
                 return
             try:
-                positions = self.store.append(session_id, events, state.version)
+                positions = self._store.append(session_id, events, state.version)
             except ConcurrencyError:
-                self.sync()
-                continue
-            self._sync_to(positions[-1])
+                continue  # another writer was first: read again and decide again
+            self._applied(positions[-1])
             return
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
 
-    def _state(self, session_id: str) -> SessionState | None:
-        state = self._projection.get(check_session_id(session_id))
-        if state is None:
-            self.sync()  # perhaps created by another process a moment ago
-            state = self._projection.get(session_id)
-        return state
+    def _applied(self, position: int) -> None:
+        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``."""
+        self._read_model.catch_up(position)
+        self._follower.pump()
 
-    def _path(self, value: object, field: str) -> str:
-        return normalise_cwd(value, field=field, resolve_symlinks=self.resolve_symlinks)
+    def _written(self, session_id: str) -> SessionInfo:
+        """The info of a session this registry has just written (the read model holds it: no catch-up first)."""
+        state = self._read_model.get(session_id)
+        if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
+            return self.get(session_id)
+        return session_info(state, additional_directories=self._additional_directories)
 
     # -- queries --------------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> SessionInfo:
         """A session's ACP info. ``SessionNotFound`` (or its subclass ``SessionDeletedError``) otherwise."""
-        state = self._state(session_id)
+        state = self.state(session_id)
         if state is None:
             raise SessionNotFound(session_id)
         if state.deleted:
             raise SessionDeletedError(session_id)
-        return session_info(state, additional_directories=self.additional_directories)
+        return session_info(state, additional_directories=self._additional_directories)
 
     def state(self, session_id: str) -> SessionState | None:
         """Everything the registry knows of a session, deleted ones included."""
-        return self._state(session_id)
+        check_session_id(session_id)
+        self._read_model.catch_up()
+        return self._read_model.get(session_id)
 
     def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
-        scope = None if cwd is None else self._path(cwd, "cwd")
-        with self._lock:
-            projection = self._projection
-            if cursor is None:
-                as_of, after = projection.position, None
-            else:
-                walk = self._cursors.decode(cursor, scope)
-                if walk.position > projection.position:
-                    self.sync()
-                    if walk.position > projection.position:
-                        raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
-                as_of, after = walk.position, (walk.rank, walk.session_id)
-            page = projection.page(as_of=as_of, after=after, cwd=scope, limit=self.page_size)
-            infos = [self._info(s) for s in page.states]
-        result = ListSessionsResult(infos)
-        if page.more:
-            rank, last = sort_key(page.states[-1])
-            result.next_cursor = self._cursors.encode(Cursor(as_of, rank, last), scope)
-        if not page.consistent:
-            result.meta = {
-                META_CONSISTENCY: "current",
-                f"{META_CONSISTENCY}Note": "this walk started before the consistency window: it goes on in the "
-                "current order and leaves out sessions changed since it began",
-            }
-        return result
-
-    def _info(self, state: SessionState) -> SessionInfo:
-        """The ACP view of a state, rendered once per state: states are immutable, so identity is freshness."""
-        cached = self._rendered.get(state.session_id)
-        if cached is not None and cached[0] is state:
-            return cached[1]
-        info = session_info(state, additional_directories=self.additional_directories)
-        if len(self._rendered) >= _RENDERED_MAX:
-            self._rendered.clear()
-        self._rendered[state.session_id] = (state, info)
-        return info
+        return list_page(
+            self._read_model,
+            self._cursors,
+            cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
+            cursor=cursor,
+            page_size=self.page_size,
+            render=self._render,
+        )
 
     def __len__(self) -> int:
         """Live sessions."""
-        return len(self._projection)
+        self._read_model.catch_up()
+        return self._read_model.count()
 
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
@@ -381,82 +310,69 @@ class SessionRegistry:
         """
         return handle_acp(self, method, params)
 
-    # -- change listeners, snapshots, closing ---------------------------------------------------------
+    # -- changes ----------------------------------------------------------------------------------------
 
-    def list_changes(self, after: int | None = None, **options: Any) -> Observable[ListChange]:
+    def follow(self, listener: Listener) -> Following:
+        """Start following changes atomically: ``listener`` gets every change after the returned handle's
+        ``position``, in log order, from the follower's thread; ``state_at`` tells what came before; ``stop()``
+        ends it. ``list_changes`` / ``changes`` build the reactivex stream on this."""
+        if self._closed:
+            raise RuntimeError("the registry is closed")
+        return self._follower.add(listener)
+
+    def wait_for_changes(self, position: int | None = None, *, timeout: float | None = None) -> bool:
+        """Block until the changes up to ``position`` (default: everything this registry has answered from) have
+        reached every subscriber's queue - not necessarily the subscriber itself, whose scheduler delivers them
+        in order; an agent that schedules an action on that scheduler now has it run after them. False when
+        ``timeout`` passed first."""
+        return self._follower.wait(self.position if position is None else position, timeout)
+
+    def list_changes(
+        self,
+        after: int | None = None,
+        *,
+        coalesce: float | None = None,
+        scheduler: SchedulerBase | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        max_pending: int = 1_000_000,
+    ) -> Observable[ListChange]:
         """``Added`` / ``Updated`` / ``Removed`` after log position ``after`` (default: now), then live.
 
-        Options: ``coalesce`` (seconds), ``scheduler``, ``loop`` (asyncio delivery), ``max_pending``; see
-        ``registry.changes.list_changes``.
+        ``coalesce`` merges a session's changes within that many seconds; ``scheduler`` or ``loop`` (asyncio)
+        choose where items are delivered (default: a thread per subscription); a subscriber more than
+        ``max_pending`` items behind is ended with ``SubscriberTooSlow``. See ``registry.changes``.
         """
-        from registry.changes import list_changes  # noqa: PLC0415 - keeps `import registry` light
+        from registry.changes import list_changes  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return list_changes(self, after, **options)
+        return list_changes(self, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
 
-    def changes(self, after: int | None = None, **options: Any) -> Observable[SessionNotification]:
+    def changes(
+        self,
+        after: int | None = None,
+        *,
+        coalesce: float | None = None,
+        scheduler: SchedulerBase | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        max_pending: int = 1_000_000,
+    ) -> Observable[SessionNotification]:
         """The ACP ``session/update`` notifications (minimal ``session_info_update`` diffs, explicit nulls)."""
-        from registry.changes import notifications  # noqa: PLC0415 - keeps `import registry` light
+        from registry.changes import notifications  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return notifications(self, after, **options)
+        return notifications(self, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
 
-    def add_listener(self, listener: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
-        """Call ``listener`` with each batch of changes, in log order, under the registry's lock.
-
-        Returns a function that removes it. Listeners must be quick and must not raise (the change stream
-        in ``registry.changes`` isolates its subscribers this way).
-        """
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
-
-    def save_snapshot(self) -> int | None:
-        """Write the projection snapshot now; returns its position (None without a snapshot path)."""
-        if self.snapshot_path is None:
-            return None
-        with self._lock:
-            position = self._projection.position
-            states = list(self._projection.states().values())
-        event_id = None
-        if position > 0:
-            event_id = self.store.read(position - 1, 1)[0].event_id
-        save_snapshot(
-            self.snapshot_path, Snapshot(self.store.identity.store_id, position, event_id, self._clock(), states)
-        )
-        self._snapshot_position = position
-        return position
-
-    def _maybe_snapshot(self) -> None:
-        if (
-            self.snapshot_path is not None
-            and self._projection.position - self._snapshot_position >= self.snapshot_every
-        ):
-            try:
-                self.save_snapshot()
-            except OSError as exc:
-                log.warning("could not write the snapshot %s: %s", self.snapshot_path, exc)
+    # -- closing ----------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop following the log, save a snapshot if the log moved on, close an owned store."""
+        """Stop following the log, release the read model, close an owned store."""
         if self._closed:
             return
         self._closed = True
-        if self._follower is not None:
-            self._subscription.close()
-            self._follower.join(10)
         try:
-            if self.snapshot_path is not None and self._projection.position != self._snapshot_position:
-                self.save_snapshot()
-        except OSError as exc:
-            log.warning("could not write the snapshot %s: %s", self.snapshot_path, exc)
+            self._follower.close()
+            self._read_model.close()
         finally:
             if self._owns_store:
-                self.store.close()
+                self._store.close()
 
     def __enter__(self) -> Self:
         return self

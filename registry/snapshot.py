@@ -1,106 +1,390 @@
-"""Projection snapshots: the sessions and the log position they reflect, so a restart skips most of the replay.
+"""Kept snapshots: the whole projection at a few spaced log positions, so time travel folds only a short tail.
 
-A snapshot is derived data: it is checked before it is trusted and thrown away (with a warning) when it is
-missing, damaged, or from another log; the projection is then rebuilt from the log. It names the store and
-the id of the event at its position, so a snapshot of another store, or of a log that was replaced, never
-makes an answer wrong. Files are written to a temporary name, fsynced, and renamed into place.
+``session/list`` never needs them (the read model lives in the store); ``replay --at P`` does: it loads the
+nearest kept snapshot at or before P and folds the log from there. They are derived data and a cache: a
+missing, damaged, foreign or forged one only costs time - it is ignored (with a warning naming the file) and
+the fold starts earlier.
 
-Layout: ``ACPRSNAP`` | format (1 byte) | SHA-256 of the body | body (msgpack).
+Where: beside a SQLite store in ``<file>.snapshots/`` (0700), elsewhere in the user's cache directory under the
+store's id; each file ``<position>.snap`` (0600), written to a fresh temporary name in the same directory
+(``O_EXCL | O_NOFOLLOW``), fsynced and renamed into place. Temporary files a killed writer left behind are
+removed by the next writer once they are an hour old.
+
+Which (``kept_positions``): an even grid of ``GRID`` positions over the whole log (any position is at most an
+eighth of the log past one) and, nearer the head where debugging mostly looks, the newest multiple of ``every``
+and those ``every``, ``2 * every`` and ``4 * every`` before it; for each, the nearest snapshot at or before it is
+kept, the others are removed.
+
+Layout: ``ACPRSNAP`` | format (1 byte) | body (a msgpack array of states) | header (msgpack) | header length
+(4 bytes) | HMAC-SHA256 over everything before it, keyed with the store's secret. The body comes first so that a
+snapshot streams to disk (and from the read model's rows without decoding them); the header at the end names the
+store, the position, the log's anchor there (the hash chain value, or the event id where a store has no chain)
+and the body's length, so a file is checked by its size and header before its body is read, and the MAC binds
+the body to this store's log: nobody without the store's secret can make a snapshot it trusts.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import errno
+import hmac
 import logging
 import os
+import stat
+import time
 import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from events.store import EventStore
 from registry.model import SessionState
 
-__all__ = ["Snapshot", "SnapshotError", "load_snapshot", "save_snapshot"]
+if TYPE_CHECKING:
+    from events.store import EventStore
+
+__all__ = [
+    "EVERY",
+    "GRID",
+    "KEEP",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotHeader",
+    "events_up_to",
+    "kept_positions",
+    "load_snapshot",
+    "read_snapshot",
+    "save_encoded_snapshot",
+    "save_snapshot",
+    "snapshot_dir",
+    "snapshots",
+    "thin",
+]
 
 log = logging.getLogger(__name__)
 
+EVERY: Final = 100_000
+"""Log positions between the snapshots a store's writers leave behind (before thinning)."""
+GRID: Final = 8
+"""Evenly spaced snapshots kept over the whole log."""
+KEEP: Final = GRID + 4
+"""Kept snapshots at most, per store."""
+
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 1
+_FORMAT: Final = 3
+_START: Final = len(_MAGIC) + 1
+_TRAILER: Final = 4 + 32  # header length, MAC
+_MAC: Final = 32
+_MAX_HEADER: Final = 4096
+_STALE_TEMP: Final = 3600.0  # seconds after which a temporary file is a killed writer's leftover
+_SUFFIX: Final = ".snap"
+
+
+class SnapshotHeader(msgspec.Struct, frozen=True):
+    store_id: str
+    position: int
+    anchor: bytes
+    """What the log holds at ``position``: its hash chain value, or the event id there (b"" at position 0)."""
+    events: int
+    """Events folded into it (positions need not be contiguous)."""
+    created_at: int
+    body_length: int
 
 
 class Snapshot(msgspec.Struct):
-    store_id: str
-    position: int
-    event_id: uuid.UUID | None
-    """The id of the event at ``position`` (None at position 0): proves the log is the same one."""
-    created_at: int
+    header: SnapshotHeader
     sessions: list[SessionState]
+
+    @property
+    def position(self) -> int:
+        return self.header.position
 
 
 class SnapshotError(Exception):
-    """Why a snapshot cannot be used (it is then discarded, never trusted)."""
+    """Why a snapshot cannot be used (it is then ignored, never trusted)."""
 
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Snapshot)
+_header_decoder = msgspec.msgpack.Decoder(SnapshotHeader)
+_body_decoder = msgspec.msgpack.Decoder(list[SessionState])
 
 
-def save_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> int:
-    """Write ``snapshot`` atomically; returns the file's size in bytes."""
-    import tempfile  # noqa: PLC0415 - only writers need it
+# -- where ----------------------------------------------------------------------------------------------
 
-    body = _encoder.encode(snapshot)
-    target = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+
+def snapshot_dir(store: EventStore) -> Path | None:
+    """Where ``store``'s snapshots are kept (None: a store that keeps nothing, ``memory://``)."""
+    from events.memory import MemoryStore  # noqa: PLC0415
+    from events.sqlite import SqliteStore  # noqa: PLC0415
+
+    if isinstance(store, MemoryStore):
+        return None
+    if isinstance(store, SqliteStore):
+        return Path(store.path + ".snapshots")
+    import platformdirs  # noqa: PLC0415
+
+    return Path(platformdirs.user_cache_dir("acp-registry")) / "snapshots" / store.identity.store_id
+
+
+def anchor(store: EventStore, position: int) -> bytes:
+    """What binds a snapshot at ``position`` to this log: the store's chain value there, else the event id."""
+    if position == 0:
+        return b""
+    chain_at = getattr(store, "chain_at", None)
+    if chain_at is not None:
+        value = chain_at(position)
+        if value is not None:
+            return bytes(value)
+    found = store.read(position - 1, 1)
+    if not found or found[0].position != position:
+        return b"missing"
+    return found[0].event_id.bytes
+
+
+def events_up_to(store: EventStore, position: int) -> int:
+    """How many events the log holds up to ``position``: the position itself where positions are contiguous
+    (SQLite, memory), else counted by the store (PostgreSQL's positions may have gaps)."""
+    from events.memory import MemoryStore  # noqa: PLC0415
+    from events.sqlite import SqliteStore  # noqa: PLC0415
+
+    if isinstance(store, SqliteStore | MemoryStore):
+        return position
+    if type(store).__name__ == "PostgresStore":
+        from psycopg import sql  # noqa: PLC0415 - only with such a store open
+
+        schema = sql.Identifier(store.schema)  # type: ignore[attr-defined]
+        query = sql.SQL("SELECT count(*) FROM {}.events WHERE position <= %s").format(schema)
+        return int(store.run(lambda conn: conn.execute(query, (position,)).fetchone()[0]))  # type: ignore[attr-defined]
+    return sum(1 for _ in store.scan(0, until=position))
+
+
+def kept_positions(head: int, every: int = EVERY) -> list[int]:
+    """The positions worth a snapshot at ``head``, newest first: a grid of ``GRID`` over the log (multiples of
+    ``every``) and the newest multiples of ``every`` with ``every``, 2x and 4x that before them."""
+    if head < every:
+        return []
+    spacing = -(-head // GRID // every) * every  # the grid's step, a multiple of ``every``
+    wanted = {spacing * k for k in range(1, GRID + 1) if spacing * k <= head}
+    newest = head - head % every
+    wanted.update(p for p in (newest, newest - every, newest - 2 * every, newest - 4 * every) if p >= every)
+    return sorted(wanted, reverse=True)
+
+
+def thin(positions: Iterable[int], head: int, every: int = EVERY) -> set[int]:
+    """Which of the existing ``positions`` to keep: for each wanted position, the nearest one at or before it."""
+    have = sorted(set(positions), reverse=True)
+    kept: set[int] = set()
+    for target in kept_positions(head, every) or ([max(have)] if have else []):
+        found = next((p for p in have if p <= target), None)
+        if found is not None:
+            kept.add(found)
+    return kept
+
+
+# -- writing --------------------------------------------------------------------------------------------
+
+
+def _private_dir(folder: Path) -> None:
+    """Create ``folder`` 0700 if missing; refuse one that is a symlink or not a directory."""
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(_MAGIC + bytes((_FORMAT,)) + hashlib.sha256(body).digest())
-            out.write(body)
+        folder.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise SnapshotError(f"{folder} is not a directory (a symlink is refused)")
+
+
+def save_snapshot(
+    store: EventStore,
+    position: int,
+    sessions: Iterable[SessionState],
+    *,
+    events: int,
+    every: int = EVERY,
+    folder: Path | None = None,
+) -> Path | None:
+    """Write the states at ``position`` as a kept snapshot; returns its path (None where nothing is kept)."""
+    states = list(sessions)
+    return save_encoded_snapshot(
+        store, position, map(_encoder.encode, states), len(states), events=events, every=every, folder=folder
+    )
+
+
+def save_encoded_snapshot(
+    store: EventStore,
+    position: int,
+    encoded: Iterable[bytes],
+    count: int,
+    *,
+    events: int,
+    every: int = EVERY,
+    folder: Path | None = None,
+) -> Path | None:
+    """``save_snapshot`` from ``count`` states already encoded as msgpack (the read model's rows), streamed."""
+    folder = folder or snapshot_dir(store)
+    if folder is None:
+        return None
+    _private_dir(folder)
+    target = folder / f"{position:020d}{_SUFFIX}"
+    temp = folder / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            mac = hmac.new(store.identity.secret, digestmod="sha256")
+
+            def write(data: bytes) -> None:
+                out.write(data)
+                mac.update(data)
+
+            write(_MAGIC + bytes((_FORMAT,)))
+            array = _array_header(count)
+            write(array)
+            length = len(array)
+            written = 0
+            for blob in encoded:
+                write(blob)
+                length += len(blob)
+                written += 1
+            if written != count:
+                raise ValueError(f"{written} states were given for a snapshot of {count}")
+            header = _encoder.encode(
+                SnapshotHeader(
+                    store.identity.store_id, position, anchor(store, position), events, time.time_ns(), length
+                )
+            )
+            write(header + len(header).to_bytes(4, "big"))
+            out.write(mac.digest())
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, target)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
-    return len(body) + len(_MAGIC) + 33
+    _tidy(folder, store.head(), every)
+    return target
 
 
-def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
-    """Read and check a snapshot file's own integrity; ``SnapshotError`` says what is wrong."""
+def _array_header(count: int) -> bytes:
+    """The msgpack header of an array of ``count`` items."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def _tidy(folder: Path, head: int, every: int) -> None:
+    """Remove snapshots thinning no longer keeps, and temporary files killed writers left behind."""
+    now = time.time()
+    found: dict[int, Path] = {}
+    for entry in os.scandir(folder):
+        name = entry.name
+        with contextlib.suppress(OSError):
+            if name.endswith(".tmp") and name.startswith("."):
+                if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP:
+                    os.unlink(entry.path)
+            elif name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
+                found[int(name[: -len(_SUFFIX)])] = Path(entry.path)
+    keep = thin(found, head, every)
+    for position, path in found.items():
+        if position not in keep:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+# -- reading --------------------------------------------------------------------------------------------
+
+
+def snapshots(store: EventStore) -> Iterator[tuple[int, Path]]:
+    """The kept snapshots' positions and paths, newest first (unchecked)."""
+    folder = snapshot_dir(store)
+    if folder is None or not folder.is_dir() or folder.is_symlink():
+        return iter(())
+    found = []
+    for entry in os.scandir(folder):
+        name = entry.name
+        if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
+            found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
+    return iter(sorted(found, reverse=True))
+
+
+def read_snapshot(path: Path, store: EventStore) -> Snapshot:
+    """Read and check one snapshot against ``store``; ``SnapshotError`` says what is wrong.
+
+    The size and the header are checked before the body is read; the body's MAC is checked in chunks before it is
+    decoded, so a huge or hostile file costs neither memory nor a decode.
+    """
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise SnapshotError("there is no snapshot yet") from None
+        raise SnapshotError("is gone") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SnapshotError("is a symlink (refused)") from None
         raise SnapshotError(f"cannot be read ({exc.strerror})") from exc
-    header = len(_MAGIC) + 1 + 32
-    if len(data) < header or not data.startswith(_MAGIC):
-        raise SnapshotError("is not a registry snapshot")
-    if data[len(_MAGIC)] != _FORMAT:
-        raise SnapshotError(f"has format {data[len(_MAGIC)]}, this version reads {_FORMAT}")
-    body = memoryview(data)[header:]
-    if hashlib.sha256(body).digest() != data[len(_MAGIC) + 1 : header]:
-        raise SnapshotError("is damaged (checksum mismatch)")
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SnapshotError("is not a regular file")
+        start = file.read(_START)
+        if len(start) < _START or not start.startswith(_MAGIC):
+            raise SnapshotError("is not a registry snapshot")
+        if start[len(_MAGIC)] != _FORMAT:
+            raise SnapshotError(f"has format {start[len(_MAGIC)]}, this version reads {_FORMAT}")
+        if info.st_size < _START + _TRAILER:
+            raise SnapshotError("is cut short")
+        file.seek(info.st_size - _TRAILER)
+        trailer = file.read(_TRAILER)
+        size = int.from_bytes(trailer[:4], "big")
+        if size > min(_MAX_HEADER, info.st_size - _START - _TRAILER):
+            raise SnapshotError("has a damaged header")
+        file.seek(info.st_size - _TRAILER - size)
+        raw_header = file.read(size)
+        try:
+            header = _header_decoder.decode(raw_header)
+        except msgspec.DecodeError:
+            raise SnapshotError("has a damaged header") from None
+        expected = _START + header.body_length + size + _TRAILER
+        if info.st_size != expected:
+            raise SnapshotError(f"is {info.st_size} bytes long, not the {expected} its header says")
+        if header.store_id != store.identity.store_id:
+            raise SnapshotError("belongs to another store")
+        if header.position > store.head():
+            raise SnapshotError(f"reflects position {header.position}, beyond the log's head")
+        if not hmac.compare_digest(header.anchor, anchor(store, header.position)):
+            raise SnapshotError(f"does not match the log at position {header.position} (a restored backup?)")
+        mac = hmac.new(store.identity.secret, start, "sha256")
+        file.seek(_START)
+        remaining = header.body_length
+        while remaining:  # the MAC first, in chunks: nothing is kept in memory before the file is trusted
+            chunk = file.read(min(remaining, 1 << 20))
+            if not chunk:  # pragma: no cover - the size was checked
+                raise SnapshotError("is cut short")
+            mac.update(chunk)
+            remaining -= len(chunk)
+        mac.update(raw_header + trailer[:4])
+        if not hmac.compare_digest(trailer[4:], mac.digest()):
+            raise SnapshotError("is damaged or was not written by this store (its MAC does not match)")
+        file.seek(_START)
+        body = file.read(header.body_length)
     try:
-        return _decoder.decode(body)
-    except msgspec.DecodeError as exc:
+        return Snapshot(header, _body_decoder.decode(body))
+    except msgspec.DecodeError as exc:  # pragma: no cover - a matching MAC over bytes we wrote
         raise SnapshotError(f"does not decode ({exc})") from exc
 
 
-def load_snapshot(path: str | os.PathLike[str], store: EventStore) -> Snapshot | None:
-    """A snapshot that belongs to ``store``'s log, or None (with a warning saying why) when there is none."""
-    try:
-        snapshot = read_snapshot(path)
-        if snapshot.store_id != store.identity.store_id:
-            raise SnapshotError("belongs to another store")
-        if snapshot.position > 0:
-            at = store.read(snapshot.position - 1, 1)
-            if not at or at[0].position != snapshot.position or at[0].event_id != snapshot.event_id:
-                raise SnapshotError(f"does not match the log at position {snapshot.position}")
-    except SnapshotError as exc:
-        if os.path.exists(path):
-            log.warning("snapshot %s %s; rebuilding from the log", path, exc)
-        return None
-    return snapshot
+def load_snapshot(store: EventStore, at_most: int) -> Snapshot | None:
+    """The newest kept snapshot at or before position ``at_most`` that checks out (bad ones: a warning each)."""
+    for position, path in snapshots(store):
+        if position > at_most:
+            continue
+        try:
+            return read_snapshot(path, store)
+        except SnapshotError as exc:
+            log.warning("snapshot %s %s; ignoring it", path, exc)
+    return None

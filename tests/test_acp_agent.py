@@ -160,7 +160,7 @@ def test_prompts_titles_renames_and_load(tmp_path: Path) -> None:
             await _raw_request(conn, "_registry/rename", {"sessionId": sid, "title": "Login bug"})
             await client.wait_for(lambda c: c.info_updates(sid)[-1].title == "Login bug")
             await conn.prompt(session_id=sid, prompt=[text_block("/rename Auth: login form")])
-            await client.wait_for(lambda c: c.info_updates(sid)[-1].title == "Auth: login form")
+            await client.wait_for(lambda c: any(u.title == "Auth: login form" for u in c.info_updates(sid)))
             await _raw_request(conn, "_registry/rename", {"sessionId": sid, "title": None})
             await client.wait_for(lambda c: _cleared(c.info_updates(sid)[-1]))
             cleared = client.info_updates(sid)[-1]

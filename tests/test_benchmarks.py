@@ -181,7 +181,9 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
         assert single.count == 5
         assert stage.pending == []
         assert isinstance(first := stage.figures["registry.list_first"], Latency) and first.p50_us > 0
-        assert isinstance(memory := stage.figures["registry.bytes_per_session"], Quantity) and memory.value > 0
+        assert isinstance(rss := stage.figures["registry.serve_rss"], Quantity) and rss.value > 0
+        assert isinstance(stage.figures["registry.serve_first_snapshot"], Latency)
+        assert isinstance(stage.figures["registry.replay_half"], Latency)
     assert [point.files for point in result.jsonl] == [40, 200]
     assert any(row.ratio is not None for row in result.ratios)
 
@@ -192,7 +194,7 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     assert paths[2].read_bytes().startswith(b"\x89PNG")
     for subscribers in ("no subscriber", "1 subscriber", "10 subscribers"):  # the README promises all three
         assert f"| registry: change stream, {subscribers}" in table
-    assert "registry.bytes_per_session" not in table  # figures and their notes by name, not by internal key
+    assert "registry.serve_rss" not in table  # figures and their notes by name, not by internal key
     assert "150 sessions: " in table and "300 sessions: " in table  # a note that differs by size says which
     unmet = {row.measure for row in result.ratios if row.met is False}
     if unmet:

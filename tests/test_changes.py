@@ -29,7 +29,7 @@ from registry.changes import (
     SessionNotification,
     SubscriberTooSlow,
     Updated,
-    encode_notification,
+    encode_session_update,
 )
 from tests.test_projection_properties import history
 
@@ -117,7 +117,7 @@ def test_the_wire_keeps_explicit_nulls() -> None:
     registry.change_info("s", title="Draft", title_source=TitleSource.AGENT)
     registry.change_info("s", title="Draft", title_source=TitleSource.AGENT)  # the same again: nothing
     scheduler.advance_by(1)
-    wire = [encode_notification(n) for n in seen]
+    wire = [encode_session_update(n) for n in seen]
     assert wire[0] == (
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
         b'"session_info_update","title":null,"_meta":{"acp-session-registry/messageCount":0}}}}'
@@ -256,7 +256,7 @@ _WRITER = """
 import sys
 from events import TitleSource
 from registry import SessionRegistry
-with SessionRegistry.open(sys.argv[1], follow=False, snapshot_path=None) as registry:
+with SessionRegistry.open(sys.argv[1], follow=False) as registry:
     registry.create("/work/remote", session_id="remote", title="made elsewhere", at=1_000_000_000)
     registry.change_info("remote", title=None)
     registry.change_info("local", title="renamed elsewhere", title_source=TitleSource.USER)
@@ -275,7 +275,7 @@ def test_another_process_changes_reach_subscribers(tmp_path: Path) -> None:
     added, cleared, renamed, removed = waiter.items
     assert isinstance(added, Added) and added.info.title == "made elsewhere"
     assert isinstance(cleared, Updated) and cleared.notification.update.title is None
-    assert encode_notification(cleared.notification).count(b'"title":null') == 1
+    assert encode_session_update(cleared.notification).count(b'"title":null') == 1
     assert isinstance(renamed, Updated) and renamed.notification == SessionNotification(
         "local",
         SessionInfoUpdate(
@@ -295,3 +295,61 @@ def test_raw_events_that_change_nothing_emit_nothing() -> None:
     registry.sync()
     scheduler.advance_by(1)
     assert [type(i).__name__ for i in items] == ["Added"]
+
+
+def test_a_writer_never_runs_subscriber_code_and_never_waits_for_a_subscriber(tmp_path: Path) -> None:
+    """The fan-out is off the writer's path: subscribers run elsewhere, and one stuck in ``on_next`` costs the
+    writer nothing (before, every write called every subscriber's queue under the registry's lock)."""
+    stuck = threading.Event()
+    delivered_on: set[int] = set()
+    writer = threading.get_ident()
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
+
+        def blocking(_item: ListChange) -> None:
+            delivered_on.add(threading.get_ident())
+            stuck.wait(30)  # a subscriber that never returns (until the test ends)
+
+        def recording(_item: ListChange) -> None:
+            delivered_on.add(threading.get_ident())
+
+        for _ in range(100):
+            registry.list_changes().subscribe(recording)
+        registry.list_changes().subscribe(blocking)
+        try:
+            for n in range(50):  # finishes although a subscriber is stuck on the very first change
+                registry.create("/w", session_id=f"s{n}")
+            deadline = time.monotonic() + 10
+            while len(delivered_on) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            stuck.set()
+    assert writer not in delivered_on and delivered_on
+
+
+def _calls_in_writes(registry: SessionRegistry, prefix: str) -> int:
+    """Python function calls the writing thread makes for 20 writes (a measure of work that is not a clock)."""
+    calls = 0
+
+    def profile(_frame: Any, event: str, _arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        for n in range(20):
+            registry.create("/w", session_id=f"{prefix}{n}")
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_the_work_of_a_write_does_not_grow_with_the_number_of_subscribers(tmp_path: Path) -> None:
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
+        registry.list_changes().subscribe(lambda _item: None)  # the follower runs in both measurements
+        _calls_in_writes(registry, "warm")
+        alone = _calls_in_writes(registry, "a")
+        for _ in range(100):
+            registry.list_changes().subscribe(lambda _item: None)
+        crowded = _calls_in_writes(registry, "b")
+    assert crowded <= alone * 1.2, (alone, crowded)

@@ -8,7 +8,6 @@ import json
 import os
 import pty
 import queue
-import shutil
 import signal
 import sqlite3
 import stat
@@ -29,7 +28,6 @@ from events.codec import decode_record_json, encode_record_json
 from registry import SessionRegistry
 from registry.cli import main as cli_main
 from registry.model import format_time
-from registry.snapshot import read_snapshot, save_snapshot
 
 START = 1_796_000_000_000_000_000  # 2026-11-30T00:53:20Z
 PAGE = 2
@@ -96,10 +94,11 @@ def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
 
 @pytest.fixture
 def copy(populated: Populated, tmp_path: Path) -> Path:
-    """A private copy of the populated store (with its snapshot), for tests that change it."""
+    """A private copy of the populated store (its read model is in the file), for tests that change it."""
     target = tmp_path / "copy.db"
-    shutil.copy(populated.path, target)
-    shutil.copy(f"{populated.path}.snapshot", f"{target}.snapshot")
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # private, as the store makes its files
+    with sqlite3.connect(populated.path) as source, sqlite3.connect(target) as copied:
+        source.backup(copied)  # the log and the read model as one consistent file, WAL included
     return target
 
 
@@ -461,14 +460,16 @@ def test_stats_counts_the_log(run: Cli, populated: Populated) -> None:
     ]
     wal = Path(f"{populated.path}-wal")
     assert stats["logBytes"] == populated.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-    assert stats["snapshot"]["position"] == populated.head and stats["snapshot"]["behindHead"] == 0
-    assert stats["snapshot"]["ageSeconds"] >= 0
+    assert stats["readModel"]["kind"] == "tables"
+    assert stats["readModel"]["checkpoint"] == populated.head and stats["readModel"]["behindHead"] == 0
     assert "4 live, 1 deleted" in table.stdout and "sessions per cwd" in table.stdout
 
 
 def test_verify_reports_a_corrupt_record_with_its_position(run: Cli, copy: Path) -> None:
     healthy = run("verify", store=copy)
-    assert healthy.returncode == 0 and "healthy" in healthy.stdout and "agrees with the log" in healthy.stdout
+    assert (
+        healthy.returncode == 0 and "healthy" in healthy.stdout and "agrees with the fold of the log" in healthy.stdout
+    )
     with sqlite3.connect(copy) as db:
         db.execute("UPDATE events SET data = x'c1ff00' WHERE position = 3")
     as_json, table, exported = run.all(("verify", "--json"), ("verify",), ("export",), store=copy)
@@ -482,16 +483,15 @@ def test_verify_reports_a_corrupt_record_with_its_position(run: Cli, copy: Path)
     assert len(exported.stdout.splitlines()) == 2  # with what came before it
 
 
-def test_verify_reports_a_snapshot_that_disagrees_with_the_log(run: Cli, copy: Path) -> None:
-    path = Path(f"{copy}.snapshot")
-    snapshot = read_snapshot(path)
-    snapshot.sessions = [s for s in snapshot.sessions if s.session_id != "s3"]
-    save_snapshot(path, snapshot)
+def test_verify_reports_a_read_model_that_disagrees_with_the_log(run: Cli, copy: Path) -> None:
+    with sqlite3.connect(copy) as db:  # a derived row changed behind the fold's back
+        db.execute("DELETE FROM rm_sessions WHERE session_id = 's3'")
     result = run("verify", "--json", store=copy)
     assert result.returncode == 1
     (problem,) = json.loads(result.stdout)["problems"]
-    assert (problem["position"], problem["sessionId"]) == (snapshot.position, "s3")
-    assert "missing from the snapshot" in problem["problem"]
+    assert problem["sessionId"] == "s3" and "missing from the read model" in problem["problem"]
+    assert run("rebuild", store=copy).returncode == 0
+    assert run("verify", store=copy).returncode == 0
 
 
 # -- export and import -----------------------------------------------------------------------------------

@@ -295,18 +295,22 @@ def test_importing_again_without_state_or_from_a_second_host_writes_nothing(clau
 def test_a_retried_append_is_recognised_by_its_event_ids(claude: Path) -> None:
     store = MemoryStore()
     importer = Importer(store, sources(["claude-code"]), roots={"claude-code": claude}, state_path=None)
-    appended: list[tuple[str, list[Any], int, list[Any]]] = []
-    original = store.append
+    appended: list[Any] = []
+    original = store.append_batch
 
-    def remember(session_id: str, events: Any, expected_version: int = -1, *, event_ids: Any = None) -> list[int]:
-        appended.append((session_id, list(events), expected_version, list(event_ids)))
-        return original(session_id, events, expected_version, event_ids=event_ids)
+    def remember(requests: Any) -> list[list[int]]:
+        appended.extend(requests)
+        return original(requests)
 
-    store.append = remember  # type: ignore[method-assign]
+    store.append_batch = remember  # type: ignore[method-assign]
     importer.run()
-    session_id, events, expected, ids = appended[0]
     head = store.head()
-    assert original(session_id, events, expected, event_ids=ids) == [1, 2]  # the lost-acknowledgement retry
+    assert original(appended) == [[1, 2]]  # the lost-acknowledgement retry of the whole batch
+    request = appended[0]
+    assert store.append(request.session_id, request.events, request.expected_version, event_ids=request.event_ids) == [
+        1,
+        2,
+    ]  # and of one session on its own
     assert store.head() == head
 
 
@@ -492,20 +496,20 @@ def test_a_tail_continues_only_in_the_same_bytes(tmp_path: Path) -> None:
 def test_importers_write_through_one_function_and_never_through_the_facade(
     claude: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every write of a pass goes through ``append_session`` (the one place a batch append will replace), and
-    no importer module imports ``SessionRegistry``: the importers decide with ``registry.commands``."""
+    """Every write of a pass goes through ``append_sessions`` (one batch append across sessions), and no importer
+    module imports ``SessionRegistry``: the importers decide with ``registry.commands``."""
     import ast  # noqa: PLC0415
 
     from registry.importers import importer  # noqa: PLC0415
 
     calls: list[str] = []
-    real = importer.append_session
+    real = importer.append_sessions
 
-    def counted(store: EventStore, sid: str, *args: Any) -> None:
-        calls.append(sid)
-        real(store, sid, *args)
+    def counted(store: EventStore, requests: Any) -> None:
+        calls.extend(request.session_id for request in requests)
+        real(store, requests)
 
-    monkeypatch.setattr(importer, "append_session", counted)
+    monkeypatch.setattr(importer, "append_sessions", counted)
     store = MemoryStore()
     head = store.head()
     other = "12121212-0000-4000-8000-000000000000"

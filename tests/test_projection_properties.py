@@ -22,8 +22,9 @@ from events import (
     TitleSource,
 )
 from events.model import Event
-from registry import Projection, SessionRegistry, SessionState
+from registry import SessionRegistry, SessionState
 from registry.model import META_CONSISTENCY
+from registry.projection import Projection
 
 SESSIONS = [f"s{n}" for n in range(5)]
 CWDS = ["/a", "/b", "/a/x"]

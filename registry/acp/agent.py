@@ -9,12 +9,13 @@ on the same store - is pushed as a minimal ``session_info_update`` with explicit
 Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
 clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.
 
-Threads: the main thread reads stdin and answers requests in order; the change stream delivers on a thread of
-its own; both write whole lines to stdout under one lock. Before a response is written, the change stream is
-drained up to that moment, so the updates a request caused (a turn's title) reach the client before its answer;
-changes from other processes flow whenever they come. stdout carries only protocol messages; logs go to
-stderr. Whatever a line holds, it is answered (``registry.acp.jsonrpc``) and the server keeps serving; EOF
-closes it cleanly.
+Threads: the main thread reads stdin and answers requests in order; the registry's follower (the thread that tails
+the log) writes each change's ``session_info_update`` as it folds it; both write whole lines to stdout under one
+lock. Before a response is written, the follower is waited for up to that moment (``wait_for_changes``), so the
+updates a request caused (a turn's title) reach the client before its answer; changes from other processes flow
+whenever they come. No reactivex here: the first answer needs none of it. stdout carries only protocol messages;
+logs go to stderr. Whatever a line holds, it is answered (``registry.acp.jsonrpc``) and the server keeps serving;
+EOF closes it cleanly.
 """
 
 from __future__ import annotations
@@ -23,12 +24,10 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, Final
 
 import msgspec
-from reactivex.abc import DisposableBase
-from reactivex.scheduler import EventLoopScheduler
 
 from events.model import SessionUpdated, TitleSource
 from registry.acp.content import ContentBlock, TextContent, prompt_blocks
@@ -45,9 +44,8 @@ from registry.acp.jsonrpc import (
     read_lines,
 )
 from registry.acp.methods import convert_params, handle
-from registry.changes import Added, ListChange, Removed, Updated
-from registry.changes import encode_notification as encode_session_update
 from registry.commands import check_payload, check_session_id, check_title
+from registry.diffs import Added, Removed, Updated, diff, encode_session_update
 from registry.errors import (
     InvalidParams,
     MethodNotFound,
@@ -55,6 +53,8 @@ from registry.errors import (
     SessionNotFound,
     rpc_error,
 )
+from registry.follow import Following
+from registry.projection import Change
 from registry.service import SessionRegistry
 
 __all__ = ["AGENT_NAME", "PROTOCOL_VERSION", "ReferenceAgent", "serve"]
@@ -100,12 +100,9 @@ class _Rename(msgspec.Struct, rename="camel"):
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version  # noqa: PLC0415 - only when asked
+    from registry import __version__  # noqa: PLC0415 - the package is imported already; the name is read late
 
-        return version("acp-session-registry")
-    except Exception:
-        return "0"
+    return __version__
 
 
 def _stored_turns(registry: SessionRegistry, session_id: str) -> Iterator[tuple[list[Any], str | None]]:
@@ -126,8 +123,7 @@ class ReferenceAgent:
     def __init__(self, registry: SessionRegistry, write: Callable[[bytes], None]) -> None:
         self.registry = registry
         self._write = write
-        self._subscription: DisposableBase | None = None
-        self._delivery: EventLoopScheduler | None = None
+        self._following: Following | None = None
         self._list_changes = False
         self._methods: dict[str, Callable[[Any], Any]] = {
             "initialize": self.initialize,
@@ -195,43 +191,34 @@ class ReferenceAgent:
     # -- the change stream --------------------------------------------------------------------------
 
     def _follow_changes(self) -> None:
-        if self._subscription is None:
-            self._delivery = EventLoopScheduler()  # one thread for the connection: flushes are frequent
-            changes = self.registry.list_changes(scheduler=self._delivery)
-            self._subscription = changes.subscribe(self._on_change, self._on_stream_error)
+        if self._following is None:
+            self._following = self.registry.follow(self._on_changes)
 
     def _flush_changes(self) -> None:
-        """Wait until the change stream has written every change made so far.
+        """Wait until every change made so far has been written: the follower writes them as it folds them."""
+        if self._following is not None and not self.registry.wait_for_changes(timeout=_FLUSH_TIMEOUT):
+            log.warning("the change follower is %s s behind; answering anyway", _FLUSH_TIMEOUT)
 
-        A registry write hands its changes to the stream before it returns, and the stream delivers them in
-        order on its scheduler, so an action scheduled now runs after they are written.
-        """
-        delivery = self._delivery
-        if delivery is None:
-            return
-        written = threading.Event()
-        delivery.schedule(lambda _scheduler, _state: written.set())
-        if not written.wait(_FLUSH_TIMEOUT):
-            log.warning("the change stream is %s s behind; answering anyway", _FLUSH_TIMEOUT)
-
-    def _on_change(self, item: ListChange) -> None:
-        if isinstance(item, Updated):
-            self._write(encode_session_update(item.notification))
-        elif self._list_changes and isinstance(item, Added):
-            info = msgspec.to_builtins(item.info)
-            self._write(encode_notification("_registry/session_added", {"session": info}))
-        elif self._list_changes and isinstance(item, Removed):
-            self._write(encode_notification("_registry/session_removed", {"sessionId": item.session_id}))
-
-    def _on_stream_error(self, error: Exception) -> None:
-        log.warning("session updates stopped: %s", error)
+    def _on_changes(self, changes: Sequence[Change]) -> None:
+        """On the follower's thread, in log order: each change the client must hear of, as one line."""
+        directories = self.registry.additional_directories
+        for change in changes:
+            item = diff(change.position, change.before, change.after, additional_directories=directories)
+            try:
+                if isinstance(item, Updated):
+                    self._write(encode_session_update(item.notification))
+                elif self._list_changes and isinstance(item, Added):
+                    info = msgspec.to_builtins(item.info)
+                    self._write(encode_notification("_registry/session_added", {"session": info}))
+                elif self._list_changes and isinstance(item, Removed):
+                    self._write(encode_notification("_registry/session_removed", {"sessionId": item.session_id}))
+            except Exception:  # never let one change stop the follower; the client misses this update only
+                log.exception("could not send the update of session %s", change.after.session_id)
 
     def close(self) -> None:
-        if self._subscription is not None:
-            self._subscription.dispose()
-        if self._delivery is not None:
-            self._delivery.dispose()
-            self._delivery = None
+        if self._following is not None:
+            self._following.stop()
+            self._following = None
 
     # -- methods ------------------------------------------------------------------------------------
 

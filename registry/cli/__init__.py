@@ -36,8 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
-    "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, snapshot age"),
-    "verify": ("registry.cli.verify", "check the whole log and its snapshot; exit 1 when there is a problem"),
+    "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, read model"),
+    "verify": ("registry.cli.verify", "check the log, its read model and kept snapshots; exit 1 on a problem"),
+    "rebuild": ("registry.cli.rebuild", "fold the read model again from the whole log (derived: nothing is lost)"),
     "export": ("registry.cli.export", "the log as JSON lines on stdout (acp-registry export > log.jsonl)"),
     "import": ("registry.cli.import_log", "append the records of an exported file (importing twice is harmless)"),
     "demo": ("registry.cli.demo", "a simulated multi-agent host on a temporary SQLite store"),
@@ -107,16 +108,13 @@ def _module(name: str, prog: str) -> _Command:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from registry import __version__  # noqa: PLC0415
 
-    try:
-        return f"{_PROG} {version('acp-session-registry')}"
-    except PackageNotFoundError:  # a checkout run without installing it
-        return f"{_PROG} (not installed)"
+    return f"{_PROG} {__version__}"
 
 
 class _VersionAction(argparse.Action):
-    """``--version``, resolved only when asked for (importlib.metadata is slow to import)."""
+    """``--version`` (``registry.__version__``, which also sets the package's version at build time)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -126,24 +124,35 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _build_parser() -> _Parser:
+class _TopParser(_Parser):
+    """The top-level parser: its epilog names the default store, found (platformdirs) only when help is shown."""
+
+    def format_help(self) -> str:
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+def _epilog() -> str:
     from registry.cli.stores import ENV_STORE, default_store_url  # noqa: PLC0415
 
     default = default_store_url()
     env = os.environ.get(ENV_STORE)
-    parser = _Parser(
-        prog=_PROG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Look into the session log of AI coding agents: the session/list view, time travel, the live\n"
-        "change stream, checks, export and import.",
-        epilog=f"""store:
+    return f"""store:
   default: {default}
            (created by the first command that writes: serve, import, import-agents)
   ${ENV_STORE} overrides the default{f", and names {env} now" if env else ""}; --store URL overrides both
   URLs: memory://, sqlite:///abs/path.db[?synchronous=normal], postgresql://user@host:port/db[?schema=NAME]
 
 exit codes: 0 ok, 1 a problem found (verify, a corrupt record), 2 usage or input error (a bad option or URL,
-a store that cannot be opened: a missing file, not a registry store, an unreachable server)""",
+a store that cannot be opened: a missing file, not a registry store, an unreachable server)"""
+
+
+def _build_parser() -> _Parser:
+    parser = _TopParser(
+        prog=_PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Look into the session log of AI coding agents: the session/list view, time travel, the live\n"
+        "change stream, checks, export and import.",
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument("--store", metavar="URL", default=None, help="the store to work on (see below)")

@@ -135,8 +135,7 @@ class _Demo:
             if host.store.head() != 0:
                 raise InputError(f"{self.location.url} is not empty: the demo runs only on a new store")
             agents = {
-                name: open_registry(self.location, create=True, follow=False, snapshot_path=None)
-                for name in ("claude", "codex", "gemini")
+                name: open_registry(self.location, create=True, follow=False) for name in ("claude", "codex", "gemini")
             }
             try:
                 self.play(host, agents)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from registry.cli.errors import EXIT_OK, InputError, ProblemFound
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import catch_up_read_model, locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
 
 if TYPE_CHECKING:
@@ -94,12 +94,16 @@ def run(args: argparse.Namespace) -> int:
     out = stdout_console()
     try:
         summary = importer.run()
+        if summary.touched:
+            catch_up_read_model(store)
         bars.close()
         _report(summary, location.url, args.json, out)
         if args.watch:
             said = _skips(summary)
             for _ in _wake_ups(importer.roots.values(), args.interval):
                 summary = importer.run()
+                if summary.touched:
+                    catch_up_read_model(store)
                 # A pass is worth a line when it wrote something or has something new to say (a stray file
                 # noted on every pass is said once).
                 if summary.touched or _skips(summary) != said:

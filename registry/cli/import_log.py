@@ -32,9 +32,9 @@ import msgspec
 from events.codec import decode_record_json
 from events.errors import ConcurrencyError, EventIdConflict
 from events.model import RecordedEvent
-from events.store import EventStore
+from events.store import AppendRequest, EventStore
 from registry.cli.errors import InputError
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import catch_up_read_model, locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
 from registry.commands import check_event, check_session_id
 from registry.errors import InvalidParams
@@ -127,6 +127,33 @@ def _runs(lines: IO[bytes], name: str) -> Iterator[list[tuple[int, RecordedEvent
         yield run
 
 
+_BATCH_RECORDS = 5_000  # records one transaction takes at most
+
+
+def _batches(runs: Iterator[list[tuple[int, RecordedEvent]]]) -> Iterator[list[list[tuple[int, RecordedEvent]]]]:
+    """Runs gathered into batches of about ``_BATCH_RECORDS`` records, each written in one transaction."""
+    batch: list[list[tuple[int, RecordedEvent]]] = []
+    size = 0
+    for run in runs:
+        batch.append(run)
+        size += len(run)
+        if size >= _BATCH_RECORDS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _request(run: list[tuple[int, RecordedEvent]]) -> AppendRequest:
+    first = run[0][1]
+    return AppendRequest(
+        first.session_id,
+        [record.event for _, record in run],
+        first.version - 1,
+        [record.event_id for _, record in run],
+    )
+
+
 def _append(store: EventStore, run: list[tuple[int, RecordedEvent]]) -> list[int]:
     """Append a run with its event ids at its versions; returns the positions (original ones when stored)."""
     first = run[0][1]
@@ -149,21 +176,29 @@ def run(args: argparse.Namespace) -> int:
         lines.seek(0)
         imported = present = 0
         with open_log(location, create=True) as store, progress("importing", total) as report:
-            for run in _runs(lines, name):
+            for runs in _batches(_runs(lines, name)):
                 head = store.head()
-                number, first = run[0]
-                try:
-                    positions = _append(store, run)
-                except (ConcurrencyError, EventIdConflict) as exc:
-                    done = f"{imported} events before it were imported" if imported else "nothing was imported"
-                    raise InputError(
-                        f"{name}:{number}: the store refused session {first.session_id!r} version {first.version} "
-                        f"({exc}); {done}"
-                    ) from None
-                new = sum(1 for position in positions if position > head)
-                imported += new
-                present += len(positions) - new
+                try:  # many sessions in one transaction: one commit (atomic: all of them or none)
+                    written = store.append_batch([_request(run) for run in runs])
+                except (ConcurrencyError, EventIdConflict):
+                    written = []
+                    for run in runs:  # one at a time, to name the record the store refuses
+                        number, first = run[0]
+                        try:
+                            written.append(_append(store, run))
+                        except (ConcurrencyError, EventIdConflict) as exc:
+                            before = imported + sum(1 for done in written for position in done if position > head)
+                            what = f"{before} events before it were imported" if before else "nothing was imported"
+                            raise InputError(
+                                f"{name}:{number}: the store refused session {first.session_id!r} version "
+                                f"{first.version} ({exc}); {what}"
+                            ) from None
+                for positions in written:
+                    new = sum(1 for position in positions if position > head)
+                    imported += new
+                    present += len(positions) - new
                 report(imported + present)
+            catch_up_read_model(store)
     result = ImportResult(total, imported, present)
     if args.json:
         write_json(result)

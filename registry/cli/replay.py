@@ -1,8 +1,9 @@
 """``replay --at POSITION|TIMESTAMP``: the list exactly as ``session/list`` would have answered then.
 
-The log up to that point is folded (``timetravel.fold_log``, with a progress bar on a terminal) and its first
-page is shown as ``list`` shows it, with the cursor the registry would have issued; ``--all`` writes every page,
-each as soon as it is cut, so the output never piles up in memory.
+The log up to that point is folded (``registry.timetravel.projection_at``: from the nearest kept snapshot at or
+before it, then the tail, with a progress bar on a terminal; a timestamp is the last event recorded at or before
+it, found by bisecting the log) and its first page is shown as ``list`` shows it, with the cursor the registry
+would have issued; ``--all`` writes every page, each as soon as it is cut, so the output never piles up in memory.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from collections.abc import Iterator
 
 import msgspec
 
-from events.model import RecordedEvent
 from registry.cli.errors import InputError
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_log
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import progress, stdout_console
-from registry.cli.timetravel import fold_log, list_pages
+from registry.cli.timetravel import list_pages
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
 from registry.model import ListSessionsResult, format_time, parse_time
+from registry.timetravel import position_at, projection_at
 
 __all__ = ["ReplayResult", "add_arguments", "run"]
 
@@ -70,21 +71,17 @@ def run(args: argparse.Namespace) -> int:
         head = store.head()
         if position is not None and position > head:
             raise InputError(f"--at {position} is beyond the log's head ({head})")
-        target = head if position is None else position
-
-        def stop(record: RecordedEvent) -> bool:
-            return record.position > target if moment is None else record.recorded_at > moment
-
+        target = position_at(store, moment) if moment is not None else position if position is not None else head
         with progress("replaying the log", target) as report:
-            folded = fold_log(store, stop=stop, report=report)
+            travel = projection_at(store, target, report=report)  # from the nearest kept snapshot at or before
         codec = CursorCodec(store.identity)
-    projection = folded.projection
+    projection = travel.projection
     deleted = sum(1 for state in projection.states().values() if state.deleted)
     live = len(projection)
     result = ReplayResult(
         position=projection.position,
         head=head,
-        events=folded.events,
+        events=travel.events,
         sessions_created=live + deleted,
         sessions_deleted=deleted,
         sessions_live=live,

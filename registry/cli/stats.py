@@ -1,4 +1,4 @@
-"""``stats``: how big the log is - events by type, sessions live and deleted, per cwd, bytes, the snapshot."""
+"""``stats``: how big the log is - events by type, sessions live and deleted, per cwd, bytes, the read model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import msgspec
 
 from events.sqlite import SqliteStore
 from events.store import EventStore
-from registry.cli.snapshots import SnapshotInfo, describe_snapshot
+from registry.cli.derived import ReadModelInfo, describe_derived
 from registry.cli.stores import locate, open_log
-from registry.cli.terminal import human_age, human_size, progress, stdout_console, write_json
+from registry.cli.terminal import human_size, progress, stdout_console, write_json
 from registry.cli.timetravel import fold_log
 
 __all__ = ["StoreStats", "add_arguments", "run"]
@@ -32,7 +32,7 @@ class StoreStats(msgspec.Struct, rename="camel"):
     sessions_deleted: int
     cwds: list[CwdCount]
     log_bytes: int | None
-    snapshot: SnapshotInfo | None
+    read_model: ReadModelInfo
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         head = store.head()
         with progress("reading the log", head) as report:
             folded = fold_log(store, report=report)
-        snapshot = describe_snapshot(store, head)
+        derived = describe_derived(store, head)
         log_bytes = _log_bytes(store)
     cwds: dict[str, CwdCount] = {}
     states = folded.projection.states().values()
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         sessions_deleted=sum(1 for s in states if s.deleted),
         cwds=sorted(cwds.values(), key=lambda c: (-c.live, -c.deleted, c.cwd)),
         log_bytes=log_bytes,
-        snapshot=snapshot,
+        read_model=derived,
     )
     if args.json:
         write_json(result)
@@ -80,15 +80,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _snapshot_line(snapshot: SnapshotInfo | None) -> str:
-    if snapshot is None:
-        return "none (kept only beside a SQLite store)"
-    if snapshot.position is None:
-        return f"{snapshot.problem} ({snapshot.path})"
-    assert snapshot.age_seconds is not None
+def _read_model_line(model: ReadModelInfo) -> str:
+    kept = ", ".join(map(str, model.kept_snapshots)) or "none yet"
     return (
-        f"position {snapshot.position} ({snapshot.behind_head} behind the head), written "
-        f"{human_age(snapshot.age_seconds)}" + (f"; unusable: it {snapshot.problem}" if snapshot.problem else "")
+        f"{model.kind}, at position {model.checkpoint} ({model.behind_head} behind the head), exact walks from "
+        f"position {model.floor}; kept snapshots: {kept}"
     )
 
 
@@ -105,7 +101,7 @@ def _print(result: StoreStats) -> None:
     summary.add_row("head position", str(result.head))
     summary.add_row("sessions", f"{result.sessions_live} live, {result.sessions_deleted} deleted")
     summary.add_row("log size", "-" if result.log_bytes is None else human_size(result.log_bytes))
-    summary.add_row("snapshot", escaped(_snapshot_line(result.snapshot)))
+    summary.add_row("read model", escaped(_read_model_line(result.read_model)))
     console = stdout_console()
     console.print(summary)
     if result.cwds:

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ENV_STORE",
     "StoreLocation",
+    "catch_up_read_model",
     "default_store_url",
     "locate",
     "open_log",
     "open_registry",
     "resolve_url",
-    "snapshot_file",
     "sqlite_file",
     "sqlite_url",
 ]
@@ -135,8 +135,7 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     except ValueError as exc:  # urllib's own refusals (an unmatched '[' in the host, a NUL in the path)
         raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
-        # Where the events' openers take a `create` flag, it goes here: a read must not create a PostgreSQL schema.
-        return open_store(location.url)
+        return open_store(location.url, create=create)  # a read never creates a store (nor a PostgreSQL schema)
     except ModuleNotFoundError as exc:
         raise InputError(str(exc)) from exc
     except ValueError as exc:
@@ -154,21 +153,23 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
                     os.rmdir(folder)
 
 
-def snapshot_file(store: EventStore) -> Path | None:
-    """Where a registry keeps the projection snapshot of this store (beside a SQLite file; else nowhere)."""
-    from events.sqlite import SqliteStore  # noqa: PLC0415
-
-    return Path(store.path + ".snapshot") if isinstance(store, SqliteStore) else None
-
-
 def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> SessionRegistry:
-    """A ``SessionRegistry`` on the store, with its snapshot where ``SessionRegistry.open`` keeps it."""
+    """A ``SessionRegistry`` on the store (it closes the store when it closes)."""
     from registry.service import SessionRegistry  # noqa: PLC0415
 
     store = open_log(location, create=create)
     try:
-        options.setdefault("snapshot_path", snapshot_file(store))
         return SessionRegistry(store, owns_store=True, **options)
     except BaseException:
         store.close()
         raise
+
+
+def catch_up_read_model(store: EventStore) -> None:
+    """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
+    now, so that the next ``session/list`` of any process does not pay for it."""
+    from registry.readmodel import open_read_model  # noqa: PLC0415
+
+    if getattr(store, "read_only", False):
+        return
+    open_read_model(store).close()

@@ -1,8 +1,8 @@
-"""``verify``: whether the log (and the snapshot beside it) can be trusted; exit 1 and every problem if not.
+"""``verify``: whether the log (and what is derived from it) can be trusted; exit 1 and every problem if not.
 
 It checks what every store promises (``events.verify.verify_log``: positions increase, versions run 1..n, every
-record decodes) and that the projection snapshot a registry would start from is the log's own and equals the
-fold of the log up to its position (``snapshots.check_snapshot``).
+record decodes) and that the read model and each kept snapshot equal the fold of the log at their positions
+(``derived.check_derived``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import msgspec
 
 from events.verify import verify_log
+from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
-from registry.cli.snapshots import Problem, check_snapshot
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
 
@@ -25,7 +25,7 @@ class VerifyResult(msgspec.Struct, rename="camel"):
     events: int
     sessions: int
     head: int
-    snapshot: str
+    read_model: str
     problems: list[Problem]
 
 
@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
         with progress("verifying the log", head) as report:
             log = verify_log(store, progress=report)
         problems = [Problem(p.position, p.session_id, p.problem) for p in log.problems]
-        note, snapshot_problems = check_snapshot(store, head)
-    problems.extend(snapshot_problems)
+        note, derived = check_derived(store)
+    problems.extend(derived)
     result = VerifyResult(not problems, log.events, log.sessions, log.head, note, problems)
     if args.json:
         write_json(result)
@@ -59,7 +59,7 @@ def _print(result: VerifyResult) -> None:
     console.print(
         f"checked {result.events} events of {result.sessions} sessions up to position {result.head}", markup=False
     )
-    console.print(f"snapshot: {printable(result.snapshot)}", markup=False, soft_wrap=True)
+    console.print(f"read model: {printable(result.read_model)}", markup=False, soft_wrap=True)
     if result.healthy:
         console.print("healthy: no problems found", style="green", markup=False)
         return

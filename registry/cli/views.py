@@ -1,7 +1,7 @@
 """How sessions, events and changes look: rich tables for people, JSON shapes for programs.
 
 ``tail --json`` writes one JSON-RPC notification per line. An ``Updated`` item is exactly the ACP
-``session/update`` message of ``registry.changes.encode_notification``. ACP has no notification for a session
+``session/update`` message of ``registry.diffs.encode_session_update``. ACP has no notification for a session
 that appears or disappears, so those are the extension notifications ``acp-registry serve`` sends for them
 (``registry.acp.agent``), with the log position added so a reader can resume with ``tail --from``::
 
@@ -18,8 +18,8 @@ import msgspec
 from msgspec import UNSET
 
 from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
-from registry.changes import Added, ListChange, Removed, Updated, encode_notification
 from registry.cli.terminal import printable
+from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
 
 __all__ = [
@@ -57,7 +57,7 @@ _json = msgspec.json.Encoder()
 def change_json(item: ListChange) -> bytes:
     """One ``tail --json`` line (see the module docstring)."""
     if isinstance(item, Updated):
-        return encode_notification(item.notification)
+        return encode_session_update(item.notification)
     if isinstance(item, Added):
         return _json.encode(
             _Notification(method=METHOD_SESSION_ADDED, params=_SessionAdded(item.session_id, item.position, item.info))

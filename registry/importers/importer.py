@@ -1,7 +1,7 @@
 """Driving the sources: facts in, events out - each write checked against the registry, each id derived.
 
 Events are decided and checked with the rules every way into the registry shares (``registry.commands``:
-``creation``, ``info_change``, ``check_meta``), and written by one function, ``append_session``, straight to the
+``creation``, ``info_change``, ``check_meta``), and written by one function, ``append_sessions``, straight to the
 store with ``event_ids`` - not through ``SessionRegistry``, whose commands mint fresh ids: only ids derived
 from the source make a retry, a second pass or a second host harmless. The expected version is the session's
 exact current version, never ``ANY``: the events are a diff against the state read just before (that is how a
@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -31,7 +31,7 @@ from events.errors import ConcurrencyError, EventIdConflict
 from events.memory import MemoryStore
 from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
 from events.sqlite import SqliteStore
-from events.store import EventStore
+from events.store import AppendRequest, EventStore
 from registry.commands import check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
@@ -50,7 +50,7 @@ __all__ = [
     "Importer",
     "SkipGroup",
     "Summary",
-    "append_session",
+    "append_sessions",
     "default_state_path",
 ]
 
@@ -70,16 +70,24 @@ _RETRIES: Final = 10
 _EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
+_BATCH: Final = 500  # sessions a pass writes in one transaction (one durable commit)
 ProgressFactory = Callable[[str], Callable[[int, int], None]]
 Planned = list[tuple[Event, Any]]
 
 
-def append_session(store: EventStore, sid: str, events: list[Event], expected_version: int, ids: list[Any]) -> None:
-    """The importers' one write: a session's new events at its exact version, with ids derived from the source.
+class _Prepared(NamedTuple):
+    sid: str
+    native_id: str
+    gone: str | None
+    plan: Callable[[SessionState | None], Planned]
+    request: AppendRequest
+    outcome: Outcome
 
-    The one place to change when writes become batches across sessions.
-    """
-    store.append(sid, events, expected_version, event_ids=ids)
+
+def append_sessions(store: EventStore, requests: Sequence[AppendRequest]) -> None:
+    """The importers' one write: sessions' new events, each at its exact version with ids derived from the source,
+    in one transaction (``append_batch``: one durable commit for many sessions, atomic)."""
+    store.append_batch(requests)
 
 
 class SkipGroup(msgspec.Struct, kw_only=True):
@@ -205,11 +213,23 @@ class Importer:
             summary.skip(skip.item, skip.reason, skip.times)
         pending: set[str] = set()
         seen: set[str] = set()
+        batch: list[_Prepared] = []
+
+        def count(outcome: Outcome, sid: str, native_id: str, gone: str | None) -> None:
+            self._count(summary, outcome, sid, native_id, record, pending, gone)
+
         for facts in result.sessions:
             seen.add(facts.native_id)
             sid = session_id(agent, facts.native_id)
-            outcome = self._write(sid, functools.partial(_plan, agent, sid, facts))
-            self._count(summary, outcome, sid, facts.native_id, record, pending, facts.gone)
+            plan = functools.partial(_plan, agent, sid, facts)
+            prepared = self._prepare(sid, plan)
+            if isinstance(prepared, str):
+                count(prepared, sid, facts.native_id, facts.gone)
+                continue
+            batch.append(_Prepared(sid, facts.native_id, facts.gone, plan, *prepared))
+            if len(batch) >= _BATCH:
+                self._flush(batch, count)
+        self._flush(batch, count)
         if result.present is not None:
             missing = record.imported - result.present - seen
             if missing:
@@ -267,26 +287,52 @@ class Importer:
         else:
             record.imported.discard(native_id)
 
+    def _prepare(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome | tuple[Any, Any]:
+        """What ``plan`` makes of the session's current state: an outcome when nothing is to be written, else the
+        append (at exactly that state's version) and the outcome it will have."""
+        state = self._state(sid)
+        if state is not None and state.deleted:
+            return "deleted"
+        try:
+            planned = plan(state)
+        except InvalidParams:
+            return "refused"
+        if not planned:
+            return "unchanged"
+        events = [event for event, _ in planned]
+        request = AppendRequest(sid, events, 0 if state is None else state.version, [i for _, i in planned])
+        outcome: Outcome = (
+            "added" if state is None else "removed" if isinstance(events[-1], SessionDeleted) else "changed"
+        )
+        return request, outcome
+
+    def _flush(self, batch: list[_Prepared], count: Callable[[Outcome, str, str, str | None], None]) -> None:
+        """Write the prepared sessions in one batch; if another writer got to one of them first (the batch is
+        atomic: then nothing was written), each is written again on its own, re-read and re-planned."""
+        if not batch:
+            return
+        try:
+            append_sessions(self.store, [item.request for item in batch])
+            outcomes = [item.outcome for item in batch]
+        except (ConcurrencyError, EventIdConflict):
+            outcomes = [self._write(item.sid, item.plan) for item in batch]
+        for item, outcome in zip(batch, outcomes, strict=True):
+            count(outcome, item.sid, item.native_id, item.gone)
+        batch.clear()
+
     def _write(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome:
-        """Append what ``plan`` makes of the session's current state, at exactly that state's version."""
+        """Append what ``plan`` makes of the session's current state, at exactly that state's version, on its own
+        (retried when another writer got there first: read again and diff against what it wrote)."""
         for _ in range(_RETRIES):
-            state = self._state(sid)
-            if state is not None and state.deleted:
-                return "deleted"
+            prepared = self._prepare(sid, plan)
+            if isinstance(prepared, str):
+                return prepared
+            request, outcome = prepared
             try:
-                planned = plan(state)
-            except InvalidParams:
-                return "refused"
-            if not planned:
-                return "unchanged"
-            events = [event for event, _ in planned]
-            try:
-                append_session(self.store, sid, events, 0 if state is None else state.version, [i for _, i in planned])
+                append_sessions(self.store, [request])
             except (ConcurrencyError, EventIdConflict):
-                continue  # another writer got there first: read again and diff against what it wrote
-            if state is None:
-                return "added"
-            return "removed" if isinstance(events[-1], SessionDeleted) else "changed"
+                continue
+            return outcome  # type: ignore[no-any-return]
         return "conflict"
 
     def _state(self, sid: str) -> SessionState | None:

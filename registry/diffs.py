@@ -1,0 +1,114 @@
+"""What a client must be told: the minimal ACP ``session_info_update`` between two states of a session.
+
+``diff(position, before, after)`` compares two states as the client sees them (``updatedAt`` to the millisecond,
+``_meta`` with the registry's own keys) and returns ``Added`` (a new session), ``Updated`` (the ``session/update``
+params carrying only what changed: a new value, or an explicit ``null`` for a clear), ``Removed`` (deleted), or
+None when nothing visible changed. Pure and without reactivex, so the stdio agent can use it without loading the
+stream machinery; ``registry.changes`` builds the live stream on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from registry.model import SessionInfo, SessionState, format_time, session_info, visible_meta
+
+__all__ = [
+    "Added",
+    "ListChange",
+    "Removed",
+    "SessionInfoUpdate",
+    "SessionNotification",
+    "Updated",
+    "diff",
+    "encode_session_update",
+]
+
+
+class SessionInfoUpdate(
+    msgspec.Struct, omit_defaults=True, rename="camel", tag_field="sessionUpdate", tag="session_info_update", gc=False
+):
+    """ACP ``session_info_update``: UNSET fields are omitted (unchanged); ``None`` is sent as ``null`` (cleared)."""
+
+    title: str | UnsetType | None = UNSET
+    updated_at: str | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = msgspec.field(default=UNSET, name="_meta")
+
+
+class SessionNotification(msgspec.Struct, rename="camel", gc=False):
+    """The params of an ACP ``session/update`` notification."""
+
+    session_id: str
+    update: SessionInfoUpdate
+
+
+class _JsonRpcNotification(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    method: str
+    params: SessionNotification
+
+
+class Added(msgspec.Struct, frozen=True, gc=False):
+    position: int
+    session_id: str
+    info: SessionInfo
+
+
+class Updated(msgspec.Struct, frozen=True, gc=False):
+    position: int
+    session_id: str
+    notification: SessionNotification
+
+
+class Removed(msgspec.Struct, frozen=True, gc=False):
+    position: int
+    session_id: str
+
+
+ListChange = Added | Updated | Removed
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_session_update(notification: SessionNotification) -> bytes:
+    """The JSON-RPC ``session/update`` message, with explicit nulls kept (the official SDK drops them)."""
+    return _encoder.encode(_JsonRpcNotification(method="session/update", params=notification))
+
+
+def _shown_source(state: SessionState) -> str | None:
+    return state.title_source.value if state.title is not None and state.title_source is not None else None
+
+
+def diff(
+    position: int, before: SessionState | None, after: SessionState | None, *, additional_directories: bool = True
+) -> ListChange | None:
+    """What a client that saw ``before`` must be told to see ``after``; None when nothing visible changed.
+
+    Fields are compared as the client sees them (``updatedAt`` to the millisecond, ``_meta`` with the
+    registry's keys), and only changed ones are formatted: this runs once per change and subscriber.
+    """
+    was = before is not None and not before.deleted
+    now = after is not None and not after.deleted
+    if not now:
+        return Removed(position, before.session_id) if was and before is not None else None
+    assert after is not None
+    if not was:
+        return Added(position, after.session_id, session_info(after, additional_directories=additional_directories))
+    assert before is not None
+    old_ms = None if before.updated_at is None else before.updated_at // 1_000_000
+    new_ms = None if after.updated_at is None else after.updated_at // 1_000_000
+    meta_changed = (
+        before.messages != after.messages or before.meta != after.meta or _shown_source(before) != _shown_source(after)
+    )
+    if before.title == after.title and old_ms == new_ms and not meta_changed:
+        return None
+    update = SessionInfoUpdate(
+        title=UNSET if before.title == after.title else after.title,
+        updated_at=UNSET if old_ms == new_ms else (None if after.updated_at is None else format_time(after.updated_at)),
+        meta=visible_meta(after) if meta_changed else UNSET,
+    )
+    return Updated(position, after.session_id, SessionNotification(after.session_id, update))

@@ -1,0 +1,205 @@
+"""Following the log: each event folded into a ``Change`` (the session before and after it), for listeners.
+
+The read model answers ``session/list``; the change stream needs more - every change, in log order, with the
+state each one replaced - and it needs it in every process that subscribes, whoever wrote the event. A
+``Follower`` tails the store (a subscription: catch-up, then live, woken by the store's doorbell) and folds each
+event onto the session's previous state, which it remembers for recently touched sessions and otherwise asks
+the read model for ("the session as of the position I have folded to"), or, past the read model's window, folds
+from the session's own stream. It runs only while someone listens.
+
+Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out, so
+a write costs the same with 0 or 100 subscribers. With ``live=False`` (deterministic tests and benchmarks) there
+is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+from events.errors import StoreError
+from registry.model import SessionState
+from registry.projection import Change, Entry, fold
+from registry.readmodel import PastWindow, ReadModel
+
+if TYPE_CHECKING:
+    from events.store import EventStore, Subscription
+
+__all__ = ["Follower", "Following", "Listener"]
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Sequence[Change]], None]
+"""Called with each batch of changes, in log order, from the follower's thread (or ``pump``'s caller). It must
+be quick and must not raise: queue the changes and deliver them elsewhere (``registry.changes`` does)."""
+
+_REMEMBERED: Final = 50_000  # sessions whose last state the follower keeps (the rest it looks up)
+
+
+class Following:
+    """A listener's registration: changes after ``position`` reach it; ``state_at`` rebuilds what came before."""
+
+    def __init__(self, follower: Follower, listener: Listener, position: int) -> None:
+        self._follower = follower
+        self._listener = listener
+        self.position = position
+        """The last position folded when the listener was added: it gets every change after it."""
+
+    def state_at(self, session_id: str, position: int) -> SessionState | None:
+        """The session as it was at ``position`` (<= ``self.position``); None if it did not exist then."""
+        return self._follower.state_at(session_id, position)
+
+    def stop(self) -> None:
+        """No more changes reach the listener (idempotent)."""
+        self._follower.remove(self._listener)
+
+
+class Follower:
+    """Folds the store's log into changes for listeners, from the position it started at."""
+
+    def __init__(self, store: EventStore, read_model: ReadModel, *, live: bool) -> None:
+        self._store = store
+        self._read_model = read_model
+        self._live = live
+        self._lock = threading.RLock()
+        self._folded = threading.Condition(self._lock)
+        self._listeners: list[Listener] = []
+        self._states: OrderedDict[str, SessionState | None] = OrderedDict()
+        self._position = 0
+        self._subscription: Subscription | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def add(self, listener: Listener) -> Following:
+        """Register ``listener`` atomically at the position folded so far (the log's head when none listened)."""
+        with self._lock:
+            if not self._listeners:
+                self._start()
+            self._listeners.append(listener)
+            return Following(self, listener, self._position)
+
+    def remove(self, listener: Listener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+            if not self._listeners:
+                self._stop()
+
+    def _start(self) -> None:
+        self._position = self._read_model.catch_up()
+        self._states.clear()
+        if self._live:
+            self._subscription = subscription = self._store.subscribe(after=self._position)
+            self._thread = threading.Thread(
+                target=self._run, args=(subscription,), name="acp-registry follower", daemon=True
+            )
+            self._thread.start()
+
+    def _stop(self) -> None:
+        if self._subscription is not None:
+            self._subscription.close()
+            self._subscription = None
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._listeners.clear()
+            self._stop()
+
+    # -- folding --------------------------------------------------------------------------------------
+
+    def pump(self, *, always: bool = False) -> int:
+        """Fold everything the log holds now, in the caller's thread: what ``live=False`` relies on after each
+        write, and what ``always`` does in either mode (``sync()``: the changes are queued before it returns;
+        the thread skips what was folded here). Returns the position."""
+        with self._lock:
+            if self._listeners and (always or not self._live):
+                head = self._store.head()
+                if head > self._position:
+                    self._fold(list(self._store.scan(self._position, until=head)))
+            return self._position
+
+    def _run(self, subscription: Subscription) -> None:
+        while not subscription.closed:
+            try:
+                records = subscription.poll(timeout=1.0)
+                if records:
+                    with self._lock:
+                        if subscription is self._subscription:
+                            self._fold(records)
+            except Exception:
+                if subscription.closed:
+                    return
+                log.exception("the change follower failed; retrying in a second")
+                time.sleep(1.0)
+
+    def _fold(self, entries: Sequence[Entry]) -> None:
+        changes: list[Change] = []
+        for begin in range(0, len(entries), 1000):  # fewer new sessions per slice than the follower remembers
+            self._fold_slice(entries[begin : begin + 1000], changes)
+        if changes:
+            for listener in list(self._listeners):
+                listener(changes)
+        self._folded.notify_all()
+
+    def wait(self, position: int, timeout: float | None = None) -> bool:
+        """Block until every change up to ``position`` has reached the listeners (True), or ``timeout`` passed.
+        Without listeners there is nothing to wait for."""
+        with self._lock:
+            if not self._listeners or not self._live:
+                return True
+            return self._folded.wait_for(
+                lambda: self._position >= position or not self._listeners or self._subscription is None, timeout
+            )
+
+    def _fold_slice(self, entries: Sequence[Entry], changes: list[Change]) -> None:
+        start = self._position
+        states = self._states
+        for entry in entries:
+            if entry.position <= self._position:
+                continue
+            session_id = entry.session_id
+            if session_id in states:
+                before = states[session_id]
+                states.move_to_end(session_id)
+            else:
+                before = self.state_at(session_id, start)  # untouched since ``start``: as it was then
+            self._position = entry.position
+            after = fold(before, entry)
+            if after is None:
+                states[session_id] = before
+            else:
+                states[session_id] = after
+                changes.append(Change(entry.position, before, after))
+            if len(states) > _REMEMBERED:
+                states.popitem(last=False)
+
+    def state_at(self, session_id: str, position: int) -> SessionState | None:
+        """The session at ``position``, from the read model, or folded from its own stream past the window."""
+        read_model = self._read_model
+        if read_model.position < position:
+            try:
+                read_model.catch_up(position)
+            except StoreError as exc:  # e.g. a read-only file: the session's own stream still answers
+                log.debug("the read model could not catch up to %s: %s", position, exc)
+        if read_model.position >= position:
+            found = read_model.state_at(session_id, position)
+            if not isinstance(found, PastWindow):
+                return found
+        state: SessionState | None = None
+        for record in self._store.read_stream(session_id):
+            if record.position > position:
+                break
+            state = fold(state, record) or state
+        return state

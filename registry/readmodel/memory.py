@@ -1,0 +1,103 @@
+"""The in-memory read model: the reference fold (``Projection``), caught up from any store's log.
+
+It serves ``memory://`` (whose log lives in the same process anyway) and any store that keeps no tables (or a
+read-only file whose tables lag), and it is what the table read models are held to in the property tests.
+Start-up loads the newest kept snapshot that checks out and folds the rest of the log, so its cost grows with the
+history: stores that can keep tables do.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from registry.model import SessionState
+from registry.projection import Page, Projection, paused_gc
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.snapshot import load_snapshot
+
+if TYPE_CHECKING:
+    from events.store import EventStore
+
+__all__ = ["MemoryReadModel"]
+
+
+class MemoryReadModel(ReadModel):
+    """A ``Projection`` of ``store``'s log, folded in at open and caught up before each answer."""
+
+    def __init__(self, store: EventStore, *, window: int = DEFAULT_WINDOW, from_snapshot: bool = True) -> None:
+        self.window = window
+        self._store = store
+        self._lock = threading.RLock()
+        self._projection = Projection(window=window)
+        if from_snapshot:  # the newest kept snapshot, if one checks out, saves folding the log up to it
+            snapshot = load_snapshot(store, store.head())
+            if snapshot is not None:
+                with paused_gc():
+                    self._projection.restore(snapshot.sessions, snapshot.position)
+        self.catch_up()
+
+    @property
+    def projection(self) -> Projection:
+        """The fold itself (read it under ``lock``)."""
+        return self._projection
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def position(self) -> int:
+        return self._projection.position
+
+    def catch_up(self, to: int | None = None) -> int:
+        projection = self._projection
+        if to is not None and projection.position >= to:
+            return projection.position
+        with self._lock:
+            head = self._store.head()
+            if projection.position < head:
+                if head - projection.position > 1000:
+                    with paused_gc():
+                        projection.load(self._store.scan(projection.position, until=head), head=head)
+                else:
+                    for entry in self._store.scan(projection.position, until=head):
+                        projection.apply(entry)
+            return projection.position
+
+    def window_floor(self) -> int:
+        return self._projection.window_floor
+
+    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
+        with self._lock:
+            return self._projection.page(as_of=as_of, after=after, cwd=cwd, limit=limit)
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self._projection.get(session_id)
+
+    def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
+        with self._lock:
+            changed = self._projection.as_of(position)
+            if changed is None:
+                return PAST_WINDOW
+            if session_id in changed:
+                return changed[session_id]
+            return self._projection.get(session_id)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._projection)
+
+    def cwd_counts(self) -> dict[str, int]:
+        with self._lock:
+            return self._projection.cwd_counts()
+
+    def states(self) -> Iterator[SessionState]:
+        with self._lock:
+            return iter(list(self._projection.states().values()))
+
+    def rebuild(self) -> int:
+        with self._lock:
+            self._projection = Projection(window=self.window)
+            return self.catch_up()

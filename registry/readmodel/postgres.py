@@ -1,0 +1,308 @@
+"""The read model as tables in the PostgreSQL store's own schema (see ``tables.py`` for the layout and rules).
+
+Every process and host on the store shares these tables. A catch-up runs in one transaction under an advisory
+lock of its own (appends to the log never wait for it), reads the log through the store, and moves the
+checkpoint with the rows. A page is one statement, so it reads one snapshot of the tables: the current rows
+valid at P, the past rows valid at P, and the window's floor, together. Session ids and cwds compare with the
+"C" collation: code point order, as the registry sorts everywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final, LiteralString
+
+import psycopg
+from psycopg import sql
+
+from events.errors import StoreFormatError
+from registry.model import SessionState
+from registry.projection import Page
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel.tables import (
+    READ_MODEL_VERSION,
+    Keyed,
+    SnapshotPlan,
+    chunks,
+    decode_state,
+    fold_stretch,
+    merge_pages,
+)
+from registry.snapshot import events_up_to, save_encoded_snapshot
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
+    from events.postgres import PostgresStore
+
+    Connection = psycopg.Connection[TupleRow]
+
+__all__ = ["PostgresReadModel"]
+
+_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
+_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
+    """CREATE TABLE {s}.rm_sessions (
+        session_id text COLLATE "C" PRIMARY KEY,
+        cwd text COLLATE "C" NOT NULL,
+        rank bigint NOT NULL,
+        live boolean NOT NULL,
+        valid_from bigint NOT NULL,
+        state bytea NOT NULL
+    )""",
+    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    """CREATE TABLE {s}.rm_past (
+        session_id text COLLATE "C" NOT NULL,
+        cwd text COLLATE "C" NOT NULL,
+        rank bigint NOT NULL,
+        live boolean NOT NULL,
+        valid_from bigint NOT NULL,
+        valid_to bigint NOT NULL,
+        state bytea NOT NULL,
+        PRIMARY KEY (session_id, valid_from)
+    )""",
+    "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
+)
+
+
+def _lock_key(schema: str) -> int:
+    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class _Sql:
+    """Every statement, built once for one schema (identifiers quoted by psycopg)."""
+
+    def __init__(self, schema: str) -> None:
+        def q(template: LiteralString) -> bytes:
+            return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
+
+        self.create = [q(statement) for statement in _SCHEMA]
+        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in _TABLES]
+        self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
+        self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
+        self.check = q(
+            "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
+            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'),"
+            " (SELECT coalesce(max(position), 0) FROM {s}.events)"
+        )
+        self.meta = q("SELECT key, value FROM {s}.rm_meta")
+        self.set_meta = q("UPDATE {s}.rm_meta SET value = %s WHERE key = %s")
+        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
+        self.upsert = q(
+            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state"
+        )
+        self.insert_past = q(
+            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+        )
+        self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
+        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
+        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
+        self.state_at = q(
+            "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
+            " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
+            " WHERE session_id = %(sid)s AND valid_from <= %(p)s AND valid_to > %(p)s"
+            " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
+            " WHERE key IN ('floor', 'checkpoint')"
+        )
+        self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
+        self.states = q("SELECT state FROM {s}.rm_sessions")
+        self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
+        self.pages: dict[tuple[bool, bool], bytes] = {}
+        for cwd in (False, True):
+            for after in (False, True):
+                where = (
+                    "live"
+                    + (" AND cwd = %(cwd)s" if cwd else "")
+                    + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
+                )
+                self.pages[(cwd, after)] = q(
+                    "(SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
+                    f" WHERE {where} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
+                    " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+                    f" WHERE {where} AND valid_to > %(p)s AND valid_from <= %(p)s"
+                    " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+                    " ORDER BY rank, session_id LIMIT %(n)s)"
+                    " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+                )
+
+
+class PostgresReadModel(ReadModel):
+    """``rm_*`` tables in the store's PostgreSQL schema, shared by every process and host."""
+
+    kind = "tables"
+
+    def __init__(self, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> None:
+        self.window = window
+        self._store = store
+        self._sql = _Sql(store.schema)
+        self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
+        self._key = _lock_key(store.schema)
+        self._position = 0
+        store.run(self._prepare)
+        if catch_up:
+            self.catch_up()
+        else:
+            self._position = self._meta()["checkpoint"]
+
+    # -- schema ---------------------------------------------------------------------------------------
+
+    def _version(self, conn: Connection) -> int | None:
+        row = conn.execute(self._exists).fetchone()
+        if row is None or row[0] is None:
+            return None
+        found = conn.execute(self._sql.version).fetchone()
+        return None if found is None else int(found[0])
+
+    def _prepare(self, conn: Connection) -> None:
+        version = self._version(conn)
+        if version == READ_MODEL_VERSION:
+            return
+        if version is not None and version > READ_MODEL_VERSION:
+            raise StoreFormatError(
+                self._store.location,
+                f"its read model has version {version}; this version of acp-session-registry knows up to "
+                f"{READ_MODEL_VERSION}. Upgrade it; the schema was left untouched",
+            )
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            if self._version(conn) != READ_MODEL_VERSION:  # another process may have just made them
+                self._create(conn)
+
+    def _create(self, conn: Connection) -> None:
+        for statement in (*self._sql.drop, *self._sql.create):
+            conn.execute(statement)
+        conn.cursor().executemany(
+            self._sql.insert_meta, [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0)]
+        )
+
+    # -- catching up ----------------------------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def catch_up(self, to: int | None = None) -> int:
+        if to is not None and self._position >= to:
+            return self._position
+        checkpoint, _floor, head = self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())  # type: ignore[misc]
+        self._position = checkpoint
+        plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        while checkpoint < head:
+            checkpoint, head = self._store.run(self._catch_up_chunk)
+            self._position = checkpoint
+            plan.passed(checkpoint)
+        return self._position
+
+    def _dump(self, checkpoint: int) -> None:
+        """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
+        events = events_up_to(self._store, checkpoint)
+
+        def dump(conn: Connection) -> None:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
+                if meta["checkpoint"] != checkpoint:
+                    return
+                count = conn.execute(self._sql.count_all).fetchone()[0]  # type: ignore[index]
+                with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
+                    rows.execute(self._sql.states)
+                    save_encoded_snapshot(
+                        self._store, checkpoint, (bytes(state) for (state,) in rows), count, events=events
+                    )
+
+        self._store.run(dump)
+
+    def _catch_up_chunk(self, conn: Connection) -> tuple[int, int]:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            checkpoint, floor, head = conn.execute(self._sql.check).fetchone()  # type: ignore[misc]
+            if checkpoint >= head:
+                return checkpoint, head
+            fresh = checkpoint == 0
+            for chunk in chunks(self._store.scan(checkpoint, until=head)):
+                new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
+                folded = fold_stretch(
+                    chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
+                )
+                with conn.cursor() as cursor:
+                    if folded.current:
+                        cursor.executemany(self._sql.upsert, folded.current)
+                    if folded.past:
+                        cursor.executemany(self._sql.insert_past, folded.past)
+                    if new_floor > floor:
+                        cursor.execute(self._sql.prune, (new_floor,))
+                    cursor.executemany(self._sql.set_meta, [(folded.position, "checkpoint"), (new_floor, "floor")])
+                    cursor.execute(self._sql.add_live, (folded.live_delta,))
+                return folded.position, head
+            return checkpoint, head  # pragma: no cover - positions up to the head are committed
+
+    def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
+        rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
+        return {session_id: decode_state(state) for session_id, state in rows}
+
+    def rebuild(self) -> int:
+        def rebuild(conn: Connection) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+                self._create(conn)
+
+        self._store.run(rebuild)
+        self._position = 0
+        return self.catch_up()
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def _meta(self) -> dict[str, int]:
+        return dict(self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall()))
+
+    def window_floor(self) -> int:
+        return self._meta()["floor"]
+
+    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
+        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1, "rank": None, "sid": None}
+        if after is not None:
+            params["rank"], params["sid"] = after
+        query = self._sql.pages[(cwd is not None, after is not None)]
+        rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
+        parts: tuple[list[Keyed], list[Keyed]] = ([], [])
+        floor = 0
+        for part, rank, session_id, state in rows:
+            if part == 2:
+                floor = rank
+            else:
+                parts[part].append((rank, session_id, state))
+        states, more = merge_pages(*parts, limit)
+        return Page(states, more, as_of >= floor)
+
+    def get(self, session_id: str) -> SessionState | None:
+        row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
+        return None if row is None else decode_state(row[0])
+
+    def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
+        rows = self._store.run(
+            lambda conn: conn.execute(self._sql.state_at, {"sid": session_id, "p": position}).fetchall()
+        )
+        current = next((row for row in rows if row[0] == 0), None)
+        if current is not None and current[1] <= position:
+            return decode_state(current[2])
+        meta = {part: value for part, value, _state in rows if part >= 2}
+        if position < meta[3] or position > meta[2]:
+            return PAST_WINDOW
+        past = next((row for row in rows if row[0] == 1), None)
+        return None if past is None else decode_state(past[2])
+
+    def count(self) -> int:
+        return self._meta()["live"]
+
+    def cwd_counts(self) -> dict[str, int]:
+        return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
+
+    def states(self) -> Iterator[SessionState]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())
+        return (decode_state(state) for (state,) in rows)

@@ -1,0 +1,437 @@
+"""The read model as tables in the SQLite store's own file (see ``tables.py`` for the layout and its rules).
+
+Connections are the read model's own, opened on the store's file (``SqliteStore.connect``): a writer, used under
+a process lock and the database's write lock (``BEGIN IMMEDIATE``), and one reader per thread. The catch-up
+commits with ``synchronous=NORMAL``: the tables are derived, the log's own commits stay as durable as the store
+was told, and a catch-up lost to a power cut is simply folded again (its checkpoint was lost with it).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from events.errors import StoreFormatError
+from events.model import LogEntry
+from events.sqlite import SqliteStore
+from registry.model import SessionState
+from registry.projection import Page
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel.tables import (
+    READ_MODEL_VERSION,
+    Keyed,
+    SnapshotPlan,
+    chunks,
+    decode_state,
+    fold_stretch,
+    merge_pages,
+)
+from registry.snapshot import events_up_to, save_encoded_snapshot
+
+__all__ = ["SqliteReadModel"]
+
+log = logging.getLogger(__name__)
+
+_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
+_SCHEMA: Final = (
+    "CREATE TABLE rm_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+    """CREATE TABLE rm_sessions (
+        session_id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        rank INTEGER NOT NULL,
+        live INTEGER NOT NULL,
+        valid_from INTEGER NOT NULL,
+        state BLOB NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX rm_sessions_order ON rm_sessions (rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    """CREATE TABLE rm_past (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        cwd TEXT NOT NULL,
+        rank INTEGER NOT NULL,
+        live INTEGER NOT NULL,
+        valid_from INTEGER NOT NULL,
+        valid_to INTEGER NOT NULL,
+        state BLOB NOT NULL
+    )""",
+    "CREATE INDEX rm_past_to ON rm_past (valid_to)",
+    "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
+)
+_META_KEYS: Final = ("version", "checkpoint", "floor", "live")
+_IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
+_CHECK = (
+    "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
+    " (SELECT max(position) FROM events)"
+)
+_UPSERT = (
+    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
+    " valid_from = excluded.valid_from, state = excluded.state"
+)
+_INSERT_PAST = (
+    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _page_query(table: str, *, cwd: bool, after: bool, as_of: bool, past: bool) -> str:
+    where = ["live"]
+    if cwd:
+        where.append("cwd = :cwd")
+    if after:
+        where.append("(rank, session_id) > (:rank, :sid)")
+    if past:
+        where += ["valid_to > :p", "valid_from <= :p"]
+    elif as_of:
+        where.append("valid_from <= :p")
+    index = "" if past else f" INDEXED BY rm_sessions_{'cwd' if cwd else 'order'}"
+    return (
+        f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
+        " ORDER BY rank, session_id LIMIT :n"
+    )
+
+
+_PAGES: Final = {
+    (cwd, after, as_of, past): _page_query(
+        "rm_past" if past else "rm_sessions", cwd=cwd, after=after, as_of=as_of, past=past
+    )
+    for cwd in (False, True)
+    for after in (False, True)
+    for as_of in (False, True)
+    for past in (False, True)
+}
+
+
+class SqliteReadModel(ReadModel):
+    """``rm_*`` tables in a SQLite store's file. Use ``open`` (it may decline for a read-only file)."""
+
+    kind = "tables"
+
+    def __init__(self, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
+        self.window = window
+        self._store = store
+        self._writer = writer
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._position = 0
+        self._head = 0
+        self._pending: int | None = None
+        self._plan: SnapshotPlan | None = None
+        self._remove_hook: Callable[[], None] = lambda: None
+
+    @classmethod
+    def open(cls, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> SqliteReadModel | None:
+        """The tables of ``store`` (created, or rebuilt when an older version made them), caught up to the log.
+
+        None for a read-only store whose tables are missing, outdated or behind its log: fold it in memory.
+        """
+        read_only = bool(getattr(store, "read_only", False))
+        writer = None if read_only else store.connect()
+        model = cls(store, writer, window=window)
+        try:
+            if writer is None:
+                if model._version(model._reader()) != READ_MODEL_VERSION or model._behind():
+                    log.warning(
+                        "%s is read-only and its read model is missing or behind its log; folding the log"
+                        " in memory instead",
+                        store.path,
+                    )
+                    model.close()
+                    return None
+            else:
+                with store.translate_errors():
+                    writer.execute("PRAGMA synchronous=NORMAL")
+                    writer.execute("PRAGMA cache_size=-65536")  # 64 MiB: index inserts in session-id order are random
+                    model._prepare()
+                if catch_up:
+                    model.catch_up()
+                else:
+                    model._behind()  # learn the checkpoint
+                model._remove_hook = store.add_commit_hook(model)
+        except BaseException:
+            model.close()
+            raise
+        return model
+
+    # -- schema ---------------------------------------------------------------------------------------
+
+    def _version(self, db: sqlite3.Connection) -> int | None:
+        with self._store.translate_errors():
+            found = {
+                name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rm\\_%' ESCAPE '\\'")
+            }
+            if "rm_meta" not in found:
+                return None
+            row = db.execute("SELECT value FROM rm_meta WHERE key = 'version'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _prepare(self) -> None:
+        """Create the tables, or rebuild an older version's; a newer version is refused untouched."""
+        db = self._writer
+        assert db is not None
+        version = self._version(db)
+        if version == READ_MODEL_VERSION:
+            return
+        if version is not None and version > READ_MODEL_VERSION:
+            raise StoreFormatError(
+                self._store.path,
+                f"its read model has version {version}; this version of acp-session-registry knows up to "
+                f"{READ_MODEL_VERSION}. Upgrade it; the file was left untouched",
+            )
+        with self._write_lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if self._version(db) != READ_MODEL_VERSION:  # another process may have just made them
+                    self._create(db)
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+
+    @staticmethod
+    def _create(db: sqlite3.Connection) -> None:
+        for table in _TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.executemany(
+            "INSERT INTO rm_meta (key, value) VALUES (?, ?)",
+            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0)],
+        )
+
+    # -- connections ----------------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._store.connect()
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
+    def close(self) -> None:
+        self._remove_hook()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for db in readers:
+            db.close()
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    # -- catching up ----------------------------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def _behind(self) -> bool:
+        with self._store.translate_errors():
+            checkpoint, _floor, head = self._reader().execute(_CHECK).fetchone()
+        self._position = checkpoint
+        self._head = head or 0
+        return bool(self._head > checkpoint)
+
+    def catch_up(self, to: int | None = None) -> int:
+        if to is not None and self._position >= to:
+            return self._position
+        if not self._behind():
+            return self._position
+        if self._writer is None:
+            raise StoreFormatError(self._store.path, "is read-only and its read model is behind its log")
+        plan = SnapshotPlan(self._store, self._position, self._head, self._dump)
+        with self._write_lock, self._store.translate_errors():
+            db = self._writer
+            while True:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    done = self._catch_up_chunk(db)
+                    db.execute("COMMIT")
+                finally:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                plan.passed(self._position)
+                if done:
+                    return self._position
+
+    def _catch_up_chunk(self, db: sqlite3.Connection) -> bool:
+        """Fold up to one chunk of the log past the checkpoint; True when the checkpoint reached the head."""
+        checkpoint, floor, head = db.execute(_CHECK).fetchone()
+        head = head or 0
+        if checkpoint < head:
+            checkpoint = self._fold(db, self._store.scan(checkpoint, until=head), checkpoint, floor, head)
+        self._position = checkpoint
+        return bool(checkpoint >= head)
+
+    def _fold(self, db: sqlite3.Connection, entries: Iterator[LogEntry], checkpoint: int, floor: int, head: int) -> int:
+        """Fold one chunk of ``entries`` (the log after ``checkpoint``) into the tables; returns the new checkpoint
+        (one chunk per transaction: other writers get their turn)."""
+        fresh = checkpoint == 0  # a new read model: nothing before this build can be asked for
+        for chunk in chunks(entries):
+            # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
+            new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
+            folded = fold_stretch(
+                chunk, lambda ids: self._load(db, ids), checkpoint=checkpoint, keep_past_after=new_floor
+            )
+            db.executemany(_UPSERT, folded.current)
+            db.executemany(_INSERT_PAST, folded.past)
+            if new_floor > floor:
+                db.execute("DELETE FROM rm_past WHERE valid_to <= ?", (new_floor,))
+            db.executemany(
+                "UPDATE rm_meta SET value = ? WHERE key = ?",
+                [(folded.position, "checkpoint"), (new_floor, "floor")],
+            )
+            db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
+            return folded.position
+        return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
+
+    # -- in the append's own transaction ----------------------------------------------------------------
+
+    def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None:
+        """The store's commit hook: fold this transaction's appends into the tables before it commits (one
+        commit, one fsync for both). A read model lagging far behind (appends that bypassed it) is left to its
+        own catch-up, outside the writer's transaction."""
+        self._pending = None
+        checkpoint, floor, head = db.execute(_CHECK).fetchone()
+        head = head or 0
+        if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
+            return
+        self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
+
+    def committed(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._position = max(self._position, pending)
+            if self._plan is not None:
+                self._plan.passed(pending)
+
+    @staticmethod
+    def _load(db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:
+        found: dict[str, SessionState] = {}
+        for start in range(0, len(session_ids), 500):
+            part = session_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for session_id, state in db.execute(
+                f"SELECT session_id, state FROM rm_sessions WHERE session_id IN ({marks})", part
+            ):
+                found[session_id] = decode_state(state)
+        return found
+
+    def rebuild(self) -> int:
+        if self._writer is None:
+            raise StoreFormatError(self._store.path, "is read-only: its read model cannot be rebuilt")
+        with self._write_lock, self._store.translate_errors():
+            db = self._writer
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._create(db)
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            self._position = 0
+        return self.catch_up()
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def _meta(self, db: sqlite3.Connection) -> dict[str, int]:
+        return dict(db.execute("SELECT key, value FROM rm_meta").fetchall())
+
+    def window_floor(self) -> int:
+        with self._store.translate_errors():
+            return self._meta(self._reader())["floor"]
+
+    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
+        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1}
+        if after is not None:
+            params["rank"], params["sid"] = after
+        db = self._reader()
+        with self._store.translate_errors():
+            db.execute("BEGIN")
+            try:
+                meta = self._meta(db)
+                checkpoint, floor = meta["checkpoint"], meta["floor"]
+                if as_of > checkpoint:
+                    raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
+                shape = (cwd is not None, after is not None, as_of < checkpoint)
+                current: list[Keyed] = db.execute(_PAGES[(*shape, False)], params).fetchall()
+                past: list[Keyed] = []
+                if as_of < checkpoint and as_of >= floor:
+                    past = db.execute(_PAGES[(*shape, True)], params).fetchall()
+            finally:
+                db.execute("COMMIT")
+        states, more = merge_pages(current, past, limit)
+        return Page(states, more, as_of >= floor)
+
+    def get(self, session_id: str) -> SessionState | None:
+        with self._store.translate_errors():
+            row = self._reader().execute("SELECT state FROM rm_sessions WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else decode_state(row[0])
+
+    def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
+        db = self._reader()
+        with self._store.translate_errors():
+            db.execute("BEGIN")
+            try:
+                meta = self._meta(db)
+                row = db.execute(
+                    "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if row is not None and row[0] <= position:
+                    return decode_state(row[1])
+                if position < meta["floor"] or position > meta["checkpoint"]:
+                    return PAST_WINDOW
+                if row is None:
+                    return None
+                past = db.execute(
+                    "SELECT state FROM rm_past WHERE session_id = ? AND valid_from <= ? AND valid_to > ?"
+                    " ORDER BY valid_from DESC LIMIT 1",
+                    (session_id, position, position),
+                ).fetchone()
+                return None if past is None else decode_state(past[0])
+            finally:
+                db.execute("COMMIT")
+
+    def count(self) -> int:
+        with self._store.translate_errors():
+            return self._meta(self._reader())["live"]
+
+    def cwd_counts(self) -> dict[str, int]:
+        with self._store.translate_errors():
+            return dict(
+                self._reader().execute("SELECT cwd, count(*) FROM rm_sessions WHERE live GROUP BY cwd").fetchall()
+            )
+
+    def _dump(self, checkpoint: int) -> None:
+        """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
+        db = self._store.connect()
+        try:
+            with self._store.translate_errors():
+                db.execute("BEGIN")
+                meta = self._meta(db)
+                if meta["checkpoint"] != checkpoint:
+                    return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
+                (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
+                rows = (state for (state,) in db.execute("SELECT state FROM rm_sessions"))
+                save_encoded_snapshot(
+                    self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
+                )
+        finally:
+            db.close()
+
+    def states(self) -> Iterator[SessionState]:
+        db = self._store.connect()  # its own connection: a long read that other calls must not interleave with
+        try:
+            with self._store.translate_errors():
+                for (state,) in db.execute("SELECT state FROM rm_sessions"):
+                    yield decode_state(state)
+        finally:
+            db.close()

@@ -1,0 +1,67 @@
+"""Fixtures shared by test modules: a PostgreSQL schema of one's own, when a server is there."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+_START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+
+
+def _reachable() -> str | None:
+    """None when the server answers, else why not."""
+    try:
+        import psycopg  # noqa: PLC0415 - the dev extra installs it; without it the PostgreSQL cases skip
+    except ModuleNotFoundError as exc:
+        return f"psycopg is not installed ({exc})"
+    try:
+        psycopg.connect(POSTGRES, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        return f"no PostgreSQL server at {POSTGRES} ({' '.join(str(exc).split())}): start one with `{_START}`"
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    why = _reachable()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return POSTGRES
+
+
+@pytest.fixture
+def postgres_schemas(postgres_server: str) -> Iterator[Callable[[], str]]:
+    """Makes store URLs, each on a fresh schema; every schema made is dropped at the end."""
+    import psycopg  # noqa: PLC0415
+    from psycopg import sql  # noqa: PLC0415
+
+    made: list[str] = []
+
+    def new() -> str:
+        name = f"t_{uuid.uuid4().hex}"
+        made.append(name)
+        query = urllib.parse.urlencode({"schema": name})
+        return f"{postgres_server}{'&' if '?' in postgres_server else '?'}{query}"
+
+    yield new
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        for name in made:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_urls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[[], str]:
+    """Makes URLs of new, empty stores of one backend that keeps read-model tables (SQLite, PostgreSQL)."""
+    if request.param == "sqlite":
+        folder = tmp_path_factory.mktemp("stores")
+        names = iter(range(1_000_000))
+        return lambda: f"sqlite://{folder}/s{next(names)}.db?synchronous=off"
+    made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
+    return made

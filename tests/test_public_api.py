@@ -1,0 +1,83 @@
+"""The public surface, listed: adding or removing a name is a decision this test makes visible (as httpx does).
+
+Each package's ``__all__`` is sorted, every name in it exists, every module is importable on its own (no import
+circle kept alive by import order), and ``import registry`` loads neither reactivex nor psycopg.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import events
+import registry
+
+REGISTRY_API = [
+    "Added",
+    "Change",
+    "Following",
+    "InvalidCursor",
+    "InvalidParams",
+    "ListChange",
+    "ListSessionsResult",
+    "MethodNotFound",
+    "RegistryError",
+    "Removed",
+    "RpcError",
+    "SessionDeletedError",
+    "SessionExists",
+    "SessionInfo",
+    "SessionInfoUpdate",
+    "SessionNotFound",
+    "SessionNotification",
+    "SessionRegistry",
+    "SessionState",
+    "SubscriberTooSlow",
+    "Updated",
+    "normalise_cwd",
+    "rpc_error",
+]
+
+
+def test_the_registry_exports_exactly_its_public_api() -> None:
+    assert registry.__all__ == REGISTRY_API
+    assert all(hasattr(registry, name) for name in registry.__all__)
+
+
+def test_every_all_is_sorted_and_true() -> None:
+    for name in _modules():
+        module = importlib.import_module(name)
+        names = getattr(module, "__all__", None)
+        if names is None:
+            continue
+        assert list(names) == sorted(names, key=_isort), f"{name}.__all__ is not sorted"
+        missing = [each for each in names if not hasattr(module, each)]
+        assert not missing, f"{name}.__all__ names what it lacks: {missing}"
+
+
+def _isort(name: str) -> tuple[int, str]:
+    """The order ruff keeps ``__all__`` in: constants, then classes, then functions and the rest."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def _modules() -> list[str]:
+    found = []
+    for package in (events, registry):
+        found += [info.name for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
+    return sorted(name for name in found if not name.endswith(".__main__"))  # those run a program
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_each_module_imports_on_its_own(module: str) -> None:
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=60)
+
+
+def test_import_registry_stays_light() -> None:
+    heavy = "('reactivex', 'psycopg', 'rich', 'asyncio')"
+    code = f"import sys, registry; print(sorted(m for m in {heavy} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
