@@ -24,6 +24,10 @@ from events.sqlite import SqliteStore
 from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
 from events.urls import open_store
 
+__distribution__ = "acp-session-registry"
+"""Marks this ``events`` as ours: another distribution (the PyPI package ``Events``) installs a package of that
+name, and ``import registry`` checks the mark."""
+
 __all__ = [
     "ANY",
     "NO_STREAM",

@@ -10,6 +10,16 @@ PostgreSQL store.
 
 __version__ = "0.2.0"
 
+import events as _events
+
+if getattr(_events, "__distribution__", None) != "acp-session-registry":  # pragma: no cover - tested in a subprocess
+    raise ImportError(
+        f"acp-session-registry needs its own top-level package 'events', but 'import events' found "
+        f"{getattr(_events, '__file__', None) or _events!r}: another distribution installs a package of that name "
+        "(the PyPI package 'Events', which opensearch-py 2.6 to 3.2 depends on). Install acp-session-registry in a "
+        "virtual environment of its own, or remove the other one (pip uninstall Events)"
+    )
+
 from events.errors import RegistryError
 from registry.diffs import Added, ListChange, Removed, SessionInfoUpdate, SessionNotification, Updated
 from registry.errors import (

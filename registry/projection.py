@@ -173,8 +173,8 @@ class Projection:
         self.position = 0
         self.window = window
         self._sessions: dict[str, SessionState] = {}
-        self._global: Any = SortedList()
-        self._by_cwd: dict[str, Any] = {}
+        self._global: SortedList[SortKey] = SortedList()
+        self._by_cwd: dict[str, SortedList[SortKey]] = {}
         # Undo log: the state each recent event replaced, oldest first, from index _undo_start on.
         self._undo_positions: list[int] = []
         self._undo: list[tuple[str, SessionState | None]] = []

@@ -7,9 +7,11 @@ circle kept alive by import order), and ``import registry`` loads neither reacti
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,21 @@ def test_import_registry_stays_light() -> None:
     code = f"import sys, registry; print(sorted(m for m in {heavy} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_another_top_level_events_package_is_named_in_one_line(tmp_path: Path) -> None:
+    """The PyPI package ``Events`` installs a top-level ``events`` too: ``import registry`` says so, once."""
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "__init__.py").write_text("class Events:\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import registry"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        cwd=tmp_path,  # not the checkout, whose own events/ would come first
+        check=False,
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: acp-session-registry needs its own top-level package 'events'")
+    assert str(tmp_path / "events" / "__init__.py") in last and "pip uninstall Events" in last

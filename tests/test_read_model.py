@@ -430,3 +430,19 @@ def test_verify_notices_records_cut_from_the_end_of_the_log(tmp_path: Path) -> N
         problems = check_read_model(store, tables).mismatches
         tables.close()
     assert problems and "records at the log's end were removed" in problems[0].problem
+
+
+def test_tables_that_do_not_match_the_log_are_rebuilt_from_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint beyond the head, or whose chain link is not the log's (a cut or replaced log), never answers:
+    the tables are refolded from the log at open."""
+    path = tmp_path / "log.db"
+    with SessionRegistry.open(f"sqlite://{path}") as registry:
+        for n in range(5):
+            registry.create("/w", session_id=f"s{n}", at=(n + 1) * 1_000_000)
+    with sqlite3.connect(path) as db:  # the last two records cut away, as a hand or a bad restore might
+        db.execute("DELETE FROM events WHERE position > 3")
+        db.execute("DELETE FROM streams WHERE session_id IN ('s3', 's4')")
+    with caplog.at_level("WARNING"), SessionRegistry.open(f"sqlite://{path}") as registry:
+        assert [s.session_id for s in registry.list().sessions] == ["s2", "s1", "s0"]
+        assert check_read_model(registry.store, registry.read_model).mismatches == []
+    assert "does not match the log" in caplog.text

@@ -9,7 +9,9 @@ valid at P, the past rows valid at P, and the window's floor, together. Session 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
@@ -24,6 +26,7 @@ from registry.readmodel.tables import (
     READ_MODEL_VERSION,
     Keyed,
     SnapshotPlan,
+    anchor_value,
     chunks,
     decode_state,
     fold_stretch,
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
     Connection = psycopg.Connection[TupleRow]
 
 __all__ = ["PostgresReadModel"]
+
+log = logging.getLogger(__name__)
 
 _TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
@@ -89,7 +94,11 @@ class _Sql:
             " (SELECT coalesce(max(position), 0) FROM {s}.events)"
         )
         self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.set_meta = q("UPDATE {s}.rm_meta SET value = %s WHERE key = %s")
+        self.set_meta = q(
+            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
         self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
             "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state)"
@@ -144,7 +153,7 @@ class PostgresReadModel(ReadModel):
         self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = _lock_key(store.schema)
         self._position = 0
-        store.run(self._prepare)
+        store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
         else:
@@ -159,10 +168,24 @@ class PostgresReadModel(ReadModel):
         found = conn.execute(self._sql.version).fetchone()
         return None if found is None else int(found[0])
 
-    def _prepare(self, conn: Connection) -> None:
+    def _matches_log(self, conn: Connection) -> bool:
+        """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
+        meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
+        if meta["checkpoint"] == 0:
+            return True
+        row = conn.execute(self._sql.chain, (meta["checkpoint"],)).fetchone()
+        return row is not None and anchor_value(None if row[0] is None else bytes(row[0])) == meta.get("anchor", 0)
+
+    def _prepare(self, conn: Connection, *, repair: bool = True) -> None:
         version = self._version(conn)
         if version == READ_MODEL_VERSION:
-            return
+            if not repair or self._matches_log(conn):
+                return
+            log.warning(
+                "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
+                "rebuilding it from the log",
+                self._store.location,
+            )
         if version is not None and version > READ_MODEL_VERSION:
             raise StoreFormatError(
                 self._store.location,
@@ -171,14 +194,16 @@ class PostgresReadModel(ReadModel):
             )
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            if self._version(conn) != READ_MODEL_VERSION:  # another process may have just made them
+            current = self._version(conn) == READ_MODEL_VERSION  # as another process may have just left it
+            if not current or (repair and not self._matches_log(conn)):
                 self._create(conn)
 
     def _create(self, conn: Connection) -> None:
         for statement in (*self._sql.drop, *self._sql.create):
             conn.execute(statement)
         conn.cursor().executemany(
-            self._sql.insert_meta, [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0)]
+            self._sql.insert_meta,
+            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)],
         )
 
     # -- catching up ----------------------------------------------------------------------------------
@@ -237,7 +262,12 @@ class PostgresReadModel(ReadModel):
                         cursor.executemany(self._sql.insert_past, folded.past)
                     if new_floor > floor:
                         cursor.execute(self._sql.prune, (new_floor,))
-                    cursor.executemany(self._sql.set_meta, [(folded.position, "checkpoint"), (new_floor, "floor")])
+                    chain = conn.execute(self._sql.chain, (folded.position,)).fetchone()
+                    anchor = anchor_value(None if chain is None or chain[0] is None else bytes(chain[0]))
+                    cursor.executemany(
+                        self._sql.set_meta,
+                        [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor)],
+                    )
                     cursor.execute(self._sql.add_live, (folded.live_delta,))
                 return folded.position, head
             return checkpoint, head  # pragma: no cover - positions up to the head are committed

@@ -24,6 +24,7 @@ from registry.readmodel.tables import (
     READ_MODEL_VERSION,
     Keyed,
     SnapshotPlan,
+    anchor_value,
     chunks,
     decode_state,
     fold_stretch,
@@ -135,7 +136,8 @@ class SqliteReadModel(ReadModel):
         model = cls(store, writer, window=window)
         try:
             if writer is None:
-                if model._version(model._reader()) != READ_MODEL_VERSION or model._behind():
+                reader = model._reader()
+                if model._version(reader) != READ_MODEL_VERSION or not model._matches_log(reader) or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -147,7 +149,7 @@ class SqliteReadModel(ReadModel):
                 with store.translate_errors():
                     writer.execute("PRAGMA synchronous=NORMAL")
                     writer.execute("PRAGMA cache_size=-65536")  # 64 MiB: index inserts in session-id order are random
-                    model._prepare()
+                    model._prepare(repair=catch_up)  # catch_up=False: look at the tables as they are (verify)
                 if catch_up:
                     model.catch_up()
                 else:
@@ -170,13 +172,29 @@ class SqliteReadModel(ReadModel):
             row = db.execute("SELECT value FROM rm_meta WHERE key = 'version'").fetchone()
         return None if row is None else int(row[0])
 
-    def _prepare(self) -> None:
-        """Create the tables, or rebuild an older version's; a newer version is refused untouched."""
+    def _matches_log(self, db: sqlite3.Connection) -> bool:
+        """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
+        meta = self._meta(db)
+        checkpoint = meta["checkpoint"]
+        if checkpoint == 0:
+            return True
+        row = db.execute("SELECT chain FROM events WHERE position = ?", (checkpoint,)).fetchone()
+        return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
+
+    def _prepare(self, *, repair: bool = True) -> None:
+        """Create the tables, or rebuild an older version's or (``repair``) one that does not match the log; a
+        newer version is refused untouched."""
         db = self._writer
         assert db is not None
         version = self._version(db)
         if version == READ_MODEL_VERSION:
-            return
+            if not repair or self._matches_log(db):
+                return
+            log.warning(
+                "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
+                "rebuilding it from the log",
+                self._store.path,
+            )
         if version is not None and version > READ_MODEL_VERSION:
             raise StoreFormatError(
                 self._store.path,
@@ -186,7 +204,8 @@ class SqliteReadModel(ReadModel):
         with self._write_lock:
             db.execute("BEGIN IMMEDIATE")
             try:
-                if self._version(db) != READ_MODEL_VERSION:  # another process may have just made them
+                current = self._version(db) == READ_MODEL_VERSION  # as another process may have just left it
+                if not current or (repair and not self._matches_log(db)):
                     self._create(db)
                 db.execute("COMMIT")
             finally:
@@ -201,7 +220,7 @@ class SqliteReadModel(ReadModel):
             db.execute(statement)
         db.executemany(
             "INSERT INTO rm_meta (key, value) VALUES (?, ?)",
-            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0)],
+            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)],
         )
 
     # -- connections ----------------------------------------------------------------------------------
@@ -284,9 +303,10 @@ class SqliteReadModel(ReadModel):
             db.executemany(_INSERT_PAST, folded.past)
             if new_floor > floor:
                 db.execute("DELETE FROM rm_past WHERE valid_to <= ?", (new_floor,))
+            chain = db.execute("SELECT chain FROM events WHERE position = ?", (folded.position,)).fetchone()
             db.executemany(
-                "UPDATE rm_meta SET value = ? WHERE key = ?",
-                [(folded.position, "checkpoint"), (new_floor, "floor")],
+                "INSERT INTO rm_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
             db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
             return folded.position

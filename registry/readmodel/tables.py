@@ -43,6 +43,7 @@ __all__ = [
     "Fold",
     "PastRow",
     "SnapshotPlan",
+    "anchor_value",
     "decode_state",
     "encode_state",
     "fold_stretch",
@@ -155,6 +156,12 @@ def fold_stretch(
         )
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
+
+
+def anchor_value(chain: bytes | None) -> int:
+    """The log's chain link at the checkpoint, as the signed 64-bit integer the tables keep (0: no chain): at
+    open, a checkpoint whose link is not the log's (a log cut short, replaced or edited) rebuilds the tables."""
+    return 0 if not chain else int.from_bytes(chain[:8], "big", signed=True)
 
 
 Keyed = tuple[int, str, bytes]
