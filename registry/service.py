@@ -283,6 +283,12 @@ class SessionRegistry:
         self._read_model.catch_up()
         return self._read_model.get(session_id)
 
+    def activity(self, session_id: str) -> list[SessionUpdated]:
+        """A session's activity events in order (each turn's ``messages`` and opaque ``payload``, e.g. to replay
+        them on ``session/load``); deleted sessions included, [] for an unknown one."""
+        check_session_id(session_id)
+        return [r.event for r in self._store.read_stream(session_id) if isinstance(r.event, SessionUpdated)]
+
     def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
         if cursor is not None and not isinstance(cursor, str):

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Final
 
 import msgspec
 
-from events.model import SessionUpdated, TitleSource
+from events.model import TitleSource
 from registry.acp.content import ContentBlock, TextContent, prompt_blocks
 from registry.acp.jsonrpc import (
     Incoming,
@@ -106,13 +106,10 @@ def _version() -> str:
 
 
 def _stored_turns(registry: SessionRegistry, session_id: str) -> Iterator[tuple[list[Any], str | None]]:
-    """Each stored turn of a session: its prompt blocks and its reply, as this agent recorded them.
-
-    The one place the agent reads raw records from the store.
-    """
-    for record in registry.store.read_stream(session_id):
-        event = record.event
-        if isinstance(event, SessionUpdated) and isinstance(event.payload, dict):
+    """Each stored turn of a session: its prompt blocks and its reply, as this agent recorded them in the
+    activity's payload."""
+    for event in registry.activity(session_id):
+        if isinstance(event.payload, dict):
             blocks, reply = event.payload.get("prompt"), event.payload.get("reply")
             yield (blocks if isinstance(blocks, list) else []), (reply if isinstance(reply, str) else None)
 
