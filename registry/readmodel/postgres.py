@@ -9,21 +9,20 @@ valid at P, the past rows valid at P, and the window's floor, together. Session 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 import psycopg
 from psycopg import sql
 
-from events.errors import StoreFormatError
 from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
-    READ_MODEL_VERSION,
+    INITIAL_META,
     Keyed,
     SnapshotPlan,
     anchor_value,
@@ -31,6 +30,7 @@ from registry.readmodel.tables import (
     decode_state,
     fold_stretch,
     merge_pages,
+    prepare_tables,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresReadModel"]
 
-log = logging.getLogger(__name__)
 
 _TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
@@ -177,34 +176,27 @@ class PostgresReadModel(ReadModel):
         return row is not None and anchor_value(None if row[0] is None else bytes(row[0])) == meta.get("anchor", 0)
 
     def _prepare(self, conn: Connection, *, repair: bool = True) -> None:
-        version = self._version(conn)
-        if version == READ_MODEL_VERSION:
-            if not repair or self._matches_log(conn):
-                return
-            log.warning(
-                "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
-                "rebuilding it from the log",
-                self._store.location,
-            )
-        if version is not None and version > READ_MODEL_VERSION:
-            raise StoreFormatError(
-                self._store.location,
-                f"its read model has version {version}; this version of acp-session-registry knows up to "
-                f"{READ_MODEL_VERSION}. Upgrade it; the schema was left untouched",
-            )
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            current = self._version(conn) == READ_MODEL_VERSION  # as another process may have just left it
-            if not current or (repair and not self._matches_log(conn)):
-                self._create(conn)
+        """Create, rebuild or refuse the tables (``tables.prepare_tables``) under the read model's advisory lock."""
+
+        @contextlib.contextmanager
+        def exclusively() -> Iterator[None]:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+                yield
+
+        prepare_tables(
+            self._store.location,
+            version=lambda: self._version(conn),
+            matches_log=lambda: self._matches_log(conn),
+            exclusively=exclusively,
+            create=lambda: self._create(conn),
+            repair=repair,
+        )
 
     def _create(self, conn: Connection) -> None:
         for statement in (*self._sql.drop, *self._sql.create):
             conn.execute(statement)
-        conn.cursor().executemany(
-            self._sql.insert_meta,
-            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)],
-        )
+        conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
 
     # -- catching up ----------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ was told, and a catch-up lost to a power cut is simply folded again (its checkpo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
+    INITIAL_META,
     READ_MODEL_VERSION,
     Keyed,
     SnapshotPlan,
@@ -29,6 +31,7 @@ from registry.readmodel.tables import (
     decode_state,
     fold_stretch,
     merge_pages,
+    prepare_tables,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -182,35 +185,29 @@ class SqliteReadModel(ReadModel):
         return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
 
     def _prepare(self, *, repair: bool = True) -> None:
-        """Create the tables, or rebuild an older version's or (``repair``) one that does not match the log; a
-        newer version is refused untouched."""
+        """Create, rebuild or refuse the tables (``tables.prepare_tables``) under the database's write lock."""
         db = self._writer
         assert db is not None
-        version = self._version(db)
-        if version == READ_MODEL_VERSION:
-            if not repair or self._matches_log(db):
-                return
-            log.warning(
-                "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
-                "rebuilding it from the log",
-                self._store.path,
-            )
-        if version is not None and version > READ_MODEL_VERSION:
-            raise StoreFormatError(
-                self._store.path,
-                f"its read model has version {version}; this version of acp-session-registry knows up to "
-                f"{READ_MODEL_VERSION}. Upgrade it; the file was left untouched",
-            )
-        with self._write_lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                current = self._version(db) == READ_MODEL_VERSION  # as another process may have just left it
-                if not current or (repair and not self._matches_log(db)):
-                    self._create(db)
-                db.execute("COMMIT")
-            finally:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
+
+        @contextlib.contextmanager
+        def exclusively() -> Iterator[None]:
+            with self._write_lock:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                    db.execute("COMMIT")
+                finally:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+
+        prepare_tables(
+            self._store.path,
+            version=lambda: self._version(db),
+            matches_log=lambda: self._matches_log(db),
+            exclusively=exclusively,
+            create=lambda: self._create(db),
+            repair=repair,
+        )
 
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
@@ -218,10 +215,7 @@ class SqliteReadModel(ReadModel):
             db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA:
             db.execute(statement)
-        db.executemany(
-            "INSERT INTO rm_meta (key, value) VALUES (?, ?)",
-            [("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)],
-        )
+        db.executemany("INSERT INTO rm_meta (key, value) VALUES (?, ?)", INITIAL_META)
 
     # -- connections ----------------------------------------------------------------------------------
 

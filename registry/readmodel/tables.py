@@ -22,12 +22,13 @@ import heapq
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from itertools import islice
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
-from events.errors import StoreClosedError, StoreError
+from events.errors import StoreClosedError, StoreError, StoreFormatError
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.snapshot import EVERY, SnapshotError, kept_positions
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "INITIAL_META",
     "READ_MODEL_VERSION",
     "CurrentRow",
     "Fold",
@@ -48,6 +50,7 @@ __all__ = [
     "encode_state",
     "fold_stretch",
     "merge_pages",
+    "prepare_tables",
 ]
 
 READ_MODEL_VERSION: Final = 2
@@ -156,6 +159,43 @@ def fold_stretch(
         )
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
+
+
+INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0))
+"""``rm_meta`` of new, empty tables."""
+
+
+def prepare_tables(
+    location: str,
+    *,
+    version: Callable[[], int | None],
+    matches_log: Callable[[], bool],
+    exclusively: Callable[[], AbstractContextManager[object]],
+    create: Callable[[], None],
+    repair: bool,
+) -> None:
+    """Make the tables usable, the same way on every backend: create them when missing, rebuild an older
+    version's and (``repair``) tables whose checkpoint does not match the log, refuse a newer version untouched.
+    The decision is taken again ``exclusively`` (under the backend's lock), as another process may have just made
+    them."""
+    found = version()
+    if found == READ_MODEL_VERSION:
+        if not repair or matches_log():
+            return
+        log.warning(
+            "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); rebuilding it "
+            "from the log",
+            location,
+        )
+    if found is not None and found > READ_MODEL_VERSION:
+        raise StoreFormatError(
+            location,
+            f"its read model has version {found}; this version of acp-session-registry knows up to "
+            f"{READ_MODEL_VERSION}. Upgrade it; the store was left untouched",
+        )
+    with exclusively():
+        if version() != READ_MODEL_VERSION or (repair and not matches_log()):
+            create()
 
 
 def anchor_value(chain: bytes | None) -> int:
