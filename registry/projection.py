@@ -335,7 +335,8 @@ class Projection:
                 self._as_of_cache.clear()  # cached indexes into the undo log moved
 
     def load(self, records: Iterable[Entry], *, head: int | None = None) -> int:
-        """Fold many events at once (a cold rebuild or a long tail): states first, indexes sorted at the end.
+        """Fold many events at once (a cold rebuild or a long tail): states first, the indexes sorted once, when
+        they are next read (so a fold in many chunks sorts once, not once a chunk).
 
         Only events within ``window`` of ``head`` (the log's head, when known) go into the undo log. The cyclic
         GC is paused meanwhile: the states hold no cycles, and it would otherwise walk them over and over.
@@ -360,7 +361,6 @@ class Projection:
                     self._remember(record.position, record.session_id, before)
                 else:
                     self._undo_floor = record.position
-            self._fresh()
         return count
 
     def _fresh(self) -> None:

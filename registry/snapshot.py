@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from registry.model import SessionState
+from registry.model import SessionState, sort_key
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -208,8 +208,11 @@ def save_snapshot(
     every: int = EVERY,
     folder: Path | None = None,
 ) -> Path | None:
-    """Write the states at ``position`` as a kept snapshot; returns its path (None where nothing is kept)."""
-    states = list(sessions)
+    """Write the states at ``position`` as a kept snapshot; returns its path (None where nothing is kept).
+
+    The states are written in list order (live ones by sort key, then the deleted): a fold restored from the
+    snapshot then sorts its indexes from nearly sorted input, in about linear time."""
+    states = sorted(sessions, key=lambda state: (state.deleted, sort_key(state)))
     return save_encoded_snapshot(
         store, position, map(_encoder.encode, states), len(states), events=events, every=every, folder=folder
     )

@@ -120,6 +120,10 @@ class _Sql:
         )
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
+        self.in_list_order = q(
+            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY rank, session_id)"
+            " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
+        )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
         self.pages: dict[tuple[bool, bool], bytes] = {}
         for cwd in (False, True):
@@ -228,7 +232,7 @@ class PostgresReadModel(ReadModel):
                     return
                 count = conn.execute(self._sql.count_all).fetchone()[0]  # type: ignore[index]
                 with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
-                    rows.execute(self._sql.states)
+                    rows.execute(self._sql.in_list_order)  # see save_snapshot: in list order
                     save_encoded_snapshot(
                         self._store, checkpoint, (bytes(state) for (state,) in rows), count, events=events
                     )

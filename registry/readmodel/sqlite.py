@@ -42,14 +42,17 @@ log = logging.getLogger(__name__)
 _TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final = (
     "CREATE TABLE rm_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+    # A rowid table: the list indexes find a row by its integer rowid, cheaper than by a text key (measured
+    # ~15% off a page against WITHOUT ROWID keyed by session id, for one more index to write per change).
     """CREATE TABLE rm_sessions (
-        session_id TEXT PRIMARY KEY,
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL UNIQUE,
         cwd TEXT NOT NULL,
         rank INTEGER NOT NULL,
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
         state BLOB NOT NULL
-    ) WITHOUT ROWID""",
+    )""",
     "CREATE INDEX rm_sessions_order ON rm_sessions (rank, session_id, valid_from) WHERE live",
     "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
     """CREATE TABLE rm_past (
@@ -70,6 +73,10 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 _CHECK = (
     "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
     " (SELECT max(position) FROM events)"
+)
+_IN_LIST_ORDER: Final = (
+    "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
+    " WHERE live ORDER BY rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
 )
 _UPSERT = (
     "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state) VALUES (?, ?, ?, ?, ?, ?)"
@@ -434,7 +441,7 @@ class SqliteReadModel(ReadModel):
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
-                rows = (state for (state,) in db.execute("SELECT state FROM rm_sessions"))
+                rows = (state for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: in list order
                 save_encoded_snapshot(
                     self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
                 )

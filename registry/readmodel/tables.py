@@ -53,7 +53,7 @@ __all__ = [
     "prepare_tables",
 ]
 
-READ_MODEL_VERSION: Final = 2
+READ_MODEL_VERSION: Final = 3
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
