@@ -353,14 +353,6 @@ _SPECS = (
         higher=True,
     ),
     _Spec(
-        "stream",
-        "change stream, no subscriber (nothing to fold: the fixed cost of sync), events/s",
-        reg.DIFFS_PER_S.format(subscribers=0),
-        None,
-        "value",
-        higher=True,
-    ),
-    _Spec(
         "list",
         "session/list first page, p50 µs",
         reg.LIST_FIRST,
@@ -613,7 +605,6 @@ _FIGURE_NAMES = {
     reg.CLI_SHOW: "registry: `acp-registry show`, whole process, p50 / p99",
     reg.WRITE_CREATE: "registry: SessionRegistry.create, durable, tables kept up",
     reg.WRITE_APPEND: "registry: the same store's bare durable append",
-    reg.DIFFS_PER_S.format(subscribers=0): "registry: change stream, no subscriber (events/s; sync alone)",
     reg.DIFFS_PER_S.format(subscribers=1): "registry: change stream, 1 subscriber (diffs/s)",
     reg.DIFFS_PER_S.format(subscribers=10): "registry: change stream, 10 subscribers (diffs/s each)",
 }
