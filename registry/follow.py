@@ -134,15 +134,25 @@ class Follower:
         while not subscription.closed:
             try:
                 records = subscription.poll(timeout=1.0)
-                if records:
-                    with self._lock:
+                if records and self._acquire(subscription):
+                    try:
                         if subscription is self._subscription:
                             self._fold(records)
+                    finally:
+                        self._lock.release()
             except Exception:
                 if subscription.closed:
                     return
                 log.exception("the change follower failed; retrying in a second")
                 time.sleep(1.0)
+
+    def _acquire(self, subscription: Subscription) -> bool:
+        """Take the lock, or give up once ``subscription`` is closed: ``_stop`` closes it and joins this thread
+        while holding the lock, so waiting on the lock alone would stall the stop (by the join's timeout)."""
+        while not self._lock.acquire(timeout=0.05):
+            if subscription.closed:
+                return False
+        return True
 
     def _fold(self, entries: Sequence[Entry]) -> None:
         changes: list[Change] = []

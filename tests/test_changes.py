@@ -353,3 +353,21 @@ def test_the_work_of_a_write_does_not_grow_with_the_number_of_subscribers(tmp_pa
             registry.list_changes().subscribe(lambda _item: None)
         crowded = _calls_in_writes(registry, "b")
     assert crowded <= alone * 1.2, (alone, crowded)
+
+
+def test_unsubscribing_while_the_follower_waits_to_fold_does_not_stall(tmp_path: Path) -> None:
+    # The follower thread had polled another process's append and waited for the lock that the unsubscribing
+    # thread held while it joined the follower: every such stop took the join's 10 s timeout (seen in `make
+    # demo`, about one run in ten).
+    url = f"sqlite://{tmp_path / 'sessions.db'}"
+    with SessionRegistry.open(url) as registry, SessionRegistry.open(url, follow=False) as writer:
+        received: list[ListChange] = []
+        subscription = registry.list_changes().subscribe(received.append)
+        with registry._follower._lock:  # held, as when a listener stops its own subscription
+            writer.create("/work/api", session_id="elsewhere")
+            time.sleep(0.3)  # the follower's doorbell poll (10 ms) sees the append and waits for the lock
+            start = time.monotonic()
+            subscription.dispose()
+            stopped = time.monotonic() - start
+        assert stopped < 2.0, f"stopping the follower took {stopped:.1f} s"
+        assert registry.state("elsewhere") is not None  # the append itself is not lost: list still has it
