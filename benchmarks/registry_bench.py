@@ -203,7 +203,7 @@ def _rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")  # pragma: no cover - Linux only
 
 
-def _first_answer(url: str, kind: str) -> tuple[float, int]:
+def first_answer(url: str, kind: str) -> tuple[float, int]:
     """Seconds from spawning a serve process to its session/list answer (initialize first, as clients do), and
     its resident memory then."""
     start = time.perf_counter()
@@ -253,13 +253,13 @@ def serve_cold_start(ctx: StageContext) -> dict[str, Figure] | None:
     }
     figures: dict[str, Figure] = {}
     for key, (url, kind, rss_key) in cases.items():
-        samples = [_first_answer(url, kind) for _ in range(runs)]
+        samples = [first_answer(url, kind) for _ in range(runs)]
         figures[key] = latency([s for s, _ in samples], note=f"{runs} fresh processes")
         if rss_key is not None:
             rss = statistics.median(r for _, r in samples)
             figures[rss_key] = Quantity(value=rss, unit="B", note=f"VmRSS after the first page, median of {runs}")
     snapshot_runs = 3 if ctx.events < 2_000_000 else 1
-    samples = [_first_answer(_url(ctx.store_path), "memory") for _ in range(snapshot_runs)]
+    samples = [first_answer(_url(ctx.store_path), "memory") for _ in range(snapshot_runs)]
     figures[SERVE_FIRST_SNAPSHOT] = latency(
         [s for s, _ in samples],
         note=f"{snapshot_runs} fresh processes; RSS {statistics.median(r for _, r in samples) / 1e6:.0f} MB",
