@@ -57,13 +57,13 @@ def list_page(
 ) -> ListSessionsResult:
     """One page of the sessions in ``cwd`` (canonical; None: all), after ``cursor`` (None: the first page)."""
     if cursor is None:
-        as_of, after = read_model.catch_up(), None
+        as_of, page = read_model.first_page(cwd=cwd, limit=page_size)
     else:
         walk = cursors.decode(cursor, cwd)
         if walk.position > read_model.position and walk.position > read_model.catch_up():
             raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
-        as_of, after = walk.position, (walk.rank, walk.session_id)
-    page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size)
+        as_of = walk.position
+        page = read_model.page(as_of=as_of, after=(walk.rank, walk.session_id), cwd=cwd, limit=page_size)
     result = ListSessionsResult([render(state) for state in page.states])
     if page.more:
         rank, last = sort_key(page.states[-1])

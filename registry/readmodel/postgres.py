@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, LiteralString
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, LiteralString, cast
 
+import msgspec
 import psycopg
 from psycopg import sql
 
+from events.model import Event, LogEntry
 from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
@@ -32,7 +35,7 @@ from registry.readmodel.tables import (
     merge_pages,
     prepare_tables,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import EVERY, events_up_to, save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -40,8 +43,15 @@ if TYPE_CHECKING:
     from events.postgres import PostgresStore
 
     Connection = psycopg.Connection[TupleRow]
+    Cursor = psycopg.Cursor[TupleRow]
 
 __all__ = ["PostgresReadModel"]
+
+log = logging.getLogger(__name__)
+
+_IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
+_RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
+_event_decoder = msgspec.msgpack.Decoder(Event)
 
 
 _TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
@@ -118,6 +128,15 @@ class _Sql:
             " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
             " WHERE key IN ('floor', 'checkpoint')"
         )
+        self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
+        self.set_all_meta = q(
+            "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
+            " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
+        )
+        self.scan = q(
+            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
+            " ORDER BY position"
+        )
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
@@ -125,6 +144,16 @@ class _Sql:
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
+        # The first page as of the checkpoint, and whether the checkpoint is the head, in one statement (one
+        # snapshot): as of the checkpoint every current row is valid, so the page is the current rows alone.
+        self.first_pages = {
+            cwd: q(
+                "(SELECT 1, value, (SELECT coalesce(max(position), 0) FROM {s}.events)::text, NULL FROM {s}.rm_meta"
+                " WHERE key = 'checkpoint') UNION ALL (SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
+                f" WHERE live{' AND cwd = %(cwd)s' if cwd else ''} ORDER BY rank, session_id LIMIT %(n)s)"
+            )
+            for cwd in (False, True)
+        }
         self.pages: dict[tuple[bool, bool], bytes] = {}
         for cwd in (False, True):
             for after in (False, True):
@@ -156,11 +185,19 @@ class PostgresReadModel(ReadModel):
         self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = _lock_key(store.schema)
         self._position = 0
+        self._pending: tuple[int, int, dict[str, bytes]] | None = None  # folded by the append being committed
+        self._recent: tuple[int, dict[str, bytes]] | None = None  # what this process's appends folded, and where
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
         else:
             self._position = self._meta()["checkpoint"]
+        self._remove_hook: Callable[[], None] = lambda: None
+        if not store.read_only:
+            self._remove_hook = store.add_commit_hook(self)
+
+    def close(self) -> None:
+        self._remove_hook()
 
     # -- schema ---------------------------------------------------------------------------------------
 
@@ -268,7 +305,85 @@ class PostgresReadModel(ReadModel):
                 return folded.position, head
             return checkpoint, head  # pragma: no cover - positions up to the head are committed
 
+    # -- in the append's own transaction ----------------------------------------------------------------
+
+    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
+        """The commit hook's look-ups, queued in the append's first exchange (``events.postgres_write``): the read
+        model's lock, if free (a catch-up holding it folds these appends later instead), its checkpoint, and the
+        appended sessions' rows."""
+        return (
+            conn.execute(self._sql.try_lock, (self._key,)),
+            conn.execute(self._sql.meta),
+            conn.execute(self._sql.load, (session_ids,)),
+        )
+
+    def in_transaction(
+        self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
+    ) -> None:
+        """Fold the append's entries into the tables in its own transaction: the rows and the checkpoint commit
+        with the events, or not at all. Appends are serialised by the store's lock, so the fold needs no lock of
+        its own beyond excluding a concurrent catch-up; a read model found behind by at most ``_IN_TRANSACTION``
+        positions folds the gap here too, further behind it is left to ``catch_up``."""
+        self._pending = None
+        if not written:
+            return
+        locked, meta_rows, loaded = cast("tuple[Cursor, Cursor, Cursor]", looked_up)
+        row = locked.fetchone()
+        if row is None or not row[0]:
+            return
+        meta: dict[str, int] = dict(meta_rows.fetchall())
+        checkpoint, floor = meta["checkpoint"], meta["floor"]
+        if checkpoint > head_before or head_before - checkpoint > _IN_TRANSACTION:
+            return
+        try:
+            states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
+            entries: list[LogEntry] = written
+            if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
+                gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
+                entries = [LogEntry(p, sid, v, _event_decoder.decode(d)) for p, sid, v, d in gap] + written
+                states = {}
+
+            def load(session_ids: list[str]) -> dict[str, SessionState]:
+                missing = [sid for sid in session_ids if sid not in states]
+                return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
+
+            position = written[-1].position
+            new_floor = position if checkpoint == 0 else max(floor, position - self.window)
+            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
+        except Exception:  # derived data: the append commits without it, and a catch-up folds it later
+            log.warning(
+                "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
+            )
+            return
+        with conn.cursor() as cursor:
+            if folded.current:
+                cursor.executemany(self._sql.upsert, folded.current)
+            if folded.past:
+                cursor.executemany(self._sql.insert_past, folded.past)
+            if new_floor > floor:
+                cursor.execute(self._sql.prune, (new_floor,))
+            cursor.execute(
+                self._sql.set_all_meta,
+                {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
+            )
+        self._pending = (folded.position, checkpoint, {row.session_id: row.state for row in folded.current})
+
+    def committed(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        position, before, rows = pending
+        recent = self._recent
+        if recent is not None and recent[0] == before and len(recent[1]) < _RECENT:
+            rows = {**recent[1], **rows}  # no other writer between this process's last fold and this one
+        self._recent = (position, rows)
+        self._position = max(self._position, position)
+        if position // EVERY != before // EVERY:
+            SnapshotPlan(self._store, before, position, self._dump).passed(position)
+
     def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
+        if not session_ids:
+            return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
         return {session_id: decode_state(state) for session_id, state in rows}
 
@@ -290,6 +405,19 @@ class PostgresReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._meta()["floor"]
 
+    def first_page(self, *, cwd: str | None, limit: int) -> tuple[int, Page]:
+        """The first page as of the head, with its freshness check, in one statement (one round trip) when the
+        tables are caught up; else a catch-up first."""
+        query = self._sql.first_pages[cwd is not None]
+        rows = self._store.run(lambda conn: conn.execute(query, {"cwd": cwd, "n": limit + 1}).fetchall())
+        checkpoint, head = rows[0][1], int(rows[0][2])
+        if checkpoint < head:
+            as_of = self.catch_up()
+            return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit)
+        self._position = checkpoint
+        states = [decode_state(state) for _part, _rank, _sid, state in rows[1 : limit + 1]]
+        return checkpoint, Page(states, len(rows) > limit + 1, True)
+
     def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
         params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1, "rank": None, "sid": None}
         if after is not None:
@@ -307,6 +435,9 @@ class PostgresReadModel(ReadModel):
         return Page(states, more, as_of >= floor)
 
     def get(self, session_id: str) -> SessionState | None:
+        recent = self._recent
+        if recent is not None and recent[0] == self._position and session_id in recent[1]:
+            return decode_state(recent[1][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
         return None if row is None else decode_state(row[0])
 
