@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -31,36 +31,27 @@ __all__ = ["CommitHook", "Connection", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
 
-_TRIES: Final = 8  # optimistic attempts of a lone append before it takes the lock first
-_FOLD_TRIES: Final = 3  # attempts with the hooks; then without (a catch-up holding the read model folds it later)
-
 Connection = psycopg.Connection[TupleRow]
 Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
 
 
 class CommitHook(Protocol):
-    """Work done in an append's own transaction (see ``PostgresStore.add_commit_hook``), in three steps so that
-    nothing of it runs on the client while the transaction holds the append lock."""
+    """Work done in an append's own transaction (see ``PostgresStore.add_commit_hook``)."""
 
-    def look_up(self, conn: Connection, session_ids: list[str], *, locked: bool) -> object:
-        """Queue the reads ``fold`` needs (pipeline mode: do not fetch them here). ``locked``: the append lock is
-        held already (a batch); otherwise they run before the transaction, and ``write`` must guard against
-        whatever the hook's own data may do meanwhile (the log cannot move: a moved head fails the insert)."""
+    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
+        """Queue the statements whose answers ``in_transaction`` needs (pipeline mode: do not fetch them here);
+        the append lock is held. Returns what ``in_transaction`` gets back as ``looked_up``."""
         ...
 
-    def fold(
+    def in_transaction(
         self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
-    ) -> object | None:
-        """Compute the writes for ``written`` (the entries after ``head_before``; ``chain``: the log's link at the
-        last), or None for none."""
+    ) -> None:
+        """Queue this transaction's writes: ``written`` are its new entries (positions after ``head_before``;
+        none for a retry), ``chain`` the log's link at its last position."""
         ...
 
-    def write(self, conn: Connection, folded: object) -> None:
-        """Queue the writes in the append's transaction (pipeline mode), after the events'."""
-        ...
-
-    def committed(self, folded: object) -> None:
-        """The transaction that wrote ``folded`` committed."""
+    def committed(self) -> None:
+        """The transaction that last ran ``in_transaction`` committed."""
         ...
 
 
@@ -82,83 +73,19 @@ class Writer:
         event_ids: list[uuid.UUID],
         blobs: list[bytes],
     ) -> list[int]:
-        """A lone append (the common case: no other thread of this process appending): optimistic - it reads the
-        head and the hooks' data outside any transaction, computes the chain and the folds, and only then sends
-        one exchange that takes the append lock, writes, and commits; the lock is never held while the client
-        works. Another writer that got there first makes the insert collide (its position is taken): read again
-        and try again, and after ``_TRIES`` collisions take the lock first (``_append_locked``), which cannot
-        collide."""
-        hooks = self.hooks
-        for attempt in range(_TRIES):
-            try:
-                return self._append_optimistic(
-                    conn, session_id, events, expected_version, event_ids, blobs, hooks if attempt < _FOLD_TRIES else ()
-                )
-            except _Collided:
-                continue
-        return self._append_locked(conn, session_id, events, expected_version, event_ids, blobs)
-
-    def _append_optimistic(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-        hooks: tuple[CommitHook, ...],
-    ) -> list[int]:
-        with conn.pipeline():
-            looked_up = [hook.look_up(conn, [session_id], locked=False) for hook in hooks]
-            head, previous, next_stream, stream, actual = one(
-                conn.execute(self._sql.tip_and_stream, (session_id,), binary=True)
-            )
-        actual = actual or 0
-        if expected_version != ANY and expected_version != actual:
-            retried = self._stored_positions(conn, session_id, events, event_ids)
-            if retried is not None:
-                return retried
-            raise ConcurrencyError(session_id, expected_version, actual)
-        at = self._clock()
-        positions, chain, written = self._records(session_id, events, event_ids, blobs, head, previous, actual, at)
-        folded = _fold(conn, hooks, looked_up, written, head, chain[-1])
-        try:
-            with conn.pipeline(), conn.transaction():
-                conn.execute(self._sql.lock, (self._sql.append_key,))
-                self._write_lone(conn, session_id, stream, next_stream, actual, at, event_ids, blobs, chain, head)
-                for hook, fold in zip(hooks, folded, strict=True):
-                    if fold is not None:
-                        hook.write(conn, fold)
-                conn.execute(self._sql.notify)
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != "events_event_id":
-                raise _Collided from exc  # the position or the new stream was taken meanwhile
-            return self._retried_or_conflict(conn, session_id, events, event_ids, None)
-        except psycopg.errors.SerializationFailure as exc:
-            raise _Collided from exc  # a hook's guard: its data moved meanwhile
-        _committed(hooks, folded)
-        return positions
-
-    def _append_locked(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
-        """The append under the lock from its first exchange (two round trips): it cannot collide."""
+        """A lone append (the common case: no other thread appending): two round trips, optimistic about ids
+        (a duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
         conflict: ConcurrencyError | None = None
         positions: list[int] = []
         hooks = self.hooks
-        folded: list[object | None] = []
         try:
+            # Two round trips: the pipeline sends BEGIN, the lock and the look-ups together, then the writes, the
+            # hooks' writes, the NOTIFY and COMMIT together.
             with conn.pipeline(), conn.transaction():
                 # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
                 # append committed before; positions are therefore assigned and committed in one order.
                 conn.execute(self._sql.lock, (self._sql.append_key,))
-                looked_up = [hook.look_up(conn, [session_id], locked=True) for hook in hooks]
+                looked_up = [hook.look_up(conn, [session_id]) for hook in hooks]
                 head, previous, next_stream, stream, actual = one(
                     conn.execute(self._sql.tip_and_stream, (session_id,), binary=True)
                 )
@@ -166,15 +93,39 @@ class Writer:
                 if expected_version != ANY and expected_version != actual:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
                     raise psycopg.Rollback
+                last = actual + len(events)
+                positions = list(range(head + 1, head + 1 + len(events)))
+                if stream is None:
+                    stream = next_stream
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
                 at = self._clock()
-                positions, chain, written = self._records(
-                    session_id, events, event_ids, blobs, head, previous, actual, at
+                chain = links(
+                    previous or GENESIS,
+                    [
+                        (position, session_id, actual + n, event_id.bytes, at, blob)
+                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+                    ],
                 )
-                self._write_lone(conn, session_id, stream, next_stream, actual, at, event_ids, blobs, chain, head)
-                folded = _fold(conn, hooks, looked_up, written, head, chain[-1])
-                for hook, fold in zip(hooks, folded, strict=True):
-                    if fold is not None:
-                        hook.write(conn, fold)
+                conn.execute(
+                    self._sql.insert_lone,
+                    {
+                        "head": head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": at,
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                        "chain": chain,
+                    },
+                )
+                written = [
+                    LogEntry(position, session_id, actual + n, event)
+                    for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
+                ]
+                self._run_hooks(conn, hooks, looked_up, written, head, chain[-1])
                 conn.execute(self._sql.notify)
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id":
@@ -182,75 +133,8 @@ class Writer:
             # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
         else:
             if conflict is None:
-                _committed(hooks, folded)
+                _committed(hooks)
                 return positions
-        return self._retried_or_conflict(conn, session_id, events, event_ids, conflict)
-
-    def _records(
-        self,
-        session_id: str,
-        events: list[Event],
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-        head: int,
-        previous: bytes | None,
-        actual: int,
-        at: int,
-    ) -> tuple[list[int], list[bytes], list[LogEntry]]:
-        """The positions, chain links and log entries of one session's events appended after ``head``."""
-        positions = list(range(head + 1, head + 1 + len(events)))
-        rows = [
-            (position, session_id, actual + n, event_id.bytes, at, blob)
-            for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
-        ]
-        chain = links(previous or GENESIS, rows)
-        written = [
-            LogEntry(position, session_id, actual + n, event)
-            for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
-        ]
-        return positions, chain, written
-
-    def _write_lone(
-        self,
-        conn: Connection,
-        session_id: str,
-        stream: int | None,
-        next_stream: int,
-        actual: int,
-        at: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-        chain: list[bytes],
-        head: int,
-    ) -> None:
-        last = actual + len(blobs)
-        if stream is None:
-            stream = next_stream
-            conn.execute(self._sql.insert_stream, (session_id, stream, last))
-        else:
-            conn.execute(self._sql.update_stream, (last, session_id))
-        conn.execute(
-            self._sql.insert_lone,
-            {
-                "head": head,
-                "stream": stream,
-                "actual": actual,
-                "at": at,
-                "session": session_id,
-                "ids": event_ids,
-                "blobs": blobs,
-                "chain": chain,
-            },
-        )
-
-    def _retried_or_conflict(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        event_ids: list[uuid.UUID],
-        conflict: ConcurrencyError | None,
-    ) -> list[int]:
         retried = self._stored_positions(conn, session_id, events, event_ids)
         if retried is not None:
             return retried
@@ -276,7 +160,7 @@ class Writer:
         with conn.pipeline(), conn.transaction():
             conn.execute(self._sql.lock, (self._sql.append_key,))
             session_ids = list({request.session_id for unit in units for request, _ in unit})
-            looked_up = [hook.look_up(conn, session_ids, locked=True) for hook in hooks]
+            looked_up = [hook.look_up(conn, session_ids) for hook in hooks]
             head, previous, next_stream = one(conn.execute(self._sql.tip, binary=True))
             tip = Tip(head, previous or GENESIS, next_stream)
             written: list[LogEntry] = []
@@ -294,12 +178,9 @@ class Writer:
                         outcomes.append(exc)
                     else:
                         written += mine
-            folded = _fold(conn, hooks, looked_up, written, head, tip.previous)
-            for hook, fold in zip(hooks, folded, strict=True):
-                if fold is not None:
-                    hook.write(conn, fold)
+            self._run_hooks(conn, hooks, looked_up, written, head, tip.previous)
             conn.execute(self._sql.notify)
-        _committed(hooks, folded)
+        _committed(hooks)
         return outcomes
 
     def _write_unit(self, conn: Connection, tip: Tip, unit: Unit, written: list[LogEntry]) -> list[list[int]]:
@@ -358,27 +239,22 @@ class Writer:
         written += entries
         return results
 
-
-class _Collided(Exception):
-    """Another writer committed between an optimistic append's read and its write: read again."""
-
-
-def _fold(
-    conn: Connection,
-    hooks: tuple[CommitHook, ...],
-    looked_up: list[object],
-    written: list[LogEntry],
-    head: int,
-    chain: bytes,
-) -> list[object | None]:
-    return [hook.fold(conn, answers, written, head, chain) for hook, answers in zip(hooks, looked_up, strict=True)]
+    def _run_hooks(
+        self,
+        conn: Connection,
+        hooks: tuple[CommitHook, ...],
+        looked_up: list[object],
+        written: list[LogEntry],
+        head_before: int,
+        chain: bytes,
+    ) -> None:
+        for hook, answers in zip(hooks, looked_up, strict=True):
+            hook.in_transaction(conn, answers, written, head_before, chain)
 
 
-def _committed(hooks: tuple[CommitHook, ...], folded: list[object | None]) -> None:
-    for hook, fold in zip(hooks, folded, strict=True):
-        if fold is None:
-            continue
+def _committed(hooks: tuple[CommitHook, ...]) -> None:
+    for hook in hooks:
         try:
-            hook.committed(fold)
+            hook.committed()
         except Exception:  # derived data: its owner catches up later; the append is committed and stays so
             log.warning("a commit hook failed after the commit", exc_info=True)

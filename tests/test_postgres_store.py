@@ -410,16 +410,14 @@ def test_four_writer_processes_and_two_follower_processes(schema: str) -> None:
 
 _HOLDER = """
 import sys, time
-from events import AppendRequest, SessionUpdated, open_store
+from events import SessionUpdated, open_store
 
-def clock():  # a batch asks for the time inside its transaction, holding the append lock (a lone append before)
+def clock():  # the store asks for the time inside its transaction, holding the append lock
     print("inside", flush=True)
     time.sleep(3600)
     return 0
 
-open_store(sys.argv[1], clock=clock).append_batch(
-    [AppendRequest("victim", [SessionUpdated(at=n) for n in range(5)]), AppendRequest("other", [SessionUpdated(at=1)])]
-)
+open_store(sys.argv[1], clock=clock).append("victim", [SessionUpdated(at=n) for n in range(5)])
 """
 
 

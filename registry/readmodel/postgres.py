@@ -14,7 +14,7 @@ import functools
 import hashlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, LiteralString, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, LiteralString, cast
 
 import msgspec
 import psycopg
@@ -26,7 +26,6 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
     INITIAL_META,
-    Fold,
     Keyed,
     SnapshotPlan,
     anchor_value,
@@ -130,13 +129,6 @@ class _Sql:
             " WHERE key IN ('floor', 'checkpoint')"
         )
         self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
-        # Each IF is a statement of its own, so the checkpoint is read after the lock is granted.
-        self._guard = q(
-            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock(KEY) THEN"
-            " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
-            " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') <> CHECKPOINT THEN"
-            " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
-        )
         self.set_all_meta = q(
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
             " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
@@ -180,24 +172,6 @@ class _Sql:
                     " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
                 )
 
-    def guard(self, key: int, checkpoint: int) -> bytes:
-        """The in-transaction fold's guard for the read model's lock ``key`` and the checkpoint it read."""
-        return _guard(self._guard, key, checkpoint)
-
-
-def _guard(template: bytes, key: int, checkpoint: int) -> bytes:
-    return template.replace(b"KEY", str(int(key)).encode()).replace(b"CHECKPOINT", str(int(checkpoint)).encode())
-
-
-class _Folded(NamedTuple):
-    """What an append's fold writes (``PostgresReadModel.fold``)."""
-
-    rows: Fold
-    guard: bytes | None
-    prune: bool
-    meta: dict[str, int]
-    before: int  # the checkpoint it folded from
-
 
 class PostgresReadModel(ReadModel):
     """``rm_*`` tables in the store's PostgreSQL schema, shared by every process and host."""
@@ -211,6 +185,7 @@ class PostgresReadModel(ReadModel):
         self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = _lock_key(store.schema)
         self._position = 0
+        self._pending: tuple[int, int, dict[str, bytes]] | None = None  # folded by the append being committed
         self._recent: tuple[int, dict[str, bytes]] | None = None  # what this process's appends folded, and where
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
@@ -332,33 +307,34 @@ class PostgresReadModel(ReadModel):
 
     # -- in the append's own transaction ----------------------------------------------------------------
 
-    def look_up(self, conn: Connection, session_ids: list[str], *, locked: bool) -> object:
-        """The commit hook's reads, queued in the append's first exchange (``events.postgres_write``): under the
-        append lock, the read model's own lock if free (a catch-up holding it folds these appends later instead);
-        then the checkpoint and the appended sessions' rows."""
+    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
+        """The commit hook's look-ups, queued in the append's first exchange (``events.postgres_write``): the read
+        model's lock, if free (a catch-up holding it folds these appends later instead), its checkpoint, and the
+        appended sessions' rows."""
         return (
-            conn.execute(self._sql.try_lock, (self._key,)) if locked else None,
+            conn.execute(self._sql.try_lock, (self._key,)),
             conn.execute(self._sql.meta),
             conn.execute(self._sql.load, (session_ids,)),
         )
 
-    def fold(
+    def in_transaction(
         self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
-    ) -> _Folded | None:
-        """The rows an append changes, folded from the rows it read: they commit with the events, or not at all.
-        A read model found behind by at most ``_IN_TRANSACTION`` positions folds the gap too; further behind,
-        or locked by a catch-up, it is left to ``catch_up``."""
+    ) -> None:
+        """Fold the append's entries into the tables in its own transaction: the rows and the checkpoint commit
+        with the events, or not at all. Appends are serialised by the store's lock, so the fold needs no lock of
+        its own beyond excluding a concurrent catch-up; a read model found behind by at most ``_IN_TRANSACTION``
+        positions folds the gap here too, further behind it is left to ``catch_up``."""
+        self._pending = None
         if not written:
-            return None
-        locked, meta_rows, loaded = cast("tuple[Cursor | None, Cursor, Cursor]", looked_up)
-        if locked is not None:
-            row = locked.fetchone()
-            if row is None or not row[0]:
-                return None
+            return
+        locked, meta_rows, loaded = cast("tuple[Cursor, Cursor, Cursor]", looked_up)
+        row = locked.fetchone()
+        if row is None or not row[0]:
+            return
         meta: dict[str, int] = dict(meta_rows.fetchall())
         checkpoint, floor = meta["checkpoint"], meta["floor"]
         if checkpoint > head_before or head_before - checkpoint > _IN_TRANSACTION:
-            return None
+            return
         try:
             states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
             entries: list[LogEntry] = written
@@ -375,32 +351,28 @@ class PostgresReadModel(ReadModel):
             new_floor = position if checkpoint == 0 else max(floor, position - self.window)
             folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
         except Exception:  # derived data: the append commits without it, and a catch-up folds it later
-            log.warning("%s: could not fold an append in its transaction", self._store.location, exc_info=True)
-            return None
-        guard = None if locked is not None else self._sql.guard(self._key, checkpoint)
-        meta_update = {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta}
-        return _Folded(folded, guard, new_floor > floor, meta_update, checkpoint)
-
-    def write(self, conn: Connection, folded: object) -> None:
-        """Queue the fold's writes in the append's transaction; unless the append lock was held when its rows were
-        read, first a guard that takes the read model's lock and fails the transaction (to be tried again) if the
-        checkpoint moved meanwhile."""
-        fold = cast("_Folded", folded)
+            log.warning(
+                "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
+            )
+            return
         with conn.cursor() as cursor:
-            if fold.guard is not None:
-                cursor.execute(fold.guard)
-            if fold.rows.current:
-                cursor.executemany(self._sql.upsert, fold.rows.current)
-            if fold.rows.past:
-                cursor.executemany(self._sql.insert_past, fold.rows.past)
-            if fold.prune:
-                cursor.execute(self._sql.prune, (fold.meta["f"],))
-            cursor.execute(self._sql.set_all_meta, fold.meta)
+            if folded.current:
+                cursor.executemany(self._sql.upsert, folded.current)
+            if folded.past:
+                cursor.executemany(self._sql.insert_past, folded.past)
+            if new_floor > floor:
+                cursor.execute(self._sql.prune, (new_floor,))
+            cursor.execute(
+                self._sql.set_all_meta,
+                {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
+            )
+        self._pending = (folded.position, checkpoint, {row.session_id: row.state for row in folded.current})
 
-    def committed(self, folded: object) -> None:
-        fold = cast("_Folded", folded)
-        position, before = fold.rows.position, fold.before
-        rows = {row.session_id: row.state for row in fold.rows.current}
+    def committed(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        position, before, rows = pending
         recent = self._recent
         if recent is not None and recent[0] == before and len(recent[1]) < _RECENT:
             rows = {**recent[1], **rows}  # no other writer between this process's last fold and this one
