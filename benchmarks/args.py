@@ -12,7 +12,9 @@ __all__ = ["DEFAULT_POSTGRES", "bench_parser", "postgres_or_skip"]
 DEFAULT_POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def bench_parser(doc: str | None, *, postgres: bool = False, url: bool = False, prog: str | None = None) -> argparse.ArgumentParser:
+def bench_parser(
+    doc: str | None, *, postgres: bool = False, url: bool = False, prog: str | None = None
+) -> argparse.ArgumentParser:
     """A parser with the module's docstring as help and ``--json``; ``postgres`` adds ``--url`` defaulting to the
     test server (``ACP_REGISTRY_TEST_POSTGRES``), ``url`` a ``--url`` of any store (default: a new SQLite file)."""
     parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

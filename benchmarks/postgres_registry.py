@@ -20,9 +20,9 @@ import would) and then folded once into the read model. Measured, per size:
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
-import os
 import subprocess
 import sys
 import time
@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.args import bench_parser, postgres_or_skip
-from benchmarks.figures import Figure, Latency, interleave, latency, throughput
+from benchmarks.figures import Figure, Latency, interleave, latency
 from benchmarks.registry_bench import first_answer
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,9 @@ class _Raw:
         import psycopg  # noqa: PLC0415
 
         self.conn = psycopg.connect(server, autocommit=True, prepare_threshold=0)
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {schema}.raw_turns (n bigserial PRIMARY KEY, session text, data bytea)")
+        self.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {schema}.raw_turns (n bigserial PRIMARY KEY, session text, data bytea)"
+        )
         self.insert = f"INSERT INTO {schema}.raw_turns (session, data) VALUES (%s, %s)".encode()
         self.schema = schema
 
@@ -115,8 +117,15 @@ class _Raw:
         return time.perf_counter() - start
 
     def page(self, cwd: str | None, after: tuple[int, str] | None) -> Callable[[object], float]:
-        where = "live" + (" AND cwd = %(cwd)s" if cwd else "") + (" AND (rank, session_id) > (%(r)s, %(s)s)" if after else "")
-        query = f"SELECT rank, session_id, state FROM {self.schema}.rm_sessions WHERE {where} ORDER BY rank, session_id LIMIT 51"
+        where = (
+            "live"
+            + (" AND cwd = %(cwd)s" if cwd else "")
+            + (" AND (rank, session_id) > (%(r)s, %(s)s)" if after else "")
+        )
+        query = (
+            f"SELECT rank, session_id, state FROM {self.schema}.rm_sessions WHERE {where}"
+            f" ORDER BY rank, session_id LIMIT {PAGE + 1}"
+        )
         params = {"cwd": cwd, "r": after[0] if after else None, "s": after[1] if after else None}
 
         def run(_item: object) -> float:
@@ -176,11 +185,11 @@ def in_process(server: str, url: str, schema: str, samples: int) -> dict[str, Fi
             deep_cursor, deep_after = _deep(registry, cwd, 10)
             timers: dict[str, Callable[[object], float]] = {
                 "raw_first": raw.page(cwd, None),
-                "first": _timed(lambda cwd=cwd: registry.list(cwd=cwd)),
+                "first": _timed(functools.partial(registry.list, cwd=cwd)),
             }
             if deep_cursor is not None:
                 timers["raw_deep"] = raw.page(cwd, deep_after)
-                timers["deep"] = _timed(lambda cwd=cwd, c=deep_cursor: registry.list(cwd=cwd, cursor=c))
+                timers["deep"] = _timed(functools.partial(registry.list, cwd=cwd, cursor=deep_cursor))
             pages = interleave(timers, range(samples))
             figures.update({f"list_{label}.{k}": latency(v) for k, v in pages.items()})
     raw.conn.close()
@@ -295,7 +304,8 @@ def notification(server: str, url: str, schema: str, count: int, load: int) -> L
         store.append("ping", [SessionCreated(cwd="/ping", at=1)])
         queue = context.Queue()
         loaders = [
-            context.Process(target=_writer, args=(url, server, schema, count * 0.02 + 8, False, queue)) for _ in range(load)
+            context.Process(target=_writer, args=(url, server, schema, count * 0.02 + 8, False, queue))
+            for _ in range(load)
         ]
         for proc in loaders:
             proc.start()
@@ -342,10 +352,16 @@ def main() -> None:
             stage["raw_copy_sessions_per_s"] = _copy_baseline(server, min(size, 100_000))
             build = time.perf_counter()
             subprocess.run(
-                [sys.executable, "-c", "import sys; from registry import SessionRegistry; "
-                 "from events.postgres import PostgresStore; "
-                 "SessionRegistry(PostgresStore.from_url(sys.argv[1]), follow=False, owns_store=True).close()", url],
-                check=True, cwd=_ROOT,
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from registry import SessionRegistry; "
+                    "from events.postgres import PostgresStore; "
+                    "SessionRegistry(PostgresStore.from_url(sys.argv[1]), follow=False, owns_store=True).close()",
+                    url,
+                ],
+                check=True,
+                cwd=_ROOT,
             )
             stage["read_model_build_s"] = time.perf_counter() - build
             figures = in_process(server, url, schema, args.samples)
@@ -353,7 +369,9 @@ def main() -> None:
             seconds, rss = serve_first(url)
             stage["serve_first_s"], stage["serve_rss_mb"] = seconds, rss / 2**20
             if size == max(int(s) for s in args.sizes.split(",")):
-                stage["writers"] = writers(server, url, schema, [int(c) for c in args.writers.split(",")], args.writer_seconds)
+                stage["writers"] = writers(
+                    server, url, schema, [int(c) for c in args.writers.split(",")], args.writer_seconds
+                )
                 stage["notification"] = msgspec.to_builtins(notification(server, url, schema, args.notifications, 4))
         results["sizes"][str(size)] = stage
         print(json.dumps({size: stage}, indent=1), flush=True)

@@ -32,12 +32,20 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for size, stage in results["sizes"].items():
         fig = stage["figures"]
-        lines += [f"## {int(size):,} sessions", "", "| operation | p50 | raw baseline p50 | speed vs raw (p50) | p99 |", "|---|---|---|---|---|"]
+        lines += [
+            f"## {int(size):,} sessions",
+            "",
+            "| operation | p50 | raw baseline p50 | speed vs raw (p50) | p99 |",
+            "|---|---|---|---|---|",
+        ]
         for label, mine, raw in _PAIRS:
             if mine not in fig or raw not in fig:
                 continue
             ratio = fig[raw]["p50_us"] / fig[mine]["p50_us"]
-            lines.append(f"| {label} | {_us(fig[mine]['p50_us'])} | {_us(fig[raw]['p50_us'])} | {ratio:.2f}x | {_us(fig[mine]['p99_us'])} |")
+            mine_p50, raw_p50, mine_p99 = (
+                _us(fig[k][q]) for k, q in ((mine, "p50_us"), (raw, "p50_us"), (mine, "p99_us"))
+            )
+            lines.append(f"| {label} | {mine_p50} | {raw_p50} | {ratio:.2f}x | {mine_p99} |")
         lines += [
             "",
             f"- batch import (`append_batch`, 1,000 sessions a call): {stage['import_sessions_per_s']:,.0f} sessions/s;"
@@ -55,7 +63,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines += [
                 "### Writer processes (each: create, then 4 record_activity, on sessions of its own)",
                 "",
-                "| processes | ops/s | x of 1 | p50 | p99 | raw INSERT+COMMIT ops/s | raw x of 1 | CPU busy | lock waiters |",
+                "| processes | ops/s | x of 1 | p50 | p99 | raw INSERT+COMMIT ops/s | raw x of 1 | CPU busy"
+                " | lock waiters |",
                 "|---|---|---|---|---|---|---|---|---|",
             ]
             raw_one = writers["raw.1"]["ops_per_s"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import heapq
 import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, LiteralString, cast
@@ -21,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 from events.model import Event, LogEntry
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
@@ -50,6 +51,7 @@ __all__ = ["PostgresReadModel"]
 log = logging.getLogger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
+_NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
 
@@ -63,10 +65,14 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         rank bigint NOT NULL,
         live boolean NOT NULL,
         valid_from bigint NOT NULL,
-        state bytea NOT NULL
+        state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C"
     )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
     """CREATE TABLE {s}.rm_past (
         session_id text COLLATE "C" NOT NULL,
         cwd text COLLATE "C" NOT NULL,
@@ -75,6 +81,8 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         valid_from bigint NOT NULL,
         valid_to bigint NOT NULL,
         state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C",
         PRIMARY KEY (session_id, valid_from)
     )""",
     "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
@@ -110,13 +118,14 @@ class _Sql:
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
         self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state"
+            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
+            " archived = excluded.archived, agent = excluded.agent"
         )
         self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
         )
         self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
         self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
@@ -140,37 +149,65 @@ class _Sql:
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
-            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY rank, session_id)"
+            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
-        # The first page as of the checkpoint, and whether the checkpoint is the head, in one statement (one
-        # snapshot): as of the checkpoint every current row is valid, so the page is the current rows alone.
+        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
+        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
+        # (part 1), and the window's floor (part 2), in one round trip.
+        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
+        for cwd in (False, True):
+            for agent in (False, True):
+                for after in (False, True):
+                    where = (
+                        "live"
+                        + (" AND agent = %(agent)s" if agent else "")
+                        + (" AND cwd = %(cwd)s" if cwd else "")
+                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
+                    )
+                    for include in (False, True):
+                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
+                        current = " UNION ALL ".join(
+                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
+                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
+                            for part, value in halves
+                        )
+                        self.pages[(cwd, agent, after, include)] = q(
+                            current
+                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
+                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
+                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+                            " ORDER BY rank, session_id LIMIT %(n)s)"
+                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+                        )
+        # A first page: the page as of "now" (every current row valid, no past row) and whether the checkpoint is
+        # the log's head (part 4), in one statement - one round trip and one snapshot.
         self.first_pages = {
-            cwd: q(
-                "(SELECT 1, value, (SELECT coalesce(max(position), 0) FROM {s}.events)::text, NULL FROM {s}.rm_meta"
-                " WHERE key = 'checkpoint') UNION ALL (SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
-                f" WHERE live{' AND cwd = %(cwd)s' if cwd else ''} ORDER BY rank, session_id LIMIT %(n)s)"
+            (cwd, agent, include): self.pages[(cwd, agent, False, include)]
+            + q(
+                " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)::text, NULL"
+                " FROM {s}.rm_meta WHERE key = 'checkpoint')"
             )
             for cwd in (False, True)
+            for agent in (False, True)
+            for include in (False, True)
         }
-        self.pages: dict[tuple[bool, bool], bytes] = {}
-        for cwd in (False, True):
-            for after in (False, True):
-                where = (
-                    "live"
-                    + (" AND cwd = %(cwd)s" if cwd else "")
-                    + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                )
-                self.pages[(cwd, after)] = q(
-                    "(SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
-                    f" WHERE {where} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                    f" WHERE {where} AND valid_to > %(p)s AND valid_from <= %(p)s"
-                    " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                    " ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                )
+
+
+def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
+    """A page from the rows of a page query: current rows (parts 0 and 3), past rows (1), the floor (2)."""
+    parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
+    floor = 0
+    for part, rank, session_id, state in rows:
+        if part == 2:
+            floor = rank
+        else:
+            parts[part].append((rank, session_id, state))
+    current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
+    states, more = merge_pages(current, parts[1], limit)
+    return Page(states, more, as_of >= floor)
 
 
 class PostgresReadModel(ReadModel):
@@ -405,34 +442,45 @@ class PostgresReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._meta()["floor"]
 
-    def first_page(self, *, cwd: str | None, limit: int) -> tuple[int, Page]:
-        """The first page as of the head, with its freshness check, in one statement (one round trip) when the
-        tables are caught up; else a catch-up first."""
-        query = self._sql.first_pages[cwd is not None]
-        rows = self._store.run(lambda conn: conn.execute(query, {"cwd": cwd, "n": limit + 1}).fetchall())
-        checkpoint, head = rows[0][1], int(rows[0][2])
-        if checkpoint < head:
-            as_of = self.catch_up()
-            return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit)
-        self._position = checkpoint
-        states = [decode_state(state) for _part, _rank, _sid, state in rows[1 : limit + 1]]
-        return checkpoint, Page(states, len(rows) > limit + 1, True)
-
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1, "rank": None, "sid": None}
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        params: dict[str, Any] = {
+            "cwd": cwd,
+            "agent": agent,
+            "archived": archived == "only",
+            "p": as_of,
+            "n": limit + 1,
+            "rank": None,
+            "sid": None,
+        }
         if after is not None:
             params["rank"], params["sid"] = after
-        query = self._sql.pages[(cwd is not None, after is not None)]
+        query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
-        parts: tuple[list[Keyed], list[Keyed]] = ([], [])
-        floor = 0
-        for part, rank, session_id, state in rows:
-            if part == 2:
-                floor = rank
-            else:
-                parts[part].append((rank, session_id, state))
-        states, more = merge_pages(*parts, limit)
-        return Page(states, more, as_of >= floor)
+        return _cut(rows, as_of, limit)
+
+    def first_page(
+        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
+    ) -> tuple[int, Page]:
+        """The first page as of the head, with its freshness check, in one statement (one round trip) when the
+        tables are caught up; else a catch-up first."""
+        params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
+        query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
+        rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
+        checkpoint, head = next((int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4)
+        if checkpoint < head:
+            as_of = self.catch_up()
+            return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
+        self._position = max(self._position, checkpoint)
+        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit)
 
     def get(self, session_id: str) -> SessionState | None:
         recent = self._recent
