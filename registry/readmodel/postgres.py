@@ -1,21 +1,25 @@
-"""The read model as tables in the PostgreSQL store's own schema (see ``tables.py`` for the layout and rules).
+"""The read model as tables in the PostgreSQL store's own schema (see ``tables.py`` for the layout and rules;
+``postgres_sql.py`` for the statements).
 
-Every process and host on the store shares these tables. A catch-up runs in one transaction under an advisory
-lock of its own (appends to the log never wait for it), reads the log through the store, and moves the
-checkpoint with the rows. A page is one statement, so it reads one snapshot of the tables: the current rows
-valid at P, the past rows valid at P, and the window's floor, together. Session ids and cwds compare with the
-"C" collation: code point order, as the registry sorts everywhere else.
+Every process and host on the store shares these tables. An append folds itself into them in its own transaction
+(the store's commit hook, ``events.postgres_write``): its reads go in the append's first exchange, its writes in
+the second with the events and the COMMIT - one transaction, one WAL flush, no round trip of its own. The
+append lock that orders positions orders these folds too; they only try the read model's own advisory lock, and
+leave their fold to a catch-up that holds it. A catch-up (a read model behind the log: appends by a store with
+no read model open, or the first open) runs in transactions of its own under that lock, reads the log through
+the store, and moves the checkpoint with the rows; appends never wait for it. A page is one statement, so it
+reads one snapshot: the current rows valid at P, the past rows valid at P, and the window's floor; a walk's
+first page adds the freshness check (is the checkpoint the log's head?) to the same statement.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import heapq
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, LiteralString, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 import psycopg
@@ -25,6 +29,7 @@ from events.model import Event, LogEntry
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel.postgres_sql import Statements, lock_key
 from registry.readmodel.tables import (
     INITIAL_META,
     Keyed,
@@ -56,146 +61,6 @@ _RECENT: Final = 10_000  # states this process folded that ``get`` answers witho
 _event_decoder = msgspec.msgpack.Decoder(Event)
 
 
-_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
-_SCHEMA: Final[tuple[LiteralString, ...]] = (
-    "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
-    """CREATE TABLE {s}.rm_sessions (
-        session_id text COLLATE "C" PRIMARY KEY,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C"
-    )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
-    " WHERE live AND agent IS NOT NULL",
-    """CREATE TABLE {s}.rm_past (
-        session_id text COLLATE "C" NOT NULL,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        valid_to bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C",
-        PRIMARY KEY (session_id, valid_from)
-    )""",
-    "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
-)
-
-
-def _lock_key(schema: str) -> int:
-    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class _Sql:
-    """Every statement, built once for one schema (identifiers quoted by psycopg)."""
-
-    def __init__(self, schema: str) -> None:
-        def q(template: LiteralString) -> bytes:
-            return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
-
-        self.create = [q(statement) for statement in _SCHEMA]
-        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in _TABLES]
-        self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
-        self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
-        self.check = q(
-            "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
-            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'),"
-            " (SELECT coalesce(max(position), 0) FROM {s}.events)"
-        )
-        self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.set_meta = q(
-            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
-        self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
-        self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
-            " archived = excluded.archived, agent = excluded.agent"
-        )
-        self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-        )
-        self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
-        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
-        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
-        self.state_at = q(
-            "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
-            " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
-            " WHERE session_id = %(sid)s AND valid_from <= %(p)s AND valid_to > %(p)s"
-            " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
-            " WHERE key IN ('floor', 'checkpoint')"
-        )
-        self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
-        self.set_all_meta = q(
-            "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
-            " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
-        )
-        self.scan = q(
-            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
-            " ORDER BY position"
-        )
-        self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
-        self.states = q("SELECT state FROM {s}.rm_sessions")
-        self.in_list_order = q(
-            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
-            " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
-        )
-        self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
-        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
-        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
-        # (part 1), and the window's floor (part 2), in one round trip.
-        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
-        for cwd in (False, True):
-            for agent in (False, True):
-                for after in (False, True):
-                    where = (
-                        "live"
-                        + (" AND agent = %(agent)s" if agent else "")
-                        + (" AND cwd = %(cwd)s" if cwd else "")
-                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                    )
-                    for include in (False, True):
-                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
-                        current = " UNION ALL ".join(
-                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
-                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                            for part, value in halves
-                        )
-                        self.pages[(cwd, agent, after, include)] = q(
-                            current
-                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
-                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
-                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                            " ORDER BY rank, session_id LIMIT %(n)s)"
-                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                        )
-        # A first page: the page as of "now" (every current row valid, no past row) and whether the checkpoint is
-        # the log's head (part 4), in one statement - one round trip and one snapshot.
-        self.first_pages = {
-            (cwd, agent, include): self.pages[(cwd, agent, False, include)]
-            + q(
-                " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)::text, NULL"
-                " FROM {s}.rm_meta WHERE key = 'checkpoint')"
-            )
-            for cwd in (False, True)
-            for agent in (False, True)
-            for include in (False, True)
-        }
-
-
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
     """A page from the rows of a page query: current rows (parts 0 and 3), past rows (1), the floor (2)."""
     parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
@@ -218,9 +83,9 @@ class PostgresReadModel(ReadModel):
     def __init__(self, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> None:
         self.window = window
         self._store = store
-        self._sql = _Sql(store.schema)
+        self._sql = Statements(store.schema)
         self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
-        self._key = _lock_key(store.schema)
+        self._key = lock_key(store.schema)
         self._position = 0
         self._pending: tuple[int, int, dict[str, bytes]] | None = None  # folded by the append being committed
         self._recent: tuple[int, dict[str, bytes]] | None = None  # what this process's appends folded, and where
