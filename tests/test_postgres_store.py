@@ -382,7 +382,9 @@ def test_killed_connections_are_replaced_without_losing_anything(schema: str) ->
 
 
 def _events_module(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "events.testing_processes", *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "events.testing_processes", *args], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_four_writer_processes_and_two_follower_processes(schema: str) -> None:
