@@ -112,6 +112,10 @@ class Statements:
         # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
         # (part 1), and the window's floor (part 2), in one round trip.
         self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
+        # A first page is "as of now": every current row is valid and no past row is, so it is the current rows
+        # alone, with whether the checkpoint is the log's head (part 4), in one statement - one round trip, one
+        # snapshot.
+        self.first_pages: dict[tuple[bool, bool, bool], bytes] = {}
         for cwd in (False, True):
             for agent in (False, True):
                 for after in (False, True):
@@ -128,6 +132,12 @@ class Statements:
                             f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
                             for part, value in halves
                         )
+                        if not after:
+                            self.first_pages[(cwd, agent, include)] = q(
+                                current
+                                + " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)"
+                                "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
+                            )
                         self.pages[(cwd, agent, after, include)] = q(
                             current
                             + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
@@ -137,15 +147,3 @@ class Statements:
                             " ORDER BY rank, session_id LIMIT %(n)s)"
                             " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
                         )
-        # A first page: the page as of "now" (every current row valid, no past row) and whether the checkpoint is
-        # the log's head (part 4), in one statement - one round trip and one snapshot.
-        self.first_pages = {
-            (cwd, agent, include): self.pages[(cwd, agent, False, include)]
-            + q(
-                " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)::text, NULL"
-                " FROM {s}.rm_meta WHERE key = 'checkpoint')"
-            )
-            for cwd in (False, True)
-            for agent in (False, True)
-            for include in (False, True)
-        }
