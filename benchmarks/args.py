@@ -9,16 +9,21 @@ from pathlib import Path
 
 __all__ = ["DEFAULT_POSTGRES", "bench_parser", "postgres_or_skip"]
 
-DEFAULT_POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_POSTGRES = os.environ.get(
+    "ACP_REGISTRY_BENCH_POSTGRES",
+    os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"),
+)
 
 
 def bench_parser(
-    doc: str | None, *, postgres: bool = False, url: bool = False, prog: str | None = None
+    doc: str | None, *, json: bool = True, postgres: bool = False, url: bool = False, prog: str | None = None
 ) -> argparse.ArgumentParser:
-    """A parser with the module's docstring as help and ``--json``; ``postgres`` adds ``--url`` defaulting to the
-    test server (``ACP_REGISTRY_TEST_POSTGRES``), ``url`` a ``--url`` of any store (default: a new SQLite file)."""
+    """A parser with the module's docstring as help and (``json``) ``--json PATH``; ``postgres`` adds ``--url``
+    defaulting to the benchmark server (``ACP_REGISTRY_BENCH_POSTGRES``, else the tests'), ``url`` a ``--url`` of
+    any store (default: a new SQLite file)."""
     parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    if json:
+        parser.add_argument("--json", type=Path, help="also write the figures here")
     if postgres:
         parser.add_argument("--url", default=DEFAULT_POSTGRES, help=f"a PostgreSQL server (default {DEFAULT_POSTGRES})")
     elif url:

@@ -10,7 +10,6 @@ activities, usually a title, sometimes a retitle, a title clear, new ``_meta``, 
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import random
@@ -23,6 +22,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
+from benchmarks.args import bench_parser
 from events import Event, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
 __all__ = [
@@ -344,7 +344,7 @@ def write_jsonl(folder: Path, histories: Iterator[History], files: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json=False)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--jsonl", type=Path, help="also write one JSONL file per live session here")

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks import baselines, keys, registry_bench
+from benchmarks.args import bench_parser
 from benchmarks.baselines import RawSqliteLog
 from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
 from benchmarks.figures import Figure, Latency, Stopwatch, Timer, interleave, latency, repeat_rate, throughput
@@ -415,7 +416,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json=False)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="10k and 100k sessions")
     mode.add_argument("--full", action="store_const", dest="mode", const="full", help="10k, 100k and 1M sessions")
