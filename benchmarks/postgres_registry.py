@@ -118,7 +118,7 @@ class _Raw:
 
     def page(self, cwd: str | None, after: tuple[int, str] | None) -> Callable[[object], float]:
         where = (
-            "live AND NOT archived"  # the registry's default list: archived sessions left out
+            "live AND archived = false"  # the registry's default list: archived sessions left out
             + (" AND cwd = %(cwd)s" if cwd else "")
             + (" AND (rank, session_id) > (%(r)s, %(s)s)" if after else "")
         )

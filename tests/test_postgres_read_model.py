@@ -142,3 +142,24 @@ def test_append_batch_and_group_commits_fold_in_their_transaction(
         assert model.cwd_counts() == {f"/w{k}": len(range(k, batch, 3)) for k in range(min(batch, 3))}
         assert check_read_model(store, model).mismatches == []
         model.close()
+
+
+def test_a_command_decided_on_a_stale_state_is_decided_again(postgres_schemas: Callable[[], str]) -> None:
+    from registry.errors import SessionDeletedError  # noqa: PLC0415
+
+    url = postgres_schemas()
+    with SessionRegistry.open(url, follow=False) as one, SessionRegistry.open(url, follow=False) as two:
+        one.create("/w", session_id="s", title="A")
+        one.create("/w", session_id="gone")
+        assert two.get("s").title == "A" and two.get("gone").session_id == "gone"  # two has seen both
+        one.record_activity("s", messages=2)
+        two.record_activity("s", messages=3)  # two's state is a version behind: refused, read again, written
+        one.change_info("s", title="B")
+        two.change_info("s", title="A")  # "no change" on two's stale state; a fresh read says there is one
+        one.delete("gone")
+        with pytest.raises(SessionDeletedError):
+            two.record_activity("gone", messages=1)
+        one.sync()
+        state = one.state("s")
+        assert state is not None and state.messages == 5 and state.title == "A"
+        assert check_read_model(one.store, one.read_model).mismatches == []
