@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -30,6 +30,8 @@ from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_posi
 __all__ = ["CommitHook", "Connection", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
+
+_KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
 Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
@@ -50,8 +52,18 @@ class CommitHook(Protocol):
         none for a retry), ``chain`` the log's link at its last position."""
         ...
 
+    def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
+        """Prepare the writes for ``written`` without reading anything (the append goes in one exchange); False
+        when the hook does not know enough, and the append reads first."""
+        ...
+
+    def write_known(self, conn: Connection) -> None:
+        """Queue what ``fold_known`` prepared, with a guard that fails the transaction with serialization_failure
+        if the hook's data moved meanwhile."""
+        ...
+
     def committed(self) -> None:
-        """The transaction that last ran ``in_transaction`` committed."""
+        """The transaction that last ran ``in_transaction`` or ``write_known`` committed."""
         ...
 
 
@@ -63,6 +75,11 @@ class Writer:
         self._clock = clock
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
+        self._known: _Known | None = None  # the log's end as this process's last append left it
+
+    def forget(self) -> None:
+        """Another writer may have appended: the next append reads the log's end first."""
+        self._known = None
 
     def append_alone(
         self,
@@ -73,8 +90,96 @@ class Writer:
         event_ids: list[uuid.UUID],
         blobs: list[bytes],
     ) -> list[int]:
-        """A lone append (the common case: no other thread appending): two round trips, optimistic about ids
-        (a duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
+        """A lone append (the common case: no other thread of this process appending). When this process's last
+        append left the log's end known and nobody else has appended since (as far as the last append saw), it
+        goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
+        (``_append_reading``)."""
+        known = self._known
+        if known is not None and not known.contended:
+            positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
+            if positions is not None:
+                return positions
+        return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+
+    def _append_known(
+        self,
+        conn: Connection,
+        known: _Known,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int] | None:
+        """One exchange: the lock, the writes and the COMMIT, computed from the log's end this process knows. If
+        another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
+        written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
+        stream, actual = known.streams.get(session_id, (None, 0))
+        if (stream is None and expected_version not in (ANY, 0)) or (
+            expected_version not in (ANY, actual) and stream is not None
+        ):
+            return None  # the store decides a conflict, from what it reads
+        hooks = self.hooks
+        at = self._clock()
+        positions = list(range(known.head + 1, known.head + 1 + len(events)))
+        chain = links(
+            known.previous,
+            [
+                (position, session_id, actual + n, event_id.bytes, at, blob)
+                for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+            ],
+        )
+        written = [
+            LogEntry(position, session_id, actual + n, event)
+            for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
+        ]
+        if not all(hook.fold_known(written, known.head, chain[-1]) for hook in hooks):
+            return None
+        new_stream = stream is None
+        if stream is None:
+            stream = known.next_stream
+        last = actual + len(events)
+        try:
+            with conn.pipeline(), conn.transaction():
+                conn.execute(self._sql.lock, (self._sql.append_key,))
+                if new_stream:
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
+                conn.execute(
+                    self._sql.insert_lone,
+                    {
+                        "head": known.head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": at,
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                        "chain": chain,
+                    },
+                )
+                for hook in hooks:
+                    hook.write_known(conn)
+                conn.execute(self._sql.notify)
+        except (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure):
+            self._known = None  # the log (or a hook's data) moved: read it
+            return None
+        known.advance(session_id, stream, last, positions[-1], chain[-1], new_stream)
+        _committed(hooks)
+        return positions
+
+    def _append_reading(
+        self,
+        conn: Connection,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int]:
+        """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a
+        duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
         conflict: ConcurrencyError | None = None
         positions: list[int] = []
         hooks = self.hooks
@@ -133,14 +238,30 @@ class Writer:
             # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
         else:
             if conflict is None:
+                self._learn(head, session_id, stream, actual + len(events), positions[-1], chain[-1], next_stream)
                 _committed(hooks)
                 return positions
+        self._known = None
         retried = self._stored_positions(conn, session_id, events, event_ids)
         if retried is not None:
             return retried
         if conflict is not None:
             raise conflict
         raise StoreError(f"{self._location}: an append collided with stored event ids that cannot be read back")
+
+    def _learn(
+        self, head: int, session_id: str, stream: int, version: int, last: int, link: bytes, next_stream: int
+    ) -> None:
+        """After an append that read the log's end: what it knows now, and whether another writer had appended
+        since this process's previous append (contended: then the next append reads first too)."""
+        before = self._known
+        contended = before is None or before.head != head
+        streams = {} if contended or before is None else before.streams
+        if len(streams) >= _KNOWN_STREAMS:
+            streams = {}
+        known = _Known(head, GENESIS, next_stream, streams, contended=contended)
+        known.advance(session_id, stream, version, last, link, stream == next_stream)
+        self._known = known
 
     def _stored_positions(
         self, conn: Connection, session_id: str, events: Sequence[Event], event_ids: Sequence[uuid.UUID]
@@ -151,6 +272,10 @@ class Writer:
         return retried_positions(session_id, events, event_ids, found)
 
     def commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
+        self._known = None  # several appends at once: the next lone append reads the log's end again
+        return self._commit_once(conn, units)
+
+    def _commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         """One transaction and one commit for every unit the group commit queued (``events.group_commit``); each
         unit (an append or an ``append_batch``) runs in a savepoint of its own when there are several, so a unit
         that fails writes nothing and gets its error while the others commit."""
@@ -258,3 +383,25 @@ def _committed(hooks: tuple[CommitHook, ...]) -> None:
             hook.committed()
         except Exception:  # derived data: its owner catches up later; the append is committed and stays so
             log.warning("a commit hook failed after the commit", exc_info=True)
+
+
+class _Known:
+    """The log's end as this process's last append left it: the head and its link, the next new stream number,
+    and the (stream, version) of the sessions this process appended to since."""
+
+    __slots__ = ("contended", "head", "next_stream", "previous", "streams")
+
+    def __init__(
+        self, head: int, previous: bytes, next_stream: int, streams: dict[str, tuple[int, int]], *, contended: bool
+    ) -> None:
+        self.head = head
+        self.previous = previous
+        self.next_stream = next_stream
+        self.streams = streams
+        self.contended = contended
+
+    def advance(self, session_id: str, stream: int, version: int, last: int, link: bytes, new_stream: bool) -> None:
+        self.head, self.previous = last, link
+        self.streams[session_id] = (stream, version)
+        if new_stream:
+            self.next_stream = stream + 1

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from events import SessionCreated, SessionUpdated
+from events import ConcurrencyError, SessionCreated, SessionUpdated
 from events.postgres import PostgresStore
 from events.urls import split_postgres_url
 from registry import SessionRegistry
@@ -163,3 +163,37 @@ def test_a_command_decided_on_a_stale_state_is_decided_again(postgres_schemas: C
         state = one.state("s")
         assert state is not None and state.messages == 5 and state.title == "A"
         assert check_read_model(one.store, one.read_model).mismatches == []
+
+
+def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    from events.testing import check_log  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as mine, PostgresStore.from_url(url) as other:
+        model, theirs = open_read_model(mine), open_read_model(other)
+        assert mine.append("a", [SessionCreated(cwd="/w", at=1)]) == [1]  # reads the log's end first
+        assert mine.append("a", [SessionUpdated(at=2)], 1) == [2]  # known end, no other writer: one exchange
+        assert mine.append("b", [SessionCreated(cwd="/w", at=3)]) == [3]
+        known = mine._writer._known
+        assert known is not None and not known.contended and known.head == 3
+        assert other.append("a", [SessionUpdated(at=4, messages=7)], 2) == [4]  # the log moves behind mine's back
+        assert mine.append("b", [SessionUpdated(at=5)], 1) == [5]  # collides on position 4, reads, appends
+        with pytest.raises(ConcurrencyError):
+            mine.append("a", [SessionUpdated(at=6)], 2)  # a's version is 3 now: the read says so
+        assert mine.append("a", [SessionUpdated(at=6)], 3) == [6]
+        assert mine.append("a", [SessionUpdated(at=7)], 4) == [7]
+        theirs.rebuild()  # the tables moved (same checkpoint, another floor): the guard sends mine to read
+        assert mine.append("b", [SessionUpdated(at=8)], 2) == [8]
+        assert _checkpoint_and_head(conninfo, schema) == (8, 8)
+        assert [r.position for r in check_log(mine)] == list(range(1, 9))
+        for store, read_model in ((mine, model), (other, theirs)):
+            read_model.catch_up()
+            assert check_read_model(store, read_model).mismatches == []
+        state = model.get("a")
+        assert state is not None and state.messages == 7 and state.version == 5
+        assert theirs.window_floor() == model.window_floor() == 7  # the rebuild's floor, not lowered by mine
+        model.close()
+        theirs.close()

@@ -32,6 +32,7 @@ from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadMode
 from registry.readmodel.postgres_sql import Statements, lock_key
 from registry.readmodel.tables import (
     INITIAL_META,
+    Fold,
     Keyed,
     SnapshotPlan,
     anchor_value,
@@ -87,8 +88,11 @@ class PostgresReadModel(ReadModel):
         self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = lock_key(store.schema)
         self._position = 0
-        self._pending: tuple[int, int, dict[str, bytes]] | None = None  # folded by the append being committed
-        self._recent: tuple[int, dict[str, bytes]] | None = None  # what this process's appends folded, and where
+        # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
+        self._pending: tuple[int, int, int, dict[str, bytes]] | None = None
+        # What this process's appends folded since another writer last moved the tables: checkpoint, floor, states.
+        self._recent: tuple[int, int, dict[str, bytes]] | None = None
+        self._known_writes: tuple[Fold, int, bytes] | None = None  # a fold from what is known, to queue
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
@@ -258,27 +262,71 @@ class PostgresReadModel(ReadModel):
             )
             return
         with conn.cursor() as cursor:
-            if folded.current:
-                cursor.executemany(self._sql.upsert, folded.current)
-            if folded.past:
-                cursor.executemany(self._sql.insert_past, folded.past)
-            if new_floor > floor:
-                cursor.execute(self._sql.prune, (new_floor,))
-            cursor.execute(
-                self._sql.set_all_meta,
-                {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
+            self._queue(cursor, folded, floor, new_floor, chain)
+        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+
+    def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
+        """The commit hook's fold without reads, for an append sent in one exchange: possible when this process's
+        own last fold left the tables at ``head_before`` and it knows the state of every session appended to
+        (or the append creates it). False: the store reads first instead."""
+        self._pending = self._known_writes = None
+        recent = self._recent
+        if not written or recent is None or recent[0] != head_before:
+            return False
+        checkpoint, floor, rows = recent
+        first: dict[str, int] = {}
+        for entry in written:
+            first.setdefault(entry.session_id, entry.version)
+        if any(version != 1 and session_id not in rows for session_id, version in first.items()):
+            return False
+        position = written[-1].position
+        new_floor = max(floor, position - self.window)
+        try:
+            folded = fold_stretch(
+                written,
+                lambda ids: {sid: decode_state(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
             )
-        self._pending = (folded.position, checkpoint, {row.session_id: row.state for row in folded.current})
+        except Exception:
+            log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
+            return False
+        self._known_writes = (folded, floor, chain)
+        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+        return True
+
+    def write_known(self, conn: Connection) -> None:
+        """Queue ``fold_known``'s writes, behind a guard that fails the transaction (serialization_failure: the
+        store then reads first) unless the read model's lock is free and the checkpoint and floor are still
+        what this process left - a catch-up or a rebuild elsewhere may have moved them."""
+        assert self._known_writes is not None and self._pending is not None
+        folded, floor, chain = self._known_writes
+        with conn.cursor() as cursor:
+            cursor.execute(self._sql.guard(self._key, self._pending[1], floor))
+            self._queue(cursor, folded, floor, self._pending[2], chain)
+
+    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes) -> None:
+        if folded.current:
+            cursor.executemany(self._sql.upsert, folded.current)
+        if folded.past:
+            cursor.executemany(self._sql.insert_past, folded.past)
+        if new_floor > floor:
+            cursor.execute(self._sql.prune, (new_floor,))
+        cursor.execute(
+            self._sql.set_all_meta,
+            {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
+        )
 
     def committed(self) -> None:
         pending, self._pending = self._pending, None
+        self._known_writes = None
         if pending is None:
             return
-        position, before, rows = pending
+        position, before, floor, rows = pending
         recent = self._recent
-        if recent is not None and recent[0] == before and len(recent[1]) < _RECENT:
-            rows = {**recent[1], **rows}  # no other writer between this process's last fold and this one
-        self._recent = (position, rows)
+        if recent is not None and recent[0] == before and len(recent[2]) < _RECENT:
+            rows = {**recent[2], **rows}  # no other writer between this process's last fold and this one
+        self._recent = (position, floor, rows)
         self._position = max(self._position, position)
         if position // EVERY != before // EVERY:
             SnapshotPlan(self._store, before, position, self._dump).passed(position)
@@ -349,8 +397,8 @@ class PostgresReadModel(ReadModel):
 
     def get(self, session_id: str) -> SessionState | None:
         recent = self._recent
-        if recent is not None and recent[0] == self._position and session_id in recent[1]:
-            return decode_state(recent[1][session_id])  # this process folded it, and nothing moved since
+        if recent is not None and recent[0] == self._position and session_id in recent[2]:
+            return decode_state(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
         return None if row is None else decode_state(row[0])
 

@@ -93,6 +93,14 @@ class Statements:
             " WHERE key IN ('floor', 'checkpoint')"
         )
         self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
+        # Each IF is a statement of its own, so the meta rows are read after the lock is granted.
+        self._guard = q(
+            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock(KEY) THEN"
+            " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
+            " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') <> CHECKPOINT"
+            " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') <> FLOOR THEN"
+            " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
+        )
         self.set_all_meta = q(
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
             " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
@@ -147,3 +155,12 @@ class Statements:
                             " ORDER BY rank, session_id LIMIT %(n)s)"
                             " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
                         )
+
+    def guard(self, key: int, checkpoint: int, floor: int) -> bytes:
+        """A statement that fails the transaction (serialization_failure) unless the read model's lock is free
+        and its checkpoint and floor are these (integers: formatted, never user text)."""
+        values = {b"KEY": key, b"CHECKPOINT": checkpoint, b"FLOOR": floor}
+        statement = self._guard
+        for name, value in values.items():
+            statement = statement.replace(name, str(int(value)).encode())
+        return statement
