@@ -1,4 +1,5 @@
-"""``show``: one session's current info (its ``SessionInfo``) and what the registry knows besides."""
+"""``show``: one session's current info (its ``SessionInfo``) and what the registry knows besides: its agent,
+whether it is archived, the session it was forked from and the sessions forked from it."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def run(args: argparse.Namespace) -> int:
                 f"(acp-registry history {args.session} shows its events)"
             )
         info: SessionInfo = session_info(state, additional_directories=registry.additional_directories)
+        forks = [] if args.json else registry.forks(args.session)
     if args.json:
         write_json(info)
     else:
-        stdout_console().print(SessionTable(info, state))
+        stdout_console().print(SessionTable(info, state, forks))
     return 0

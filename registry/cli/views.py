@@ -17,7 +17,16 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from events.model import (
+    RecordedEvent,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUnarchived,
+    SessionUpdated,
+    TitleSource,
+)
 from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
@@ -107,6 +116,14 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
         parts.append(f"updatedAt {format_time(event.at)}")
         if event.meta is not None:
             parts.append(f"_meta {_json.encode(event.meta).decode()}")
+        if after.agent is not None:
+            parts.append(f"agent {after.agent}" + ("" if event.agent is not None else " (from its id)"))
+        if event.parent is not None:
+            parts.append(f"forked from {event.parent.session_id} as of position {event.parent.position}")
+    elif isinstance(event, SessionArchived):
+        parts.append("archived" if before is None or not before.archived else "archived (it already was)")
+    elif isinstance(event, SessionUnarchived):
+        parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
     elif isinstance(event, SessionUpdated):
         parts.append(f"activity: updatedAt {format_time(event.at)}")
         if event.messages:

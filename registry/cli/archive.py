@@ -1,0 +1,34 @@
+"""``archive``: hide a session from default lists (``session/archive``); its id and history stay. Idempotent."""
+
+from __future__ import annotations
+
+import argparse
+
+from registry.cli.stores import locate, open_registry
+from registry.cli.terminal import printable, stdout_console, write_json
+
+__all__ = ["add_arguments", "run", "set_archived"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION", help="the session id")
+
+
+def set_archived(args: argparse.Namespace, archived: bool) -> int:
+    """``archive`` and ``unarchive``: the one write, then what the session is now."""
+    with open_registry(locate(args.store), create=False, follow=False) as registry:
+        if archived:
+            registry.archive(args.session)
+        else:
+            registry.unarchive(args.session)
+        info = registry.get(args.session)
+    if args.json:
+        write_json(info)
+    else:
+        word = "archived" if archived else "listed again (unarchived)"
+        stdout_console().print(printable(f"{args.session}: {word}"), markup=False, emoji=False, soft_wrap=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return set_archived(args, True)
