@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from events.errors import RegistryError
 from registry.model import SessionState, sort_key
 
 if TYPE_CHECKING:
@@ -102,8 +103,9 @@ class Snapshot(msgspec.Struct):
         return self.header.position
 
 
-class SnapshotError(Exception):
-    """Why a snapshot cannot be used (it is then ignored, never trusted)."""
+class SnapshotError(RegistryError, ValueError):
+    """Why a snapshot cannot be used (it is then ignored, never trusted). A ``ValueError``: the file holds a wrong
+    value."""
 
 
 _encoder = msgspec.msgpack.Encoder()
