@@ -86,3 +86,36 @@ def test_fork_show_and_history_name_the_parent_and_the_forks(run: Cli, tmp_path:
     assert unknown.returncode == 2 and "not found" in unknown.stderr
     late = run("fork", "a", "--at", "999", "--cwd", "/w", store=path)
     assert late.returncode == 2 and "past the log's head" in late.stderr
+
+
+def test_export_import_verify_and_replay_understand_the_new_events(run: Cli, tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    assert run("archive", "codex:b", store=path).returncode == 0
+    assert run("fork", "a", "--id", "a-fork", store=path).returncode == 0
+    assert run("unarchive", "codex:b", store=path).returncode == 0
+    assert run("archive", "c", store=path).returncode == 0
+    exported = run("export", store=path)
+    assert exported.returncode == 0
+    types = [json.loads(line)["event"]["type"] for line in exported.stdout.splitlines()]
+    assert {"archived", "unarchived"} <= set(types)
+    dump = tmp_path / "log.jsonl"
+    dump.write_text(exported.stdout)
+    target = tmp_path / "target.db"
+    assert run("import", str(dump), store=target).returncode == 0
+    for store in (path, target):
+        verified = run("verify", store=store)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    for args in (("--archived", "include"), ("--archived", "only"), ("--agent", "goose", "--archived", "include")):
+        assert _ids(run, target, *args) == _ids(run, path, *args)
+    with SessionRegistry.open(f"sqlite://{target}", create=False) as registry:
+        state = registry.state("a-fork")
+        assert state is not None and state.parent is not None and state.parent.session_id == "a"
+        assert [e.payload for e in registry.activity("a-fork")] == [{"turn": 1}]
+    # Time travel: as of the position before the last archive, c was listed.
+    head = int(json.loads(run("stats", "--json", store=path).stdout)["head"])
+    then = run("replay", "--at", str(head - 1), "--json", "--all", store=path)
+    assert then.returncode == 0, then.stderr
+    listed = [info["sessionId"] for page in json.loads(then.stdout)["pages"] for info in page["sessions"]]
+    assert "c" in listed
+    now = run("replay", "--at", str(head), "--json", "--all", store=path)
+    assert "c" not in [info["sessionId"] for page in json.loads(now.stdout)["pages"] for info in page["sessions"]]
