@@ -132,9 +132,15 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
             parts.append("with a payload")
     elif isinstance(event, SessionInfoChanged):
         parts.extend(_info_changes(event, before))
-    else:
-        assert isinstance(event, SessionDeleted)
+    elif isinstance(event, SessionDeleted):
         parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
+    else:  # an event this view has no words for yet: its tag and the state fields it changed
+        changed = [
+            field.name
+            for field in msgspec.structs.fields(after)
+            if field.name not in ("version", "position") and getattr(after, field.name) != getattr(before, field.name)
+        ]
+        parts.append(f"{type(event).__struct_config__.tag}" + (f": {', '.join(changed)} changed" if changed else ""))
     return ", ".join(parts)
 
 
