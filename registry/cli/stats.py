@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 import msgspec
 
-from events.sqlite import SqliteStore
 from events.store import EventStore
 from registry.cli.derived import ReadModelInfo, describe_derived
 from registry.cli.stores import locate, open_log
@@ -41,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _log_bytes(store: EventStore) -> int | None:
     """A SQLite log's size on disk: the database file plus its write-ahead log."""
-    if not isinstance(store, SqliteStore):
-        return None
-    return sum(os.path.getsize(p) for p in (store.path, store.path + "-wal") if os.path.exists(p))
+    from registry.backend import backend_for  # noqa: PLC0415
+
+    return backend_for(store).log_bytes()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -120,21 +120,13 @@ def open_read_model(
         raise ValueError(f"window must be an int >= 0, got {window!r}")
     if kind not in (None, "memory", "tables"):
         raise ValueError(f"kind must be 'memory' or 'tables', got {kind!r}")
-    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - each backend loads only when used
+    from registry.backend import backend_for  # noqa: PLC0415
+    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
 
     if kind != "memory":
-        from events.sqlite import SqliteStore  # noqa: PLC0415
-
-        if isinstance(store, SqliteStore):
-            from registry.readmodel.sqlite import SqliteReadModel  # noqa: PLC0415
-
-            tables = SqliteReadModel.open(store, window=window, catch_up=catch_up)
-            if tables is not None:
-                return tables
-        elif type(store).__name__ == "PostgresStore":  # no psycopg import unless such a store is open
-            from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415
-
-            return PostgresReadModel(store, window=window, catch_up=catch_up)  # type: ignore[arg-type]
-        elif kind == "tables":
+        tables = backend_for(store).tables(window=window, catch_up=catch_up)
+        if tables is not None:
+            return tables
+        if kind == "tables" and backend_for(store).name not in ("sqlite", "postgresql"):
             raise ValueError(f"{type(store).__name__} keeps no read-model tables")
     return MemoryReadModel(store, window=window)

@@ -141,7 +141,7 @@ class SqliteReadModel(ReadModel):
 
         None for a read-only store whose tables are missing, outdated or behind its log: fold it in memory.
         """
-        read_only = bool(getattr(store, "read_only", False))
+        read_only = store.read_only
         writer = None if read_only else store.connect()
         model = cls(store, writer, window=window)
         try:

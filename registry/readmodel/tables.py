@@ -237,7 +237,7 @@ class SnapshotPlan:
     def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
         self._background = head - start < EVERY
-        if getattr(store, "read_only", False) or head // EVERY == start // EVERY:
+        if store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
         elif self._background:
             self._targets = [head - head % EVERY]
