@@ -44,6 +44,11 @@ class Backend(Protocol):
         """``sqlite``, ``postgresql``, ``memory`` or ``other``, for people and tests."""
         ...
 
+    @property
+    def location(self) -> str:
+        """The store as messages name it (a file's path, a server's schema, a URL)."""
+        ...
+
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         """The read model kept as tables in the store (created or rebuilt as needed), or None: fold in memory
         (a store that keeps no tables, or a read-only file whose tables cannot serve)."""
@@ -85,6 +90,10 @@ class OtherBackend:
     @property
     def store(self) -> EventStore:
         return self._store
+
+    @property
+    def location(self) -> str:
+        return repr(self._store)
 
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         return None
@@ -129,6 +138,10 @@ class SqliteBackend(OtherBackend):
         super().__init__(store)
         self._sqlite = store
 
+    @property
+    def location(self) -> str:
+        return self._sqlite.path
+
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         from registry.readmodel.sqlite import SqliteReadModel  # noqa: PLC0415 - each backend loads only when used
 
@@ -159,6 +172,10 @@ class PostgresBackend(OtherBackend):
         assert isinstance(store, PostgresStore)
         super().__init__(store)
         self._postgres = store
+
+    @property
+    def location(self) -> str:
+        return self._postgres.location
 
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415

@@ -89,6 +89,10 @@ class ReadModelContract:
     def open_model(self, store: EventStore, window: int = 1_000) -> ReadModel:
         return open_read_model(store, window=window)
 
+    def tamper(self, store: EventStore, statement: str) -> None:
+        """Run one SQL statement on the store's tables from outside the store (a hand edit, a damaged disk)."""
+        pytest.skip(f"{type(store).__name__} keeps no tables to damage")
+
     # -- the read model -----------------------------------------------------------------------------
 
     def test_an_empty_log_has_an_empty_read_model(self, store: EventStore, backend: Backend) -> None:
@@ -159,6 +163,50 @@ class ReadModelContract:
             second.close()
             other.close()
             first.close()
+
+    def test_fresh_tables_have_the_declared_schema(self, store: EventStore) -> None:
+        model = self.open_model(store)
+        try:
+            assert model.schema_problems() == ([] if self.tables else None)
+        finally:
+            model.close()
+
+    @pytest.mark.parametrize(
+        ("damage", "found"),
+        [
+            ("DROP INDEX rm_sessions_cwd", "index rm_sessions_cwd is missing"),
+            ("DROP INDEX rm_sessions_order", "index rm_sessions_order is missing"),
+            ("DROP TABLE rm_past", "table rm_past is missing"),
+            ("DELETE FROM rm_meta WHERE key = 'checkpoint'", "rm_meta has no checkpoint row"),
+            ("ALTER TABLE rm_sessions ADD COLUMN extra INTEGER", "column rm_sessions.extra is not one this version"),
+            ("ALTER TABLE rm_past RENAME TO rm_past_old", "table rm_past is missing"),
+            ("UPDATE rm_meta SET value = 2 WHERE key = 'version'", "version 2"),
+        ],
+    )
+    def test_a_damaged_schema_is_found_and_rebuilt_at_open(self, store: EventStore, damage: str, found: str) -> None:
+        _fill(store, 6)
+        self.open_model(store).close()
+        self.tamper(store, damage)
+        model = self.open_model(store)
+        try:
+            assert model.schema_problems() == []
+            reference = reference_fold(store)
+            assert {s.session_id: s for s in model.states()} == reference.states()
+            assert walk(model, model.position, "/work/1") == [
+                s.session_id for s in reference.sessions() if s.cwd == "/work/1"
+            ]
+        finally:
+            model.close()
+        self.tamper(store, damage)
+        from registry.backend import backend_for  # noqa: PLC0415
+
+        unchecked = backend_for(store).tables(window=1_000, catch_up=False)
+        assert unchecked is not None
+        try:
+            problems = unchecked.schema_problems()
+            assert problems is not None and any(found in p for p in problems), problems
+        finally:
+            unchecked.close()
 
     # -- what the backend knows about the log ----------------------------------------------------------
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from itertools import islice
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -31,6 +31,7 @@ import msgspec
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
+from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
 
 if TYPE_CHECKING:
@@ -39,18 +40,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "INDEXES",
     "INITIAL_META",
+    "META_KEYS",
     "READ_MODEL_VERSION",
+    "TABLES",
     "CurrentRow",
     "Fold",
+    "FoundSchema",
     "PastRow",
     "SnapshotPlan",
     "anchor_value",
+    "checked_meta",
+    "checked_positions",
     "decode_state",
     "encode_state",
     "fold_stretch",
     "merge_pages",
+    "newer_version",
     "prepare_tables",
+    "schema_problems",
 ]
 
 READ_MODEL_VERSION: Final = 3
@@ -63,7 +72,32 @@ CHUNK: Final = 50_000
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
 encode_state = _encoder.encode
-decode_state = _decoder.decode
+_decode = _decoder.decode
+
+
+def decode_state(blob: bytes) -> SessionState:
+    """A row's state; one that does not decode is a ``ReadModelFault`` (never the log's problem)."""
+    try:
+        return _decode(blob)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+
+
+def checked_meta(rows: Iterable[tuple[str, object]]) -> dict[str, int]:
+    """``rm_meta``'s rows, each of ``checkpoint``, ``floor`` and ``live`` an integer, else a ``ReadModelFault``."""
+    meta = {key: value for key, value in rows if type(value) is int}
+    for key in ("checkpoint", "floor", "live"):
+        if key not in meta:
+            raise ReadModelFault(f"the read model's rm_meta has no {key} row")
+    return meta
+
+
+def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, int, int]:
+    """(checkpoint, floor, head) as one query read them, else a ``ReadModelFault``."""
+    checkpoint, floor, head = row or (None, None, None)
+    if type(checkpoint) is not int or type(floor) is not int:
+        raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
+    return checkpoint, floor, head if type(head) is int else 0
 
 
 class CurrentRow(NamedTuple):
@@ -161,6 +195,80 @@ def fold_stretch(
     return Fold(current, past, live_delta, position)
 
 
+TABLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "rm_meta": ("key", "value"),
+    "rm_sessions": ("session_id", "cwd", "rank", "live", "valid_from", "state"),
+    "rm_past": ("session_id", "cwd", "rank", "live", "valid_from", "valid_to", "state"),
+}
+"""The tables every backend keeps and their columns: the schema a read model is checked against at open. A
+backend's ``CREATE`` statements must make exactly these (plus its ``own`` columns, such as SQLite's rowid ``id``):
+``ReadModelContract`` checks fresh tables against this declaration."""
+
+INDEXES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    "rm_sessions_order": ("rm_sessions", ("rank", "session_id", "valid_from")),
+    "rm_sessions_cwd": ("rm_sessions", ("cwd", "rank", "session_id", "valid_from")),
+    "rm_past_to": ("rm_past", ("valid_to",)),
+}
+"""The indexes the pages and the pruning rely on: index -> (table, columns)."""
+
+META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor")
+"""The rows of ``rm_meta``."""
+
+
+class FoundSchema(NamedTuple):
+    """What a backend found in the store: tables with their columns, indexes with their table and columns, and
+    ``rm_meta``'s rows (None when it cannot be read)."""
+
+    tables: dict[str, tuple[str, ...]]
+    indexes: dict[str, tuple[str, tuple[str, ...]]]
+    meta: dict[str, int] | None
+
+
+def schema_problems(
+    found: FoundSchema,
+    *,
+    own_columns: Mapping[str, tuple[str, ...]] | None = None,
+    own_indexes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
+) -> list[str]:
+    """How ``found`` departs from the declared schema (``TABLES``, ``INDEXES``, ``META_KEYS``, the version) and the
+    backend's own additions; [] when it is exactly what this version makes. A newer version is one problem,
+    named first (``prepare_tables`` refuses it untouched)."""
+    problems: list[str] = []
+    meta = found.meta
+    if meta is not None and "version" in meta and meta["version"] != READ_MODEL_VERSION:
+        return [f"version {meta['version']} (this version of acp-session-registry writes {READ_MODEL_VERSION})"]
+    for table, columns in TABLES.items():
+        if table not in found.tables:
+            problems.append(f"table {table} is missing")
+            continue
+        expected = set(columns) | set((own_columns or {}).get(table, ()))
+        have = set(found.tables[table])
+        problems += [f"column {table}.{name} is missing" for name in sorted(expected - have)]
+        problems += [f"column {table}.{name} is not one this version makes" for name in sorted(have - expected)]
+    for name in sorted(found.tables.keys() - TABLES.keys()):
+        problems.append(f"table {name} is not one this version makes")
+    for index, (table, columns) in {**INDEXES, **(own_indexes or {})}.items():
+        got = found.indexes.get(index)
+        if got is None:
+            problems.append(f"index {index} is missing")
+        elif got != (table, columns):
+            problems.append(f"index {index} is on {got[0]} ({', '.join(got[1])}), not {table} ({', '.join(columns)})")
+    if "rm_meta" in found.tables:
+        if meta is None:
+            problems.append("rm_meta cannot be read")
+        else:
+            problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
+            if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
+                problems.append("rm_meta holds a negative position or count")
+    return problems
+
+
+def newer_version(found: FoundSchema) -> int | None:
+    """The version of tables a newer acp-session-registry made (to be left untouched), else None."""
+    version = (found.meta or {}).get("version")
+    return version if version is not None and version > READ_MODEL_VERSION else None
+
+
 INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0))
 """``rm_meta`` of new, empty tables."""
 
@@ -168,34 +276,55 @@ INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("flo
 def prepare_tables(
     location: str,
     *,
-    version: Callable[[], int | None],
+    describe: Callable[[], FoundSchema],
+    problems: Callable[[FoundSchema], list[str]],
     matches_log: Callable[[], bool],
     exclusively: Callable[[], AbstractContextManager[object]],
     create: Callable[[], None],
     repair: bool,
-) -> None:
-    """Make the tables usable, the same way on every backend: create them when missing, rebuild an older
-    version's and (``repair``) tables whose checkpoint does not match the log, refuse a newer version untouched.
-    The decision is taken again ``exclusively`` (under the backend's lock), as another process may have just made
-    them."""
-    found = version()
-    if found == READ_MODEL_VERSION:
-        if not repair or matches_log():
-            return
-        log.warning(
-            "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); rebuilding it "
-            "from the log",
-            location,
-        )
-    if found is not None and found > READ_MODEL_VERSION:
+    before_rebuild: Callable[[], None] = lambda: None,
+) -> bool:
+    """Make the tables usable, the same way on every backend: create them when missing, rebuild tables whose
+    schema is not exactly this version's (``problems``: tables, columns, indexes, ``rm_meta``'s rows, an older
+    version) and tables whose checkpoint does not match the log (``before_rebuild`` first records
+    that the log is shorter than they had seen) - all only with ``repair``: without it, existing tables are left as
+    they are, for ``verify`` to report; refuse a newer version untouched, with one line. The decision is
+    taken again ``exclusively`` (under the backend's lock), as another process may have just made them. Returns
+    whether the tables were (re)made."""
+    found = describe()
+    newer = newer_version(found)
+    if newer is not None:
         raise StoreFormatError(
             location,
-            f"its read model has version {found}; this version of acp-session-registry knows up to "
+            f"its read model has version {newer}; this version of acp-session-registry knows up to "
             f"{READ_MODEL_VERSION}. Upgrade it; the store was left untouched",
         )
+    wrong = problems(found)
+    if not repair and found.tables:
+        return False  # looked at as they are (``verify`` reports what is wrong with them)
+    if not wrong and (not repair or matches_log()):
+        return False
     with exclusively():
-        if version() != READ_MODEL_VERSION or (repair and not matches_log()):
-            create()
+        found = describe()
+        wrong = problems(found)
+        if not wrong and (not repair or matches_log()):
+            return False
+        if found.tables:
+            if wrong:
+                log.warning(
+                    "%s: the read model's schema is not this version's (%s); rebuilding it from the log",
+                    location,
+                    "; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""),
+                )
+            else:
+                before_rebuild()
+                log.warning(
+                    "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
+                    "rebuilding it from the log",
+                    location,
+                )
+        create()
+    return True
 
 
 def anchor_value(chain: bytes | None) -> int:

@@ -1,0 +1,144 @@
+"""Derived state is checked, never trusted: a read model broken in any of the ways found so far never serves a
+wrong page, never turns a committed write into a failure, and is mended from the log (issue 24).
+
+Each damage is applied from outside (a second connection, as a hand edit or a damaged disk would) to a real
+SQLite file - and to a PostgreSQL schema where a server runs - while a registry is open on it, and again before one
+opens. Every command must then answer exactly once what the fold of the log says, and the log must hold each
+command's events exactly once (a client never sees a committed write fail, so never retries it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from events.store import EventStore
+from registry import SessionRegistry
+from registry.testing import reference_fold
+
+DAMAGE = {
+    "rm_past dropped": "DROP TABLE IF EXISTS rm_past",
+    "rm_sessions dropped": "DROP TABLE IF EXISTS rm_sessions",
+    "rm_meta dropped": "DROP TABLE IF EXISTS rm_meta",
+    "cwd index dropped": "DROP INDEX IF EXISTS rm_sessions_cwd",
+    "order index dropped": "DROP INDEX IF EXISTS rm_sessions_order",
+    "checkpoint row missing": "DELETE FROM rm_meta WHERE key = 'checkpoint'",
+    "floor row missing": "DELETE FROM rm_meta WHERE key = 'floor'",
+    "garbage state blob": "UPDATE rm_sessions SET state = x'c1ff00'",
+    "truncated state blob": "UPDATE rm_sessions SET state = substr(state, 1, 3)",
+    "past rows garbage": "UPDATE rm_past SET state = x'00'",
+}
+
+
+def tamper(url: str, statement: str) -> None:
+    """Run ``statement`` on the store's tables behind the registry's back."""
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://").split("?")[0]
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+            db.execute(statement)
+        return
+    import psycopg  # noqa: PLC0415
+    from psycopg import sql  # noqa: PLC0415
+
+    from events.urls import split_postgres_url  # noqa: PLC0415
+
+    conninfo, schema = split_postgres_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(statement.replace("x'c1ff00'", "'\\xc1ff00'::bytea").replace("x'00'", "'\\x00'::bytea"))
+
+
+def listed(registry: SessionRegistry, cwd: str | None = None) -> list[str]:
+    ids: list[str] = []
+    cursor = None
+    while True:
+        page = registry.list(cwd, cursor)
+        ids.extend(s.session_id for s in page.sessions)
+        if not isinstance(page.next_cursor, str):
+            return ids
+        cursor = page.next_cursor
+
+
+def expected(store: EventStore, cwd: str | None = None) -> list[str]:
+    return [s.session_id for s in reference_fold(store).sessions() if cwd is None or s.cwd == cwd]
+
+
+def _fill(registry: SessionRegistry) -> None:
+    for n in range(6):
+        registry.create(f"/work/{n % 2}", session_id=f"s{n}", title=f"t{n}")
+    registry.record_activity("s1", messages=2)
+    registry.change_info("s2", title="renamed")
+    registry.delete("s3")
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_commands_succeed_once_and_answer_the_fold_while_the_tables_are_broken(
+    store_urls: Callable[[], str], damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = store_urls()
+    with SessionRegistry.open(url, follow=False, page_size=2) as registry:
+        _fill(registry)
+        tamper(url, DAMAGE[damage])
+        head = registry.store.head()
+        made = registry.create("/work/0", session_id="new", title="new")  # answers success, once
+        assert made.session_id == "new" and registry.store.head() == head + 1
+        registry.record_activity("s0", messages=1)
+        registry.delete("s4")
+        assert registry.store.head() == head + 3
+        assert len(registry.store.read_stream("new")) == 1  # created once, never twice
+        assert listed(registry) == expected(registry.store)
+        assert listed(registry, "/work/1") == expected(registry.store, "/work/1")
+        assert registry.get("new").title == "new"
+        assert len(registry) == len(reference_fold(registry.store))
+    tamper(url, DAMAGE[damage])  # broken before a registry opens
+    with SessionRegistry.open(url, follow=False, page_size=2) as registry:
+        assert listed(registry, "/work/0") == expected(registry.store, "/work/0")
+        registry.create("/work/1", session_id="after")
+        assert listed(registry) == expected(registry.store)
+        assert registry.read_model.schema_problems() in ([], None)
+    assert "Traceback" not in caplog.text
+
+
+_READ_ONLY_LISTER = """
+import json, sys
+from registry import SessionRegistry
+with SessionRegistry.open(sys.argv[1], create=False, follow=False) as registry:
+    ids = [s.session_id for s in registry.list().sessions]
+    print(json.dumps({"kind": registry.read_model.kind, "ids": ids}))
+"""
+
+
+def test_tables_that_cannot_be_rebuilt_are_replaced_by_the_fold_in_memory(tmp_path: Path) -> None:
+    from tests.test_sqlite_store import _without_root_overrides  # noqa: PLC0415 - a user who cannot write
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite://{folder}/log.db"
+    with SessionRegistry.open(url, follow=False) as registry:
+        _fill(registry)
+        want = expected(registry.store)
+    tamper(url, "UPDATE rm_sessions SET state = x'c1ff00'")
+    for item in (*folder.iterdir(), folder):
+        item.chmod(0o555 if item.is_dir() else 0o444)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _READ_ONLY_LISTER, url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_without_root_overrides,
+            check=False,
+        )
+    finally:
+        for item in (folder, *folder.iterdir()):
+            item.chmod(0o700 if item.is_dir() else 0o600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"kind": "memory", "ids": want}
+    assert "Traceback" not in done.stderr and "folded in memory" in done.stderr
