@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from events.errors import RegistryError
 from registry.model import SessionState
@@ -115,6 +115,22 @@ class ReadModel(abc.ABC):
     def schema_problems(self) -> list[str] | None:
         """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""
         return None
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``; for ``verify``)."""
+        return iter(())
+
+    def stored_meta(self) -> dict[str, int]:
+        """``rm_meta`` as stored (for ``verify``; {} without tables)."""
+        return {}
+
+    def storage_problems(self) -> list[str]:
+        """What the database itself finds wrong with the tables and their indexes (for ``verify``)."""
+        return []
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link recorded there (for ``verify``)."""
+        return True
 
     @property
     def kind(self) -> str:

@@ -22,7 +22,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.model import SessionState
@@ -165,8 +165,22 @@ class GuardedReadModel(ReadModel):
     def rebuild(self) -> int:
         return self._serve(lambda m: m.rebuild())
 
+    # ``verify`` looks at what is stored as it is: no rebuild here
+
     def schema_problems(self) -> list[str] | None:
         return self._model.schema_problems()
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        return self._model.stored(table)
+
+    def stored_meta(self) -> dict[str, int]:
+        return self._model.stored_meta()
+
+    def storage_problems(self) -> list[str]:
+        return self._model.storage_problems()
+
+    def checkpoint_matches_log(self) -> bool:
+        return self._model.checkpoint_matches_log()
 
     def close(self) -> None:
         self._model.close()

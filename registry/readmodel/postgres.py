@@ -23,8 +23,10 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.tables import (
     INITIAL_META,
+    CurrentRow,
     FoundSchema,
     Keyed,
+    PastRow,
     SnapshotPlan,
     anchor_value,
     checked_meta,
@@ -364,6 +366,22 @@ class PostgresReadModel(ReadModel):
 
     def cwd_counts(self) -> dict[str, int]:
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        query = sql.SQL("SELECT {} FROM {}.{}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
+        )
+        rows = self._store.run(lambda conn: conn.execute(query).fetchall())
+        return (tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows)
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        return self._store.run(self._matches_log)
+
+    def stored_meta(self) -> dict[str, int]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall())
+        return {key: int(value) for key, value in rows if value is not None}
 
     def states(self) -> Iterator[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())

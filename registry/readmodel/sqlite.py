@@ -23,8 +23,11 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.tables import (
     INITIAL_META,
+    TABLES,
+    CurrentRow,
     FoundSchema,
     Keyed,
+    PastRow,
     SnapshotPlan,
     anchor_value,
     checked_meta,
@@ -495,6 +498,33 @@ class SqliteReadModel(ReadModel):
                 )
         finally:
             db.close()
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        db = self._store.connect()
+        try:
+            with self._store.translate_errors():
+                yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
+        finally:
+            db.close()
+
+    def stored_meta(self) -> dict[str, int]:
+        with self._store.translate_errors():
+            return {k: v for k, v in self._reader().execute("SELECT key, value FROM rm_meta") if type(v) is int}
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        with self._store.translate_errors():
+            return self._matches_log(self._reader())
+
+    def storage_problems(self) -> list[str]:
+        problems = []
+        with self._store.translate_errors():
+            for table in TABLES:
+                for (line,) in self._reader().execute(f'PRAGMA integrity_check("{table}")'):
+                    if line != "ok":
+                        problems.append(f"{table}: {line}")
+        return problems
 
     def states(self) -> Iterator[SessionState]:
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with

@@ -53,11 +53,13 @@ __all__ = [
     "anchor_value",
     "checked_meta",
     "checked_positions",
+    "current_row",
     "decode_state",
     "encode_state",
     "fold_stretch",
     "merge_pages",
     "newer_version",
+    "past_row",
     "prepare_tables",
     "schema_problems",
 ]
@@ -119,6 +121,20 @@ class PastRow(NamedTuple):
     state: bytes
 
 
+def current_row(state: SessionState) -> CurrentRow:
+    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
+    return CurrentRow(
+        state.session_id, state.cwd, sort_key(state)[0], not state.deleted, state.position, encode_state(state)
+    )
+
+
+def past_row(old: SessionState, valid_to: int) -> PastRow:
+    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
+    return PastRow(
+        old.session_id, old.cwd, sort_key(old)[0], not old.deleted, old.position, valid_to, encode_state(old)
+    )
+
+
 class Fold(NamedTuple):
     """What one stretch of the log does to the tables."""
 
@@ -161,17 +177,7 @@ def fold_stretch(
                 continue
             now[session_id] = new
             if old is not None and entry.position > keep_past_after:
-                past.append(
-                    PastRow(
-                        session_id,
-                        old.cwd,
-                        sort_key(old)[0],
-                        not old.deleted,
-                        old.position,
-                        entry.position,
-                        encode_state(old),
-                    )
-                )
+                past.append(past_row(old, entry.position))
         pending.clear()
 
     for entry in entries:
@@ -188,9 +194,7 @@ def fold_stretch(
         if new is old:
             continue
         assert new is not None
-        current.append(
-            CurrentRow(session_id, new.cwd, sort_key(new)[0], not new.deleted, new.position, encode_state(new))
-        )
+        current.append(current_row(new))
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
 
