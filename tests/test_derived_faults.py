@@ -145,14 +145,16 @@ def test_tables_that_cannot_be_rebuilt_are_replaced_by_the_fold_in_memory(tmp_pa
 
 
 EDITS = {
+    "archived set": ("UPDATE rm_sessions SET archived = NOT archived WHERE session_id = 's1'", "rm_sessions.archived"),
+    "agent set": ("UPDATE rm_sessions SET agent = 'x' WHERE session_id = 's1'", "rm_sessions.agent"),
     "cwd changed": ("UPDATE rm_sessions SET cwd = '/elsewhere' WHERE session_id = 's1'", "rm_sessions.cwd"),
     "rank changed": ("UPDATE rm_sessions SET rank = rank + 1 WHERE session_id = 's1'", "rm_sessions.rank"),
-    "live cleared": ("UPDATE rm_sessions SET live = 0 WHERE session_id = 's1'", "rm_sessions.live"),
+    "live cleared": ("UPDATE rm_sessions SET live = NOT live WHERE session_id = 's1'", "rm_sessions.live"),
     "valid_from changed": ("UPDATE rm_sessions SET valid_from = 1 WHERE session_id = 's1'", "rm_sessions.valid_from"),
     "row deleted": ("DELETE FROM rm_sessions WHERE session_id = 's1'", "rm_sessions lacks"),
     "fake row": (
-        "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state)"
-        " SELECT 'fake', cwd, rank, live, valid_from, state FROM rm_sessions WHERE session_id = 's0'",
+        "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived)"
+        " SELECT 'fake', cwd, rank, live, valid_from, state, archived FROM rm_sessions WHERE session_id = 's0'",
         "rm_sessions holds a row",
     ),
     "state of another": (

@@ -275,7 +275,7 @@ def _walk(read_model: ReadModel, as_of: int, cwd: str | None) -> list[str]:
     walked: list[str] = []
     after = None
     while True:
-        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=1000)
+        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=1000, archived="include")
         walked.extend(s.session_id for s in page.states)
         if not page.more:
             return walked

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import PastWindow, ReadModel, ReadModelFault
 
@@ -144,8 +144,19 @@ class GuardedReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._serve(lambda m: m.window_floor())
 
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        return self._serve(lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit))
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        return self._serve(
+            lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
+        )
 
     def get(self, session_id: str) -> SessionState | None:
         return self._serve(lambda m: m.get(session_id))

@@ -3,8 +3,11 @@
 Two tables, in the store's own database:
 
 * ``rm_sessions`` - one row per session as it is at the checkpoint (deleted ones too, ``live`` false), with
-  ``valid_from``, the position from which this version has been current, and the sort key (``rank``,
-  ``session_id``) that two partial indexes (all live sessions; live sessions per cwd) keep in list order;
+  ``valid_from``, the position from which this version has been current, the list filters' columns
+  (``archived``, ``agent``) and the sort key (``rank``, ``session_id``) that three partial indexes over live
+  rows keep in list order: ``(archived, rank, ...)``, ``(cwd, archived, rank, ...)`` and ``(agent, archived,
+  rank, ...)``. A filtered page is then one range of one index (``include`` merges the two ``archived`` ranges);
+  a cwd together with an agent reads the agent's range and checks the cwd;
 * ``rm_past`` - the versions that later events replaced, each valid from ``valid_from`` to ``valid_to``
   (exclusive), kept for the last ``window`` positions.
 
@@ -64,7 +67,7 @@ __all__ = [
     "schema_problems",
 ]
 
-READ_MODEL_VERSION: Final = 3
+READ_MODEL_VERSION: Final = 4
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
@@ -109,6 +112,8 @@ class CurrentRow(NamedTuple):
     live: bool
     valid_from: int
     state: bytes
+    archived: bool
+    agent: str | None
 
 
 class PastRow(NamedTuple):
@@ -119,19 +124,36 @@ class PastRow(NamedTuple):
     valid_from: int
     valid_to: int
     state: bytes
+    archived: bool
+    agent: str | None
 
 
 def current_row(state: SessionState) -> CurrentRow:
     """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
     return CurrentRow(
-        state.session_id, state.cwd, sort_key(state)[0], not state.deleted, state.position, encode_state(state)
+        state.session_id,
+        state.cwd,
+        sort_key(state)[0],
+        not state.deleted,
+        state.position,
+        encode_state(state),
+        state.archived,
+        state.agent,
     )
 
 
 def past_row(old: SessionState, valid_to: int) -> PastRow:
     """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
     return PastRow(
-        old.session_id, old.cwd, sort_key(old)[0], not old.deleted, old.position, valid_to, encode_state(old)
+        old.session_id,
+        old.cwd,
+        sort_key(old)[0],
+        not old.deleted,
+        old.position,
+        valid_to,
+        encode_state(old),
+        old.archived,
+        old.agent,
     )
 
 
@@ -201,16 +223,17 @@ def fold_stretch(
 
 TABLES: Final[Mapping[str, tuple[str, ...]]] = {
     "rm_meta": ("key", "value"),
-    "rm_sessions": ("session_id", "cwd", "rank", "live", "valid_from", "state"),
-    "rm_past": ("session_id", "cwd", "rank", "live", "valid_from", "valid_to", "state"),
+    "rm_sessions": CurrentRow._fields,
+    "rm_past": PastRow._fields,
 }
-"""The tables every backend keeps and their columns: the schema a read model is checked against at open. A
-backend's ``CREATE`` statements must make exactly these (plus its ``own`` columns, such as SQLite's rowid ``id``):
-``ReadModelContract`` checks fresh tables against this declaration."""
+"""The tables every backend keeps and their columns (the fields of the rows the fold writes): the schema a read
+model is checked against at open. A backend's ``CREATE`` statements must make exactly these (plus its ``own``
+columns, such as SQLite's rowid ``id``): ``ReadModelContract`` checks fresh tables against this declaration."""
 
 INDEXES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
-    "rm_sessions_order": ("rm_sessions", ("rank", "session_id", "valid_from")),
-    "rm_sessions_cwd": ("rm_sessions", ("cwd", "rank", "session_id", "valid_from")),
+    "rm_sessions_order": ("rm_sessions", ("archived", "rank", "session_id", "valid_from")),
+    "rm_sessions_cwd": ("rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from")),
+    "rm_sessions_agent": ("rm_sessions", ("agent", "archived", "rank", "session_id", "valid_from")),
     "rm_past_to": ("rm_past", ("valid_to",)),
 }
 """The indexes the pages and the pruning rely on: index -> (table, columns)."""
