@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from events.errors import RegistryError
+from registry.errors import ReadModelFault
 from registry.model import Archived, SessionState
 from registry.projection import Page
 
@@ -35,12 +35,6 @@ __all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadMode
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW: Final = 100_000
-
-
-class ReadModelFault(RegistryError):
-    """The read model's tables cannot serve: a row or blob that does not decode, a table, column, index or
-    ``rm_meta`` row that is missing. Derived data, never the log: it is rebuilt from the log (or the log is folded
-    in memory) and the answer given; this error escapes only when that failed too, and names the remedy."""
 
 
 class PastWindow:
