@@ -19,9 +19,14 @@ to ``registry.testing.ReadModelContract``.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
+import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+
+import msgspec
 
 if TYPE_CHECKING:
     import psycopg
@@ -29,6 +34,14 @@ if TYPE_CHECKING:
 
     from events.store import EventStore
     from registry.readmodel import ReadModel
+
+from registry.evidence import IntegrityEvent
+
+_KEPT: weakref.WeakKeyDictionary[EventStore, list[IntegrityEvent]] = weakref.WeakKeyDictionary()
+"""Integrity events of stores that keep nothing beside their log, for as long as the store object lives."""
+_T = TypeVar("_T")
+_TABLE: Final = "acp_integrity"
+_COLUMNS: Final = "found_at, seen_by, position, chain, head, acknowledged"
 
 __all__ = ["Backend", "MemoryBackend", "OtherBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
 
@@ -70,6 +83,18 @@ class Backend(Protocol):
         """How many events the log holds at positions ``<= position``."""
         ...
 
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        """Keep ``event`` in the store (once: the same finding again is not added); raises where it cannot."""
+        ...
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        """The integrity events recorded in the store, oldest first (acknowledged ones included)."""
+        ...
+
+    def acknowledge(self) -> int:
+        """Mark every integrity event acknowledged; returns how many were not yet."""
+        ...
+
 
 def _user_dir(kind: str) -> Path:
     import platformdirs  # noqa: PLC0415 - only when such a store is open
@@ -109,6 +134,24 @@ class OtherBackend:
 
     def events_up_to(self, position: int) -> int:
         return sum(1 for _ in self._store.scan(0, until=position))
+
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        kept = _KEPT.setdefault(self._store, [])
+        if not any(_same(event, known) for known in kept):
+            kept.append(event)
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        return list(_KEPT.get(self._store, []))
+
+    def acknowledge(self) -> int:
+        kept = _KEPT.get(self._store, [])
+        fresh = sum(not event.acknowledged for event in kept)
+        kept[:] = [msgspec.structs.replace(event, acknowledged=True) for event in kept]
+        return fresh
+
+
+def _same(a: IntegrityEvent, b: IntegrityEvent) -> bool:
+    return (a.seen_by, a.position, a.chain, a.head) == (b.seen_by, b.position, b.chain, b.head)
 
 
 class MemoryBackend(OtherBackend):
@@ -153,6 +196,42 @@ class SqliteBackend(OtherBackend):
     def import_state_path(self) -> Path | None:
         return Path(self._sqlite.path + ".import-state")
 
+    def _evidence(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        db = self._sqlite.connect()
+        try:
+            with self._sqlite.translate_errors():
+                db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (found_at INTEGER NOT NULL, seen_by TEXT NOT NULL,"
+                    " position INTEGER NOT NULL, chain TEXT NOT NULL, head INTEGER NOT NULL,"
+                    " acknowledged INTEGER NOT NULL DEFAULT 0, UNIQUE (seen_by, position, chain, head))"
+                )
+                return work(db)
+        finally:
+            db.close()
+
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        self._evidence(
+            lambda db: db.execute(
+                f"INSERT OR IGNORE INTO {_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
+            )
+        )
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        db = self._sqlite.connect()  # a read: the table is made only by the first record
+        try:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM {_TABLE} ORDER BY found_at").fetchall()
+        except sqlite3.OperationalError:
+            return []  # nothing was ever recorded
+        finally:
+            db.close()
+        return [IntegrityEvent(a, b, c, d, e, bool(f)) for a, b, c, d, e, f in rows]
+
+    def acknowledge(self) -> int:
+        return self._evidence(
+            lambda db: db.execute(f"UPDATE {_TABLE} SET acknowledged = 1 WHERE NOT acknowledged").rowcount
+        )
+
     def log_bytes(self) -> int | None:
         path = self._sqlite.path
         return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
@@ -181,6 +260,45 @@ class PostgresBackend(OtherBackend):
         from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415
 
         return PostgresReadModel(self._postgres, window=window, catch_up=catch_up)
+
+    def _evidence(
+        self, statement: str, params: tuple[object, ...] = (), *, create: bool = True
+    ) -> list[tuple[Any, ...]]:
+        from psycopg import sql  # noqa: PLC0415
+
+        schema = sql.Identifier(self._postgres.schema)
+        create_table = sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.acp_integrity (found_at bigint NOT NULL, seen_by text NOT NULL,"
+            " position bigint NOT NULL, chain text NOT NULL, head bigint NOT NULL,"
+            " acknowledged boolean NOT NULL DEFAULT false, UNIQUE (seen_by, position, chain, head))"
+        ).format(schema)
+        query = sql.SQL(statement).format(schema)
+
+        def work(conn: psycopg.Connection[TupleRow]) -> list[tuple[Any, ...]]:
+            if create:
+                conn.execute(create_table)
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
+
+        return self._postgres.run(work)
+
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        self._evidence(
+            f"INSERT INTO {{}}.acp_integrity ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
+        )
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        from psycopg import sql  # noqa: PLC0415
+
+        exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{self._postgres.schema}".acp_integrity'))
+        if self._postgres.run(lambda conn: conn.execute(exists).fetchone()) in (None, (None,)):
+            return []  # nothing was ever recorded
+        rows = self._evidence(f"SELECT {_COLUMNS} FROM {{}}.acp_integrity ORDER BY found_at", create=False)
+        return [IntegrityEvent(int(a), b, int(c), d, int(e), bool(f)) for a, b, c, d, e, f in rows]
+
+    def acknowledge(self) -> int:
+        return int(self._evidence("UPDATE {}.acp_integrity SET acknowledged = true WHERE NOT acknowledged")[0][0])
 
     def events_up_to(self, position: int) -> int:
         from psycopg import sql  # noqa: PLC0415

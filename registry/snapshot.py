@@ -367,8 +367,15 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
 
 def load_snapshot(store: EventStore, at_most: int) -> Snapshot | None:
     """The newest kept snapshot at or before position ``at_most`` that checks out (bad ones: a warning each)."""
+    head: int | None = None
     for position, path in snapshots(store):
         if position > at_most:
+            head = store.head() if head is None else head
+            if position > head:  # it saw the log reach further than it does now: keep the evidence
+                from registry.backend import backend_for  # noqa: PLC0415
+                from registry.evidence import log_shorter, record  # noqa: PLC0415
+
+                record(backend_for(store), log_shorter("kept snapshot", position, head))
             continue
         try:
             return read_snapshot(path, store)

@@ -25,6 +25,7 @@ from events.store import NO_STREAM, EventStore
 from events.testing import fake_clock
 from events.urls import open_store
 from registry.backend import Backend, backend_for
+from registry.evidence import log_shorter
 from registry.model import sort_key
 from registry.projection import Projection
 from registry.readmodel import ReadModel, open_read_model
@@ -215,6 +216,20 @@ class ReadModelContract:
         positions = [entry.position for entry in store.scan(0, until=store.head())]
         for at in (0, positions[0], positions[len(positions) // 2], store.head()):
             assert backend.events_up_to(at) == sum(1 for p in positions if p <= at)
+
+    def test_integrity_events_are_kept_once_until_acknowledged(self, store: EventStore, backend: Backend) -> None:
+        assert backend.integrity_events() == []
+        event = log_shorter("read model", 9, 4, "00ff")
+        backend.record_integrity(event)
+        backend.record_integrity(log_shorter("read model", 9, 4, "00ff"))  # the same finding again: kept once
+        backend.record_integrity(log_shorter("kept snapshot", 12, 4))
+        found = backend_for(store).integrity_events()  # kept in the store, not in the backend object
+        assert [(e.seen_by, e.position, e.head, e.chain, e.acknowledged) for e in found] == [
+            ("read model", 9, 4, "00ff", False),
+            ("kept snapshot", 12, 4, "", False),
+        ]
+        assert backend.acknowledge() == 2 and backend.acknowledge() == 0
+        assert all(e.acknowledged for e in backend.integrity_events())
 
     def test_derived_files_have_one_place(self, store: EventStore, backend: Backend) -> None:
         for where in (backend.snapshot_dir(), backend.import_state_path()):

@@ -206,3 +206,53 @@ def test_verify_names_every_edit_of_the_derived_tables_and_rebuild_mends_it(
             assert check_read_model(store, model).mismatches == []
         finally:
             model.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_a_log_cut_short_is_recorded_before_the_read_model_forgets_it(tmp_path: Path) -> None:
+    """Records cut from the log's end: the first read that finds it states it and records it in the store before
+    rebuilding; verify and stats report it until acknowledged (issue 24, "evidence kept")."""
+    path = tmp_path / "log.db"
+    url = f"sqlite://{path}"
+    with SessionRegistry.open(url, follow=False) as registry:
+        for n in range(5):
+            registry.create("/w", session_id=f"s{n}")
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("DELETE FROM events WHERE position > 3")
+        db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
+    listed = _cli("--store", url, "list", "--json")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    assert "integrity: " in listed.stderr and "position 5" in listed.stderr and "recorded in the store" in listed.stderr
+    assert [s["sessionId"] for s in json.loads(listed.stdout)["sessions"]] == ["s2", "s1", "s0"]
+    for _ in range(2):  # every later verify says so, though the read model was rebuilt meanwhile
+        verified = _cli("--store", url, "verify", "--json")
+        assert verified.returncode == 1
+        (problem,) = json.loads(verified.stdout)["problems"]
+        assert problem["position"] == 5 and "integrity" in problem["problem"]
+    stats = _cli("--store", url, "stats", "--json")
+    (event,) = json.loads(stats.stdout)["integrityEvents"]
+    assert (event["seenBy"], event["position"], event["head"]) == ("read model", 5, 3)
+    acknowledged = _cli("--store", url, "verify", "--acknowledge")
+    assert acknowledged.returncode == 0 and "acknowledged 1 integrity event" in acknowledged.stderr
+    assert _cli("--store", url, "verify").returncode == 0
+    assert json.loads(_cli("--store", url, "stats", "--json").stdout)["integrityEvents"] == []
+
+
+def test_a_registry_that_is_serving_records_a_cut_log_before_rebuilding(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    with SessionRegistry.open(f"sqlite://{path}", follow=False) as registry:
+        for n in range(5):
+            registry.create("/w", session_id=f"s{n}")
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute("DELETE FROM events WHERE position > 3")
+            db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
+        assert [s.session_id for s in registry.list().sessions] == ["s2", "s1", "s0"]
+        from registry.backend import backend_for  # noqa: PLC0415
+
+        (event,) = backend_for(registry.store).integrity_events()
+        assert (event.seen_by, event.position, event.head, event.acknowledged) == ("read model", 5, 3, False)

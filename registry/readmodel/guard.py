@@ -28,6 +28,7 @@ from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.tables import LogShorter, record_log_shorter
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -101,6 +102,8 @@ class GuardedReadModel(ReadModel):
             why = fault_of(exc)
             if why is None:
                 raise
+            if isinstance(exc, LogShorter):  # evidence first: the rebuild forgets how far the log reached
+                record_log_shorter(self._store, model.stored_meta(), exc.head)
         self._recover(model, why)
         try:
             return call(self._model)

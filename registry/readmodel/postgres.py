@@ -37,6 +37,7 @@ from registry.readmodel.tables import (
     fold_stretch,
     merge_pages,
     prepare_tables,
+    record_log_shorter,
     schema_problems,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
@@ -243,6 +244,9 @@ class PostgresReadModel(ReadModel):
             exclusively=exclusively,
             create=lambda: self._create(conn),
             repair=repair,
+            before_rebuild=lambda: record_log_shorter(
+                self._store, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
+            ),
         )
 
     def _create(self, conn: Connection) -> None:

@@ -39,6 +39,7 @@ from registry.readmodel.tables import (
     fold_stretch,
     merge_pages,
     prepare_tables,
+    record_log_shorter,
     schema_problems,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
@@ -259,6 +260,7 @@ class SqliteReadModel(ReadModel):
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
+            before_rebuild=lambda: record_log_shorter(self._store, self._meta(db), self._store.head()),
         )
 
     @staticmethod

@@ -51,6 +51,7 @@ __all__ = [
     "CurrentRow",
     "Fold",
     "FoundSchema",
+    "LogShorter",
     "PastRow",
     "SnapshotPlan",
     "anchor_value",
@@ -64,6 +65,7 @@ __all__ = [
     "newer_version",
     "past_row",
     "prepare_tables",
+    "record_log_shorter",
     "schema_problems",
 ]
 
@@ -102,7 +104,10 @@ def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, i
     checkpoint, floor, head = row or (None, None, None)
     if type(checkpoint) is not int or type(floor) is not int:
         raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
-    return checkpoint, floor, head if type(head) is int else 0
+    head = head if type(head) is int else 0
+    if head < checkpoint:
+        raise LogShorter(checkpoint, head)
+    return checkpoint, floor, head
 
 
 class CurrentRow(NamedTuple):
@@ -331,6 +336,8 @@ def prepare_tables(
         return False  # looked at as they are (``verify`` reports what is wrong with them)
     if not wrong and (not repair or matches_log()):
         return False
+    if not wrong:
+        before_rebuild()  # outside the lock: the evidence is kept before anything is rebuilt
     with exclusively():
         found = describe()
         wrong = problems(found)
@@ -344,7 +351,6 @@ def prepare_tables(
                     "; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""),
                 )
             else:
-                before_rebuild()
                 log.warning(
                     "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
                     "rebuilding it from the log",
@@ -352,6 +358,29 @@ def prepare_tables(
                 )
         create()
     return True
+
+
+def record_log_shorter(store: EventStore, meta: Mapping[str, int], head: int) -> None:
+    """The tables had seen the log reach their checkpoint (with its chain link there), and it does not: keep the
+    evidence in the store (``registry.evidence``) before they are rebuilt."""
+    from registry.backend import backend_for  # noqa: PLC0415
+    from registry.evidence import log_shorter, record  # noqa: PLC0415
+
+    anchor = meta.get("anchor", 0)
+    chain = f"{anchor & 0xFFFF_FFFF_FFFF_FFFF:016x}" if anchor else ""
+    record(backend_for(store), log_shorter("read model", meta.get("checkpoint", 0), head, chain))
+
+
+class LogShorter(ReadModelFault):
+    """The log's head is below the read model's checkpoint: records were removed from the log's end."""
+
+    def __init__(self, checkpoint: int, head: int) -> None:
+        super().__init__(
+            f"the log's head ({head}) is below the read model's checkpoint ({checkpoint}): records were removed"
+            " from the log's end"
+        )
+        self.checkpoint = checkpoint
+        self.head = head
 
 
 def anchor_value(chain: bytes | None) -> int:
