@@ -18,6 +18,7 @@ import zstandard
 from events import MemoryStore
 from registry.importers import Importer, sources
 from registry.importers.importer import META_ARCHIVED, META_GIT_BRANCH, META_PATH
+from registry.importers.lines import GLUED
 from registry.model import META_MESSAGES, META_TITLE_SOURCE
 from tests.test_importers import listing, only, run_import, skipped, write_lines
 
@@ -459,7 +460,7 @@ def qwen(tmp_path: Path) -> Path:
 def test_qwen_session_with_a_glued_line_and_a_manual_title(qwen: Path) -> None:
     store = MemoryStore()
     summary = run_import(store, "qwen", qwen)
-    assert skipped(summary) == {}
+    assert skipped(summary) == {GLUED: 1}  # recovered, and named
     session = only(store)
     assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
         f"qwen:{QWEN_ID}",
@@ -491,7 +492,7 @@ def test_qwen_archive_children_and_stray_files(qwen: Path, tmp_path: Path) -> No
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "qwen", qwen, state=state)
-    assert skipped(summary) == {"sub-session (parent_session record)": 1}
+    assert skipped(summary) == {"sub-session (parent_session record)": 1, GLUED: 1}
     (chats / "archive").mkdir()
     (chats / f"{QWEN_ID}.jsonl").rename(chats / "archive" / f"{QWEN_ID}.jsonl")
     summary = run_import(store, "qwen", qwen, state=state)

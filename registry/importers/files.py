@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 import msgspec
 
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
-from registry.importers.lines import LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
+from registry.importers.lines import GLUED, LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
 
 __all__ = [
     "Discovery",
@@ -73,8 +73,12 @@ class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
     path: str
     tail: Tail
     fold: F
+    """What the file says now, its last line too when that is complete JSON without its newline."""
     kind: str
     native_id: str | None = None
+    base: F | None = None
+    """The fold up to ``tail.offset`` when ``fold`` includes such a last line: the next read continues from here
+    (the line is read again, with whatever was appended to it), so nothing is folded twice."""
 
 
 class FileState(msgspec.Struct, Generic[F, G], kw_only=True):
@@ -245,23 +249,31 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     def _fold_lines(self, fold: F, lines: Iterable[bytes | None], stats: LineStats, first_line: int) -> None:
         for number, record in decode_lines(lines, self._records, stats, first_line=first_line):
-            try:
-                self.apply(fold, record)
-            except Exception as exc:  # a part of the record (a payload) is not what the parser expects
-                stats.problem(number, f"record not understood ({type(exc).__name__}), skipped")
+            self._apply(fold, record, number, stats)
+
+    def _apply(self, fold: F, record: Any, number: int, stats: LineStats) -> None:
+        try:
+            self.apply(fold, record)
+        except Exception as exc:  # a part of the record (a payload) is not what the parser expects
+            stats.problem(number, f"record not understood ({type(exc).__name__}), skipped")
 
     def _read(self, found: Found, entry: FileEntry[F] | None, ctx: ScanContext) -> FileEntry[F] | None:
         """Read what is new in one file; None (after ``ctx.skip``) when it could not be read."""
         stats = LineStats(ctx.line_cap)
+        base: F | None = None
         try:
             if found.kind == "jsonl":
                 with TailRead(found.path, entry.tail if entry is not None else None, cap=ctx.line_cap) as read:
                     if entry is None or read.restart or entry.kind != found.kind:
                         fold = self.new_fold(found)
                     else:
-                        fold = self._fold_decoder.decode(msgspec.msgpack.encode(entry.fold))
+                        fold = self._copy(entry.fold if entry.base is None else entry.base)
                     stats = read.stats
                     self._fold_lines(fold, read.lines(), stats, read.first_line)
+                    if read.pending is not None:
+                        view = self._fold_last(fold, read.pending, read.line_count + 1, stats)
+                        if view is not None:
+                            base, fold = fold, view
                     tail = read.tail
                     ctx.bytes_read += read.bytes_read
             else:
@@ -294,7 +306,25 @@ class FileSource(abc.ABC, Generic[F, G]):
         ctx.files_read += 1
         for reason, count in stats.counts.items():
             ctx.skip(f"{found.path}:{stats.lines[reason][0]}", reason, count)
-        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=self.identify(found, fold))
+        native_id = self.identify(found, fold)
+        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=native_id, base=base)
+
+    def _copy(self, fold: F) -> F:
+        return self._fold_decoder.decode(msgspec.msgpack.encode(fold))  # type: ignore[no-any-return]
+
+    def _fold_last(self, fold: F, line: bytes, number: int, stats: LineStats) -> F | None:
+        """``fold`` with a last line that has no newline folded in, on a copy; None when the line is not complete
+        JSON (a writer may be in the middle of it: it is read on a later pass, and not reported)."""
+        scratch = LineStats(stats.cap)
+        records = list(decode_lines([line], self._records, scratch, first_line=number))
+        if not records or set(scratch.counts) - {GLUED}:
+            return None
+        for reason in scratch.counts:
+            stats.problem(number, reason)
+        view = self._copy(fold)
+        for _, record in records:
+            self._apply(view, record, number, stats)
+        return view
 
 
 def folder_files(
