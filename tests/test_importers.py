@@ -173,7 +173,11 @@ def test_claude_code_title_priority_and_sources(tmp_path: Path) -> None:
     )
     run_import(store, "claude-code", root)
     assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Fix the build", "prompt")
-    write_lines(path, [{"type": "summary", "summary": "Build fix", "leafUuid": "x"}], mode="a")
+    # Claude Code writes summaries of other sessions into the open transcript: their leafUuid is not ours.
+    write_lines(path, [{"type": "summary", "summary": "Tailwind catalog", "leafUuid": "u-elsewhere"}], mode="a")
+    run_import(store, "claude-code", root)
+    assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Fix the build", "prompt")
+    write_lines(path, [{"type": "summary", "summary": "Build fix", "leafUuid": "u-2026-03-02T09:00:01Z"}], mode="a")
     run_import(store, "claude-code", root)
     assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Build fix", "agent")
     write_lines(path, [{"type": "last-prompt", "lastPrompt": "and the tests", "sessionId": SID}], mode="a")

@@ -11,7 +11,8 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
   history, under the earlier ``sessionId``. Only records with this file's session id give its created time,
   its activity and its messages (the file name is authoritative, as in Zed's claude-code-acp).
 - **Message count**, as Claude Code's transcript view shows messages: real prompts - ``user`` records that are
-  not ``isMeta``, ``isCompactSummary``, ``isSidechain`` or a team's, not tool-result carriers, and not text the
+  not ``isMeta``, ``isCompactSummary``, ``isSidechain`` or a team's, not tool-result carriers (a prompt that is
+  only a pasted image counts: the UI shows it as a message), and not text the
   tool itself writes as ``user``: interrupt markers (``[Request interrupted by user...]``), slash-command echoes
   (``<command-name>``, ``<command-message>``, ``<command-args>``, ``<local-command-stdout>``,
   ``<local-command-stderr>``, ``<local-command-caveat>``), hook and IDE context (``<session-start-hook>``,
@@ -22,6 +23,14 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
   (AGENT) > ``last-prompt`` (PROMPT) > ``summary`` (AGENT) > the first real prompt (PROMPT) > the first
   slash command's name (PROMPT). A file with none of them holds only metadata and is not listed (the SDK
   drops those too). A session whose last ``tag`` is ``__hidden`` (the SDK's soft delete) counts as deleted.
+- **Whose summary**: Claude Code writes ``summary`` records for every conversation of the project that lacks
+  one into whichever transcript is open (anthropics/claude-code#2597), and its ``/resume`` list gives a summary
+  to the conversation whose leaf message has the summary's ``leafUuid``. So a ``summary`` is this session's
+  only when its ``leafUuid`` is one of this session's own records (with this file's ``sessionId``); the others
+  are about other sessions and are ignored. The fold remembers the uuids of the session's last ``_LEAVES``
+  records (a summary is written after the leaf it names, at the next start in the project), so a summary of an
+  older leaf is missed - the title then falls back to the first prompt, never to another session's summary.
+  (The Agent SDK's lister takes any summary in the file: it shows the foreign titles.)
 """
 
 from __future__ import annotations
@@ -53,6 +62,8 @@ __all__ = ["ClaudeCode"]
 _RECENT: Final = 64
 """Assistant message ids remembered to count a reply split over several lines once: its lines come together
 (only the tool results of its own tool uses come between them), so a window suffices and the state stays small."""
+_LEAVES: Final = 64
+"""Uuids of the session's own latest records a ``summary``'s ``leafUuid`` is matched against."""
 _NOT_A_MESSAGE = re.compile(
     r"^\s*(?:<command-name>|<command-message>|<command-args>|<local-command-stdout>|<local-command-stderr>"
     r"|<local-command-caveat>|<session-start-hook>|<user-prompt-submit-hook>|<system-reminder>|<tick>|<goal>"
@@ -67,6 +78,10 @@ class _Block(msgspec.Struct):
     text: Any = None
 
 
+_PICTURES: Final = frozenset({"image", "document"})
+"""Blocks a user pastes or drops in: a prompt of only these is still a message."""
+
+
 class _UserMessage(msgspec.Struct):
     content: str | list[_Block] | None = None
 
@@ -77,6 +92,8 @@ class _AssistantMessage(msgspec.Struct):
 
 class _Record(msgspec.Struct, rename="camel"):
     type: Any = None
+    uuid: Any = None
+    leaf_uuid: Any = None
     timestamp: Any = None
     cwd: Any = None
     session_id: Any = None
@@ -111,6 +128,8 @@ class _Fold(msgspec.Struct, kw_only=True):
     prompts: int = 0
     replies: int = 0
     recent: list[str] = msgspec.field(default_factory=list)
+    leaves: list[str] = msgspec.field(default_factory=list)
+    """The uuids of this session's latest own records (``_LEAVES``): what its own summaries point at."""
 
 
 _user_message = msgspec.json.Decoder(_UserMessage)
@@ -138,6 +157,9 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         if fold.sidechain is None and isinstance(record.is_sidechain, bool):
             fold.sidechain = record.is_sidechain
         own = record.session_id is None or record.session_id == fold.session_id
+        if own and isinstance(record.uuid, str) and kind != "summary":
+            fold.leaves.append(record.uuid)
+            del fold.leaves[:-_LEAVES]
         if isinstance(record.cwd, str) and record.cwd:
             if own and fold.cwd is None:
                 fold.cwd = record.cwd
@@ -155,7 +177,8 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind == "last-prompt" and isinstance(record.last_prompt, str):
             fold.last_prompt = record.last_prompt
         elif kind == "summary" and isinstance(record.summary, str):
-            fold.summary = record.summary
+            if record.leaf_uuid in fold.leaves:
+                fold.summary = record.summary  # about this session; the others describe other sessions
         elif kind == "tag" and isinstance(record.tag, str):
             fold.tag = record.tag
         elif kind in ("user", "assistant"):
@@ -212,9 +235,13 @@ def _user(fold: _Fold, record: _Record) -> None:
         if any(block.type == "tool_result" for block in content):
             return
         texts = [b.text for b in content if b.type == "text" and isinstance(b.text, str)]
+        pictures = any(block.type in _PICTURES for block in content)
     else:
-        texts = [content or ""]
+        texts, pictures = [content or ""], False
     real = [t.strip() for t in texts if t.strip() and not _NOT_A_MESSAGE.match(t)]
+    if not real and pictures and not any(t.strip() for t in texts):
+        fold.prompts += 1  # a pasted screenshot alone: a message, with no text to title the session by
+        return
     if not real:
         command = next((m.group(1) for t in texts if (m := _COMMAND.search(t)) is not None), None)
         fold.command = fold.command or command or None
