@@ -199,6 +199,7 @@ class ScanContext:
         sqlite_timeout: float = 2.0,
         want: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
+        known_cwds: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.agent = agent
         self.line_cap = line_cap
@@ -211,6 +212,15 @@ class ScanContext:
         self._progress = progress
         self._total = 0
         self._done = 0
+        self._known_cwds = known_cwds
+        self._cwds: frozenset[str] | None = None
+
+    def known_cwds(self) -> frozenset[str]:
+        """Working directories the registry knows of: the store's sessions and this pass's other agents' (asked
+        only when a source needs them - a folder named by a hash of its project root - and then once)."""
+        if self._cwds is None:
+            self._cwds = frozenset(self._known_cwds()) if self._known_cwds is not None else frozenset()
+        return self._cwds
 
     def skip(self, item: str, reason: str, count: int = 1) -> None:
         self.skips.append(Skip(item, reason, count))

@@ -4,7 +4,9 @@ A chat file is append-only but is *not* an append-only message log: a message is
 changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops that message and all after it, and a
 ``{"$set": {"messages": [...]}}`` checkpoint replaces them all - so the fold keeps the ordered message ids.
 The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
-else ``projects.json``, else - for the older sha256-named folders - the known root whose hash matches). Titles:
+else ``projects.json``, else - for the older ``tmp/<sha256 of the project root>/`` folders - the root whose hash
+is the folder's name, among the roots ``projects.json`` names and the working directories the registry knows:
+its store's sessions and this import's other agents', so Gemini is read after them). Titles:
 the AI summary (AGENT) > the first resumable user message (PROMPT) > the first user message even if it is a
 slash command (PROMPT); there is no user-set title.
 
@@ -97,6 +99,8 @@ _document_decoder = msgspec.json.Decoder(_Document)
 
 class Gemini(FileSource[_Fold, _Projects]):
     agent: ClassVar[str] = "gemini"
+    uses_known_cwds: ClassVar[bool] = True
+    """Read after the other agents: their sessions' directories may name its hash-named folders."""
     fold_type = _Fold
     extra_type = _Projects
     record_type = _Record
@@ -213,10 +217,15 @@ class Gemini(FileSource[_Fold, _Projects]):
         for path, folder in known.items():
             roots.setdefault(folder, path)
         every_root = set(known) | set(roots.values())
-        hashes = {hashlib.sha256(p.encode()).hexdigest(): p for p in every_root}
-        for project in scandir(root / "tmp") or []:
-            if _SHA256.match(project.name) and project.name in hashes:
-                roots.setdefault(project.name, hashes[project.name])
+        hashes = {_sha256(p): p for p in every_root}
+        unknown = [p.name for p in scandir(root / "tmp") or [] if _SHA256.match(p.name) and p.name not in roots]
+        if any(name not in hashes for name in unknown):
+            # An older folder named by the hash of its root: perhaps a directory the registry knows already.
+            elsewhere = {_sha256(cwd): cwd for cwd in ctx.known_cwds()}
+            hashes.update((name, elsewhere[name]) for name in unknown if name in elsewhere and name not in hashes)
+        for name in unknown:
+            if name in hashes:
+                roots[name] = hashes[name]
         fresh = _Projects(roots=roots, hashes=hashes)
         return fresh, fresh != extra
 
@@ -232,7 +241,7 @@ class Gemini(FileSource[_Fold, _Projects]):
         elif not any(kind in ("user", "gemini") for kind in fold.messages.values()):
             skip = "no user or model message (Gemini CLI does not list it)"
         elif project_root is None:
-            skip = "project root unknown (not in projects.json, no .project_root)"
+            skip = "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)"
         first_prompt = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)
         first_command = next((fold.commands[i] for i in fold.messages if fold.commands.get(i)), None)
         draft = Draft(
@@ -249,6 +258,10 @@ class Gemini(FileSource[_Fold, _Projects]):
             skip=skip,
         )
         return Reading(rel, entry, draft)
+
+
+def _sha256(path: str) -> str:
+    return hashlib.sha256(path.encode(errors="surrogateescape")).hexdigest()
 
 
 def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:
