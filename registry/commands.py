@@ -8,8 +8,9 @@ replaces the user's", "nothing is written when nothing would change") has exactl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -30,6 +31,7 @@ from registry.model import SessionState, parse_time, title_replaces
 from registry.paths import normalise_cwd
 
 __all__ = [
+    "PROMPT_TITLE_LENGTH",
     "check_directories",
     "check_event",
     "check_messages",
@@ -42,7 +44,13 @@ __all__ = [
     "creation",
     "info_change",
     "json_type",
+    "one_line",
+    "prompt_title",
 ]
+
+PROMPT_TITLE_LENGTH: Final = 200
+"""A title taken from a prompt is cut here, with an ellipsis (as Claude Code's own lister cuts its first prompt)."""
+_SPACES: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 
 _json_encoder = msgspec.json.Encoder()
 _msgpack_encoder = msgspec.msgpack.Encoder()
@@ -81,6 +89,25 @@ def check_title(title: object, field: str = "title") -> str:
         raise InvalidParams(f"{field} is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
     _check_text(title, field)
     return title
+
+
+def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
+    """``text`` as a title: on one line, at most ``limit`` characters (cut with an ellipsis); None when nothing is
+    left. Runs of white space and control characters become one space: a title is shown on one line, and another
+    program's text must not put escape sequences into a terminal that lists it."""
+    if not isinstance(text, str):
+        return None
+    line = _SPACES.sub(" ", text).strip()
+    if not line:
+        return None
+    limit = min(limit, MAX_TITLE_LENGTH)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "\u2026"
+
+
+def prompt_title(prompt: object) -> str | None:
+    """The title a session gets from a prompt, wherever the session comes from (``serve``'s first prompt, an
+    imported agent's first or last prompt): the whole prompt on one line, cut at ``PROMPT_TITLE_LENGTH``."""
+    return one_line(prompt, PROMPT_TITLE_LENGTH)
 
 
 def check_source(source: object) -> TitleSource:

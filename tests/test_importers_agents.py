@@ -268,7 +268,10 @@ def test_gemini_legacy_documents_hash_folders_subagents_and_unknown_projects(gem
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "gemini", gemini, state=state)
-    assert skipped(summary) == {"subagent chat": 1, "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)": 1}
+    assert skipped(summary) == {
+        "subagent chat": 1,
+        "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)": 1,
+    }
     legacy_session = next(s for s in listing(store) if s["sessionId"] == "gemini:1a2b3c4d-0000-4000-8000-000000000001")
     assert (legacy_session["cwd"], legacy_session["title"], legacy_session["_meta"][META_MESSAGES]) == (
         "/home/dev/acme-api",

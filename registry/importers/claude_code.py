@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, agent_time, env_path, home, is_uuid
+from registry.importers.base import Activity, Draft, agent_time, is_uuid
 from registry.importers.files import (
     Discovery,
     FileSource,
@@ -110,12 +109,9 @@ class _Record(msgspec.Struct, rename="camel"):
     tag: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     session_id: str
-    cwd: str | None = None
     other_cwd: str | None = None
-    created: int | None = None
-    last: int | None = None
     sidechain: bool | None = None
     first_prompt: str | None = None
     command: str | None = None
@@ -127,7 +123,6 @@ class _Fold(msgspec.Struct, kw_only=True):
     tag: str | None = None
     prompts: int = 0
     replies: int = 0
-    recent: list[str] = msgspec.field(default_factory=list)
     leaves: list[str] = msgspec.field(default_factory=list)
     """The uuids of this session's latest own records (``_LEAVES``): what its own summaries point at."""
 
@@ -141,9 +136,8 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
     fold_type = _Fold
     record_type = _Record
     tops = ("projects",)
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "CLAUDE_CONFIG_DIR") or home(environ) / ".claude"
+    home_variable = "CLAUDE_CONFIG_DIR"
+    home_folder = ".claude"
 
     def discover(self, root: Path) -> Discovery:
         return folder_files(root, self.tops, [""], _session_file)
@@ -160,14 +154,12 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         if own and isinstance(record.uuid, str) and kind != "summary":
             fold.leaves.append(record.uuid)
             del fold.leaves[:-_LEAVES]
-        if isinstance(record.cwd, str) and record.cwd:
-            if own and fold.cwd is None:
-                fold.cwd = record.cwd
-            elif fold.other_cwd is None:
-                fold.other_cwd = record.cwd
+        if own:
+            fold.saw_cwd(record.cwd)
+        elif fold.other_cwd is None and isinstance(record.cwd, str) and record.cwd:
+            fold.other_cwd = record.cwd
         at = agent_time(record.timestamp) if own else None
-        if fold.created is None and at is not None:
-            fold.created = at
+        fold.saw_time(at, active=False)
         if own and isinstance(record.git_branch, str) and record.git_branch:
             fold.git_branch = record.git_branch
         if kind == "custom-title" and isinstance(record.custom_title, str):
@@ -184,8 +176,7 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind in ("user", "assistant"):
             if not own or record.is_sidechain is True or record.team_name is not None:
                 return  # history carried over from another session, a subagent's or a team mate's line
-            if at is not None and (fold.last is None or at > fold.last):
-                fold.last = at  # tool results are activity too, though not messages
+            fold.saw_time(at)  # tool results are activity too, though not messages
             if record.is_meta is True:
                 return
             if kind == "user":
@@ -199,19 +190,19 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         rel, entry = max(files, key=lambda item: (item[1].fold.last or 0, item[1].tail.offset, item[0]))
         fold: _Fold = entry.fold
         titles = [
-            (fold.custom_title, TitleSource.USER, 500),
-            (fold.ai_title, TitleSource.AGENT, 500),
-            (fold.last_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-            (fold.summary, TitleSource.AGENT, 500),
-            (fold.first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-            (fold.command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            (fold.custom_title, TitleSource.USER),
+            (fold.ai_title, TitleSource.AGENT),
+            (fold.last_prompt, TitleSource.PROMPT),
+            (fold.summary, TitleSource.AGENT),
+            (fold.first_prompt, TitleSource.PROMPT),
+            (fold.command, TitleSource.PROMPT),
         ]
         skip = None
         if fold.sidechain:
             skip = "subagent transcript (isSidechain)"
         elif fold.cwd is None and fold.other_cwd is None:
             skip = "no cwd recorded"
-        elif not any(isinstance(text, str) and text.strip() for text, _, _ in titles):
+        elif not any(isinstance(text, str) and text.strip() for text, _ in titles):
             skip = "metadata only (no prompt, title or summary)"
         draft = Draft(
             cwd=fold.cwd or fold.other_cwd,
@@ -254,12 +245,8 @@ def _user(fold: _Fold, record: _Record) -> None:
 def _assistant(fold: _Fold, record: _Record) -> None:
     """Count an API reply once, though it is split over several lines sharing ``message.id``."""
     message_id = _assistant_message.decode(record.message).id if record.message else None
-    if isinstance(message_id, str):
-        if message_id in fold.recent:
-            return
-        fold.recent.append(message_id)
-        del fold.recent[:-_RECENT]
-    fold.replies += 1
+    if fold.first_sight(message_id, _RECENT):
+        fold.replies += 1
 
 
 def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:

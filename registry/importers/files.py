@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
+from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, env_path, home
 from registry.importers.lines import GLUED, LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
 
 __all__ = [
@@ -36,11 +36,13 @@ __all__ = [
     "FileState",
     "Found",
     "Group",
+    "Index",
     "NoExtra",
     "Reading",
     "folder_files",
     "follow_index",
     "is_dir",
+    "refresh_index",
     "scandir",
 ]
 
@@ -113,6 +115,10 @@ class FileSource(abc.ABC, Generic[F, G]):
     """What one JSON line decodes to (a msgspec struct with the fields the fold reads)."""
     tops: ClassVar[tuple[str, ...]] = ()
     """The folders under the root the agent keeps sessions in (a root with none of them is not the agent's)."""
+    home_variable: ClassVar[str] = ""
+    """The environment variable naming the agent's data folder (``CODEX_HOME``)."""
+    home_folder: ClassVar[str] = ""
+    """The data folder's name in the home directory otherwise (``.codex``)."""
 
     def __init__(self) -> None:
         self._state_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
@@ -123,8 +129,9 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     # -- what a parser says ----------------------------------------------------------------------------
 
-    @abc.abstractmethod
-    def default_root(self, environ: Mapping[str, str]) -> Path: ...
+    def default_root(self, environ: Mapping[str, str]) -> Path:
+        """``$<home_variable>``, else ``~/<home_folder>``."""
+        return env_path(environ, self.home_variable) or home(environ) / self.home_folder
 
     @abc.abstractmethod
     def discover(self, root: Path) -> Discovery: ...
@@ -398,6 +405,29 @@ def follow_index(
         ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
     changed = frozenset(i for i in fresh.keys() | entries.keys() if fresh.get(i) != entries.get(i))
     return new_tail, fresh, changed
+
+
+class Index(msgspec.Struct, Generic[V], kw_only=True):
+    """An append-only index beside the sessions, as far as it was read: its tail, and an entry per session id."""
+
+    tail: Tail | None = None
+    entries: dict[str, V] = msgspec.field(default_factory=dict)
+
+
+def refresh_index(
+    path: Path,
+    index: Index[V] | None,
+    decoder: msgspec.json.Decoder[R],
+    fold: Callable[[dict[str, V], R], None],
+    ctx: ScanContext,
+) -> tuple[Index[V], frozenset[str] | bool]:
+    """``FileSource.refresh_extra`` for a source whose shared file is such an index (``follow_index``)."""
+    old: Index[V] = index or Index()
+    read = follow_index(path, old.tail, old.entries, decoder, fold, ctx)
+    if read is None:
+        return old, False
+    tail, entries, changed = read
+    return Index(tail=tail, entries=entries), changed
 
 
 def quiet(pattern: str) -> Callable[[str], bool]:

@@ -30,7 +30,15 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
+from registry.importers.base import (
+    Activity,
+    Draft,
+    ScanContext,
+    agent_time,
+    env_path,
+    home,
+    prompt_title,
+)
 from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
 
 __all__ = ["Gemini"]
@@ -68,7 +76,7 @@ class _Document(msgspec.Struct, rename="camel"):
     messages: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     project_dir: str
     session_id: str | None = None
     project_hash: str | None = None
@@ -83,8 +91,6 @@ class _Fold(msgspec.Struct, kw_only=True):
     """User message id -> its text, for the resumable ones (the title falls back to the first)."""
     commands: dict[str, str] = msgspec.field(default_factory=dict)
     """User message id -> its text, for the slash commands (a title of last resort)."""
-    first_at: int | None = None
-    last_at: int | None = None
 
 
 class _Projects(msgspec.Struct, kw_only=True):
@@ -188,13 +194,10 @@ class Gemini(FileSource[_Fold, _Projects]):
             fold.prompts.pop(message_id, None)
             fold.commands.pop(message_id, None)
             if text and not text.startswith(_NOT_RESUMABLE):
-                fold.prompts[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
+                fold.prompts[message_id] = prompt_title(text) or ""
             elif text:
-                fold.commands[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
-        at = agent_time(timestamp)
-        if at is not None:
-            fold.first_at = at if fold.first_at is None else min(fold.first_at, at)
-            fold.last_at = at if fold.last_at is None else max(fold.last_at, at)
+                fold.commands[message_id] = prompt_title(text) or ""
+        fold.saw_span(agent_time(timestamp))
 
     def refresh_extra(
         self, root: Path, extra: _Projects | None, ctx: ScanContext
@@ -246,12 +249,12 @@ class Gemini(FileSource[_Fold, _Projects]):
         first_command = next((fold.commands[i] for i in fold.messages if fold.commands.get(i)), None)
         draft = Draft(
             cwd=project_root,
-            created=fold.start or fold.updated or fold.first_at,
-            last=fold.updated or fold.last_at,
+            created=fold.start or fold.updated or fold.created,
+            last=fold.updated or fold.last,
             titles=[
-                (fold.summary, TitleSource.AGENT, 500),
-                (first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-                (first_command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+                (fold.summary, TitleSource.AGENT),
+                (first_prompt, TitleSource.PROMPT),
+                (first_command, TitleSource.PROMPT),
             ],
             messages=len(fold.messages),
             directories=fold.directories,
