@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from events import MemoryStore, SessionDeleted, TitleSource, open_store
+from events.errors import RegistryError
 from events.store import EventStore
 from registry import SessionRegistry
-from registry.importers import Importer, Summary, sources
+from registry.importers import Importer, ImportStateError, Summary, sources
+from registry.importers.databases import SchemaError
 from registry.importers.importer import META_AGENT_MESSAGES, META_GIT_BRANCH, META_PATH
 from registry.importers.lines import GLUED, TailRead
 from registry.model import META_MESSAGES, META_TITLE_SOURCE, parse_time
@@ -551,3 +553,13 @@ def test_importers_write_through_one_function_and_never_through_the_facade(
                 names = {alias.name for alias in node.names}
                 assert node.module not in ("registry.service", "registry") or "SessionRegistry" not in names, module
                 assert node.module != "registry.service", module
+
+
+def test_the_importers_errors_are_registry_errors(claude: Path, tmp_path: Path) -> None:
+    # One error tree: a caller catching RegistryError catches the importers' errors too (and ValueError still).
+    state = tmp_path / "state"
+    state.mkdir()  # a folder where the import state belongs
+    with pytest.raises(RegistryError) as caught:
+        run_import(MemoryStore(), "claude-code", claude, state=state)
+    assert isinstance(caught.value, ImportStateError) and isinstance(caught.value, ValueError)
+    assert issubclass(SchemaError, RegistryError) and issubclass(SchemaError, ValueError)

@@ -2,9 +2,10 @@
 
 A minimal agent with a real session history: ``session/prompt`` streams the prompt's text back as
 ``agent_message_chunk``s and ends the turn; the first prompt names the session (``registry.commands.prompt_title``,
-the rule imported sessions share too); every turn is activity. ``session/list``, ``session/delete``, ``session/load`` (replays the stored turns), resume and
-close work against the registry, and every title / ``updatedAt`` / ``_meta`` change - this process's or another's
-on the same store - is pushed as a minimal ``session_info_update`` with explicit nulls.
+the rule imported sessions share too); every turn is activity. ``session/list``, ``session/delete``,
+``session/load`` (replays the stored turns), resume and close work against the registry, and every title /
+``updatedAt`` / ``_meta`` change - this process's or another's on the same store - is pushed as a minimal
+``session_info_update`` with explicit nulls.
 
 Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
 clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.

@@ -29,6 +29,8 @@ from typing import Final
 
 import msgspec
 
+from events.errors import RegistryError
+
 __all__ = [
     "ImportState",
     "ImportStateError",
@@ -47,8 +49,9 @@ FORMAT: Final = 2
 _MAX_STATE: Final = 1 << 30
 
 
-class ImportStateError(ValueError):
-    """The import state (or its lock) cannot be used: a folder or a symlink is where it belongs."""
+class ImportStateError(RegistryError, ValueError):
+    """The import state (or its lock) cannot be used: a folder or a symlink is where it belongs. A
+    ``RegistryError`` like every error the library raises (and a ``ValueError``, as it always was)."""
 
 
 class SourceRecord(msgspec.Struct, kw_only=True):
