@@ -271,9 +271,14 @@ def test_history_lists_every_event_and_what_it_changed(run: Cli, populated: Popu
     as_json, table, deleted, unknown = run.all(
         ("history", "s1", "--json"), ("history", "s1"), ("history", "s2"), ("history", "nope"), store=populated.path
     )
-    records = [decode_record_json(line) for line in as_json.stdout.splitlines()]
-    assert [r.version for r in records] == [1, 2, 3]
-    assert all(r.session_id == "s1" for r in records)
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [r["version"] for r in records] == [1, 2, 3]
+    assert all(r["sessionId"] == "s1" for r in records)
+    # Times as show gives them (RFC 3339), not export's epoch nanoseconds.
+    with open_store(populated.url, create=False) as store:
+        stored = store.read_stream("s1")
+    assert [r["recordedAt"] for r in records] == [format_time(r.recorded_at) for r in stored]
+    assert records[0]["event"]["at"] == format_time(stored[0].event.at)  # the event's own time too
     assert 'created in /work/app, title "Fix login" (user)' in table.stdout
     assert "+2 messages" in table.stdout and "title cleared" in table.stdout
     assert "s2: 3 events" in deleted.stdout and "deleted" in deleted.stdout  # deleted sessions have a history
