@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from events import TitleSource, open_store
+from events import SessionCreated, TitleSource, open_store
 from events.codec import decode_record_json, encode_record_json
 from registry import SessionRegistry
 from registry.cli import main as cli_main
@@ -278,7 +278,9 @@ def test_history_lists_every_event_and_what_it_changed(run: Cli, populated: Popu
     with open_store(populated.url, create=False) as store:
         stored = store.read_stream("s1")
     assert [r["recordedAt"] for r in records] == [format_time(r.recorded_at) for r in stored]
-    assert records[0]["event"]["at"] == format_time(stored[0].event.at)  # the event's own time too
+    created = stored[0].event
+    assert isinstance(created, SessionCreated)
+    assert records[0]["event"]["at"] == format_time(created.at)  # the event's own time too
     assert 'created in /work/app, title "Fix login" (user)' in table.stdout
     assert "+2 messages" in table.stdout and "title cleared" in table.stdout
     assert "s2: 3 events" in deleted.stdout and "deleted" in deleted.stdout  # deleted sessions have a history
