@@ -248,10 +248,18 @@ def test_list_json_is_the_exact_session_list_result(run: Cli, populated: Populat
 
 
 def test_list_shows_a_table_for_people(run: Cli, populated: Populated) -> None:
-    result = run("list", store=populated.path)
+    result, page, in_api = run.all(
+        ("list",),
+        ("list", "--page-size", "2"),
+        ("list", "--page-size", "1", "--cwd", "/work/api"),
+        store=populated.path,
+    )
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert "4 sessions" in lines[0]
+    # A page says how many there are in all (the read model's count), in a cwd too.
+    assert page.stdout.splitlines()[0].strip() == "2 of 4 sessions"
+    assert in_api.stdout.splitlines()[0].strip() == "1 of 2 sessions in /work/api"
     rows = [line for line in lines if line.startswith("│")]
     assert [row.split("│")[5].strip() for row in rows] == ["s3", "s5", "s1", "s4"]
     assert "(untitled)" in rows[2] and "Docs" in rows[3] and "(cleared)" in rows[3]
