@@ -213,6 +213,11 @@ class Projection:
                 counts[cwd] = counts.get(cwd, 0) + len(index)
         return counts
 
+    def archived_count(self, cwd: str | None = None) -> int:
+        """Live archived sessions (in ``cwd``)."""
+        self._fresh()
+        return len(self._indexes.get((cwd, None, True), ()))
+
     @property
     def window_floor(self) -> int:
         """Walks started at or after this position are exact."""

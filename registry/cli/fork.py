@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from registry.cli.ids import resolve_session
 from registry.cli.options import cwd_option
 from registry.cli.stores import locate, open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
@@ -22,7 +23,9 @@ def _position(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", metavar="SESSION", help="the session to fork")
+    parser.add_argument(
+        "session", metavar="SESSION", help="the session to fork: its id, the agent's own id, or a unique prefix"
+    )
     parser.add_argument("--cwd", metavar="DIR", help="the fork's cwd (default: the source's; relative: from here)")
     parser.add_argument("--id", dest="new_id", metavar="ID", help="the fork's session id (default: a new UUID)")
     parser.add_argument(
@@ -33,10 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with open_registry(locate(args.store), create=False, follow=False) as registry:
+        source = resolve_session(registry, args.session)
         cwd = cwd_option(args.cwd)
         if cwd is None:
-            cwd = registry.get(args.session).cwd
-        info = registry.fork(args.session, cwd, session_id=args.new_id, at_position=args.at, agent=args.agent)
+            cwd = registry.get(source).cwd
+        info = registry.fork(source, cwd, session_id=args.new_id, at_position=args.at, agent=args.agent)
         state = registry.state(info.session_id)
     if args.json:
         write_json(info)
@@ -44,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         parent = state.parent if state is not None else None
         where = "" if parent is None else f" as of position {parent.position}"
         stdout_console().print(
-            printable(f"{info.session_id}: forked from {args.session}{where}"),
+            printable(f"{info.session_id}: forked from {source}{where}"),
             markup=False,
             emoji=False,
             soft_wrap=True,

@@ -10,7 +10,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", metavar="SESSION", help="the session id")
+    parser.add_argument(
+        "session", metavar="SESSION", help="the session id, the agent's own id, or a unique prefix of either"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
