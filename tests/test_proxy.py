@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.acp.methods import METHODS, Role
 from registry.service import SessionRegistry
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
 
@@ -25,7 +26,13 @@ def test_initialize_adds_list_and_delete_and_keeps_what_the_agent_said(url: str)
         result = proxy.result(0, "initialize", {"protocolVersion": 1})
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is True
-        assert capabilities["sessionCapabilities"] == {"resume": {}, "list": {}, "delete": {}}
+        answered = {
+            m.capability.path[-1]
+            for m in METHODS.values()
+            if m.capability is not None and m.role("proxy") is not None and m.role("proxy") is not Role.FORWARD
+        }
+        assert {"list", "delete"} <= answered
+        assert capabilities["sessionCapabilities"] == {"resume": {}} | {key: {} for key in answered}
         assert result["authMethods"] == [{"id": "scripted", "name": "scripted"}]
         assert result["agentInfo"] == {"name": "scripted-agent", "version": "1.0"}
         assert result["_meta"]["scripted"] is True
