@@ -51,7 +51,7 @@ def test_a_turn_is_recorded_titled_from_the_prompt_and_listed_with_the_agents_id
         (info,) = listed["sessions"]
         assert info["sessionId"] == session
         assert info["cwd"] == str(tmp_path)
-        assert info["title"] == "hello there"
+        assert info["title"] == "hello there second line"  # registry.commands.prompt_title: one line
         assert info["_meta"]["acp-session-registry/messageCount"] == 2
         # The proxy gave the title (the agent gave none) and told the client, once.
         chunks = proxy.updates("agent_message_chunk")
@@ -59,7 +59,7 @@ def test_a_turn_is_recorded_titled_from_the_prompt_and_listed_with_the_agents_id
         assert proxy.close() == 0
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"scripted-agent:{session}")
-        assert state is not None and state.messages == 2 and state.title == "hello there"
+        assert state is not None and state.messages == 2 and state.title == "hello there second line"
 
 
 def test_the_agents_title_reaches_the_client_once_and_is_recorded_as_the_agents(url: str, tmp_path: Path) -> None:

@@ -20,27 +20,19 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from events.model import TitleSource
+from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.proxy.names import stored_id
 from registry.service import SessionRegistry
 
-__all__ = ["MAX_BACKLOG", "Observation", "Recorder", "prompt_title"]
+__all__ = ["MAX_BACKLOG", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 MAX_BACKLOG: Final = 100_000
-_TITLE_MAX: Final = 80  # as serve cuts a title taken from a prompt
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
-
-
-def prompt_title(text: str) -> str | None:
-    """The title a session gets from its first prompt: the first non-blank line, cut at 80 characters."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    if not line:
-        return None
-    return line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1] + "\u2026"
 
 
 class Recorder:
