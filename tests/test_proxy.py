@@ -19,7 +19,6 @@ from registry.importers import Importer, sources
 from registry.service import SessionRegistry
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
 
-
 FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 
 
