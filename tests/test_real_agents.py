@@ -1,0 +1,123 @@
+"""``acp-registry proxy`` in front of real agents installed from PyPI and npm (``make agents``), offline.
+
+fast-agent (``--model passthrough``, no LLM at all) titles its sessions itself; gemini-cli (talking to the local
+LLM stub) has no ``session/list`` of its own and never titles a session. Each test runs real processes with a
+fresh fake HOME and skips with one line when its agent is not installed. Run them with ``make test-agents``
+(``pytest -m real_agents``); ``make test`` leaves them out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.agents import peers
+from tests.agents.llm_stub import REPLY_PREFIX
+from tests.agents.scene import by_id, list_all, scene, wait_for_list
+
+pytestmark = pytest.mark.real_agents
+
+
+def _capabilities(init: dict[str, object]) -> dict[str, object]:
+    caps = init["agentCapabilities"]
+    assert isinstance(caps, dict)
+    session_caps = caps.get("sessionCapabilities")
+    assert isinstance(session_caps, dict)
+    return session_caps
+
+
+def test_fast_agent_turn_titles_list_load_and_delete_through_the_proxy(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.FAST_AGENT) as world:
+        proxy = world.proxy(name="fast-agent")
+        # The agent's own answer, with list and delete added (fast-agent has list and resume, no delete).
+        assert proxy.init_result["agentInfo"]["name"] == "fast-agent-acp"
+        caps = _capabilities(proxy.init_result)
+        assert {"list", "delete", "resume"} <= set(caps)
+        assert proxy.init_result["agentCapabilities"]["loadSession"] is True
+
+        sid = world.new_session(proxy)
+        world.turn(proxy, sid, "Plan the release notes")
+        assert proxy.text(sid) == "Plan the release notes"  # passthrough echoes the prompt
+        infos = proxy.updates(sid, "session_info_update")
+        assert len(infos) == 1, infos  # the agent's own title, passed on once, no second one from the proxy
+        assert infos[0]["title"] == "Plan the release notes"
+
+        other = world.new_session(proxy)
+        world.turn(proxy, other, "Scratch idea")
+        listed = by_id(list_all(proxy))
+        assert set(listed) == {sid, other}  # the agent's own ids on the wire
+        assert listed[sid]["cwd"] == str(world.project)
+        assert listed[sid]["title"] == "Plan the release notes"
+        assert listed[sid]["updatedAt"].endswith("Z")  # fast-agent's own updatedAt has no zone; the list's is UTC
+        assert list_all(proxy, cwd=str(world.project) + "/") == list_all(proxy, cwd=str(world.project))
+
+        # fast-agent cannot delete: the proxy hides the session itself and answers {}.
+        assert proxy.call("session/delete", {"sessionId": other}) == {}
+        assert set(by_id(list_all(proxy))) == {sid}
+        assert proxy.close() == 0, proxy.stderr_tail()  # client EOF: the proxy ends the agent and exits 0
+        assert not proxy.bad_lines, proxy.bad_lines
+
+        with world.registry() as registry:  # what was recorded, as the store holds it
+            stored = {s["sessionId"]: s for s in registry.handle("session/list", {})["sessions"]}
+        assert set(stored) == {f"fast-agent:{sid}"}
+        assert stored[f"fast-agent:{sid}"]["title"] == "Plan the release notes"
+
+        # A second proxy process on the same store and home: the session is listed, loads, and takes a new turn.
+        again = world.proxy(name="fast-agent")
+        assert set(by_id(list_all(again))) == {sid}  # the delete held across the restart
+        world.load(again, sid)
+        assert "Plan the release notes" in again.text(sid, "user_message_chunk")
+        assert "Plan the release notes" in again.text(sid)
+        assert len(again.updates(sid, "session_info_update")) == 1  # the agent's replayed title, once
+        before = by_id(list_all(again))[sid]["updatedAt"]
+        world.turn(again, sid, "Add the migration guide")
+        after = by_id(list_all(again))[sid]
+        assert after["updatedAt"] > before
+        assert after["title"] == "Plan the release notes"  # the first title stays; fast-agent keeps it too
+        assert again.close() == 0, again.stderr_tail()
+
+
+def test_gemini_sessions_are_listed_titled_and_deleted_by_the_proxy(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.GEMINI, stub=True) as world:
+        assert world.stub is not None
+        direct = world.direct()
+        assert direct.request("session/list", {})["error"]["code"] == -32601  # gemini has no list of its own
+        direct.kill()
+
+        proxy = world.proxy()
+        caps = _capabilities(proxy.init_result)
+        assert {"list", "delete"} <= set(caps)
+        assert proxy.init_result["agentInfo"]["name"] == "gemini-cli"
+        assert proxy.call("authenticate", {"methodId": "gemini-api-key"}) == {}  # passed through to gemini
+
+        first = world.new_session(proxy)
+        second = world.new_session(proxy)
+        assert set(by_id(list_all(proxy))) == {first, second}  # listed right after session/new
+        world.turn(proxy, first, "Explain the build graph")
+        assert proxy.text(first) == REPLY_PREFIX + "Explain the build graph"  # the stub's answer, relayed
+        assert any("generateContent" in r.path for r in world.stub.model_requests())
+
+        # gemini never titles a session: the proxy titles it from the first prompt and says so, once.
+        info = proxy.wait_for_update(first, "session_info_update", timeout=10)
+        assert info["title"] == "Explain the build graph"
+        listed = by_id(list_all(proxy))
+        assert listed[first]["title"] == "Explain the build graph"
+        assert listed[first]["updatedAt"] >= listed[second]["updatedAt"]
+        assert next(s["sessionId"] for s in list_all(proxy)) == first  # the latest activity first
+
+        # gemini answers session/delete with -32601; through the proxy it is {} and the session is gone.
+        assert proxy.call("session/delete", {"sessionId": second}) == {}
+        assert set(by_id(list_all(proxy))) == {first}
+        assert proxy.close() == 0, proxy.stderr_tail()
+        assert len(proxy.updates(first, "session_info_update")) == 1
+
+        # A restart (the proxy may also import gemini's chat files): one entry per session, the delete held.
+        again = world.proxy()
+        sessions = wait_for_list(again, lambda s: first in by_id(s), timeout=30)
+        assert set(by_id(sessions)) == {first}
+        assert by_id(sessions)[first]["title"] == "Explain the build graph"
+        with world.registry() as registry:
+            ids = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
+        assert ids == {f"gemini:{first}"}
+        assert again.close() == 0, again.stderr_tail()
