@@ -20,6 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 REPLY_PREFIX = "stub model heard: "
+HOLD = "(hold)"
+"""A prompt starting with this is answered only once ``LLMStub.release`` is set (or after ``HOLD_LIMIT`` seconds):
+the agent sits in a turn for as long as a test needs (to cancel it, or to kill the agent in the middle)."""
+HOLD_LIMIT = 60.0
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             self._send_json({"error": {"type": "invalid_request_error", "message": "body is not JSON"}}, 400)
             return
-        reply = REPLY_PREFIX + last_user_text(body)
+        heard = last_user_text(body)
+        if heard.startswith(HOLD):
+            self.server.held.set()
+            self.server.release.wait(HOLD_LIMIT)
+        reply = REPLY_PREFIX + heard
         if path.endswith("/messages/count_tokens"):
             self._send_json({"input_tokens": 1})
         elif path.endswith("/messages"):
@@ -162,6 +170,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[StubRequest] = []
+        self.held = threading.Event()  # a held request arrived
+        self.release = threading.Event()  # answer the held requests
 
     def record(self, request: StubRequest) -> None:
         with self.lock:
@@ -192,7 +202,18 @@ class LLMStub:
             r for r in self.requests if r.method == "POST" and (r.path.split("?")[0].endswith(("/messages", "Content")))
         ]
 
+    @property
+    def held(self) -> threading.Event:
+        """Set once a request of a prompt starting with ``HOLD`` has arrived (and is being held)."""
+        return self._server.held
+
+    @property
+    def release(self) -> threading.Event:
+        """Set it to answer the held requests."""
+        return self._server.release
+
     def close(self) -> None:
+        self._server.release.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
