@@ -1,20 +1,29 @@
-"""The registry's errors, and the one place they become JSON-RPC error objects.
+"""The registry's errors, and the one place they become JSON-RPC error objects (``rpc_error``).
 
-``RegistryError`` is the root of every error this library raises. It is defined with the log's errors
+``RegistryError`` is the root of every error this library raises on purpose. It is defined with the log's errors
 (``events.errors``), the lowest layer, so that the store's errors can share it; ``registry`` exports it as its
-public home, and nothing else of that name exists.
+public home, and nothing else of that name exists. Like attrs, an error also subclasses the builtin a caller
+would catch without knowing ours (``ValueError`` for a wrong value, ``LookupError`` for a missing thing).
 
-    RegistryError
-    ├── StoreError           -32603        the event store failed or refused (events.errors: its own subtree)
-    ├── InvalidParams        -32602        wrong JSON-RPC params: types, relative paths, long titles
-    │   └── InvalidCursor    -32602        data.reason: garbled | truncated | tampered | foreign | version | cwd
-    ├── SessionNotFound      -32002        no such session (a LookupError)
-    │   └── SessionDeletedError   -32002        the session was deleted; writes to it are refused
-    ├── SessionExists        -32602        create with an id that is taken
-    ├── MethodNotFound       -32601
-    └── SubscriberTooSlow                  a change-stream subscriber fell too far behind and was ended
+    RegistryError                    code    where, and what
+    ├── StoreError                   -32603  events.errors: the event store failed or refused (its own subtree:
+    │                                        ConcurrencyError, EventIdConflict, CorruptEventError,
+    │                                        StoreFormatError, StoreClosedError)
+    ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles
+    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd
+    ├── SessionNotFound (LookupError) -32002 no such session; data.sessionId
+    │   └── SessionDeletedError      -32002  the session was deleted; writes to it are refused
+    ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.sessionId
+    ├── MethodNotFound (LookupError) -32601  data.method
+    ├── SubscriberTooSlow            -32603  a change-stream subscriber fell too far behind and was ended
+    ├── SnapshotError (ValueError)   -32603  registry.snapshot: a kept snapshot cannot be used (it is ignored)
+    ├── ImportStateError (ValueError) -32603 registry.importers.state: the import state is a folder or a symlink
+    └── SchemaError (ValueError)     -32603  registry.importers.databases: an agent's database is laid out otherwise
 
-Everything else that escapes a handler is an internal error (-32603) whose message names its type only.
+Everything else that escapes a handler is an internal error (-32603) whose message names its type only. The
+command line's own errors (``registry.cli.errors``) are exit codes of the application, never raised by the
+library's API, and stay outside the tree. The framing errors of ``registry.acp.jsonrpc`` (-32700, -32600) are
+not exceptions: a line is answered with them, using the constants defined here.
 """
 
 from __future__ import annotations

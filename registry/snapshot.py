@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from events.errors import RegistryError
 from registry.model import SessionState, sort_key
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ KEEP: Final = GRID + 4
 """Kept snapshots at most, per store."""
 
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 3
+_FORMAT: Final = 4
+"""Bumped with ``SessionState``'s fields (the states are stored encoded; see tests/test_session_shape.py)."""
 _START: Final = len(_MAGIC) + 1
 _TRAILER: Final = 4 + 32  # header length, MAC
 _MAC: Final = 32
@@ -101,8 +103,9 @@ class Snapshot(msgspec.Struct):
         return self.header.position
 
 
-class SnapshotError(Exception):
-    """Why a snapshot cannot be used (it is then ignored, never trusted)."""
+class SnapshotError(RegistryError, ValueError):
+    """Why a snapshot cannot be used (it is then ignored, never trusted). A ``ValueError``: the file holds a wrong
+    value."""
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -38,12 +38,13 @@ from typing import ClassVar, NamedTuple
 
 import msgspec
 
+from events.errors import RegistryError
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
 
 __all__ = ["DatabaseSource", "Row", "SchemaError", "columns", "open_read_only"]
 
 
-class SchemaError(Exception):
+class SchemaError(RegistryError, ValueError):
     """The database is not laid out as the parser expects (the message says what is missing)."""
 
 

@@ -29,6 +29,8 @@ from typing import Final
 
 import msgspec
 
+from events.errors import RegistryError
+
 __all__ = [
     "ImportState",
     "ImportStateError",
@@ -47,7 +49,7 @@ FORMAT: Final = 2
 _MAX_STATE: Final = 1 << 30
 
 
-class ImportStateError(ValueError):
+class ImportStateError(RegistryError, ValueError):
     """The import state (or its lock) cannot be used: a folder or a symlink is where it belongs."""
 
 
