@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from registry.cli.errors import InputError
+from registry.cli.options import page_size
 from registry.cli.stores import locate, open_log
 
 __all__ = ["add_arguments", "run"]
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not read the agent's past sessions (its history files or its own session/list)",
     )
+    parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
     parser.add_argument("agent_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     with open_log(location, create=True):  # a bad or unusable store: one line, exit 2, no agent started
         pass
     try:
-        registry = SessionRegistry.open(location.url)
+        registry = SessionRegistry.open(location.url, page_size=args.page_size)
     except (RegistryError, OSError) as exc:
         raise InputError(f"cannot open the store {location.url}: {exc}") from None
     try:
