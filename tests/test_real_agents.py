@@ -143,3 +143,26 @@ def test_gemini_lists_only_the_sessions_the_client_made(tmp_path: Path) -> None:
         assert set(sessions) == made, [(s["sessionId"], s.get("title")) for s in sessions.values()]
         assert not any(str(s.get("title", "")).startswith("<") for s in sessions.values())
         assert again.close() == 0, again.stderr_tail()
+
+
+def test_fast_agent_sessions_from_before_the_proxy_are_listed_from_its_own_list(tmp_path: Path) -> None:
+    # No importer reads fast-agent's files (<cwd>/.fast-agent/sessions/); the proxy walks the agent's own list.
+    with scene(tmp_path, peers.FAST_AGENT) as world:
+        direct = world.direct()
+        old = world.new_session(direct)
+        world.turn(direct, old, "Before any proxy")
+        assert direct.close() == 0
+
+        proxy = world.proxy(name="fast-agent")
+        sessions = by_id(wait_for_list(proxy, lambda s: old in by_id(s), timeout=30))
+        assert set(sessions) == {old}
+        assert sessions[old]["title"] == "Before any proxy"
+        assert sessions[old]["cwd"] == str(world.project)
+        world.load(proxy, old)  # the id the proxy lists is one the agent loads
+        assert "Before any proxy" in proxy.text(old)
+        world.turn(proxy, old, "And after")
+        assert proxy.close() == 0, proxy.stderr_tail()
+
+        again = world.proxy(name="fast-agent")
+        assert set(by_id(wait_for_list(again, lambda s: old in by_id(s), timeout=30))) == {old}  # still one
+        assert again.close() == 0, again.stderr_tail()
