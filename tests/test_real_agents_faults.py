@@ -1,9 +1,10 @@
-"""A real agent behind the proxy in the middle of a turn: cancelled by the client, killed by the OS; and two real
-agents recording into one store.
+"""A real agent behind the proxy in the middle of a turn: asking the client for permission, cancelled by the
+client, killed by the OS; and two real agents recording into one store.
 
 claude-agent-acp sits in a turn for as long as the test wants: the LLM stub holds the model's answer to a prompt
-that starts with ``(hold)``. Run with ``make test-agents``; each test skips with one line when an agent it needs
-is not installed.
+that starts with ``(hold)``, and answers one that starts with ``(tool)`` with a Bash tool call that the agent
+(in its "default" mode) asks the client to allow. Run with ``make test-agents``; each test skips with one line
+when an agent it needs is not installed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from registry import SessionRegistry
 from tests.agents import peers
 from tests.agents.acp_client import AcpProcess
-from tests.agents.llm_stub import HOLD, REPLY_PREFIX
+from tests.agents.llm_stub import HOLD, REPLY_PREFIX, TOOL, TOOL_COMMAND, TOOL_DONE
 from tests.agents.scene import by_id, list_all, scene, text_prompt
 
 pytestmark = pytest.mark.real_agents
@@ -34,6 +35,32 @@ def _children(pid: int) -> list[int]:
 def _held_turn(proxy: AcpProcess, session_id: str) -> int:
     """Sends a prompt the stub holds; its request id."""
     return proxy.send("session/prompt", {"sessionId": session_id, "prompt": text_prompt(f"{HOLD} a long task")})
+
+
+def test_a_real_agent_asks_the_client_for_permission_through_the_proxy(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
+        proxy = world.proxy()
+        sid = world.new_session(proxy)
+        # session/set_mode is not the registry's: relayed as it is.
+        assert proxy.call("session/set_mode", {"sessionId": sid, "modeId": "default"}) == {}
+        made = world.project / TOOL_COMMAND.split()[-1]
+
+        world.turn(proxy, sid, f"{TOOL} make the file")  # the client refuses (cancels) the permission request
+        (asked,) = proxy.agent_requests
+        assert asked["method"] == "session/request_permission"
+        assert asked["params"]["sessionId"] == sid and asked["params"]["toolCall"]["toolCallId"] == "toolu_stub_1"
+        assert not made.exists()  # the agent heard the refusal: the command did not run
+        assert TOOL_DONE in proxy.text(sid)
+
+        proxy.permission = "allow-once"
+        world.turn(proxy, sid, f"{TOOL} make the file, allowed")
+        assert len(proxy.agent_requests) == 2
+        assert made.exists()  # the agent heard the client's choice through the proxy, and ran the command
+        assert proxy.close() == 0, proxy.stderr_tail()
+        assert not proxy.bad_lines, proxy.bad_lines
+        with world.registry() as registry:
+            (stored,) = registry.handle("session/list", {})["sessions"]
+        assert stored["_meta"]["acp-session-registry/messageCount"] >= 2
 
 
 def test_cancel_reaches_a_real_agent_in_the_middle_of_a_turn(tmp_path: Path) -> None:

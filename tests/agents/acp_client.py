@@ -3,7 +3,8 @@
 It starts the process in a session (process group) of its own, reads its stdout on a thread and checks that every
 line is one JSON-RPC message (stdout must carry nothing else), keeps every notification, and answers the
 agent-to-client requests a real agent may send mid-turn the way a cautious editor would:
-``session/request_permission`` is cancelled, anything else gets -32601. Closing sends EOF and waits; a process
+``session/request_permission`` is cancelled (or answered with the option a test chose), anything else gets
+-32601. Closing sends EOF and waits; a process
 that outlives the wait is ended with SIGTERM, then SIGKILL, by its own process group id.
 """
 
@@ -56,6 +57,7 @@ class AcpProcess:
         self.bad_lines: list[bytes] = []
         self.stderr = bytearray()
         self.init_result: Message = {}  # what initialize answered, kept by whoever sent it
+        self.permission: str | None = None  # the optionId to select on session/request_permission; None: cancel
         self._stdout_done = False
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
@@ -93,7 +95,9 @@ class AcpProcess:
 
     def _answer(self, request: Message) -> None:
         if request["method"] == "session/request_permission":
-            self._write({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+            choice = self.permission
+            outcome = {"outcome": "selected", "optionId": choice} if choice else {"outcome": "cancelled"}
+            self._write({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}})
         else:
             error = {"code": -32601, "message": f"the test client does not offer {request['method']}"}
             self._write({"jsonrpc": "2.0", "id": request["id"], "error": error})

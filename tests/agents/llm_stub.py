@@ -24,6 +24,11 @@ HOLD = "(hold)"
 """A prompt starting with this is answered only once ``LLMStub.release`` is set (or after ``HOLD_LIMIT`` seconds):
 the agent sits in a turn for as long as a test needs (to cancel it, or to kill the agent in the middle)."""
 HOLD_LIMIT = 60.0
+TOOL = "(tool)"
+"""A prompt starting with this gets, from the Anthropic API, a ``tool_use`` of ``Bash`` running ``TOOL_COMMAND``
+first (so the agent asks its client for permission), then ``TOOL_DONE`` (each such prompt text: one tool call)."""
+TOOL_COMMAND = "touch stub-tool-ran"
+TOOL_DONE = "stub model saw the tool result"
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,16 @@ def last_user_text(body: Any) -> str:
             if texts:
                 return texts[-1].strip()
     return ""
+
+
+def _tool_uses(body: Any) -> int:
+    """How many tool calls the conversation of an Anthropic request already holds."""
+    count = 0
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            count += sum(1 for p in content if isinstance(p, dict) and p.get("type") == "tool_use")
+    return count
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -119,6 +134,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json({"error": {"message": f"the LLM stub does not serve {path}"}}, 404)
 
     def _anthropic(self, body: dict[str, Any], reply: str) -> None:
+        block: dict[str, Any] = {"type": "text", "text": reply}
+        heard = last_user_text(body)
+        if heard.startswith(TOOL) and not self.server.first_tool_call(heard):
+            block = {"type": "text", "text": TOOL_DONE}  # the tool ran (or was refused): the turn ends
+        elif heard.startswith(TOOL):
+            tool_input = {"command": TOOL_COMMAND, "description": "Run the stub's command"}
+            tool_id = f"toolu_stub_{_tool_uses(body) + 1}"
+            block = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}
+        stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
         message: dict[str, Any] = {
             "id": "msg_stub",
             "type": "message",
@@ -130,18 +154,21 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
         if not body.get("stream"):
-            self._send_json(message | {"content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"})
+            self._send_json(message | {"content": [block], "stop_reason": stop})
             return
+        if block["type"] == "tool_use":
+            start = block | {"input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
         self._start_events()
         for name, data in (
             ("message_start", {"message": message}),
-            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": reply}}),
+            ("content_block_start", {"index": 0, "content_block": start}),
+            ("content_block_delta", {"index": 0, "delta": delta}),
             ("content_block_stop", {"index": 0}),
-            (
-                "message_delta",
-                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 2}},
-            ),
+            ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 2}}),
             ("message_stop", {}),
         ):
             self._event(data | {"type": name}, name)
@@ -172,6 +199,15 @@ class _Server(ThreadingHTTPServer):
         self.requests: list[StubRequest] = []
         self.held = threading.Event()  # a held request arrived
         self.release = threading.Event()  # answer the held requests
+        self._tool_prompts: set[str] = set()
+
+    def first_tool_call(self, prompt: str) -> bool:
+        """True the first time a ``TOOL`` prompt asks (one tool call per prompt; Claude Code keeps the prompt as
+        the last text of the request after the tool's result, so the request alone cannot tell)."""
+        with self.lock:
+            first = prompt not in self._tool_prompts
+            self._tool_prompts.add(prompt)
+            return first
 
     def record(self, request: StubRequest) -> None:
         with self.lock:
