@@ -126,8 +126,10 @@ def test_gemini_sessions_are_listed_titled_and_deleted_by_the_proxy(tmp_path: Pa
 
 def test_gemini_lists_only_the_sessions_the_client_made(tmp_path: Path) -> None:
     # gemini-cli writes a chat file of its own when it authenticates (session-<time>-<id8>.jsonl holding only its
-    # "<session_context>" setup message): not a session anyone made, and gemini never offers it. The proxy's
-    # list (live records plus the imported history) must not show it.
+    # "<session_context>" setup message): not a session anyone made, and gemini-cli's own session listing skips it
+    # (0.61.0 lists a chat only when it has a "resumable" message: a user message not starting with "/", "?",
+    # "<session_context>" or "<hook_context>", or a model message with content). The proxy's list (live records
+    # plus the imported history) must not show it either, let alone titled "<session_context> This is the...".
     with scene(tmp_path, peers.GEMINI, stub=True) as world:
         proxy = world.proxy()
         assert proxy.call("authenticate", {"methodId": "gemini-api-key"}) == {}
