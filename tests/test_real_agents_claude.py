@@ -114,3 +114,25 @@ def test_claude_agent_acp_new_turn_through_the_proxy_is_recorded(tmp_path: Path)
             stored = registry.handle("session/list", {})["sessions"]
         assert [s["sessionId"] for s in stored] == [f"claude-code:{sid}"]
         assert stored[0]["_meta"]["acp-session-registry/messageCount"] >= 1
+
+
+def test_claude_agent_acp_fork_and_resume_through_the_proxy(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
+        proxy = world.proxy()
+        assert "fork" in proxy.init_result["agentCapabilities"]["sessionCapabilities"]  # the agent's, kept
+        source = world.new_session(proxy)
+        world.turn(proxy, source, "Original work")
+        params = {"sessionId": source, "cwd": str(world.project), "mcpServers": []}
+        fork = proxy.call("session/fork", params)["sessionId"]  # forwarded: the agent forks its own session
+        assert fork != source
+        world.turn(proxy, fork, "Forked work")
+        assert REPLY_PREFIX + "Forked work" in proxy.text(fork)
+        assert set(by_id(list_all(proxy))) == {source, fork}  # the fork is recorded under the agent's new id
+        assert proxy.call("session/resume", params)["sessionId"] == source
+        world.turn(proxy, source, "Back to the original")
+        listed = list_all(proxy)
+        assert [s["sessionId"] for s in listed] == [source, fork]  # the resumed session's turn is the latest
+        assert proxy.close() == 0, proxy.stderr_tail()
+        with world.registry() as registry:
+            stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
+        assert stored == {f"claude-code:{source}", f"claude-code:{fork}"}
