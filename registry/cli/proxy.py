@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from registry.service import SessionRegistry  # noqa: PLC0415
 
     location = locate(args.store)
-    with open_log(location, create=True):  # a bad or unusable store: one line, exit 2, no agent started
-        pass
+    store = open_log(location, create=True)  # a bad or unusable store: one line, exit 2, no agent started
     try:
-        registry = SessionRegistry.open(location.url, page_size=args.page_size)
+        registry = SessionRegistry(store, owns_store=True, page_size=args.page_size)
     except (RegistryError, OSError) as exc:
+        store.close()
         raise InputError(f"cannot open the store {location.url}: {exc}") from None
     try:
         proxy = Proxy(registry, command, agent=args.agent, import_history=not args.no_history)

@@ -80,6 +80,8 @@ class Proxy:
         self._ids = itertools.count(1)
         self._pending: dict[int, Pending] = {}
         self._lock = threading.Lock()
+        self._titles = threading.Lock()
+        self._agent_titled: set[str] = set()
         self._closing = threading.Event()
         self._ended = threading.Event()
         self._exit_code = 0
@@ -223,6 +225,8 @@ class Proxy:
                 update = title_update(message)
                 if update is not None:
                     native, title = update
+                    with self._titles:
+                        self._agent_titled.add(native)
                     self.recorder.put(lambda r: r.agent_title(native, title))
             return
         with self._lock:
@@ -258,8 +262,12 @@ class Proxy:
         self._to_client.write([line])
 
     def _push_update(self, native: str, update: dict[str, Any]) -> None:
-        """The proxy's own ``session/update`` to the client (from the recorder's thread)."""
-        self.send_client(_encode_update(native, update))
+        """The proxy's own title for a session, to the client (from the recorder's thread) - unless the agent has
+        titled the session since: checked and written under the lock the agent's reader takes before relaying
+        an agent's title, so the client never sees the proxy's title after the agent's."""
+        with self._titles:
+            if native not in self._agent_titled:
+                self.send_client(_encode_update(native, update))
 
     # -- ends ----------------------------------------------------------------------------------------
 
