@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from registry.acp.jsonrpc import Incoming, RequestId, encode_result
-from registry.acp.methods import DeleteParams, ListParams, convert_params
+from registry.acp.params import DeleteParams, ListParams, convert_params
 from registry.commands import check_session_id
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, parse_time
