@@ -14,8 +14,11 @@ An SDK agent keeps its own prompt logic and gets its session history from the re
             return await self.sessions.list_sessions(cwd=cwd, cursor=cursor)
 
 ``attach`` routes every method the table answers from the registry (``Role.ANSWER`` for ``"sdk"``) that the
-agent does not answer itself: the SDK 0.12 has no ``session/delete`` route at all, and extension methods
-(``_registry/rename``) are answered before the agent's ``ext_method`` sees them. Params are checked by the table's
+agent does not answer itself: the SDK 0.12 has no route for ``session/delete``, ``session/set_title``,
+``session/archive``, ``session/unarchive`` or ``session/status``, and routes ``session/fork`` to the agent's
+``fork_session`` only when it has one (``RegistrySessions.fork_session`` answers it from the registry for an agent
+that wants its own); extension methods (``_registry/rename``) are answered before the agent's ``ext_method`` sees
+them. Params are checked by the table's
 structs, so errors read as they do from ``serve``. ``attach`` also watches the SDK's ``session/new``, ``load``,
 ``resume``, ``close`` routes to keep the set of sessions open on the connection.
 
@@ -35,7 +38,7 @@ import msgspec
 from acp import RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.router import Route
-from acp.schema import ListSessionsResponse
+from acp.schema import ForkSessionResponse, ListSessionsResponse
 from pydantic import BaseModel
 from reactivex.abc import DisposableBase
 
@@ -95,6 +98,19 @@ class RegistrySessions:
 
     async def delete_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
         return await self.answer("session/delete", {"sessionId": session_id})
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **_meta: Any,
+    ) -> ForkSessionResponse:
+        """``session/fork`` from the registry: for an agent's own ``fork_session`` to call (and then set up
+        whatever it keeps per session). Without one, ``attach`` routes the table's."""
+        params = {"sessionId": session_id, "cwd": cwd, "additionalDirectories": additional_directories}
+        return ForkSessionResponse.model_validate(await self.answer("session/fork", params))
 
     def capabilities(self) -> dict[str, Any]:
         """The ``agentCapabilities`` entries of the methods this adapter answers; ``attach`` adds them to the
