@@ -73,7 +73,8 @@ KEEP: Final = GRID + 4
 """Kept snapshots at most, per store."""
 
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 3
+_FORMAT: Final = 4
+"""Bumped with ``SessionState``'s fields (the states are stored encoded; see tests/test_session_shape.py)."""
 _START: Final = len(_MAGIC) + 1
 _TRAILER: Final = 4 + 32  # header length, MAC
 _MAC: Final = 32

@@ -21,7 +21,7 @@ import abc
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, Self
 
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
 
 if TYPE_CHECKING:
@@ -69,9 +69,19 @@ class ReadModel(abc.ABC):
         """Walks that started at or after this position are served exactly."""
 
     @abc.abstractmethod
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        """Up to ``limit`` live sessions after the sort key ``after`` in the list as of position ``as_of``
-        (<= the checkpoint); past the window, the current list without the sessions changed since ``as_of``."""
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        """Up to ``limit`` live sessions after the sort key ``after`` in the list (of ``cwd``, ``archived``, and
+        ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list without the
+        sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
 
     @abc.abstractmethod
     def get(self, session_id: str) -> SessionState | None:

@@ -99,7 +99,7 @@ def check_read_model(
         walked: list[str] = []
         after = None
         while True:
-            page = read_model.page(as_of=checkpoint, after=after, cwd=None, limit=1000)
+            page = read_model.page(as_of=checkpoint, after=after, cwd=None, limit=1000, archived="include")
             walked.extend(s.session_id for s in page.states)
             if not page.more:
                 break

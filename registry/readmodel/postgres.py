@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import heapq
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 import psycopg
 from psycopg import sql
 
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
@@ -53,10 +54,14 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         rank bigint NOT NULL,
         live boolean NOT NULL,
         valid_from bigint NOT NULL,
-        state bytea NOT NULL
+        state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C"
     )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
     """CREATE TABLE {s}.rm_past (
         session_id text COLLATE "C" NOT NULL,
         cwd text COLLATE "C" NOT NULL,
@@ -65,6 +70,8 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         valid_from bigint NOT NULL,
         valid_to bigint NOT NULL,
         state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C",
         PRIMARY KEY (session_id, valid_from)
     )""",
     "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
@@ -100,13 +107,14 @@ class _Sql:
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
         self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state"
+            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
+            " archived = excluded.archived, agent = excluded.agent"
         )
         self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
         )
         self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
         self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
@@ -121,27 +129,39 @@ class _Sql:
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
-            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY rank, session_id)"
+            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
-        self.pages: dict[tuple[bool, bool], bytes] = {}
+        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
+        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
+        # (part 1), and the window's floor (part 2), in one round trip.
+        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
         for cwd in (False, True):
-            for after in (False, True):
-                where = (
-                    "live"
-                    + (" AND cwd = %(cwd)s" if cwd else "")
-                    + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                )
-                self.pages[(cwd, after)] = q(
-                    "(SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
-                    f" WHERE {where} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                    f" WHERE {where} AND valid_to > %(p)s AND valid_from <= %(p)s"
-                    " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                    " ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                )
+            for agent in (False, True):
+                for after in (False, True):
+                    where = (
+                        "live"
+                        + (" AND agent = %(agent)s" if agent else "")
+                        + (" AND cwd = %(cwd)s" if cwd else "")
+                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
+                    )
+                    for include in (False, True):
+                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
+                        current = " UNION ALL ".join(
+                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
+                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
+                            for part, value in halves
+                        )
+                        self.pages[(cwd, agent, after, include)] = q(
+                            current
+                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
+                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
+                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+                            " ORDER BY rank, session_id LIMIT %(n)s)"
+                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+                        )
 
 
 class PostgresReadModel(ReadModel):
@@ -290,20 +310,38 @@ class PostgresReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._meta()["floor"]
 
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1, "rank": None, "sid": None}
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        params: dict[str, Any] = {
+            "cwd": cwd,
+            "agent": agent,
+            "archived": archived == "only",
+            "p": as_of,
+            "n": limit + 1,
+            "rank": None,
+            "sid": None,
+        }
         if after is not None:
             params["rank"], params["sid"] = after
-        query = self._sql.pages[(cwd is not None, after is not None)]
+        query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
-        parts: tuple[list[Keyed], list[Keyed]] = ([], [])
+        parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
         floor = 0
         for part, rank, session_id, state in rows:
             if part == 2:
                 floor = rank
             else:
                 parts[part].append((rank, session_id, state))
-        states, more = merge_pages(*parts, limit)
+        current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
+        states, more = merge_pages(current, parts[1], limit)
         return Page(states, more, as_of >= floor)
 
     def get(self, session_id: str) -> SessionState | None:

@@ -9,16 +9,18 @@ was told, and a catch-up lost to a power cut is simply folded again (its checkpo
 from __future__ import annotations
 
 import contextlib
+import functools
+import heapq
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
 from events.sqlite import SqliteStore
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.readmodel.tables import (
@@ -51,10 +53,14 @@ _SCHEMA: Final = (
         rank INTEGER NOT NULL,
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
-        state BLOB NOT NULL
+        state BLOB NOT NULL,
+        archived INTEGER NOT NULL,
+        agent TEXT
     )""",
-    "CREATE INDEX rm_sessions_order ON rm_sessions (rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_order ON rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
     """CREATE TABLE rm_past (
         id INTEGER PRIMARY KEY,
         session_id TEXT NOT NULL,
@@ -63,7 +69,9 @@ _SCHEMA: Final = (
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
         valid_to INTEGER NOT NULL,
-        state BLOB NOT NULL
+        state BLOB NOT NULL,
+        archived INTEGER NOT NULL,
+        agent TEXT
     )""",
     "CREATE INDEX rm_past_to ON rm_past (valid_to)",
     "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
@@ -76,44 +84,47 @@ _CHECK = (
 )
 _IN_LIST_ORDER: Final = (
     "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
-    " WHERE live ORDER BY rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
+    " WHERE live ORDER BY archived, rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
 )
 _UPSERT = (
-    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state) VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-    " valid_from = excluded.valid_from, state = excluded.state"
+    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
 )
 _INSERT_PAST = (
-    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def _page_query(table: str, *, cwd: bool, after: bool, as_of: bool, past: bool) -> str:
+@functools.cache
+def _page_query(*, cwd: bool, agent: bool, archived: bool, after: bool, as_of: bool, past: bool) -> str:
+    """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
+    ``archived = :archived`` (else both values: the past rows of an ``include`` walk)."""
     where = ["live"]
+    if agent:
+        where.append("agent = :agent")
     if cwd:
         where.append("cwd = :cwd")
+    if archived:
+        where.append("archived = :archived")
     if after:
         where.append("(rank, session_id) > (:rank, :sid)")
     if past:
         where += ["valid_to > :p", "valid_from <= :p"]
     elif as_of:
         where.append("valid_from <= :p")
-    index = "" if past else f" INDEXED BY rm_sessions_{'cwd' if cwd else 'order'}"
+    index = "" if past else f" INDEXED BY rm_sessions_{'agent' if agent else 'cwd' if cwd else 'order'}"
+    table = "rm_past" if past else "rm_sessions"
     return (
         f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
         " ORDER BY rank, session_id LIMIT :n"
     )
 
 
-_PAGES: Final = {
-    (cwd, after, as_of, past): _page_query(
-        "rm_past" if past else "rm_sessions", cwd=cwd, after=after, as_of=as_of, past=past
-    )
-    for cwd in (False, True)
-    for after in (False, True)
-    for as_of in (False, True)
-    for past in (False, True)
-}
+def _by_key(row: Keyed) -> tuple[int, str]:
+    return row[0], row[1]
 
 
 class SqliteReadModel(ReadModel):
@@ -370,10 +381,20 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             return self._meta(self._reader())["floor"]
 
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1}
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1}
         if after is not None:
             params["rank"], params["sid"] = after
+        shape = {"cwd": cwd is not None, "agent": agent is not None, "after": after is not None}
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -382,11 +403,17 @@ class SqliteReadModel(ReadModel):
                 checkpoint, floor = meta["checkpoint"], meta["floor"]
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
-                shape = (cwd is not None, after is not None, as_of < checkpoint)
-                current: list[Keyed] = db.execute(_PAGES[(*shape, False)], params).fetchall()
+                query = _page_query(archived=True, as_of=as_of < checkpoint, past=False, **shape)
+                halves = [
+                    db.execute(query, {**params, "archived": value}).fetchall()
+                    for value in ((0, 1) if archived == "include" else (int(archived == "only"),))
+                ]
+                current: Iterable[Keyed] = halves[0] if len(halves) == 1 else heapq.merge(*halves, key=_by_key)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    past = db.execute(_PAGES[(*shape, True)], params).fetchall()
+                    params["archived"] = int(archived == "only")
+                    query = _page_query(archived=archived != "include", as_of=True, past=True, **shape)
+                    past = db.execute(query, params).fetchall()
             finally:
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit)

@@ -3,8 +3,11 @@
 Two tables, in the store's own database:
 
 * ``rm_sessions`` - one row per session as it is at the checkpoint (deleted ones too, ``live`` false), with
-  ``valid_from``, the position from which this version has been current, and the sort key (``rank``,
-  ``session_id``) that two partial indexes (all live sessions; live sessions per cwd) keep in list order;
+  ``valid_from``, the position from which this version has been current, the list filters' columns
+  (``archived``, ``agent``) and the sort key (``rank``, ``session_id``) that three partial indexes over live
+  rows keep in list order: ``(archived, rank, ...)``, ``(cwd, archived, rank, ...)`` and ``(agent, archived,
+  rank, ...)``. A filtered page is then one range of one index (``include`` merges the two ``archived`` ranges);
+  a cwd together with an agent reads the agent's range and checks the cwd;
 * ``rm_past`` - the versions that later events replaced, each valid from ``valid_from`` to ``valid_to``
   (exclusive), kept for the last ``window`` positions.
 
@@ -53,7 +56,7 @@ __all__ = [
     "prepare_tables",
 ]
 
-READ_MODEL_VERSION: Final = 3
+READ_MODEL_VERSION: Final = 4
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
@@ -73,6 +76,8 @@ class CurrentRow(NamedTuple):
     live: bool
     valid_from: int
     state: bytes
+    archived: bool
+    agent: str | None
 
 
 class PastRow(NamedTuple):
@@ -83,6 +88,8 @@ class PastRow(NamedTuple):
     valid_from: int
     valid_to: int
     state: bytes
+    archived: bool
+    agent: str | None
 
 
 class Fold(NamedTuple):
@@ -136,6 +143,8 @@ def fold_stretch(
                         old.position,
                         entry.position,
                         encode_state(old),
+                        old.archived,
+                        old.agent,
                     )
                 )
         pending.clear()
@@ -155,7 +164,16 @@ def fold_stretch(
             continue
         assert new is not None
         current.append(
-            CurrentRow(session_id, new.cwd, sort_key(new)[0], not new.deleted, new.position, encode_state(new))
+            CurrentRow(
+                session_id,
+                new.cwd,
+                sort_key(new)[0],
+                not new.deleted,
+                new.position,
+                encode_state(new),
+                new.archived,
+                new.agent,
+            )
         )
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
