@@ -71,7 +71,6 @@ __all__ = [
 ]
 
 Surface = Literal["serve", "sdk", "proxy"]
-Archived = Literal["exclude", "include", "only"]
 Result = dict[str, Any]
 
 
@@ -83,7 +82,7 @@ class SessionMethods(Protocol):
         cwd: str | None = None,
         cursor: str | None = None,
         *,
-        archived: Archived = "exclude",
+        archived: str = "exclude",
         agent: str | None = None,
     ) -> ListSessionsResult: ...
 
@@ -147,6 +146,9 @@ class Context:
     registry: SessionMethods
     agent: str | None = None
     open_sessions: set[str] = field(default_factory=set)
+    reports_archived: bool = True
+    """ACP: an agent advertising ``sessionCapabilities.archive`` MUST put ``archived`` on every listed session; the
+    registry's own rendering (``SessionRegistry.list``, ``handle``, ``list --json``) sends it only when true."""
 
     def store_id(self, wire_id: str) -> str:
         """The store's id of a session the client names ``wire_id``."""
@@ -213,10 +215,11 @@ def _list(context: Context, request: ListParams) -> Result:
     if archived not in ARCHIVED_FILTERS:  # ACP: an unsupported value is refused, never read as "exclude"
         choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
         raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
-    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=archived, agent=context.agent)  # type: ignore[arg-type]
+    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=archived, agent=context.agent)
     result: Result = msgspec.to_builtins(page)
     for info in result["sessions"]:
-        info.setdefault("archived", False)  # ACP: with the archive capability, on every listed session
+        if context.reports_archived:
+            info.setdefault("archived", False)
         if context.agent is not None:
             info["sessionId"] = context.wire_id(info["sessionId"])
     return result
@@ -373,8 +376,9 @@ def _owning(method: Method, handler: Callable[[Any], Result]) -> Callable[[Any],
 
 def handle(registry: SessionMethods, method: str, params: Any = None) -> Result:
     """Answer an ACP request from ``registry`` alone (``SessionRegistry.handle``): any method the table answers
-    from the registry, as no connection (no agent, nothing open); ``MethodNotFound`` for any other."""
+    from the registry, as no connection (no agent, nothing open; ``archived`` listed only when true, as
+    ``SessionRegistry.list`` renders it); ``MethodNotFound`` for any other."""
     entry = METHODS.get(method) if isinstance(method, str) else None
     if entry is None or entry.handler is None:
         raise MethodNotFound(method)
-    return entry.answer(Context(registry), params)
+    return entry.answer(Context(registry, reports_archived=False), params)

@@ -18,9 +18,11 @@ agent does not answer itself: the SDK 0.12 has no route for ``session/delete``, 
 ``session/archive``, ``session/unarchive`` or ``session/status``, and routes ``session/fork`` to the agent's
 ``fork_session`` only when it has one (``RegistrySessions.fork_session`` answers it from the registry for an agent
 that wants its own); extension methods (``_registry/rename``) are answered before the agent's ``ext_method`` sees
-them. Params are checked by the table's
-structs, so errors read as they do from ``serve``. ``attach`` also watches the SDK's ``session/new``, ``load``,
-``resume``, ``close`` routes to keep the set of sessions open on the connection.
+them. ``session/list`` is always routed from the table, raw: the SDK 0.12's models know no ``archived`` (neither
+the filter nor ``SessionInfo.archived``) and would drop it; ``list_sessions`` stays for an agent's own calls.
+Params are checked by the table's structs, so errors read as they do from ``serve``. ``attach`` also watches the
+SDK's ``session/new``, ``load``, ``resume`` and ``close`` routes to keep the set of sessions open on the
+connection (``session/status``), and adds the table's capabilities to the agent's ``initialize`` answer.
 
 The SDK's send path drops ``None`` (``exclude_none``), so a cleared title would go out as "unchanged": ``attach``
 therefore pushes the registry's change stream as raw JSON on the connection, where ``null`` survives. Both reach
@@ -53,6 +55,9 @@ __all__ = ["RegistrySessions", "request_error", "send_session_update"]
 log = logging.getLogger(__name__)
 
 _OPENING = ("session/new", "session/load", "session/resume")
+# Routed from the table even when the agent has a handler: the SDK 0.12's pydantic models drop ``archived`` from
+# the request and from each listed session, so its own route cannot answer the archive filter.
+_RAW = frozenset({"session/list"})
 
 
 def request_error(exc: BaseException) -> RequestError:
@@ -130,7 +135,7 @@ class RegistrySessions:
                 extensions[method.name[1:]] = method
                 continue
             route = router._requests.get(method.name)
-            if route is None or route.func is None:
+            if route is None or route.func is None or method.name in _RAW:
                 router.add_route(Route(method=method.name, func=self._route(method.name), kind="request"))
         if extensions:
             router._request_extensions = self._extensions(extensions, router._request_extensions)
