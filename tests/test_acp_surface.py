@@ -56,8 +56,10 @@ class CheckedServer:
         self.server.send(request(self._ids, method, params))
         answer, before = self.server.response(self._ids)
         for message in before:
-            assert message["method"] == "session/update", message
-            self._check("SessionNotification", message["params"])
+            if message["method"] == "session/update":
+                self._check("SessionNotification", message["params"])
+            else:  # the registry's own extension notifications (opted into at initialize)
+                assert message["method"].startswith("_registry/"), message
         if "error" in answer:
             self._check("Error", answer["error"])
         elif method in RESPONSES:  # an extension method (``_registry/rename``) has no definition there
@@ -196,6 +198,23 @@ def test_archive_hides_from_the_default_list_and_the_filter_shows_it(agent: Chec
     assert agent.result("session/unarchive", {"sessionId": archived}) == {}
     assert agent.result("session/unarchive", {"sessionId": archived}) == {}  # idempotent
     assert set(agent.listed()) == {kept, archived}
+
+
+def test_archiving_is_told_in_meta_and_to_list_watchers_as_removal(url: str) -> None:
+    with WireServer(url) as running:
+        agent = CheckedServer(running)
+        agent.result("initialize", {"protocolVersion": 1, "_meta": {"acp-session-registry/listChanges": True}})
+        sid = _new(agent)
+        answer, told = agent.exchange("session/archive", {"sessionId": sid})
+        assert "result" in answer
+        updates = [m["params"]["update"] for m in told if m["method"] == "session/update"]
+        assert [u["_meta"].get("acp-session-registry/archived") for u in updates] == [True]
+        assert [m["params"] for m in told if m["method"] == "_registry/session_removed"] == [{"sessionId": sid}]
+        answer, told = agent.exchange("session/unarchive", {"sessionId": sid})
+        updates = [m["params"]["update"] for m in told if m["method"] == "session/update"]
+        assert len(updates) == 1 and "acp-session-registry/archived" not in updates[0]["_meta"]
+        added = [m["params"]["session"]["sessionId"] for m in told if m["method"] == "_registry/session_added"]
+        assert added == [sid]
 
 
 @pytest.mark.parametrize(
