@@ -187,6 +187,24 @@ class Method:
         """``params`` as this method's struct; ``InvalidParams`` (-32602) naming the field otherwise."""
         return convert_params(params, self.params)
 
+    def advertised_in(self, agent_capabilities: Any) -> bool:
+        """Whether an agent's ``agentCapabilities`` (as it answered ``initialize``) advertise this method: its
+        capability is present and not null or false. A method without a capability is always there."""
+        if self.capability is None:
+            return True
+        node = agent_capabilities
+        for key in self.capability.path:
+            if not isinstance(node, Mapping):
+                return False
+            node = node.get(key)
+        return node is not None and node is not False
+
+    def forwards(self, surface: Surface, agent_capabilities: Any) -> bool:
+        """Whether ``surface`` relays this method to its agent: ``FORWARD``, or ``FORWARD_OR_ANSWER`` when the
+        agent advertises it."""
+        role = self.role(surface)
+        return role is Role.FORWARD or (role is Role.FORWARD_OR_ANSWER and self.advertised_in(agent_capabilities))
+
     def answer(self, context: Context, params: Any) -> Result:
         """The result of this method for ``params``, from the registry in ``context``."""
         if self.handler is None:
@@ -334,11 +352,17 @@ def served(surface: Surface, roles: Iterable[Role] = _SERVED) -> list[Method]:
     return [method for method in METHODS.values() if method.role(surface) in wanted]
 
 
-def capabilities(surface: Surface, roles: Iterable[Role] = _SERVED) -> Result:
+def capabilities(surface: Surface, roles: Iterable[Role] = _SERVED, *, agent_capabilities: Any = None) -> Result:
     """The ``agentCapabilities`` that advertise the methods ``surface`` serves with ``roles``: ``loadSession``
-    and the ``sessionCapabilities`` entries. A proxy adds those of the methods it forwards as its agent has them."""
+    and the ``sessionCapabilities`` entries. With ``agent_capabilities`` (a proxy's agent's), the methods it
+    forwards are advertised as that agent advertises them (the rest of the agent's capabilities are the proxy's
+    to merge)."""
     advertised: Result = {"sessionCapabilities": {}}
-    for method in served(surface, roles):
+    chosen = served(surface, roles)
+    if agent_capabilities is not None:
+        forwarded = served(surface, (Role.FORWARD,))
+        chosen += [method for method in forwarded if method.advertised_in(agent_capabilities)]
+    for method in chosen:
         if method.capability is not None:
             *parents, key = method.capability.path
             node = advertised
