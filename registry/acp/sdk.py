@@ -197,8 +197,10 @@ class RegistrySessions:
 
         async def watched(params: Any) -> Any:
             result = await func(params)
-            if name == "session/new":
-                session_id = getattr(result, "session_id", None)
+            if name == "session/new":  # the agent's model, or a plain dict
+                session_id = (
+                    result.get("sessionId") if isinstance(result, dict) else getattr(result, "session_id", None)
+                )
             else:
                 session_id = params.get("sessionId") if isinstance(params, dict) else None
             if isinstance(session_id, str):
