@@ -100,6 +100,16 @@ def agent(url: str) -> Iterator[CheckedServer]:
     assert b"Traceback" not in running.stderr, bytes(running.stderr).decode(errors="replace")
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CheckedServer]:
+    """One server for the refusal tests: each makes a session of its own, and refusals write nothing."""
+    with WireServer(f"sqlite://{tmp_path_factory.mktemp('surface')}/log.db") as running:
+        checked = CheckedServer(running)
+        checked.result("initialize", {"protocolVersion": 1})
+        yield checked
+    assert b"Traceback" not in running.stderr, bytes(running.stderr).decode(errors="replace")
+
+
 def _new(agent: CheckedServer, cwd: str = "/w") -> str:
     session_id: str = agent.result("session/new", {"cwd": cwd, "mcpServers": []})["sessionId"]
     return session_id
@@ -141,20 +151,20 @@ def test_set_title_stores_and_answers_the_title(agent: CheckedServer) -> None:
     ],
 )
 def test_set_title_refuses_what_is_not_a_title(
-    agent: CheckedServer, params: dict[str, Any], field: str, message: str
+    shared: CheckedServer, params: dict[str, Any], field: str, message: str
 ) -> None:
-    sid = _new(agent)
-    error = agent.error("session/set_title", {"sessionId": sid, **params})
+    sid = _new(shared)
+    error = shared.error("session/set_title", {"sessionId": sid, **params})
     assert (error["code"], error["message"], error["data"]) == (-32602, message, {"field": field})
-    assert agent.error("session/set_title", {"title": "x"})["data"] == {"field": "sessionId"}
+    assert shared.error("session/set_title", {"title": "x"})["data"] == {"field": "sessionId"}
 
 
 @pytest.mark.parametrize("blank", ["", "   ", "\n\t"])
-def test_set_title_refuses_an_empty_or_blank_title(agent: CheckedServer, blank: str) -> None:
-    sid = _new(agent)
-    error = agent.error("session/set_title", {"sessionId": sid, "title": blank})
+def test_set_title_refuses_an_empty_or_blank_title(shared: CheckedServer, blank: str) -> None:
+    sid = _new(shared)
+    error = shared.error("session/set_title", {"sessionId": sid, "title": blank})
     assert error["code"] == -32602 and "title" in error["message"], error
-    assert "title" not in agent.listed()[sid]
+    assert "title" not in shared.listed()[sid]
 
 
 def test_unknown_sessions_are_32002_with_the_requested_id(agent: CheckedServer) -> None:
@@ -226,8 +236,8 @@ def test_archiving_is_told_in_meta_and_to_list_watchers_as_removal(url: str) -> 
         (True, "archived must be a string, not a boolean"),
     ],
 )
-def test_an_unsupported_archived_filter_is_refused(agent: CheckedServer, archived: Any, message: str) -> None:
-    error = agent.error("session/list", {"archived": archived})
+def test_an_unsupported_archived_filter_is_refused(shared: CheckedServer, archived: Any, message: str) -> None:
+    error = shared.error("session/list", {"archived": archived})
     assert (error["code"], error["message"], error["data"]) == (-32602, message, {"field": "archived"})
 
 
