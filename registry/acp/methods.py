@@ -12,9 +12,10 @@ answers it, and what each surface does with it (``roles``):
   it with the table's handler otherwise (``session/status``: "open" from what the proxy has seen).
 
 The surfaces: ``serve`` (``registry.acp.agent``) binds its own handlers with ``bind``; the SDK adapter
-(``registry.acp.sdk``) routes every ``ANSWER`` method the SDK's router lacks; a proxy answers its ``ANSWER``
-methods with ``Method.answer`` and forwards the rest. ``capabilities`` derives what a surface advertises. Adding a
-method is one ``Method`` entry and one handler.
+(``registry.acp.sdk``) routes every ``ANSWER`` method the agent does not answer itself; a proxy answers its
+``ANSWER`` methods with ``Method.answer`` and relays those ``Method.forwards`` says to. ``capabilities`` derives what
+a surface advertises (for a proxy, with its agent's). Adding a method is one ``Method`` entry, one handler and its
+params struct; the serve fuzz test then asks for a template of it.
 
 A handler gets a ``Context``: the registry, the agent the surface fronts (None for ``serve``: its own sessions)
 with the mapping between the ids the client sees and the store's (``X:<native id>`` for agent ``X``), and the
