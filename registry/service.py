@@ -422,7 +422,8 @@ class SessionRegistry:
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
     def handle(self, method: str, params: Any = None) -> dict[str, Any]:
-        """Answer an ACP request (``session/list``, ``session/delete``): the exact result object, or an error
+        """Answer an ACP request the registry answers (``session/list``, ``delete``, ``set_title``, ``archive``,
+        ``unarchive``, ``status``, ``fork``, ``_registry/rename``): the exact result object, or an error
         carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
         unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
