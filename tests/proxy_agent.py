@@ -17,7 +17,8 @@ A prompt's first text block is a script:
 - anything else: echoed back as one chunk.
 
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
-array of sessions it had before (listed by ``session/list`` when ``--list`` is given). ``--name`` is its
+array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
+replays its title as a ``session_info_update`` before answering). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
 """
 
@@ -140,6 +141,10 @@ class Agent:
             self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
             return {"sessionId": session_id}
         if method in ("session/load", "session/resume"):
+            known = self.sessions.get(str(params.get("sessionId")))
+            if method == "session/load" and known and known.get("title"):  # a replay, as real agents do
+                update = {"sessionUpdate": "session_info_update", "title": known["title"]}
+                self.notify(known["sessionId"], update)
             return {}
         if method == "session/list" and self.args.list:
             return {"sessions": list(self.sessions.values())}

@@ -219,6 +219,18 @@ def test_the_agents_past_from_its_own_list_is_listed(url: str, tmp_path: Path) -
         assert proxy.close() == 0
 
 
+def test_a_title_the_agent_replays_while_loading_an_unknown_session_is_kept(url: str, tmp_path: Path) -> None:
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": "old-1", "cwd": str(tmp_path), "title": "Replayed title"}]))
+    proxy, _ = started(url, "--past", str(past), cwd=str(tmp_path))  # no --list: the proxy cannot know old-1
+    with proxy:
+        proxy.result(2, "session/load", {"sessionId": "old-1", "cwd": str(tmp_path), "mcpServers": []})
+        assert [u["title"] for u in proxy.updates("session_info_update")] == ["Replayed title"]
+        listed = {s["sessionId"]: s.get("title") for s in proxy.result(3, "session/list", {})["sessions"]}
+        assert listed["old-1"] == "Replayed title"
+        assert proxy.close() == 0
+
+
 def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does_live(url: str, tmp_path: Path) -> None:
     """In front of Claude Code (``--agent claude-code``), its ``~/.claude`` history is imported in the background;
     a session loaded through the proxy is the imported one, not a second."""
