@@ -262,3 +262,27 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"claude-code:{native}")
         assert state is not None and state.messages == before[native].messages + 2  # type: ignore[union-attr]
+
+
+def test_the_session_surface_the_registry_serves_for_any_agent(url: str, tmp_path: Path) -> None:
+    """set_title, archive / unarchive and status, answered by the proxy for an agent that has none of them."""
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/status", {"sessionId": session}) == {"status": "open"}
+        assert proxy.result(3, "session/set_title", {"sessionId": session, "title": "  Mine  "}) == {"title": "Mine"}
+        proxy.result(4, "session/prompt", prompt(session, "title The agent's"))  # never over the user's
+        assert proxy.result(5, "session/list", {})["sessions"][0]["title"] == "Mine"
+        assert proxy.result(6, "session/archive", {"sessionId": session}) == {}
+        assert proxy.result(7, "session/list", {})["sessions"] == []
+        (archived,) = proxy.result(8, "session/list", {"archived": "only"})["sessions"]
+        assert archived["sessionId"] == session and archived["archived"] is True
+        assert proxy.result(9, "session/status", {"sessionId": session}) == {"status": "saved"}  # closed first
+        assert proxy.call(10, "session/list", {"archived": "sometimes"})["error"]["code"] == -32602
+        assert proxy.result(11, "session/unarchive", {"sessionId": session}) == {}
+        assert [s["sessionId"] for s in proxy.result(12, "session/list", {})["sessions"]] == [session]
+        missing = proxy.call(13, "session/status", {"sessionId": "nobody"})["error"]
+        assert missing["code"] == -32002
+        assert proxy.close() == 0
+    methods = [json.loads(line).get("method") for line in log.read_text().splitlines()]
+    assert not {"session/status", "session/set_title", "session/archive", "session/unarchive"} & set(methods)
