@@ -286,3 +286,26 @@ def test_the_session_surface_the_registry_serves_for_any_agent(url: str, tmp_pat
         assert proxy.close() == 0
     methods = [json.loads(line).get("method") for line in log.read_text().splitlines()]
     assert not {"session/status", "session/set_title", "session/archive", "session/unarchive"} & set(methods)
+
+
+@pytest.mark.parametrize("agent_forks", [True, False])
+def test_fork_is_forwarded_to_an_agent_that_forks_and_recorded_with_its_parent(
+    url: str, tmp_path: Path, agent_forks: bool
+) -> None:
+    proxy, session = started(url, *(["--fork"] if agent_forks else []), cwd=str(tmp_path))
+    with proxy:
+        advertised = proxy.result(9, "initialize", {"protocolVersion": 1})["agentCapabilities"]["sessionCapabilities"]
+        assert ("fork" in advertised) is agent_forks  # forwarded only: advertised as the agent advertises it
+        proxy.result(2, "session/prompt", prompt(session, "before the fork"))
+        answer = proxy.call(3, "session/fork", {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []})
+        if not agent_forks:
+            assert answer["error"]["code"] == -32601  # the agent's own answer
+            assert proxy.close() == 0
+            return
+        fork = answer["result"]["sessionId"]
+        assert {s["sessionId"] for s in proxy.result(4, "session/list", {})["sessions"]} == {session, fork}
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{fork}")
+        assert state is not None and state.parent is not None
+        assert state.parent.session_id == f"scripted-agent:{session}"
