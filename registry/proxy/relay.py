@@ -122,6 +122,17 @@ class Proxy:
         self._to_agent = LineWriter(to_agent)
         self._from_agent = from_agent
         threading.Thread(target=self._agent_loop, name="acp-registry-proxy-agent", daemon=True).start()
+        threading.Thread(target=self._watch_exit, name="acp-registry-proxy-exit", daemon=True).start()
+
+    def _watch_exit(self) -> None:
+        """When the agent has exited but something it started still holds its stdout (its reader never sees EOF),
+        end its process group, so that the exit is noticed and reported."""
+        proc = self._proc
+        assert proc is not None
+        proc.wait()
+        if not self._ended.wait(self._grace + 2 * _KILL_AFTER):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def run(self) -> int:
         """Start the agent (unless started), relay until one side ends; the exit code (0: the client ended)."""
