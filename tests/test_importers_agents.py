@@ -289,18 +289,19 @@ def test_gemini_chats_of_its_own_setup_alone_are_not_sessions(gemini: Path) -> N
         "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n</session_context>"
     )
     chats = gemini / "tmp" / "acme-api" / "chats"
-    setup = [
-        {"sessionId": "setup-1", "projectHash": ACME_HASH, "startTime": "2026-03-02T10:00:00Z", "kind": "main"},
+    header: dict[str, Any] = {"projectHash": ACME_HASH, "startTime": "2026-03-02T10:00:00Z", "kind": "main"}
+    setup: list[dict[str, Any] | str] = [
+        header | {"sessionId": "setup-1"},
         {"$set": {"messages": [{"id": "x1", "timestamp": "2026-03-02T10:00:00Z", "type": "user", "content": context}]}},
     ]
     write_lines(chats / "session-2026-03-02T10-00-setup001.jsonl", setup)
     command = [
-        setup[0] | {"sessionId": "cmd-1"},
+        header | {"sessionId": "cmd-1"},
         {"id": "y1", "type": "user", "content": "/stats", "timestamp": "2026-03-02T10:01:00Z"},
     ]
     write_lines(chats / "session-2026-03-02T10-01-cmd00001.jsonl", command)
     answered = [
-        setup[0] | {"sessionId": "ans-1"},
+        header | {"sessionId": "ans-1"},
         {"id": "z1", "type": "user", "content": [{"text": context}], "timestamp": "2026-03-02T10:02:00Z"},
         {"id": "z2", "type": "gemini", "content": "Ready.", "timestamp": "2026-03-02T10:02:01Z"},
     ]
