@@ -13,6 +13,7 @@ reactivex stream), ``acp/`` (JSON-RPC).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.errors import ConcurrencyError
+from events.errors import ConcurrencyError, StoreClosedError
 from events.model import Event, ForkRef, SessionCreated, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
@@ -47,6 +48,7 @@ from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
+from registry.projection import fold
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, ReadModel, open_read_model
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
@@ -62,6 +64,8 @@ __all__ = ["SessionRegistry"]
 _RETRIES: Final = 20
 _MAX_FORK_DEPTH: Final = 1000
 """Forks of forks followed by ``activity`` at most (a chain is also cut where its positions stop decreasing)."""
+
+log = logging.getLogger(__name__)
 
 
 class SessionRegistry:
@@ -344,13 +348,29 @@ class SessionRegistry:
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
 
     def _applied(self, position: int) -> None:
-        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``."""
-        self._read_model.catch_up(position)
+        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``.
+
+        The log decides what was committed: once the append returned, the command succeeds even if the read model
+        cannot be brought up to it now (it is stale, and caught up - or rebuilt - before the next answer)."""
+        try:
+            self._read_model.catch_up(position)
+        except Exception as exc:
+            if isinstance(exc, StoreClosedError):
+                raise
+            log.warning("the read model is behind a committed write (%s); it catches up before the next answer", exc)
         self._follower.pump()
 
     def _written(self, session_id: str) -> SessionInfo:
-        """The info of a session this registry has just written (the read model holds it: no catch-up first)."""
-        state = self._read_model.get(session_id)
+        """The info of a session this registry has just written (the read model holds it: no catch-up first;
+        a read model that cannot say folds the session's own events from the log instead)."""
+        try:
+            state = self._read_model.get(session_id)
+        except Exception as exc:
+            if isinstance(exc, StoreClosedError):
+                raise
+            state = None
+            for recorded in self._store.read_stream(session_id):
+                state = fold(state, recorded) or state
         if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
             return self.get(session_id)
         return session_info(state, additional_directories=self._additional_directories)

@@ -7,12 +7,19 @@ What the client observes on the wire: messages relayed both ways with its own id
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from events.memory import MemoryStore
+from registry.acp.methods import METHODS, Role
+from registry.importers import Importer, sources
 from registry.service import SessionRegistry
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
+
+FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 
 
 @pytest.fixture
@@ -25,7 +32,13 @@ def test_initialize_adds_list_and_delete_and_keeps_what_the_agent_said(url: str)
         result = proxy.result(0, "initialize", {"protocolVersion": 1})
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is True
-        assert capabilities["sessionCapabilities"] == {"resume": {}, "list": {}, "delete": {}}
+        answered = {
+            m.capability.path[-1]
+            for m in METHODS.values()
+            if m.capability is not None and m.role("proxy") is not None and m.role("proxy") is not Role.FORWARD
+        }
+        assert {"list", "delete"} <= answered
+        assert capabilities["sessionCapabilities"] == {"resume": {}} | {key: {} for key in answered}
         assert result["authMethods"] == [{"id": "scripted", "name": "scripted"}]
         assert result["agentInfo"] == {"name": "scripted-agent", "version": "1.0"}
         assert result["_meta"]["scripted"] is True
@@ -44,7 +57,7 @@ def test_a_turn_is_recorded_titled_from_the_prompt_and_listed_with_the_agents_id
         (info,) = listed["sessions"]
         assert info["sessionId"] == session
         assert info["cwd"] == str(tmp_path)
-        assert info["title"] == "hello there"
+        assert info["title"] == "hello there second line"  # registry.commands.prompt_title: one line
         assert info["_meta"]["acp-session-registry/messageCount"] == 2
         # The proxy gave the title (the agent gave none) and told the client, once.
         chunks = proxy.updates("agent_message_chunk")
@@ -52,7 +65,7 @@ def test_a_turn_is_recorded_titled_from_the_prompt_and_listed_with_the_agents_id
         assert proxy.close() == 0
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"scripted-agent:{session}")
-        assert state is not None and state.messages == 2 and state.title == "hello there"
+        assert state is not None and state.messages == 2 and state.title == "hello there second line"
 
 
 def test_the_agents_title_reaches_the_client_once_and_is_recorded_as_the_agents(url: str, tmp_path: Path) -> None:
@@ -204,3 +217,36 @@ def test_the_agents_past_from_its_own_list_is_listed(url: str, tmp_path: Path) -
         old = next(s for s in listed["sessions"] if s["sessionId"] == "old-1")
         assert old["title"] == "From before" and old["updatedAt"].startswith("2026-01-02T03:04:05")
         assert proxy.close() == 0
+
+
+def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does_live(url: str, tmp_path: Path) -> None:
+    """In front of Claude Code (``--agent claude-code``), its ``~/.claude`` history is imported in the background;
+    a session loaded through the proxy is the imported one, not a second."""
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURES / "claude-code", home / ".claude")
+    with SessionRegistry(MemoryStore()) as reference:
+        Importer(reference.store, sources(["claude-code"]), roots={"claude-code": home / ".claude"}).run()
+        expected = {s.session_id.removeprefix("claude-code:"): s for s in reference.list().sessions}
+        before = {k: reference.state(f"claude-code:{k}") for k in expected}
+    assert expected
+    command = proxy_command(url, agent="claude-code")
+    with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
+        meta = proxy.result(0, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
+        assert meta == {"agent": "claude-code", "history": "importing"}
+        for attempt in range(200):
+            listed = proxy.result(10 + attempt, "session/list", {})
+            if listed["_meta"]["acp-session-registry/proxy"]["history"] != "importing":
+                break
+            time.sleep(0.05)
+        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+        assert {s["sessionId"]: s["cwd"] for s in listed["sessions"]} == {k: v.cwd for k, v in expected.items()}
+        native = sorted(expected)[0]
+        proxy.result(300, "session/load", {"sessionId": native, "cwd": expected[native].cwd, "mcpServers": []})
+        proxy.result(301, "session/prompt", prompt(native, "one more turn"))
+        again = proxy.result(302, "session/list", {})["sessions"]
+        assert sorted(s["sessionId"] for s in again) == sorted(expected)
+        assert again[0]["sessionId"] == native  # the turn made it the most recent
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"claude-code:{native}")
+        assert state is not None and state.messages == before[native].messages + 2  # type: ignore[union-attr]

@@ -20,27 +20,19 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from events.model import TitleSource
+from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.proxy.names import stored_id
 from registry.service import SessionRegistry
 
-__all__ = ["MAX_BACKLOG", "Observation", "Recorder", "prompt_title"]
+__all__ = ["MAX_BACKLOG", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 MAX_BACKLOG: Final = 100_000
-_TITLE_MAX: Final = 80  # as serve cuts a title taken from a prompt
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
-
-
-def prompt_title(text: str) -> str | None:
-    """The title a session gets from its first prompt: the first non-blank line, cut at 80 characters."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    if not line:
-        return None
-    return line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1] + "\u2026"
 
 
 class Recorder:
@@ -145,8 +137,21 @@ class Recorder:
         if self.registry.state(sid) is not None or cwd is None:
             return
         with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-            self.registry.create(
-                cwd, session_id=sid, additional_directories=directories or (), at=at, **_agent_field(self.agent)
+            self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent)
+
+    def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
+        """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
+        source (else as a session of its own)."""
+        sid = stored_id(self.agent, native)
+        if self.registry.state(sid) is not None:
+            return
+        parent = self.registry.state(stored_id(self.agent, source))
+        if parent is None or parent.deleted:
+            self.session(native, cwd, directories)
+            return
+        with contextlib.suppress(SessionExists):
+            self.registry.fork(
+                parent.session_id, cwd, additional_directories=directories or (), session_id=sid, agent=self.agent
             )
 
     def turn(self, native: str, text: str, *, answered: bool) -> None:
@@ -177,16 +182,3 @@ class Recorder:
 
     def delete(self, native: str) -> None:
         self.registry.delete(stored_id(self.agent, native))
-
-
-_CREATE_TAKES_AGENT: bool | None = None
-
-
-def _agent_field(agent: str) -> dict[str, Any]:
-    """``agent=`` for ``SessionRegistry.create`` when this version of the registry records the agent."""
-    global _CREATE_TAKES_AGENT  # noqa: PLW0603 - decided once per process
-    if _CREATE_TAKES_AGENT is None:
-        import inspect  # noqa: PLC0415
-
-        _CREATE_TAKES_AGENT = "agent" in inspect.signature(SessionRegistry.create).parameters
-    return {"agent": agent} if _CREATE_TAKES_AGENT else {}

@@ -33,7 +33,7 @@ from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
 from registry.proxy.names import agent_name
 from registry.proxy.recorder import Recorder
-from registry.proxy.surface import ANSWERED, Pending, Surface
+from registry.proxy.surface import Pending, Surface
 from registry.proxy.wire import AgentLine, encode_error, encode_request, encode_response, peek_agent, title_update
 from registry.service import SessionRegistry
 
@@ -169,7 +169,7 @@ class Proxy:
             out.append(line)  # a notification, or the client's answer to the agent: the client's own bytes
             return
         assert message.method is not None
-        if out and message.method in ANSWERED:  # what came before this request reaches the agent first
+        if out and self.surface.answers(message.method):  # what came before this request reaches the agent first
             self._send_agent(out)
             out.clear()
         answer = self.surface.answer(message)

@@ -1,24 +1,25 @@
 """What the proxy adds to the conversation it relays: its own answers, its additions, what it observes.
 
-- ``initialize``: forwarded; the agent's answer comes back with ``sessionCapabilities.list`` and ``.delete`` added
-  (nothing the agent said is dropped) and ``_meta["acp-session-registry/proxy"]`` naming the agent and the state
-  of its past sessions (``"importing"``, ``"ready"``, ``"none"``). The agent's name is decided here when
-  ``--agent`` did not give it.
-- ``session/new`` / ``load`` / ``resume`` / ``fork``: forwarded; on success the session is recorded under the
-  agent's own id (stored as ``<agent>:<id>``) and the cwd of the request.
-- ``session/prompt``: forwarded; its answer (a result or an error) is a turn: activity, and a title from the
-  prompt when the session has none by then.
-- ``session/list``: answered from the registry - this agent's sessions only, the registry's order, pages and
-  signed cursors, with the agent's own ids. The recorder is given up to ``LIST_WAIT`` seconds to write what it
-  has seen (a session just created is listed); when it cannot, or the store fails, the answer says so
-  (``_meta["acp-session-registry/degraded"]``, or a -32603 error when the registry cannot answer at all).
-- ``session/delete``: the session is deleted in the registry (for good: a tombstone), then forwarded when the
-  agent advertises delete; the client gets ``{}`` once the agent has answered (its error is logged, not passed on:
-  the session is gone from the list either way).
+The proxy is one more surface over the method table (``registry.acp.methods``, surface ``"proxy"``):
 
-The agent's past: once the agent's name is known, a background thread reads its history files with the importer
-of that name (``registry.importers``) or, for other agents that advertise ``session/list``, walks the agent's own
-list, so that sessions it had before the proxy ran are listed with ids it can ``session/load``.
+- ``Role.ANSWER`` methods (``session/list``, ``session/delete``, and those the table adds for every agent:
+  ``session/set_title``, ``session/archive`` / ``unarchive``, ``_registry/rename``) are answered from the
+  registry by the table's own handlers, in a ``Context`` naming the agent, so ids are the agent's own and only
+  its sessions are listed (stored as ``<agent>:<id>``). Before answering, the recorder is given up to
+  ``LIST_WAIT`` seconds to write what it has seen (a session just created is listed); when it cannot, or the
+  store fails, the answer says so (``_meta["acp-session-registry/degraded"]``, or ``data.degraded`` on an
+  error) rather than answering from stale data silently. ``session/delete`` is also forwarded when the agent
+  advertises delete (the client gets ``{}`` once the agent has answered; the agent's error is logged: the
+  session is gone from the list either way).
+- Forward-or-answer methods (``session/status``) are forwarded when the agent advertises them, else answered.
+- Everything else - the agent's own methods, extension methods, methods nobody knows - is forwarded. Of the
+  answers: ``initialize`` comes back with the capabilities of every method the proxy answers added (nothing
+  the agent said is dropped) and ``_meta["acp-session-registry/proxy"]`` naming the agent and the state of its
+  past sessions (``"importing"``, ``"ready"``, ``"none"``, ``"failed"``); the agent's name is decided there when
+  ``--agent`` did not give it. ``session/new`` / ``load`` / ``resume`` / ``fork`` that succeed record the
+  session (with the cwd of the request; a fork with its parent) and make it open on this connection;
+  ``session/close`` ends that. ``session/prompt``'s answer, a result or an error, is a turn: activity, and a
+  title from the prompt when the session has none by then.
 """
 
 from __future__ import annotations
@@ -31,17 +32,16 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from registry.acp.jsonrpc import Incoming, RequestId, encode_result
-from registry.acp.params import DeleteParams, ListParams, convert_params
-from registry.commands import check_session_id
+from registry.acp.methods import METHODS, Context, Method, Role
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, parse_time
-from registry.proxy.names import agent_name, native_id
+from registry.proxy.names import agent_name
 from registry.proxy.wire import AgentLine, encode_error
 
 if TYPE_CHECKING:
     from registry.proxy.relay import Proxy
 
-__all__ = ["ANSWERED", "LIST_WAIT", "META_DEGRADED", "META_PROXY", "Pending", "Surface"]
+__all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Pending", "Surface"]
 
 log = logging.getLogger("acp_registry.proxy")
 
@@ -49,9 +49,8 @@ LIST_WAIT: Final = 2.0
 META_PROXY: Final = f"{META_NAMESPACE}/proxy"
 META_DEGRADED: Final = f"{META_NAMESPACE}/degraded"
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
-ANSWERED: Final = frozenset({"session/list", "session/delete"})
-"""The methods the proxy answers itself (the others are forwarded)."""
-_OBSERVED: Final = frozenset({"initialize", "session/new", "session/load", "session/resume", "session/fork"})
+_OPENING: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close"}
 
 
 class Pending(msgspec.Struct):
@@ -64,17 +63,26 @@ class Pending(msgspec.Struct):
     own: Callable[[AgentLine | None], None] | None = None
 
 
-class _Session(msgspec.Struct, rename="camel"):
-    session_id: str
-
-
 class _Listed(msgspec.Struct, rename="camel"):
     sessions: list[dict[str, Any]]
     next_cursor: str | None = None
 
 
-_decode_session: Final = msgspec.json.Decoder(_Session).decode
 _decode_listed: Final = msgspec.json.Decoder(_Listed).decode
+
+
+class _ProxyContext(Context):
+    """The table's context in front of an agent: closing a session (before archiving it) closes it at the agent
+    too when the agent advertises ``session/close``."""
+
+    surface: Surface | None = None
+
+    def close(self, wire_id: str) -> None:
+        was_open = wire_id in self.open_sessions
+        super().close(wire_id)
+        surface = self.surface
+        if was_open and surface is not None and surface.advertised("session/close"):
+            surface.proxy.request_agent("session/close", {"sessionId": wire_id}, lambda _answer: None)
 
 
 class Surface:
@@ -82,59 +90,70 @@ class Surface:
         self.proxy = proxy
         self.registry = proxy.registry
         self.recorder = proxy.recorder
+        self.context = _ProxyContext(self.registry, agent=proxy.agent)
+        self.context.surface = self
         self._import_history = import_history
         self.history = "none"
-        self.agent_list = False
-        self.agent_delete = False
+        self.agent_capabilities: dict[str, Any] = {}
         self._history_thread: threading.Thread | None = None
-        self._lister = _lists_by_agent(self.registry)
+
+    def advertised(self, name: str) -> bool:
+        """Whether the agent advertised method ``name`` in its ``initialize`` answer."""
+        method = METHODS.get(name)
+        if method is None or method.capability is None:
+            return False
+        node: Any = self.agent_capabilities
+        for key in method.capability.path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node is True or isinstance(node, dict)
+
+    def answers(self, name: str) -> bool:
+        """Whether the proxy answers method ``name`` itself (else it is forwarded)."""
+        method = METHODS.get(name)
+        return method is not None and self._answers(method)
+
+    def _answers(self, method: Method) -> bool:
+        """Whether the proxy answers ``method`` itself (else it is forwarded)."""
+        role = method.role("proxy")
+        if role is Role.ANSWER:
+            return True
+        return role is not None and role.value == "forward-or-answer" and not self.advertised(method.name)
 
     # -- answered here ------------------------------------------------------------------------------
 
     def answer(self, message: Incoming) -> bytes | None:
         """The proxy's own answer to a client request, ``b""`` when it comes later, None: forward it."""
-        method = message.method
-        if method not in ANSWERED:
+        method = METHODS.get(message.method or "")
+        if method is None or not self._answers(method):
             return None
+        history = self.history  # read first: "ready" then covers every observation the history walk queued
         try:
-            if method == "session/list":
-                return encode_result(message.id, self._list(message.params))
-            return self._delete(message)
+            caught_up = self.recorder.wait_idle(LIST_WAIT)  # what the client has seen happen is written first
+            self.context.agent = self.proxy.agent
+            result = method.answer(self.context, message.params)
+            if method.name == "session/delete" and self.advertised("session/delete"):
+                return self._forward_delete(message)
+            if method.name == "session/list":
+                result["_meta"] = self._list_meta(result.get("_meta"), caught_up, history)
+            return encode_result(message.id, result)
         except Exception as exc:
             if not isinstance(exc, InvalidParams | SessionNotFound):
-                log.warning("%s failed: %s", method, exc)
+                log.warning("%s failed: %s", method.name, exc)
             error = rpc_error(exc)
             if self.recorder.degraded is not None:
                 error = RpcError(error.code, error.message, {"degraded": self.recorder.degraded})
             return encode_error(message.id, error)
 
-    def _list(self, params: Any) -> dict[str, Any]:
-        request = convert_params(params, ListParams)
-        caught_up = self.recorder.wait_idle(LIST_WAIT)
-        agent = self.proxy.agent
-        page = self._lister(request.cwd, request.cursor, agent)
-        result: dict[str, Any] = msgspec.to_builtins(page)
-        shown = []
-        for info in result.get("sessions", []):
-            native = native_id(agent, info["sessionId"])
-            if native is not None:
-                info["sessionId"] = native
-                shown.append(info)
-        result["sessions"] = shown
-        meta: dict[str, Any] = dict(result.get("_meta") or {})
-        meta[META_PROXY] = {"agent": agent, "history": self.history}
+    def _list_meta(self, meta: Any, caught_up: bool, history: str) -> dict[str, Any]:
+        shown: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
+        shown[META_PROXY] = {"agent": self.proxy.agent, "history": history}
         degraded = self.recorder.degraded or (None if caught_up else "the recorder is behind: recent changes missing")
         if degraded is not None:
-            meta[META_DEGRADED] = degraded
-        result["_meta"] = meta
-        return result
+            shown[META_DEGRADED] = degraded
+        return shown
 
-    def _delete(self, message: Incoming) -> bytes:
-        native = check_session_id(convert_params(message.params, DeleteParams).session_id)
-        self.recorder.wait_idle(LIST_WAIT)  # a session just created is deleted, not created after
-        self.recorder.delete(native)
-        if not self.agent_delete:
-            return encode_result(message.id, {})
+    def _forward_delete(self, message: Incoming) -> bytes:
+        native = message.params["sessionId"]  # checked by the table's handler
         client_id = message.id
 
         def answered(answer: AgentLine | None) -> None:
@@ -150,8 +169,7 @@ class Surface:
     def observer(self, message: Incoming) -> Pending:
         method = message.method
         assert method is not None
-        keep = method in _OBSERVED or method == "session/prompt"
-        return Pending(message.id, method, message.params if keep else None)
+        return Pending(message.id, method, message.params if method in _OBSERVED else None)
 
     def response(self, pending: Pending, answer: AgentLine) -> bytes | None:
         """The client's answer when the proxy changes it (None: the agent's, relayed as it is); records what
@@ -168,18 +186,30 @@ class Surface:
             return None
         if method == "initialize":
             return self._initialized(pending.client_id, answer)
+        if method == "session/close":
+            if isinstance(params.get("sessionId"), str):
+                self.context.open_sessions.discard(params["sessionId"])
+            return None
         try:
             result = msgspec.json.decode(answer.result)
         except msgspec.DecodeError:
             return None
+        source = params.get("sessionId")
         native = (
-            result.get("sessionId") if isinstance(result, dict) and method in ("session/new", "session/fork") else None
+            result.get("sessionId")
+            if isinstance(result, dict) and method in ("session/new", "session/fork")
+            else source
         )
-        native = native if native is not None else params.get("sessionId")
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
-        if isinstance(native, str) and isinstance(cwd, str):
+        if not isinstance(native, str):
+            return None
+        self.context.opened(native)
+        if isinstance(cwd, str):
             dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
-            self.recorder.put(lambda r: r.session(native, cwd, dirs))
+            if method == "session/fork" and isinstance(source, str):
+                self.recorder.put(lambda r: r.fork(native, source, cwd, dirs))
+            else:
+                self.recorder.put(lambda r: r.session(native, cwd, dirs))
         return None
 
     def _initialized(self, client_id: RequestId, answer: AgentLine) -> bytes | None:
@@ -192,22 +222,17 @@ class Surface:
         info = result.get("agentInfo")
         if not self.proxy.named and isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
             self.recorder.agent = agent_name(info["name"])
+        self.context.agent = self.proxy.agent
         capabilities = result.get("agentCapabilities")
         if capabilities is None:
             capabilities = result["agentCapabilities"] = {}
         if isinstance(capabilities, dict):
-            session = capabilities.get("sessionCapabilities")
-            if not isinstance(session, dict):
-                session = capabilities["sessionCapabilities"] = {}
-            self.agent_list = isinstance(session.get("list"), dict)
-            self.agent_delete = isinstance(session.get("delete"), dict)
-            for name in ("list", "delete"):
-                if not isinstance(session.get(name), dict):
-                    session[name] = {}
+            self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(capabilities))  # as the agent said
+            _add_capabilities(capabilities, [m for m in METHODS.values() if self._answers(m)])
         self._start_history()
         meta = result.get("_meta")
-        if not isinstance(meta, dict):
-            meta = result["_meta"] = {} if meta is None else result.get("_meta")
+        if meta is None:
+            meta = result["_meta"] = {}
         if isinstance(meta, dict):
             meta[META_PROXY] = {"agent": self.proxy.agent, "history": self.history}
         return encode_result(client_id, result)
@@ -222,7 +247,7 @@ class Surface:
         agent = self.proxy.agent
         if agent in AGENTS:
             target: Callable[[], None] = lambda: self._import(agent)  # noqa: E731
-        elif self.agent_list:
+        elif self.advertised("session/list"):
             target = self._walk_agent_list
         else:
             return
@@ -298,10 +323,17 @@ def _prompt_text(prompt: Any) -> str:
     )
 
 
-def _lists_by_agent(registry: Any) -> Callable[[str | None, str | None, str], Any]:
-    """``registry.list`` for one agent's sessions (the facade's ``agent=`` filter, bound into the cursor)."""
-    import inspect  # noqa: PLC0415
-
-    if "agent" in inspect.signature(registry.list).parameters:
-        return lambda cwd, cursor, agent: registry.list(cwd, cursor, agent=agent)
-    return lambda cwd, cursor, agent: registry.list(cwd, cursor)
+def _add_capabilities(capabilities: dict[str, Any], methods: list[Method]) -> None:
+    """Advertise ``methods`` in an agent's ``agentCapabilities``, keeping every value the agent gave."""
+    for method in methods:
+        if method.capability is None:
+            continue
+        *parents, key = method.capability.path
+        node: Any = capabilities
+        for parent in parents:
+            child = node.get(parent)
+            if not isinstance(child, dict):
+                child = node[parent] = {}
+            node = child
+        if not (node.get(key) is True or isinstance(node.get(key), dict)):
+            node[key] = method.capability.value
