@@ -64,6 +64,16 @@ def test_client_eof_closes_the_agents_stdin_and_exits_0(url: str, tmp_path: Path
     assert "scripted agent: stdin closed" in proxy.stderr_lines
 
 
+def test_client_eof_ends_what_the_agent_started_that_holds_its_stdout(url: str, tmp_path: Path) -> None:
+    """An agent that leaves a child of its own holding its stdout (as npm wrappers do) still lets the proxy end."""
+    agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
+    with ProxyProcess(proxy_command(url, command=agent)) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        started_at = time.monotonic()
+        assert proxy.close(timeout=30) == 0
+        assert time.monotonic() - started_at < 10
+
+
 def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
     store = tmp_path / "corrupt.db"
     store.write_bytes(b"this is not a database" * 100)

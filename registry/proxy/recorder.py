@@ -25,11 +25,12 @@ from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.proxy.names import stored_id
 from registry.service import SessionRegistry
 
-__all__ = ["MAX_BACKLOG", "Observation", "Recorder"]
+__all__ = ["MAX_BACKLOG", "MAX_EARLY_TITLES", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 MAX_BACKLOG: Final = 100_000
+MAX_EARLY_TITLES: Final = 1000
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
@@ -53,6 +54,7 @@ class Recorder:
         self._dropped = 0
         self._closed = False
         self.degraded: str | None = None
+        self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
         self._thread.start()
 
@@ -134,16 +136,23 @@ class Recorder:
     ) -> None:
         """A session of the agent is live (new, loaded, resumed, forked) or listed by it: known to the registry."""
         sid = stored_id(self.agent, native)
-        if self.registry.state(sid) is not None or cwd is None:
-            return
-        with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-            self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent)
+        if self.registry.state(sid) is None and cwd is not None:
+            with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
+                self.registry.create(
+                    cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent
+                )
+        self._apply_early_title(native)
+
+    def _apply_early_title(self, native: str) -> None:
+        if native in self._early_titles:
+            self.agent_title(native, self._early_titles.pop(native))
 
     def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
         """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
         source (else as a session of its own)."""
         sid = stored_id(self.agent, native)
         if self.registry.state(sid) is not None:
+            self._apply_early_title(native)
             return
         parent = self.registry.state(stored_id(self.agent, source))
         if parent is None or parent.deleted:
@@ -153,6 +162,7 @@ class Recorder:
             self.registry.fork(
                 parent.session_id, cwd, additional_directories=directories or (), session_id=sid, agent=self.agent
             )
+        self._apply_early_title(native)
 
     def turn(self, native: str, text: str, *, answered: bool) -> None:
         """A turn ended (answered or with an error): activity, and a title from its prompt where it has none."""
@@ -171,10 +181,16 @@ class Recorder:
                 self._push(native, {"sessionUpdate": "session_info_update", "title": title})
 
     def agent_title(self, native: str, title: str | None) -> None:
-        """The agent titled (or untitled) a session: recorded as the agent's, never over the user's."""
+        """The agent titled (or untitled) a session: recorded as the agent's, never over the user's. A title sent
+        before the session is known (while ``session/new`` or ``load`` is being answered: agents replay their
+        titles on load) is kept until it is (at most ``MAX_EARLY_TITLES`` of them)."""
         sid = stored_id(self.agent, native)
         state = self.registry.state(sid)
-        if state is None or state.deleted:
+        if state is None:
+            if len(self._early_titles) < MAX_EARLY_TITLES:
+                self._early_titles[native] = title
+            return
+        if state.deleted:
             return
         if title is None and state.title_source is TitleSource.USER:
             return  # the agent clears its own titles only

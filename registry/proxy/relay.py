@@ -17,6 +17,7 @@ sent SIGTERM and, two seconds later, SIGKILL; ``run`` returns 0. The agent's std
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -148,7 +149,7 @@ class Proxy:
                 for line in batch:
                     self._from_client(line, out)
                 if out and not self._send_agent(out):
-                    break
+                    return  # the agent is gone: its reader reports it and fails what is pending
         except Exception:  # a bug: the conversation cannot go on without this thread
             log.exception("relaying the client's messages failed")
         self._shutdown()
@@ -301,13 +302,20 @@ class Proxy:
         if self._to_agent is not None:
             self._to_agent.close()
         proc = self._proc
-        if proc is not None:
-            try:
-                proc.wait(timeout=self._grace)
-            except subprocess.TimeoutExpired:
-                self._kill()
         if proc is None:
             self._ended.set()
+            return
+        try:
+            proc.wait(timeout=self._grace)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        if not self._ended.wait(_KILL_AFTER):
+            # The agent has ended, but something it started still holds its stdout: end its whole group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if not self._ended.wait(_KILL_AFTER):
+                log.warning("the agent's stdout stays open after it ended; leaving it")
+                self._ended.set()
 
     def _kill(self) -> None:
         proc = self._proc

@@ -50,7 +50,7 @@ META_PROXY: Final = f"{META_NAMESPACE}/proxy"
 META_DEGRADED: Final = f"{META_NAMESPACE}/degraded"
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
 _OPENING: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
-_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close"}
+_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close", "authenticate"}
 
 
 class Pending(msgspec.Struct):
@@ -182,6 +182,9 @@ class Surface:
                 text = _prompt_text(params.get("prompt"))
                 self.recorder.put(lambda r: r.turn(turn_of, text, answered=ok))
             return None
+        if ok and method == "authenticate" and self.history == "failed" and self._history_thread is not None:
+            self._history_thread = None  # the agent's own list may have needed it: walk it again
+            self._start_history()
         if not ok or method not in _OBSERVED:
             return None
         if method == "initialize":
