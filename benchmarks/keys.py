@@ -16,9 +16,11 @@ __all__ = [
     "ES_NOTIFICATIONS",
     "ES_REPOSITORY",
     "ES_SAVE",
+    "FORK_10K",
     "FSYNC",
     "FULL_FOLD",
     "JSONL_LISTING",
+    "LIST_ARCHIVED",
     "LIST_DEEP",
     "LIST_DEEP_CWD",
     "LIST_FIRST",
@@ -146,3 +148,12 @@ WRITE_APPEND = _figure("registry.write_append", "registry: the same store's bare
 DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 1 and 10 subscribers
 NAMES[DIFFS_PER_S.format(subscribers=1)] = "registry: change stream, 1 subscriber (diffs/s)"
 NAMES[DIFFS_PER_S.format(subscribers=10)] = "registry: change stream, 10 subscribers (diffs/s each)"
+# page first/deep, archived only/include (10% of the generated sessions are archived)
+LIST_ARCHIVED = "registry.list_{page}_archived_{mode}"
+for _mode in ("only", "include"):
+    for _page in ("first", "deep"):
+        NAMES[LIST_ARCHIVED.format(page=_page, mode=_mode)] = (
+            f"registry: session/list {_page} page, archived={_mode}, p50 / p99"
+        )
+# SessionRegistry.fork of a 10,000-event session, durable, tables kept up
+FORK_10K = _figure("registry.fork_10k", "registry: fork of a 10,000-event session, p50 / p99")

@@ -305,6 +305,29 @@ SPECS = (
         "≤ 300 µs at 1M",
         judged_from=1_000_000,
     ),
+    *(
+        Spec(
+            "list",
+            f"session/list {page} page, archived={mode} (10% archived), p50 µs",
+            keys.LIST_ARCHIVED.format(page=page, mode=mode),
+            None,
+            "value",
+            300.0,
+            "≤ 300 µs at 1M",
+            judged_from=1_000_000,
+        )
+        for mode in ("only", "include")
+        for page in ("first", "deep")
+    ),
+    Spec(
+        "fork",
+        "SessionRegistry.fork of a 10,000-event session, p50 ms",
+        keys.FORK_10K,
+        None,
+        "value",
+        50_000.0,
+        "≤ 50 ms",
+    ),
     Spec("list", "session/list over stdio ÷ in process (time)", keys.STDIO_LIST, keys.LIST_FIRST, "time"),
     Spec(
         "stream",

@@ -2,9 +2,11 @@
 
     python examples/sdk_agent.py sqlite:///home/me/sessions.db
 
-It echoes prompts; the registry gives it ``session/list`` (signed cursors, cwd rules, recency order),
-``session/delete``, titles taken from the first prompt, and live ``session_info_update`` pushes with explicit
-nulls (``_registry/rename`` with ``"title": null`` clears a title, and the client sees ``"title": null``).
+It echoes prompts and implements only ``initialize``, ``session/new``, ``session/prompt`` and ``list_sessions``;
+``RegistrySessions.attach`` gives it the rest of the registry's method table - ``session/delete``,
+``session/set_title``, ``session/archive`` / ``unarchive`` (and ``session/list``'s ``archived``),
+``session/status``, ``session/fork``, ``_registry/rename`` (``"title": null`` clears) - advertised in its
+``initialize`` answer, plus live ``session_info_update`` pushes with explicit nulls.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from events import TitleSource
 from events.errors import RegistryError
 from registry import SessionRegistry
 from registry.acp.sdk import RegistrySessions, request_error
+from registry.commands import prompt_title
 
 
 class EchoAgent:
@@ -56,10 +59,9 @@ class EchoAgent:
         await self.conn.session_update(session_id, update_agent_message_text(text))
         first = (state := self.registry.state(session_id)) is not None and state.messages == 0
         self.registry.record_activity(session_id, messages=2)
-        if first and text.strip():
-            self.registry.change_info(
-                session_id, title=text.strip().splitlines()[0][:80], title_source=TitleSource.PROMPT
-            )
+        title = prompt_title(text)  # the title rule every way in shares
+        if first and title is not None:
+            self.registry.change_info(session_id, title=title, title_source=TitleSource.PROMPT)
         return PromptResponse(stop_reason="end_turn")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

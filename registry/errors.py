@@ -10,12 +10,15 @@ would catch without knowing ours (``ValueError`` for a wrong value, ``LookupErro
     │                                        ConcurrencyError, EventIdConflict, CorruptEventError,
     │                                        StoreFormatError, StoreClosedError)
     ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles
-    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd
+    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd |
+    │                                        archived | agent
     ├── SessionNotFound (LookupError) -32002 no such session; data.sessionId
     │   └── SessionDeletedError      -32002  the session was deleted; writes to it are refused
     ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.sessionId
     ├── MethodNotFound (LookupError) -32601  data.method
     ├── SubscriberTooSlow            -32603  a change-stream subscriber fell too far behind and was ended
+    ├── ReadModelFault               -32010  the read model cannot answer and could not be rebuilt or folded
+    │                                        in memory either (derived data, never the log); data.remedy
     ├── SnapshotError (ValueError)   -32603  registry.snapshot: a kept snapshot cannot be used (it is ignored)
     ├── ImportStateError (ValueError) -32603 registry.importers.state: the import state is a folder or a symlink
     └── SchemaError (ValueError)     -32603  registry.importers.databases: an agent's database is laid out otherwise
@@ -40,10 +43,12 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "READ_MODEL_FAULT",
     "RESOURCE_NOT_FOUND",
     "InvalidCursor",
     "InvalidParams",
     "MethodNotFound",
+    "ReadModelFault",
     "RpcError",
     "SessionDeletedError",
     "SessionExists",
@@ -58,6 +63,8 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
+READ_MODEL_FAULT = -32010
+"""A server error of the implementation-defined range: the read model (derived data) cannot answer now."""
 
 
 class InvalidParams(RegistryError, ValueError):
@@ -103,6 +110,13 @@ class SubscriberTooSlow(RegistryError):
     """A subscriber fell too far behind; its subscription was ended so the registry's memory stays bounded."""
 
 
+class ReadModelFault(RegistryError):
+    """The read model's tables cannot serve: a row or blob that does not decode, a table, column, index or
+    ``rm_meta`` row that is missing. Derived data, never the log: it is rebuilt from the log (or the log is folded
+    in memory) and the answer given (``registry.readmodel.guard``); this error escapes only when that failed too,
+    and names the remedy, ``acp-registry rebuild``."""
+
+
 class RpcError(msgspec.Struct, omit_defaults=True):
     """A JSON-RPC error object, as it goes on the wire."""
 
@@ -121,6 +135,8 @@ def rpc_error(exc: BaseException) -> RpcError:
         return RpcError(INVALID_PARAMS, str(exc), {"sessionId": exc.session_id})
     if isinstance(exc, MethodNotFound):
         return RpcError(METHOD_NOT_FOUND, str(exc), {"method": exc.method})
+    if isinstance(exc, ReadModelFault):
+        return RpcError(READ_MODEL_FAULT, str(exc), {"remedy": "acp-registry rebuild"})
     if isinstance(exc, RegistryError):
         return RpcError(INTERNAL_ERROR, str(exc))
     return RpcError(INTERNAL_ERROR, f"internal error ({type(exc).__name__})")

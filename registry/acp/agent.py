@@ -1,13 +1,20 @@
-"""``acp-registry serve``: a reference ACP v1 agent over stdio, backed by the registry.
+"""``acp-registry serve``: a reference ACP v1 agent over stdio, backed by the registry - the ``serve`` surface of
+the method table (``registry.acp.methods``).
 
 A minimal agent with a real session history: ``session/prompt`` streams the prompt's text back as
-``agent_message_chunk``s and ends the turn; the first prompt names the session after its first line; every
-turn is activity. ``session/list``, ``session/delete``, ``session/load`` (replays the stored turns), resume and
-close work against the registry, and every title / ``updatedAt`` / ``_meta`` change - this process's or another's
-on the same store - is pushed as a minimal ``session_info_update`` with explicit nulls.
+``agent_message_chunk``s and ends the turn; the first prompt names the session (``registry.commands.prompt_title``,
+the rule imported sessions share too); every turn is activity. ``initialize``, ``session/new``, ``load`` (replays
+the stored turns: a fork's start with its source's up to the fork point), ``resume``, ``close``, ``prompt`` and
+``cancel`` are this module's own handlers, bound to the table with ``bind``; everything the registry answers -
+``session/list``, ``delete``, ``set_title``, ``archive``, ``unarchive``, ``status``, ``fork``, ``_registry/rename``
+- is the table's, and what ``initialize`` advertises is derived from it. The sessions open in this process (one
+connection) are the table ``Context``'s ``open_sessions``: ``session/status`` reads them. Every title /
+``updatedAt`` / ``_meta`` change - this process's or another's on the same store, archived sessions included - is
+pushed as a minimal ``session_info_update`` with explicit nulls.
 
-Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
-clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.
+Renaming from a client: ``session/set_title``, the extension method ``_registry/rename {"sessionId", "title"}``
+(``title: null`` clears it) or a prompt ``/rename New title``. All set a user title, which generated titles never
+replace.
 
 Threads: the main thread reads stdin and answers requests in order; the registry's follower (the thread that tails
 the log) writes each change's ``session_info_update`` as it folds it; both write whole lines to stdout under one
@@ -45,7 +52,7 @@ from registry.acp.jsonrpc import (
 )
 from registry.acp.methods import METHODS, Context, bind, capabilities
 from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
-from registry.commands import check_payload, check_session_id, check_title
+from registry.commands import check_payload, check_session_id, check_title, prompt_title
 from registry.diffs import Added, Removed, Updated, diff, encode_session_update
 from registry.errors import (
     InvalidParams,
@@ -66,7 +73,6 @@ PROTOCOL_VERSION: Final = 1
 AGENT_NAME: Final = "acp-session-registry"
 LIST_CHANGES_META: Final = "acp-session-registry/listChanges"
 _CHUNK: Final = 24  # characters per streamed chunk: enough to show streaming, few enough messages
-_TITLE_MAX: Final = 80  # an auto-generated title is cut here (a user title may be up to 500)
 _FLUSH_TIMEOUT: Final = 10.0  # seconds a response waits for the change stream (only a stuck client reaches it)
 _EXPECTED: Final = (InvalidParams, SessionNotFound, MethodNotFound, SessionExists)  # answered, not logged
 
@@ -181,17 +187,29 @@ class ReferenceAgent:
             log.warning("the change follower is %s s behind; answering anyway", _FLUSH_TIMEOUT)
 
     def _on_changes(self, changes: Sequence[Change]) -> None:
-        """On the follower's thread, in log order: each change the client must hear of, as one line."""
+        """On the follower's thread, in log order: each change the client must hear of, as one line.
+
+        A ``session_info_update`` goes out for every session, archived ones included ((un)archiving is a change of
+        its ``_meta``); the list-changes extension follows the default list, which archiving leaves."""
         directories = self.registry.additional_directories
         for change in changes:
-            item = diff(change.position, change.before, change.after, additional_directories=directories)
             try:
-                if isinstance(item, Updated):
-                    self._write(encode_session_update(item.notification))
-                elif self._list_changes and isinstance(item, Added):
+                update = diff(
+                    change.position,
+                    change.before,
+                    change.after,
+                    additional_directories=directories,
+                    include_archived=True,
+                )
+                if isinstance(update, Updated):
+                    self._write(encode_session_update(update.notification))
+                if not self._list_changes:
+                    continue
+                item = diff(change.position, change.before, change.after, additional_directories=directories)
+                if isinstance(item, Added):
                     info = msgspec.to_builtins(item.info)
                     self._write(encode_notification("_registry/session_added", {"session": info}))
-                elif self._list_changes and isinstance(item, Removed):
+                elif isinstance(item, Removed):
                     self._write(encode_notification("_registry/session_removed", {"sessionId": item.session_id}))
             except Exception:  # never let one change stop the follower; the client misses this update only
                 log.exception("could not send the update of session %s", change.after.session_id)
@@ -283,9 +301,8 @@ class ReferenceAgent:
         if rename:
             self.registry.change_info(session_id, title=title, title_source=TitleSource.USER)
         elif first:
-            line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-            if line:
-                title = line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1] + "\u2026"
+            title = prompt_title(text)
+            if title is not None:
                 self.registry.change_info(session_id, title=title, title_source=TitleSource.PROMPT)
         for start in range(0, len(reply), _CHUNK):
             chunk = {"type": "text", "text": reply[start : start + _CHUNK]}

@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("registry.cli.list_sessions", "the session/list view: most recent first (one page, or --all)"),
     "show": ("registry.cli.show", "a session's current info"),
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
+    "title": ("registry.cli.title", "set a session's title as its user (generated titles never replace it)"),
+    "archive": ("registry.cli.archive", "hide a session from default lists (its id and history stay)"),
+    "unarchive": ("registry.cli.unarchive", "bring an archived session back into default lists"),
+    "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
     "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, read model"),
@@ -43,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("registry.cli.import_log", "append the records of an exported file (importing twice is harmless)"),
     "demo": ("registry.cli.demo", "a simulated multi-agent host on a temporary SQLite store"),
     "serve": ("registry.cli.serve", "speak ACP over stdio: a reference agent backed by the registry"),
+    "proxy": ("registry.cli.proxy", "the registry in front of any ACP agent: acp-registry proxy -- COMMAND [ARGS...]"),
     "import-agents": (
         "registry.cli.import_agents",
         "import the histories agents already keep (Claude Code, Codex, Gemini CLI, ...)",
@@ -188,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if args.command not in ("serve", "import-agents"):  # those configure their own logging
+    if args.command not in ("serve", "proxy", "import-agents"):  # those configure their own logging
         logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
     module, _ = COMMANDS[args.command]
     return _run(_module(module, args.command).run, args)

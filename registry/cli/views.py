@@ -17,7 +17,16 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from events.model import (
+    RecordedEvent,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUnarchived,
+    SessionUpdated,
+    TitleSource,
+)
 from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
@@ -28,6 +37,8 @@ __all__ = [
     "change_json",
     "change_text",
     "describe_event",
+    "event_meta",
+    "meta_lines",
 ]
 
 METHOD_SESSION_ADDED: Final = "_registry/session_added"
@@ -90,8 +101,22 @@ def _quote(text: str) -> str:
     return _json.encode(text).decode()
 
 
-def describe_event(record: RecordedEvent, before: SessionState | None, after: SessionState | None) -> str:
-    """What one event did to its session, in words (``after`` is None when the fold ignored it)."""
+def event_meta(record: RecordedEvent) -> dict[str, Any] | None:
+    """The ``_meta`` an event sets (None when it sets none, or clears it)."""
+    meta: Any = getattr(record.event, "meta", None)
+    return meta if isinstance(meta, dict) else None
+
+
+def meta_lines(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """``_meta`` as (key, value) pairs for people: each value as compact JSON, keys in their order."""
+    return [(printable(key), printable(_json.encode(value).decode())) for key, value in meta.items()]
+
+
+def describe_event(
+    record: RecordedEvent, before: SessionState | None, after: SessionState | None, *, with_meta: bool = True
+) -> str:
+    """What one event did to its session, in words (``after`` is None when the fold ignored it). Without
+    ``with_meta`` the ``_meta`` it sets is left out (a table shows it as key/value lines: ``meta_lines``)."""
     event = record.event
     if after is None:
         if isinstance(event, SessionCreated) and before is not None:
@@ -105,8 +130,16 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
         if event.title is not None:
             parts.append(f"title {_quote(event.title)} ({(event.title_source or TitleSource.AGENT).value})")
         parts.append(f"updatedAt {format_time(event.at)}")
-        if event.meta is not None:
+        if event.meta is not None and with_meta:
             parts.append(f"_meta {_json.encode(event.meta).decode()}")
+        if after.agent is not None:
+            parts.append(f"agent {after.agent}" + ("" if event.agent is not None else " (from its id)"))
+        if event.parent is not None:
+            parts.append(f"forked from {event.parent.session_id} as of position {event.parent.position}")
+    elif isinstance(event, SessionArchived):
+        parts.append("archived" if before is None or not before.archived else "archived (it already was)")
+    elif isinstance(event, SessionUnarchived):
+        parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
     elif isinstance(event, SessionUpdated):
         parts.append(f"activity: updatedAt {format_time(event.at)}")
         if event.messages:
@@ -114,14 +147,20 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
         if event.payload is not None:
             parts.append("with a payload")
     elif isinstance(event, SessionInfoChanged):
-        parts.extend(_info_changes(event, before))
-    else:
-        assert isinstance(event, SessionDeleted)
+        parts.extend(_info_changes(event, before, with_meta=with_meta))
+    elif isinstance(event, SessionDeleted):
         parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
+    else:  # an event this view has no words for yet: its tag and the state fields it changed
+        changed = [
+            field.name
+            for field in msgspec.structs.fields(after)
+            if field.name not in ("version", "position") and getattr(after, field.name) != getattr(before, field.name)
+        ]
+        parts.append(f"{type(event).__struct_config__.tag}" + (f": {', '.join(changed)} changed" if changed else ""))
     return ", ".join(parts)
 
 
-def _info_changes(event: SessionInfoChanged, before: SessionState | None) -> list[str]:
+def _info_changes(event: SessionInfoChanged, before: SessionState | None, *, with_meta: bool) -> list[str]:
     parts = []
     if event.title is None:
         parts.append("title cleared")
@@ -139,5 +178,5 @@ def _info_changes(event: SessionInfoChanged, before: SessionState | None) -> lis
     if meta is None:
         parts.append("_meta cleared")
     elif meta is not UNSET:
-        parts.append(f"_meta {_json.encode(meta).decode()}")
+        parts.append(f"_meta {_json.encode(meta).decode()}" if with_meta else "_meta set")
     return parts or ["nothing"]

@@ -4,11 +4,15 @@ A ``Tail`` remembers a file's identity (device, inode), its size and mtime when 
 the last newline consumed (and how many lines lie before it), and a fingerprint of its first 4 KiB and of the 256
 bytes before the offset. The next read continues at the offset only when the file is the same one, no shorter
 than the offset, and has the same bytes there; otherwise it was rewritten, truncated or replaced, and the caller
-re-reads it from the start (``restart``). A last line without its newline is left for a later pass: a writer
-may be in the middle of it.
+re-reads it from the start (``restart``). A last line without its newline is not consumed: the offset stays
+before it, so a later pass reads it again whole. It is offered apart (``TailRead.pending``): when it is complete
+JSON it is a record (copies of transcripts often lose the final newline), and the caller folds it into a view
+of the file it can drop when the file grows; a writer's torn line is not JSON and waits for the next pass.
 
 One bad line costs one line: a line that is not JSON, nests deeper than the decoder goes, or is longer than the
 cap is skipped and remembered with its line number and reason (``LineStats``), and the lines after it are read.
+Two records glued onto one line (``}{``, no newline between them) are both read, and the line is named too
+(``GLUED``): the file is damaged even where nothing was lost.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import msgspec
 import zstandard
 
 __all__ = [
+    "GLUED",
     "LineStats",
     "Tail",
     "TailRead",
@@ -36,6 +41,7 @@ TAIL_BYTES: Final = 256
 _GLUE_ATTEMPTS: Final = 64  # each attempt decodes a prefix: a hostile line full of "}{" must stay linear
 _CHUNK: Final = 1 << 20
 _EXAMPLES: Final = 5
+GLUED: Final = "records glued on one line (no newline between them): each read"
 
 T = TypeVar("T")
 
@@ -113,6 +119,8 @@ class TailRead:
             self.line_count = lines
             self.stats = LineStats(cap)
             self.bytes_read = 0
+            self.pending: bytes | None = None
+            """After ``lines()``: the last line when it has no newline yet (not consumed; None when over the cap)."""
         except BaseException:
             self._file.close()
             raise
@@ -152,6 +160,7 @@ class _Reading(Protocol):
     line_count: int
     bytes_read: int
     cap: int
+    pending: bytes | None
 
 
 class _Readable(Protocol):
@@ -200,6 +209,8 @@ def split_lines(stream: _Readable, into: _Reading, end: int | None) -> Iterator[
     if end is None and (partial or dropping):
         into.line_count += 1  # a whole stream: its last line is complete without a newline
         yield None if dropping else b"".join(partial)
+    elif partial and not dropping:
+        into.pending = b"".join(partial)  # offered apart, not consumed: the file may still grow
 
 
 class _StreamReading:
@@ -208,6 +219,7 @@ class _StreamReading:
         self.line_count = 0
         self.bytes_read = 0
         self.cap = cap
+        self.pending: bytes | None = None
 
 
 class _Zstd:
@@ -307,5 +319,6 @@ def decode_lines(
         if records is None:
             stats.problem(number, "line is not a JSON record, skipped")
         else:
+            stats.problem(number, GLUED)
             for record in records:
                 yield number, record

@@ -28,19 +28,26 @@ from psycopg import sql
 from events.model import Event, LogEntry
 from registry.model import Archived, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
-from registry.readmodel.postgres_sql import Statements, lock_key
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.postgres_sql import TABLES, Statements, lock_key
 from registry.readmodel.tables import (
     INITIAL_META,
+    CurrentRow,
     Fold,
+    FoundSchema,
     Keyed,
+    PastRow,
     SnapshotPlan,
     anchor_value,
+    checked_meta,
+    checked_positions,
     chunks,
     decode_state,
     fold_stretch,
     merge_pages,
     prepare_tables,
+    record_log_shorter,
+    schema_problems,
 )
 from registry.snapshot import EVERY, events_up_to, save_encoded_snapshot
 
@@ -60,6 +67,19 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
+
+
+_COLUMNS: Final = (
+    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
+    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
+)
+_INDEXES: Final = (
+    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
+    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
+    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
+    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
+    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
+)
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -85,7 +105,6 @@ class PostgresReadModel(ReadModel):
         self.window = window
         self._store = store
         self._sql = Statements(store.schema)
-        self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = lock_key(store.schema)
         self._position = 0
         # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
@@ -97,7 +116,8 @@ class PostgresReadModel(ReadModel):
         if catch_up:
             self.catch_up()
         else:
-            self._position = self._meta()["checkpoint"]
+            with contextlib.suppress(ReadModelFault):  # tables as they are: verify reports what is wrong
+                self._position = self._meta()["checkpoint"]
         self._remove_hook: Callable[[], None] = lambda: None
         if not store.read_only:
             self._remove_hook = store.add_commit_hook(self)
@@ -107,12 +127,20 @@ class PostgresReadModel(ReadModel):
 
     # -- schema ---------------------------------------------------------------------------------------
 
-    def _version(self, conn: Connection) -> int | None:
-        row = conn.execute(self._exists).fetchone()
-        if row is None or row[0] is None:
-            return None
-        found = conn.execute(self._sql.version).fetchone()
-        return None if found is None else int(found[0])
+    def _describe(self, conn: Connection) -> FoundSchema:
+        """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
+        schema = self._store.schema
+        tables: dict[str, tuple[str, ...]] = {}
+        for table, column in conn.execute(_COLUMNS, (schema,)).fetchall():
+            tables[table] = (*tables.get(table, ()), column)
+        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(_INDEXES, (schema,))}
+        meta: dict[str, int] | None = None
+        if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
+            meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
+        return FoundSchema(tables, indexes, meta)
+
+    def schema_problems(self) -> list[str]:
+        return schema_problems(self._store.run(self._describe))
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -133,14 +161,24 @@ class PostgresReadModel(ReadModel):
 
         prepare_tables(
             self._store.location,
-            version=lambda: self._version(conn),
+            describe=lambda: self._describe(conn),
+            problems=schema_problems,
             matches_log=lambda: self._matches_log(conn),
             exclusively=exclusively,
             create=lambda: self._create(conn),
             repair=repair,
+            before_rebuild=lambda: record_log_shorter(
+                self._store, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
+            ),
         )
 
     def _create(self, conn: Connection) -> None:
+        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
+        stray = {table for table, _column in conn.execute(_COLUMNS, (self._store.schema,)).fetchall()}
+        for table in sorted(stray - set(TABLES)):
+            conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
+            )
         for statement in (*self._sql.drop, *self._sql.create):
             conn.execute(statement)
         conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
@@ -154,7 +192,9 @@ class PostgresReadModel(ReadModel):
     def catch_up(self, to: int | None = None) -> int:
         if to is not None and self._position >= to:
             return self._position
-        checkpoint, _floor, head = self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())  # type: ignore[misc]
+        checkpoint, _floor, head = checked_positions(
+            self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())
+        )
         self._position = checkpoint
         plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
         while checkpoint < head:
@@ -170,7 +210,7 @@ class PostgresReadModel(ReadModel):
         def dump(conn: Connection) -> None:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
+                meta = checked_meta(conn.execute(self._sql.meta).fetchall())
                 if meta["checkpoint"] != checkpoint:
                     return
                 count = conn.execute(self._sql.count_all).fetchone()[0]  # type: ignore[index]
@@ -185,7 +225,7 @@ class PostgresReadModel(ReadModel):
     def _catch_up_chunk(self, conn: Connection) -> tuple[int, int]:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            checkpoint, floor, head = conn.execute(self._sql.check).fetchone()  # type: ignore[misc]
+            checkpoint, floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
             if checkpoint >= head:
                 return checkpoint, head
             fresh = checkpoint == 0
@@ -350,7 +390,7 @@ class PostgresReadModel(ReadModel):
     # -- reading --------------------------------------------------------------------------------------
 
     def _meta(self) -> dict[str, int]:
-        return dict(self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall()))
+        return checked_meta(self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall()))
 
     def window_floor(self) -> int:
         return self._meta()["floor"]
@@ -410,6 +450,8 @@ class PostgresReadModel(ReadModel):
         if current is not None and current[1] <= position:
             return decode_state(current[2])
         meta = {part: value for part, value, _state in rows if part >= 2}
+        if 2 not in meta or 3 not in meta:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
         if position < meta[3] or position > meta[2]:
             return PAST_WINDOW
         past = next((row for row in rows if row[0] == 1), None)
@@ -420,6 +462,26 @@ class PostgresReadModel(ReadModel):
 
     def cwd_counts(self) -> dict[str, int]:
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
+
+    def archived_count(self, cwd: str | None = None) -> int:
+        query, params = (self._sql.archived_count, {}) if cwd is None else (self._sql.archived_cwd, {"cwd": cwd})
+        return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        query = sql.SQL("SELECT {} FROM {}.{}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
+        )
+        rows = self._store.run(lambda conn: conn.execute(query).fetchall())
+        return (tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows)
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        return self._store.run(self._matches_log)
+
+    def stored_meta(self) -> dict[str, int]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall())
+        return {key: int(value) for key, value in rows if value is not None}
 
     def states(self) -> Iterator[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())

@@ -9,9 +9,9 @@ from typing import Final, LiteralString
 
 from psycopg import sql
 
-__all__ = ["Statements", "lock_key"]
+__all__ = ["TABLES", "Statements", "lock_key"]
 
-_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
+TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
     "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
     """CREATE TABLE {s}.rm_sessions (
@@ -57,7 +57,7 @@ class Statements:
             return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
 
         self.create = [q(statement) for statement in _SCHEMA]
-        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in _TABLES]
+        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in TABLES]
         self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
         self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
         self.check = q(
@@ -110,6 +110,8 @@ class Statements:
             " ORDER BY position"
         )
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
+        self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
+        self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
             "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
