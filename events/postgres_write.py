@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -31,6 +31,10 @@ __all__ = ["CommitHook", "Connection", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+# Failures of a hook's own statements that leave the append worth writing without it: its table, column or
+# object is gone, or it cannot write (disk full, read-only, no privilege).
+_HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "42501"})
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
@@ -76,6 +80,7 @@ class Writer:
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
         self._known: _Known | None = None  # the log's end as this process's last append left it
+        self._active: tuple[CommitHook, ...] = ()  # the hooks of the append being written
 
     def forget(self) -> None:
         """Another writer may have appended: the next append reads the log's end first."""
@@ -94,12 +99,31 @@ class Writer:
         append left the log's end known and nobody else has appended since (as far as the last append saw), it
         goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
         (``_append_reading``)."""
-        known = self._known
-        if known is not None and not known.contended:
-            positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
-            if positions is not None:
-                return positions
-        return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+
+        def append() -> list[int]:
+            known = self._known
+            if known is not None and not known.contended:
+                positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
+                if positions is not None:
+                    return positions
+            return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+
+        return self._with_hooks(append)
+
+    def _with_hooks(self, write: Callable[[], _T]) -> _T:
+        """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
+        not writable), once more without them: derived data never costs an append (its owner finds the fault
+        and mends it when it next reads)."""
+        self._active = self.hooks
+        try:
+            return write()
+        except psycopg.Error as exc:
+            if not self._active or exc.sqlstate not in _HOOK_FAULTS:
+                raise
+            log.warning("%s: a commit hook failed (%s); the append commits without it", self._location, exc)
+            self._known = None
+            self._active = ()
+            return write()
 
     def _append_known(
         self,
@@ -119,7 +143,7 @@ class Writer:
             expected_version not in (ANY, actual) and stream is not None
         ):
             return None  # the store decides a conflict, from what it reads
-        hooks = self.hooks
+        hooks = self._active
         at = self._clock()
         positions = list(range(known.head + 1, known.head + 1 + len(events)))
         chain = links(
@@ -182,7 +206,7 @@ class Writer:
         duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
         conflict: ConcurrencyError | None = None
         positions: list[int] = []
-        hooks = self.hooks
+        hooks = self._active
         try:
             # Two round trips: the pipeline sends BEGIN, the lock and the look-ups together, then the writes, the
             # hooks' writes, the NOTIFY and COMMIT together.
@@ -273,14 +297,14 @@ class Writer:
 
     def commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         self._known = None  # several appends at once: the next lone append reads the log's end again
-        return self._commit_once(conn, units)
+        return self._with_hooks(lambda: self._commit_once(conn, units))
 
     def _commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         """One transaction and one commit for every unit the group commit queued (``events.group_commit``); each
         unit (an append or an ``append_batch``) runs in a savepoint of its own when there are several, so a unit
         that fails writes nothing and gets its error while the others commit."""
         outcomes: list[list[list[int]] | BaseException] = []
-        hooks = self.hooks
+        hooks = self._active
         # The pipeline sends the statements whose results are not needed at once with the next that is.
         with conn.pipeline(), conn.transaction():
             conn.execute(self._sql.lock, (self._sql.append_key,))

@@ -16,6 +16,7 @@ from events.urls import split_postgres_url
 from registry import SessionRegistry
 from registry.readmodel import open_read_model
 from registry.readmodel.check import check_read_model
+from registry.readmodel.guard import GuardedReadModel
 from registry.readmodel.postgres import PostgresReadModel
 
 
@@ -35,7 +36,9 @@ def test_an_append_commits_its_read_model_rows_in_the_same_transaction(
     url = postgres_schemas()
     conninfo, schema = split_postgres_url(url)
     with PostgresStore.from_url(url) as store:
-        model = open_read_model(store)
+        guarded = open_read_model(store)
+        assert isinstance(guarded, GuardedReadModel)
+        model = guarded.inner
         assert isinstance(model, PostgresReadModel)
         # Straight to the store: nobody calls catch_up, yet the rows are there when the append returns.
         store.append("a", [SessionCreated(cwd="/w", at=1)])
@@ -73,7 +76,9 @@ def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(postgres_schemas:
     url = postgres_schemas()
     conninfo, schema = split_postgres_url(url)
     with PostgresStore.from_url(url) as store:
-        model = open_read_model(store)
+        guarded = open_read_model(store)
+        assert isinstance(guarded, GuardedReadModel)
+        model = guarded.inner
         assert isinstance(model, PostgresReadModel)
         store.append("a", [SessionCreated(cwd="/w", at=1)])
         with psycopg.connect(conninfo) as holder:  # as a catch-up in another process would, mid-transaction
