@@ -278,6 +278,8 @@ class PostgresReadModel(ReadModel):
         if row is None or not row[0]:
             return
         meta: dict[str, int] = dict(meta_rows.fetchall())
+        if not isinstance(meta.get("checkpoint"), int) or not isinstance(meta.get("floor"), int):
+            return  # damaged tables: the read model's guard finds them when it next reads, and mends them
         checkpoint, floor = meta["checkpoint"], meta["floor"]
         if checkpoint > head_before or head_before - checkpoint > _IN_TRANSACTION:
             return
@@ -428,7 +430,10 @@ class PostgresReadModel(ReadModel):
         params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
         query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
-        checkpoint, head = next((int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4)
+        found = [(int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4 and rank is not None]
+        if not found:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
+        checkpoint, head = found[0]
         if checkpoint < head:
             as_of = self.catch_up()
             return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
