@@ -90,13 +90,13 @@ def append_sessions(store: EventStore, requests: Sequence[AppendRequest]) -> Non
     store.append_batch(requests)
 
 
-class SkipGroup(msgspec.Struct, kw_only=True):
+class SkipGroup(msgspec.Struct, kw_only=True, rename="camel"):
     reason: str
     count: int = 0
     examples: list[str] = msgspec.field(default_factory=list)
 
 
-class AgentSummary(msgspec.Struct, kw_only=True):
+class AgentSummary(msgspec.Struct, kw_only=True, rename="camel"):
     """What one pass did for one agent. ``unavailable`` says why the agent was not read at all."""
 
     agent: str
@@ -127,7 +127,7 @@ class AgentSummary(msgspec.Struct, kw_only=True):
         return sum(group.count for group in self.skipped)
 
 
-class Summary(msgspec.Struct, kw_only=True):
+class Summary(msgspec.Struct, kw_only=True, rename="camel"):
     agents: list[AgentSummary] = msgspec.field(default_factory=list)
 
     @property
