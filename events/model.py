@@ -22,11 +22,14 @@ from msgspec import UNSET, UnsetType
 __all__ = [
     "MAX_SESSION_ID_BYTES",
     "Event",
+    "ForkRef",
     "LogEntry",
     "RecordedEvent",
+    "SessionArchived",
     "SessionCreated",
     "SessionDeleted",
     "SessionInfoChanged",
+    "SessionUnarchived",
     "SessionUpdated",
     "TitleSource",
 ]
@@ -45,8 +48,20 @@ class TitleSource(enum.Enum):
     PROMPT = "prompt"
 
 
+class ForkRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Where a fork came from: the source session and the log position it was taken at. The fork's history is
+    the source's up to ``position``, then its own (a reference: nothing of the source is copied)."""
+
+    session_id: str
+    position: int
+
+
 class SessionCreated(msgspec.Struct, frozen=True, kw_only=True, tag="created", omit_defaults=True):
-    """A session began in ``cwd`` (absolute, canonical) at ``at`` (epoch ns; its first activity)."""
+    """A session began in ``cwd`` (absolute, canonical) at ``at`` (epoch ns; its first activity).
+
+    ``agent`` names the agent the session belongs to (None: the registry's own, or not recorded); ``parent`` is
+    set on a fork (added in the archive/fork vocabulary: older records have neither).
+    """
 
     cwd: str
     at: int
@@ -54,6 +69,8 @@ class SessionCreated(msgspec.Struct, frozen=True, kw_only=True, tag="created", o
     title: str | None = None
     title_source: TitleSource | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    agent: str | None = None
+    parent: ForkRef | None = None
 
 
 class SessionUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="updated", omit_defaults=True):
@@ -86,10 +103,25 @@ class SessionDeleted(msgspec.Struct, frozen=True, kw_only=True, tag="deleted", o
     reason: str | None = None
 
 
-Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted
+class SessionArchived(msgspec.Struct, frozen=True, kw_only=True, tag="archived", omit_defaults=True):
+    """The session is hidden from default lists; its id and history stay (``SessionUnarchived`` undoes it)."""
+
+
+class SessionUnarchived(msgspec.Struct, frozen=True, kw_only=True, tag="unarchived", omit_defaults=True):
+    """The session is back in default lists."""
+
+
+Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted | SessionArchived | SessionUnarchived
 """Everything a session's stream can hold (a tagged union; the tag field is ``type``)."""
 
-EVENT_TYPES: tuple[type[Event], ...] = (SessionCreated, SessionUpdated, SessionInfoChanged, SessionDeleted)
+EVENT_TYPES: tuple[type[Event], ...] = (
+    SessionCreated,
+    SessionUpdated,
+    SessionInfoChanged,
+    SessionDeleted,
+    SessionArchived,
+    SessionUnarchived,
+)
 
 
 class RecordedEvent(msgspec.Struct, frozen=True, rename="camel"):

@@ -13,31 +13,16 @@ import asyncio
 import sys
 from typing import Any
 
-import msgspec
 from acp import InitializeResponse, NewSessionResponse, PromptResponse, RequestError, run_agent
 from acp.agent.connection import AgentSideConnection
 from acp.helpers import update_agent_message_text
-from acp.schema import (
-    AgentCapabilities,
-    Implementation,
-    ListSessionsResponse,
-    SessionCapabilities,
-    SessionListCapabilities,
-)
+from acp.schema import Implementation, ListSessionsResponse
 
 from events import TitleSource
 from events.errors import RegistryError
 from registry import SessionRegistry
-from registry.acp.methods import convert_params
 from registry.acp.sdk import RegistrySessions, request_error
 from registry.commands import prompt_title
-
-
-class Rename(msgspec.Struct, rename="camel"):
-    """``_registry/rename`` params: checked by msgspec, so a bad one is -32602 naming the field."""
-
-    session_id: str
-    title: str | None
 
 
 class EchoAgent:
@@ -51,13 +36,8 @@ class EchoAgent:
         self.sessions.attach(conn)
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=1,
-            agent_capabilities=AgentCapabilities(
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
-            ),
-            agent_info=Implementation(name="sdk-echo-agent", version="1"),
-        )
+        # attach() adds the capabilities of the methods the registry answers (list, delete, ...) to this.
+        return InitializeResponse(protocol_version=1, agent_info=Implementation(name="sdk-echo-agent", version="1"))
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         try:
@@ -83,14 +63,7 @@ class EchoAgent:
         return PromptResponse(stop_reason="end_turn")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method != "registry/rename":
-            raise RequestError.method_not_found(f"_{method}")
-        try:
-            rename = convert_params(params, Rename)
-            self.registry.change_info(rename.session_id, title=rename.title, title_source=TitleSource.USER)
-        except RegistryError as exc:
-            raise request_error(exc) from None
-        return {}
+        raise RequestError.method_not_found(f"_{method}")  # attach() answers the registry's own (_registry/rename)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None

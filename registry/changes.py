@@ -173,15 +173,24 @@ class _Feed:
         self.remove_listener()
 
 
-def _shared_diffs(additional_directories: bool) -> Callable[[Change], ListChange | None]:
+def _shared_diffs(
+    additional_directories: bool, include_archived: bool = False
+) -> Callable[[Change], ListChange | None]:
     """``diff`` of a change, made once however many subscribers receive it (they share the change objects)."""
+    view = (additional_directories, include_archived)
 
     def shown(change: Change) -> ListChange | None:
         made = change.shown
-        if made is not None and made[0] is additional_directories:
+        if made is not None and made[0] == view:
             return made[1]  # type: ignore[no-any-return]
-        item = diff(change.position, change.before, change.after, additional_directories=additional_directories)
-        change.shown = (additional_directories, item)
+        item = diff(
+            change.position,
+            change.before,
+            change.after,
+            additional_directories=additional_directories,
+            include_archived=include_archived,
+        )
+        change.shown = (view, item)
         return item
 
     return shown
@@ -274,8 +283,12 @@ def list_changes(
     scheduler: abc.SchedulerBase | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
     max_pending: int = 1_000_000,
+    include_archived: bool = False,
 ) -> Observable[ListChange]:
     """``Added`` / ``Updated`` / ``Removed`` items after ``after``, then live (see the module docstring).
+
+    The default list leaves archived sessions out: an archive is ``Removed``, an unarchive ``Added``;
+    ``include_archived`` lists them, and (un)archiving is then an ``Updated`` ``_meta`` change.
 
     Each subscription gets its own delivery scheduler: ``scheduler`` if given (e.g. a ``TestScheduler``), an
     asyncio loop's (``loop=``), or else a thread of its own. ``coalesce`` (seconds): the changes of one session
@@ -287,7 +300,7 @@ def list_changes(
         raise ValueError(f"after must be a log position (an int >= 0), got {after!r}")
     if coalesce is not None and not coalesce > 0:
         raise ValueError(f"coalesce must be a positive number of seconds, got {coalesce!r}")
-    to_item = _shared_diffs(source.additional_directories)
+    to_item = _shared_diffs(source.additional_directories, include_archived)
 
     def build(_scheduler: abc.SchedulerBase | None) -> Observable[ListChange]:
         if scheduler is not None:
@@ -334,6 +347,14 @@ def notifications(
         assert isinstance(item, Updated)
         return item.notification
 
-    items = list_changes(source, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
+    items = list_changes(
+        source,
+        after,
+        coalesce=coalesce,
+        scheduler=scheduler,
+        loop=loop,
+        max_pending=max_pending,
+        include_archived=True,  # a client holding the session hears of its archive in ``_meta``
+    )
     updates: Observable[ListChange] = items.pipe(ops.filter(only_updates))
     return updates.pipe(ops.map(notification))

@@ -15,7 +15,17 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from events.model import Event, SessionCreated, SessionInfoChanged, SessionUpdated, TitleSource
+from events.model import (
+    Event,
+    ForkRef,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUnarchived,
+    SessionUpdated,
+    TitleSource,
+)
 from events.store import check_session_id as store_check_session_id
 from registry.errors import InvalidParams
 from registry.limits import (
@@ -27,11 +37,13 @@ from registry.limits import (
     MAX_TITLE_LENGTH,
     MIN_TIME_NS,
 )
-from registry.model import SessionState, parse_time, title_replaces
+from registry.model import ARCHIVED_FILTERS, ListFilter, SessionState, parse_time, title_replaces
 from registry.paths import normalise_cwd
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",
+    "archive_change",
+    "check_agent",
     "check_directories",
     "check_event",
     "check_messages",
@@ -41,9 +53,11 @@ __all__ = [
     "check_source",
     "check_time",
     "check_title",
+    "check_user_title",
     "creation",
     "info_change",
     "json_type",
+    "list_filter",
     "one_line",
     "prompt_title",
 ]
@@ -89,6 +103,49 @@ def check_title(title: object, field: str = "title") -> str:
         raise InvalidParams(f"{field} is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
     _check_text(title, field)
     return title
+
+
+def check_user_title(title: object, field: str = "title") -> str:
+    """A title a client sets (``session/set_title``): surrounding whitespace is trimmed (the stored, normalised
+    title is what the caller answers with); an empty or blank one is refused (it would be a clear)."""
+    if not isinstance(title, str):
+        raise InvalidParams(f"{field} must be a string, not {json_type(title)}")
+    stripped = title.strip()
+    if not stripped:
+        raise InvalidParams(f"{field} must not be empty or blank")
+    return check_title(stripped, field)
+
+
+MAX_AGENT_LENGTH = 200
+
+
+def check_agent(agent: object, field: str = "agent") -> str | None:
+    """An agent's name (None: none): a non-empty printable string of at most ``MAX_AGENT_LENGTH`` characters."""
+    if agent is None:
+        return None
+    if not isinstance(agent, str) or not agent:
+        raise InvalidParams(f"{field} must be a non-empty string, not {json_type(agent)}")
+    if len(agent) > MAX_AGENT_LENGTH or not agent.isprintable():
+        raise InvalidParams(f"{field} must be printable and at most {MAX_AGENT_LENGTH} characters long")
+    _check_text(agent, field)
+    return agent
+
+
+def list_filter(cwd: str | None = None, archived: object = None, agent: object = None) -> ListFilter:
+    """A checked ``session/list`` filter (``cwd`` already canonical): ``archived`` None (omitted, the same as
+    ``"exclude"``) or one of ``ARCHIVED_FILTERS``; ``agent`` None or a name."""
+    if archived is None:
+        archived = "exclude"
+    if not isinstance(archived, str) or archived not in ARCHIVED_FILTERS:
+        raise InvalidParams(f"archived must be one of 'exclude', 'include' or 'only' (or null), not {archived!r}")
+    return ListFilter(cwd, archived, check_agent(agent))
+
+
+def archive_change(state: SessionState, archived: bool) -> Event | None:
+    """The event that archives (or unarchives) ``state``; None when it already is (both are idempotent)."""
+    if state.archived is archived:
+        return None
+    return SessionArchived() if archived else SessionUnarchived()
 
 
 def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
@@ -189,8 +246,11 @@ def creation(
     title_source: object = TitleSource.USER,
     meta: object = None,
     resolve_symlinks: bool = False,
+    agent: object = None,
+    parent: ForkRef | None = None,
 ) -> SessionCreated:
-    """The ``SessionCreated`` a create command becomes, every field checked."""
+    """The ``SessionCreated`` a create command becomes, every field checked (``parent`` is checked against the
+    log by the caller)."""
     return SessionCreated(
         cwd=normalise_cwd(cwd, field="cwd", resolve_symlinks=resolve_symlinks),
         at=check_time(at, "at"),
@@ -198,6 +258,8 @@ def creation(
         title=None if title is None else check_title(title),
         title_source=None if title is None else check_source(title_source),
         meta=check_meta(meta),
+        agent=check_agent(agent),
+        parent=parent,
     )
 
 
@@ -245,6 +307,11 @@ def check_event(event: Event, field: str = "event") -> Event:
         if event.title is not None:
             check_title(event.title, f"{field}.title")
         check_meta(event.meta, f"{field}._meta")
+        check_agent(event.agent, f"{field}.agent")
+        if event.parent is not None:
+            check_session_id(event.parent.session_id, f"{field}.parent.session_id")
+            if isinstance(event.parent.position, bool) or not 0 < event.parent.position < 1 << 63:
+                raise InvalidParams(f"{field}.parent.position must be a log position (a positive int)")
     elif isinstance(event, SessionUpdated):
         check_time(event.at, f"{field}.at")
         check_messages(event.messages)
@@ -256,7 +323,7 @@ def check_event(event: Event, field: str = "event") -> Event:
             check_time(event.updated_at, f"{field}.updated_at")
         if event.meta is not UNSET:
             check_meta(event.meta, f"{field}._meta")
-    elif event.reason is not None:
+    elif isinstance(event, SessionDeleted) and event.reason is not None:
         check_title(event.reason, f"{field}.reason")
     return event
 

@@ -8,6 +8,10 @@ sort key of the last session it returned. Layout before base64url (no padding)::
 The body names the store by a fingerprint of its id, so a cursor from another store is told apart from a
 tampered one. Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts a walk.
 
+The body ends with the ``archived`` filter (0 exclude, 1 include, 2 only) and a fingerprint of the ``agent``
+filter, both left out when they are the defaults (so a cursor of the default list is the same bytes as before
+they existed); a cursor replayed with another value of either is refused with reason ``archived`` / ``agent``.
+
 Version 2 (this one) sorts by ``updatedAt`` to the millisecond, as the wire shows it, and carries session ids of
 any allowed length; a version-1 cursor is refused with reason ``version`` (its sort key means another order).
 """
@@ -42,12 +46,17 @@ class Cursor(msgspec.Struct, frozen=True):
     session_id: str
 
 
-class _Body(msgspec.Struct, array_like=True, frozen=True):
+class _Body(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     store: bytes
     scope: bytes
     position: int
     rank: int
     session_id: str
+    archived: int = 0
+    agent: bytes = b""
+
+
+_ARCHIVED: Final = {"exclude": 0, "include": 1, "only": 2}
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -63,6 +72,10 @@ def _scope(cwd: str | None) -> bytes:
     return _fingerprint("all" if cwd is None else f"cwd\x00{cwd}")
 
 
+def _agent(agent: str | None) -> bytes:
+    return b"" if agent is None else _fingerprint(f"agent\x00{agent}")
+
+
 class CursorCodec:
     """Makes and checks the cursors of one store."""
 
@@ -73,14 +86,24 @@ class CursorCodec:
     def _mac(self, data: bytes) -> bytes:
         return hmac.digest(self._secret, data, "sha256")[:_MAC_BYTES]
 
-    def encode(self, cursor: Cursor, cwd: str | None) -> str:
-        body = _encoder.encode(_Body(self._store, _scope(cwd), cursor.position, cursor.rank, cursor.session_id))
+    def encode(self, cursor: Cursor, cwd: str | None, *, archived: str = "exclude", agent: str | None = None) -> str:
+        body = _encoder.encode(
+            _Body(
+                self._store,
+                _scope(cwd),
+                cursor.position,
+                cursor.rank,
+                cursor.session_id,
+                _ARCHIVED[archived],
+                _agent(agent),
+            )
+        )
         if len(body) > _MAX_BODY:  # pragma: no cover - session ids are at most 1 KiB
             raise ValueError("a cursor body must fit in 64 KiB")
         data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
         return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
 
-    def decode(self, token: str, cwd: str | None) -> Cursor:
+    def decode(self, token: str, cwd: str | None, *, archived: str = "exclude", agent: str | None = None) -> Cursor:
         """The cursor a token holds, if this store made it for this filter; else ``InvalidCursor``."""
         if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
             token = token[:-1]
@@ -114,4 +137,8 @@ class CursorCodec:
             raise InvalidCursor("tampered", "the cursor's signature does not match its contents")
         if body.scope != _scope(cwd):
             raise InvalidCursor("cwd", "the cursor belongs to a walk with another cwd filter")
+        if body.archived != _ARCHIVED[archived]:
+            raise InvalidCursor("archived", "the cursor belongs to a walk with another archived filter")
+        if body.agent != _agent(agent):
+            raise InvalidCursor("agent", "the cursor belongs to a walk with another agent filter")
         return Cursor(body.position, body.rank, body.session_id)

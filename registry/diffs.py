@@ -3,7 +3,11 @@
 ``diff(position, before, after)`` compares two states as the client sees them (``updatedAt`` to the millisecond,
 ``_meta`` with the registry's own keys) and returns ``Added`` (a new session), ``Updated`` (the ``session/update``
 params carrying only what changed: a new value, or an explicit ``null`` for a clear), ``Removed`` (deleted), or
-None when nothing visible changed. Pure and without reactivex, so the stdio agent can use it without loading the
+None when nothing visible changed. Which state fields ``_meta`` shows is ``registry.model.SHOWN_IN_META``: the diff
+compares by the same declaration, so a field shown there is never changed without an update. An archived session
+is out of the default list: archiving is ``Removed`` and unarchiving ``Added`` there; with ``include_archived``
+(the ``session/update`` notifications) both are an ``Updated`` whose ``_meta`` carries ``META_ARCHIVED``.
+Pure and without reactivex, so the stdio agent can use it without loading the
 stream machinery; ``registry.changes`` builds the live stream on it.
 """
 
@@ -14,7 +18,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from registry.model import SessionInfo, SessionState, format_time, session_info, visible_meta
+from registry.model import SHOWN_IN_META, SessionInfo, SessionState, format_time, session_info, visible_meta
 
 __all__ = [
     "Added",
@@ -25,6 +29,7 @@ __all__ = [
     "Updated",
     "diff",
     "encode_session_update",
+    "meta_changed",
 ]
 
 
@@ -79,20 +84,26 @@ def encode_session_update(notification: SessionNotification) -> bytes:
     return _encoder.encode(_JsonRpcNotification(method="session/update", params=notification))
 
 
-def _shown_source(state: SessionState) -> str | None:
-    return state.title_source.value if state.title is not None and state.title_source is not None else None
+def meta_changed(before: SessionState, after: SessionState) -> bool:
+    """Whether the ``_meta`` a client sees differs between two states of a session."""
+    return before.meta != after.meta or any(field.shown(before) != field.shown(after) for field in SHOWN_IN_META)
 
 
 def diff(
-    position: int, before: SessionState | None, after: SessionState | None, *, additional_directories: bool = True
+    position: int,
+    before: SessionState | None,
+    after: SessionState | None,
+    *,
+    additional_directories: bool = True,
+    include_archived: bool = False,
 ) -> ListChange | None:
     """What a client that saw ``before`` must be told to see ``after``; None when nothing visible changed.
 
     Fields are compared as the client sees them (``updatedAt`` to the millisecond, ``_meta`` with the
     registry's keys), and only changed ones are formatted: this runs once per change and subscriber.
     """
-    was = before is not None and not before.deleted
-    now = after is not None and not after.deleted
+    was = before is not None and not before.deleted and (include_archived or not before.archived)
+    now = after is not None and not after.deleted and (include_archived or not after.archived)
     if not now:
         return Removed(position, before.session_id) if was and before is not None else None
     assert after is not None
@@ -101,14 +112,12 @@ def diff(
     assert before is not None
     old_ms = None if before.updated_at is None else before.updated_at // 1_000_000
     new_ms = None if after.updated_at is None else after.updated_at // 1_000_000
-    meta_changed = (
-        before.messages != after.messages or before.meta != after.meta or _shown_source(before) != _shown_source(after)
-    )
-    if before.title == after.title and old_ms == new_ms and not meta_changed:
+    new_meta = meta_changed(before, after)
+    if before.title == after.title and old_ms == new_ms and not new_meta:
         return None
     update = SessionInfoUpdate(
         title=UNSET if before.title == after.title else after.title,
         updated_at=UNSET if old_ms == new_ms else (None if after.updated_at is None else format_time(after.updated_at)),
-        meta=visible_meta(after) if meta_changed else UNSET,
+        meta=visible_meta(after) if new_meta else UNSET,
     )
     return Updated(position, after.session_id, SessionNotification(after.session_id, update))

@@ -1,20 +1,31 @@
-"""The registry's errors, and the one place they become JSON-RPC error objects.
+"""The registry's errors, and the one place they become JSON-RPC error objects (``rpc_error``).
 
-``RegistryError`` is the root of every error this library raises. It is defined with the log's errors
+``RegistryError`` is the root of every error this library raises on purpose. It is defined with the log's errors
 (``events.errors``), the lowest layer, so that the store's errors can share it; ``registry`` exports it as its
-public home, and nothing else of that name exists.
+public home, and nothing else of that name exists. Like attrs, an error also subclasses the builtin a caller
+would catch without knowing ours (``ValueError`` for a wrong value, ``LookupError`` for a missing thing).
 
-    RegistryError
-    ├── StoreError           -32603        the event store failed or refused (events.errors: its own subtree)
-    ├── InvalidParams        -32602        wrong JSON-RPC params: types, relative paths, long titles
-    │   └── InvalidCursor    -32602        data.reason: garbled | truncated | tampered | foreign | version | cwd
-    ├── SessionNotFound      -32002        no such session (a LookupError)
-    │   └── SessionDeletedError   -32002        the session was deleted; writes to it are refused
-    ├── SessionExists        -32602        create with an id that is taken
-    ├── MethodNotFound       -32601
-    └── SubscriberTooSlow                  a change-stream subscriber fell too far behind and was ended
+    RegistryError                    code    where, and what
+    ├── StoreError                   -32603  events.errors: the event store failed or refused (its own subtree:
+    │                                        ConcurrencyError, EventIdConflict, CorruptEventError,
+    │                                        StoreFormatError, StoreClosedError)
+    ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles
+    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd
+    ├── SessionNotFound (LookupError) -32002 no such session; data.sessionId
+    │   └── SessionDeletedError      -32002  the session was deleted; writes to it are refused
+    ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.sessionId
+    ├── MethodNotFound (LookupError) -32601  data.method
+    ├── SubscriberTooSlow            -32603  a change-stream subscriber fell too far behind and was ended
+    ├── ReadModelFault               -32010  the read model cannot answer and could not be rebuilt or folded
+    │                                        in memory either (derived data, never the log); data.remedy
+    ├── SnapshotError (ValueError)   -32603  registry.snapshot: a kept snapshot cannot be used (it is ignored)
+    ├── ImportStateError (ValueError) -32603 registry.importers.state: the import state is a folder or a symlink
+    └── SchemaError (ValueError)     -32603  registry.importers.databases: an agent's database is laid out otherwise
 
-Everything else that escapes a handler is an internal error (-32603) whose message names its type only.
+Everything else that escapes a handler is an internal error (-32603) whose message names its type only. The
+command line's own errors (``registry.cli.errors``) are exit codes of the application, never raised by the
+library's API, and stay outside the tree. The framing errors of ``registry.acp.jsonrpc`` (-32700, -32600) are
+not exceptions: a line is answered with them, using the constants defined here.
 """
 
 from __future__ import annotations
@@ -31,10 +42,12 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "READ_MODEL_FAULT",
     "RESOURCE_NOT_FOUND",
     "InvalidCursor",
     "InvalidParams",
     "MethodNotFound",
+    "ReadModelFault",
     "RpcError",
     "SessionDeletedError",
     "SessionExists",
@@ -49,6 +62,8 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
+READ_MODEL_FAULT = -32010
+"""A server error of the implementation-defined range: the read model (derived data) cannot answer now."""
 
 
 class InvalidParams(RegistryError, ValueError):
@@ -94,6 +109,13 @@ class SubscriberTooSlow(RegistryError):
     """A subscriber fell too far behind; its subscription was ended so the registry's memory stays bounded."""
 
 
+class ReadModelFault(RegistryError):
+    """The read model's tables cannot serve: a row or blob that does not decode, a table, column, index or
+    ``rm_meta`` row that is missing. Derived data, never the log: it is rebuilt from the log (or the log is folded
+    in memory) and the answer given (``registry.readmodel.guard``); this error escapes only when that failed too,
+    and names the remedy, ``acp-registry rebuild``."""
+
+
 class RpcError(msgspec.Struct, omit_defaults=True):
     """A JSON-RPC error object, as it goes on the wire."""
 
@@ -112,6 +134,8 @@ def rpc_error(exc: BaseException) -> RpcError:
         return RpcError(INVALID_PARAMS, str(exc), {"sessionId": exc.session_id})
     if isinstance(exc, MethodNotFound):
         return RpcError(METHOD_NOT_FOUND, str(exc), {"method": exc.method})
+    if isinstance(exc, ReadModelFault):
+        return RpcError(READ_MODEL_FAULT, str(exc), {"remedy": "acp-registry rebuild"})
     if isinstance(exc, RegistryError):
         return RpcError(INTERNAL_ERROR, str(exc))
     return RpcError(INTERNAL_ERROR, f"internal error ({type(exc).__name__})")

@@ -1,50 +1,88 @@
-"""What the registry derives per session, and the ACP shapes it answers with.
+"""What the registry derives per session, and the ACP shapes it answers with: the session's shape lives here.
 
 ``SessionState`` is the projection's record of one session (immutable: every change makes a new one, so an
-old state can be kept cheaply as the session's past). ``SessionInfo`` and ``ListSessionsResult`` are the
-exact ACP wire shapes: absent optional fields are omitted, never sent as null.
+old state can be kept cheaply as the session's past). ``SHOWN_IN_META`` is the one declaration of which state
+fields a client sees in ``_meta`` (``visible_meta`` builds the object from it, ``registry.diffs`` compares by it).
+``SessionInfo`` and ``ListSessionsResult`` are the exact ACP wire shapes: absent optional fields are omitted,
+never sent as null.
+
+Adding a state field: add it here (with a default), make the fold (``registry.projection.fold``) set it, add a
+``SHOWN_IN_META`` entry if clients see it, and bump ``READ_MODEL_VERSION`` and the snapshot format (a test pins
+the fields to both).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from events.model import TitleSource
+from events.model import ForkRef, TitleSource
 from registry.errors import InvalidParams
 
 __all__ = [
+    "ARCHIVED_FILTERS",
+    "IMPORTED_AGENTS",
+    "META_AGENT",
+    "META_ARCHIVED",
     "META_CONSISTENCY",
     "META_MESSAGES",
     "META_NAMESPACE",
+    "META_PARENT",
     "META_TITLE_SOURCE",
+    "SHOWN_IN_META",
     "UNDATED_RANK",
+    "Archived",
+    "ListFilter",
     "ListSessionsResult",
+    "MetaField",
     "SessionInfo",
     "SessionState",
+    "agent_of",
     "format_time",
     "parse_time",
     "rank",
     "session_info",
     "sort_key",
     "title_replaces",
+    "visible_meta",
 ]
 
 META_NAMESPACE: Final = "acp-session-registry"
 META_TITLE_SOURCE: Final = f"{META_NAMESPACE}/titleSource"
 META_MESSAGES: Final = f"{META_NAMESPACE}/messageCount"
 META_CONSISTENCY: Final = f"{META_NAMESPACE}/consistency"
+META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
+"""``true`` in a session's ``_meta`` while it is archived (absent otherwise): ACP v1's ``session_info_update`` has
+no field for it, so an archive or unarchive reaches a client as a ``_meta`` change."""
+META_AGENT: Final = f"{META_NAMESPACE}/agent"
+"""The agent a session belongs to (absent for the registry's own sessions)."""
+META_PARENT: Final = f"{META_NAMESPACE}/parent"
+"""A fork's source: ``{"sessionId": ..., "position": P}`` (the log position the fork was taken at)."""
+
+IMPORTED_AGENTS: Final = frozenset({"claude-code", "codex", "gemini", "goose", "kimi", "kimi-code", "opencode", "qwen"})
+"""The agent names of the importers (``registry.importers``): a session whose creation records no agent but whose
+id is ``<name>:<native id>`` with one of these names belongs to that agent (records written before ``agent``
+existed). Any other id without a recorded agent has none."""
+
+Archived = Literal["exclude", "include", "only"]
+ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = ("exclude", "include", "only")
 
 UNDATED_RANK: Final = 1
 """The rank of a session without ``updatedAt``: after every dated one (whose ranks are <= 0)."""
 
 
 class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """One session as the log has made it. ``position`` is the last event that touched it."""
+    """One session as the log has made it. ``position`` is the last event that touched it.
+
+    The fold changes a state with ``msgspec.structs.replace`` (only what an event changes); the read models
+    store it encoded (array-like, new fields at the end with defaults). Its fields are pinned, with the
+    read-model and snapshot format versions, by ``tests/test_session_shape.py``.
+    """
 
     session_id: str
     cwd: str
@@ -58,6 +96,63 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     version: int
     position: int
     deleted: bool = False
+    archived: bool = False
+    agent: str | None = None
+    parent: ForkRef | None = None
+
+
+def agent_of(session_id: str, recorded: str | None) -> str | None:
+    """The agent a session belongs to: the one its creation recorded, else an importer's name prefixing its id."""
+    if recorded is not None:
+        return recorded
+    prefix, colon, _ = session_id.partition(":")
+    return prefix if colon and prefix in IMPORTED_AGENTS else None
+
+
+class MetaField(NamedTuple):
+    """A state field a client sees in ``_meta``: its key, and its value for a state (None: not shown)."""
+
+    key: str
+    shown: Callable[[SessionState], Any]
+
+
+def _shown_source(state: SessionState) -> str | None:
+    return state.title_source.value if state.title is not None and state.title_source is not None else None
+
+
+def _shown_parent(state: SessionState) -> dict[str, Any] | None:
+    parent = state.parent
+    return None if parent is None else {"sessionId": parent.session_id, "position": parent.position}
+
+
+SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
+    MetaField(META_TITLE_SOURCE, _shown_source),
+    MetaField(META_MESSAGES, lambda state: state.messages),
+    MetaField(META_ARCHIVED, lambda state: True if state.archived else None),
+    MetaField(META_AGENT, lambda state: state.agent),
+    MetaField(META_PARENT, _shown_parent),
+)
+"""The one declaration of which state fields ``_meta`` shows, added over the session's own object: ``visible_meta``
+builds the object from it and ``registry.diffs`` sends a ``_meta`` update when any of them (or the own object)
+changes."""
+
+
+class ListFilter(NamedTuple):
+    """What a ``session/list`` walk lists: ``cwd`` (canonical; None: all), ``archived``, ``agent`` (None: all).
+    A cursor is bound to all three."""
+
+    cwd: str | None = None
+    archived: Archived = "exclude"
+    agent: str | None = None
+
+    def matches(self, state: SessionState) -> bool:
+        """Whether a live session is in this list."""
+        archived = self.archived
+        return (
+            (self.cwd is None or state.cwd == self.cwd)
+            and (self.agent is None or state.agent == self.agent)
+            and (archived == "include" or state.archived is (archived == "only"))
+        )
 
 
 def title_replaces(current: TitleSource | None, new: TitleSource) -> bool:
@@ -80,14 +175,26 @@ def sort_key(state: SessionState) -> tuple[int, str]:
 
 
 class SessionInfo(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel", gc=False):
-    """ACP ``SessionInfo``. Shared between answers (the registry caches them): treat as read-only."""
+    """ACP ``SessionInfo``. Shared between answers (the registry caches them): treat as read-only.
+
+    ``archived`` (unstable ACP) is sent only as ``true``: absent means not archived. ``agent`` is read from
+    ``_meta`` (ACP has no field for it).
+    """
 
     session_id: str
     cwd: str
     additional_directories: list[str] | UnsetType = UNSET
     title: str | UnsetType = UNSET
     updated_at: str | UnsetType = UNSET
+    archived: bool | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
+
+    @property
+    def agent(self) -> str | None:
+        """The agent the session belongs to (None: the registry's own)."""
+        meta = self.meta
+        found = None if meta is UNSET else meta.get(META_AGENT)
+        return found if isinstance(found, str) else None
 
 
 class ListSessionsResult(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -101,9 +208,10 @@ class ListSessionsResult(msgspec.Struct, omit_defaults=True, rename="camel"):
 def visible_meta(state: SessionState) -> dict[str, Any]:
     """The ``_meta`` a client sees: the session's own object plus the registry's namespaced keys."""
     meta = dict(state.meta) if state.meta else {}
-    if state.title is not None and state.title_source is not None:
-        meta[META_TITLE_SOURCE] = state.title_source.value
-    meta[META_MESSAGES] = state.messages
+    for field in SHOWN_IN_META:
+        value = field.shown(state)
+        if value is not None:
+            meta[field.key] = value
     return meta
 
 
@@ -117,6 +225,7 @@ def session_info(state: SessionState, *, additional_directories: bool = True) ->
         else UNSET,
         title=UNSET if state.title is None else state.title,
         updated_at=UNSET if state.updated_at is None else format_time(state.updated_at),
+        archived=True if state.archived else UNSET,
         meta=visible_meta(state),
     )
 

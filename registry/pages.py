@@ -12,7 +12,15 @@ from typing import Final
 
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import InvalidCursor
-from registry.model import META_CONSISTENCY, ListSessionsResult, SessionInfo, SessionState, session_info, sort_key
+from registry.model import (
+    META_CONSISTENCY,
+    Archived,
+    ListSessionsResult,
+    SessionInfo,
+    SessionState,
+    session_info,
+    sort_key,
+)
 from registry.readmodel import ReadModel
 
 __all__ = ["Renderer", "list_page"]
@@ -54,20 +62,23 @@ def list_page(
     cursor: str | None,
     page_size: int,
     render: Renderer,
+    archived: Archived = "exclude",
+    agent: str | None = None,
 ) -> ListSessionsResult:
-    """One page of the sessions in ``cwd`` (canonical; None: all), after ``cursor`` (None: the first page)."""
+    """One page of the sessions in ``cwd`` (canonical; None: all) that ``archived`` and ``agent`` select, after
+    ``cursor`` (None: the first page). The filters apply before pagination; the cursor is bound to them."""
     if cursor is None:
         as_of, after = read_model.catch_up(), None
     else:
-        walk = cursors.decode(cursor, cwd)
+        walk = cursors.decode(cursor, cwd, archived=archived, agent=agent)
         if walk.position > read_model.position and walk.position > read_model.catch_up():
             raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
         as_of, after = walk.position, (walk.rank, walk.session_id)
-    page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size)
+    page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size, archived=archived, agent=agent)
     result = ListSessionsResult([render(state) for state in page.states])
     if page.more:
         rank, last = sort_key(page.states[-1])
-        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), cwd)
+        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), cwd, archived=archived, agent=agent)
     if not page.consistent:
         result.meta = dict(_PAST_WINDOW_META)
     return result

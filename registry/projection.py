@@ -22,18 +22,21 @@ from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET
+from msgspec.structs import replace
 from sortedcontainers import SortedList
 
 from events.model import (
     LogEntry,
     RecordedEvent,
+    SessionArchived,
     SessionCreated,
     SessionDeleted,
     SessionInfoChanged,
+    SessionUnarchived,
     SessionUpdated,
     TitleSource,
 )
-from registry.model import UNDATED_RANK, SessionState, sort_key, title_replaces
+from registry.model import UNDATED_RANK, Archived, ListFilter, SessionState, agent_of, sort_key, title_replaces
 
 __all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
@@ -66,9 +69,11 @@ class Page(NamedTuple):
 def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     """The session after ``record``; None when the event changes nothing (it is then ignored).
 
-    Rules the fold keeps whatever was appended: a session is created once; nothing follows a deletion; a
-    generated title (agent or prompt; a title without a source counts as generated) never replaces a title
-    the user set.
+    Each event changes only what it changes (``replace``): a new state field needs no edit here unless an event
+    sets it. Rules the fold keeps whatever was appended: a session is created once; nothing follows a deletion;
+    a generated title (agent or prompt; a title without a source counts as generated) never replaces a title
+    the user set. An event that changes nothing visible (archiving an archived session) still moves the
+    session's version and position, which must follow its stream.
     """
     event = record.event
     if isinstance(event, SessionCreated):
@@ -86,22 +91,18 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             event.at,
             record.version,
             record.position,
+            agent=agent_of(record.session_id, event.agent),
+            parent=event.parent,
         )
     if state is None or state.deleted:
         return None
     if isinstance(event, SessionUpdated):
-        return SessionState(
-            state.session_id,
-            state.cwd,
-            state.additional_directories,
-            state.title,
-            state.title_source,
-            event.at,
-            state.meta,
-            state.messages + event.messages,
-            state.created_at,
-            record.version,
-            record.position,
+        return replace(
+            state,
+            updated_at=event.at,
+            messages=state.messages + event.messages,
+            version=record.version,
+            position=record.position,
         )
     if isinstance(event, SessionInfoChanged):
         title, title_source = state.title, state.title_source
@@ -111,34 +112,21 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
             if title_replaces(state.title_source, source):
                 title, title_source = event.title, source
-        return SessionState(
-            state.session_id,
-            state.cwd,
-            state.additional_directories,
-            title,
-            title_source,
-            state.updated_at if event.updated_at is UNSET else event.updated_at,
-            state.meta if event.meta is UNSET else event.meta,
-            state.messages,
-            state.created_at,
-            record.version,
-            record.position,
+        return replace(
+            state,
+            title=title,
+            title_source=title_source,
+            updated_at=state.updated_at if event.updated_at is UNSET else event.updated_at,
+            meta=state.meta if event.meta is UNSET else event.meta,
+            version=record.version,
+            position=record.position,
+        )
+    if isinstance(event, SessionArchived | SessionUnarchived):
+        return replace(
+            state, archived=isinstance(event, SessionArchived), version=record.version, position=record.position
         )
     assert isinstance(event, SessionDeleted)
-    return SessionState(
-        state.session_id,
-        state.cwd,
-        state.additional_directories,
-        state.title,
-        state.title_source,
-        state.updated_at,
-        state.meta,
-        state.messages,
-        state.created_at,
-        record.version,
-        record.position,
-        True,
-    )
+    return replace(state, deleted=True, version=record.version, position=record.position)
 
 
 @contextlib.contextmanager
@@ -153,6 +141,18 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+IndexName = tuple[str | None, str | None, bool]
+"""A list index: (cwd, agent, archived), at most one of cwd and agent set."""
+
+
+def _index_names(state: SessionState) -> tuple[IndexName, ...]:
+    """The indexes a live session is in."""
+    archived = state.archived
+    if state.agent is None:
+        return ((None, None, archived), (state.cwd, None, archived))
+    return ((None, None, archived), (state.cwd, None, archived), (None, state.agent, archived))
+
+
 class _AsOf:
     """The sessions changed after a position, each as it was at that position (None: not yet created)."""
 
@@ -161,7 +161,7 @@ class _AsOf:
     def __init__(self) -> None:
         self.changed: dict[str, SessionState | None] = {}
         self.end = 0
-        self.extras: dict[str | None, list[tuple[SortKey, SessionState]]] = {}
+        self.extras: dict[ListFilter, list[tuple[SortKey, SessionState]]] = {}
 
 
 class Projection:
@@ -173,8 +173,9 @@ class Projection:
         self.position = 0
         self.window = window
         self._sessions: dict[str, SessionState] = {}
-        self._global: SortedList[SortKey] = SortedList()
-        self._by_cwd: dict[str, SortedList[SortKey]] = {}
+        # The list indexes, by (cwd, agent, archived) with at most one of cwd and agent set: every live session
+        # is in the global index, its cwd's and (when it has one) its agent's, each split by ``archived``.
+        self._indexes: dict[IndexName, SortedList[SortKey]] = {}
         # Undo log: the state each recent event replaced, oldest first, from index _undo_start on.
         self._undo_positions: list[int] = []
         self._undo: list[tuple[str, SessionState | None]] = []
@@ -192,13 +193,13 @@ class Projection:
     def __len__(self) -> int:
         """Live sessions."""
         self._fresh()
-        return len(self._global)
+        return sum(len(self._indexes.get((None, None, archived), ())) for archived in (False, True))
 
     def sessions(self) -> Iterator[SessionState]:
         """Every live session, in list order."""
         self._fresh()
         sessions = self._sessions
-        return (sessions[key[1]] for key in self._global)
+        return (sessions[key[1]] for key in self._ordered(ListFilter(archived="include"), None))
 
     def states(self) -> dict[str, SessionState]:
         """All sessions by id, deleted ones included (a copy)."""
@@ -206,27 +207,53 @@ class Projection:
 
     def cwd_counts(self) -> dict[str, int]:
         self._fresh()
-        return {cwd: len(index) for cwd, index in self._by_cwd.items() if index}
+        counts: dict[str, int] = {}
+        for (cwd, _agent, _archived), index in self._indexes.items():
+            if cwd is not None and index:
+                counts[cwd] = counts.get(cwd, 0) + len(index)
+        return counts
 
     @property
     def window_floor(self) -> int:
         """Walks started at or after this position are exact."""
         return self._undo_floor
 
-    def page(self, *, as_of: int, after: SortKey | None, cwd: str | None, limit: int) -> Page:
-        """Up to ``limit`` sessions following ``after`` in the list as it was at position ``as_of``.
+    def _ordered(self, where: ListFilter, after: SortKey | None) -> Iterable[SortKey]:
+        """The sort keys after ``after`` of the index that serves ``where`` (an agent's, a cwd's or the global
+        one; both halves merged for ``include``). A cwd together with an agent is filtered by the caller."""
+        cwd, agent = (None, where.agent) if where.agent is not None else (where.cwd, None)
+        if where.archived == "include":
+            return heapq.merge(self._keys((cwd, agent, False), after), self._keys((cwd, agent, True), after))
+        return self._keys((cwd, agent, where.archived == "only"), after)
+
+    def _keys(self, name: IndexName, after: SortKey | None) -> Iterable[SortKey]:
+        index = self._indexes.get(name)
+        if index is None:
+            return ()
+        return index if after is None else index.irange(minimum=after, inclusive=(False, True))
+
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: SortKey | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        """Up to ``limit`` sessions following ``after`` in the list (of ``cwd``, ``archived``, ``agent``) as it was
+        at position ``as_of``.
 
         Within the consistency window the page is exact. Past it, the walk goes on in the current list in
         the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
         """
         self._fresh()
-        index = self._global if cwd is None else self._by_cwd.get(cwd)
-        current: Iterable[SortKey] = (
-            ()
-            if index is None
-            else (index.irange(minimum=after, inclusive=(False, True)) if after is not None else index)
-        )
+        where = ListFilter(cwd, archived, agent)
+        current: Iterable[SortKey] = self._ordered(where, after)
         sessions = self._sessions
+        if cwd is not None and agent is not None:
+            current = (key for key in current if sessions[key[1]].cwd == cwd)
         as_of_state = self._as_of(as_of)
         if as_of_state is None:
             stream: Iterator[SessionState] = (s for s in (sessions[key[1]] for key in current) if s.position <= as_of)
@@ -235,7 +262,7 @@ class Projection:
         else:
             changed = as_of_state.changed
             unchanged = ((key, sessions[key[1]]) for key in current if key[1] not in changed)
-            extras = self._extras(as_of_state, cwd)
+            extras = self._extras(as_of_state, where)
             if after is not None:
                 extras = extras[bisect.bisect_right(extras, after, key=lambda pair: pair[0]) :]
             stream = (s for _, s in heapq.merge(unchanged, extras, key=lambda pair: pair[0]))
@@ -271,19 +298,19 @@ class Projection:
         return entry
 
     @staticmethod
-    def _extras(entry: _AsOf, cwd: str | None) -> list[tuple[SortKey, SessionState]]:
-        """The changed sessions that were live at the position (in ``cwd``), in their order then."""
-        extras = entry.extras.get(cwd)
+    def _extras(entry: _AsOf, where: ListFilter) -> list[tuple[SortKey, SessionState]]:
+        """The changed sessions that were live at the position (and in the list ``where``), in their order then."""
+        extras = entry.extras.get(where)
         if extras is None:
             extras = sorted(
                 (
                     (sort_key(s), s)
                     for s in entry.changed.values()
-                    if s is not None and not s.deleted and (cwd is None or s.cwd == cwd)
+                    if s is not None and not s.deleted and where.matches(s)
                 ),
                 key=lambda pair: pair[0],
             )
-            entry.extras[cwd] = extras
+            entry.extras[where] = extras
         return extras
 
     # -- folding --------------------------------------------------------------------------------------
@@ -306,18 +333,19 @@ class Projection:
         self._sessions[after.session_id] = after
         old_key = None if before is None or before.deleted else sort_key(before)
         new_key = None if after.deleted else sort_key(after)
-        if old_key == new_key:
+        if old_key == new_key and (before is None or before.archived is after.archived):
             return
+        indexes = self._indexes
         if old_key is not None:
             assert before is not None
-            self._global.remove(old_key)
-            self._by_cwd[before.cwd].remove(old_key)
+            for name in _index_names(before):
+                indexes[name].remove(old_key)
         if new_key is not None:
-            self._global.add(new_key)
-            index = self._by_cwd.get(after.cwd)
-            if index is None:
-                index = self._by_cwd[after.cwd] = SortedList()
-            index.add(new_key)
+            for name in _index_names(after):
+                index = indexes.get(name)
+                if index is None:
+                    index = indexes[name] = SortedList()
+                index.add(new_key)
 
     def _remember(self, position: int, session_id: str, before: SessionState | None) -> None:
         if self.window == 0:
@@ -368,21 +396,19 @@ class Projection:
         if not self._stale:
             return
         # Sorting once is far faster than inserting one key at a time; the key is ``sort_key``, inlined.
-        by_cwd: dict[str, list[SortKey]] = {}
-        everything: list[SortKey] = []
+        lists: dict[IndexName, list[SortKey]] = {}
         undated = UNDATED_RANK
         for state in self._sessions.values():
             if state.deleted:
                 continue
             updated = state.updated_at
             key = (undated if updated is None else -(updated // 1_000_000), state.session_id)
-            everything.append(key)
-            keys = by_cwd.get(state.cwd)
-            if keys is None:
-                keys = by_cwd[state.cwd] = []
-            keys.append(key)
-        self._global = SortedList(everything)
-        self._by_cwd = {cwd: SortedList(keys) for cwd, keys in by_cwd.items()}
+            for name in _index_names(state):
+                keys = lists.get(name)
+                if keys is None:
+                    keys = lists[name] = []
+                keys.append(key)
+        self._indexes = {name: SortedList(keys) for name, keys in lists.items()}
         self._stale = False
 
     def restore(self, states: Iterable[SessionState], position: int) -> None:
@@ -405,7 +431,10 @@ class Projection:
     def check_indexes(self) -> None:
         """Assert the indexes match the states (for tests)."""
         self._fresh()
-        live = sorted(sort_key(s) for s in self._sessions.values() if not s.deleted)
-        assert list(self._global) == live
-        for cwd, index in self._by_cwd.items():
-            assert list(index) == sorted(sort_key(s) for s in self._sessions.values() if not s.deleted and s.cwd == cwd)
+        for name, index in self._indexes.items():
+            assert list(index) == sorted(
+                sort_key(s) for s in self._sessions.values() if not s.deleted and name in _index_names(s)
+            )
+        assert {name for s in self._sessions.values() if not s.deleted for name in _index_names(s)} <= set(
+            self._indexes
+        )

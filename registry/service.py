@@ -13,6 +13,7 @@ reactivex stream), ``acp/`` (JSON-RPC).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -20,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Final, Self
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.errors import ConcurrencyError
-from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
+from events.errors import ConcurrencyError, StoreClosedError
+from events.model import Event, ForkRef, SessionCreated, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
 from registry.acp.methods import handle as handle_acp
 from registry.commands import (
+    archive_change,
     check_messages,
     check_meta,
     check_payload,
@@ -33,9 +35,11 @@ from registry.commands import (
     check_source,
     check_time,
     check_title,
+    check_user_title,
     creation,
     info_change,
     json_type,
+    list_filter,
 )
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams, SessionDeletedError, SessionExists, SessionNotFound
@@ -44,7 +48,8 @@ from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
-from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
+from registry.projection import fold
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, ReadModel, open_read_model
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
     import asyncio
@@ -57,6 +62,10 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 __all__ = ["SessionRegistry"]
 
 _RETRIES: Final = 20
+_MAX_FORK_DEPTH: Final = 1000
+"""Forks of forks followed by ``activity`` at most (a chain is also cut where its positions stop decreasing)."""
+
+log = logging.getLogger(__name__)
 
 
 class SessionRegistry:
@@ -167,8 +176,14 @@ class SessionRegistry:
         title_source: TitleSource = TitleSource.USER,
         meta: Mapping[str, Any] | None = None,
         at: int | None = None,
+        agent: str | None = None,
+        parent: ForkRef | None = None,
     ) -> SessionInfo:
-        """Start a session in ``cwd`` (absolute). Raises ``SessionExists`` if the id is taken."""
+        """Start a session in ``cwd`` (absolute). Raises ``SessionExists`` if the id is taken.
+
+        ``agent`` names the agent it belongs to (None: the registry's own); ``parent`` makes it a fork of that
+        session as of that log position (the source must exist and not be deleted: else ``SessionNotFound``).
+        """
         if session_id is None:
             session_id = str(uuid.uuid4())
         check_session_id(session_id)
@@ -180,6 +195,8 @@ class SessionRegistry:
             title_source=title_source,
             meta=meta,
             resolve_symlinks=self.resolve_symlinks,
+            agent=agent,
+            parent=None if parent is None else self._fork_point(parent)[1],
         )
         try:
             positions = self._store.append(session_id, [event], NO_STREAM)
@@ -227,6 +244,82 @@ class SessionRegistry:
         self._write(session_id, events)
         return self._written(session_id)
 
+    def set_title(self, session_id: str, title: str) -> str:
+        """Set a user title (``session/set_title``): never replaced by a generated one afterwards. Returns the
+        stored title (surrounding whitespace trimmed). Blank or empty -> ``InvalidParams``; an unknown or deleted
+        session -> ``SessionNotFound``. Setting the title it has writes nothing."""
+        stored = check_user_title(title)
+        self.change_info(session_id, title=stored, title_source=TitleSource.USER)
+        return stored
+
+    def archive(self, session_id: str) -> None:
+        """Hide a session from default lists (``session/archive``); its id and history stay. Idempotent: an
+        archived session is left as it is. Unknown or deleted -> ``SessionNotFound``."""
+        self._archived(session_id, True)
+
+    def unarchive(self, session_id: str) -> None:
+        """Bring an archived session back into default lists; idempotent. Unknown or deleted -> ``SessionNotFound``."""
+        self._archived(session_id, False)
+
+    def _archived(self, session_id: str, archived: bool) -> None:
+        def events(state: SessionState) -> list[Event]:
+            change = archive_change(state, archived)
+            return [] if change is None else [change]
+
+        self._write(session_id, events)
+
+    def fork(
+        self,
+        source_id: str,
+        cwd: str,
+        *,
+        additional_directories: Sequence[str] = (),
+        session_id: str | None = None,
+        at_position: int | None = None,
+        agent: str | None = None,
+    ) -> SessionInfo:
+        """A new session in ``cwd`` made from ``source_id`` as of log position ``at_position`` (default: the
+        source's last event): its ``activity`` is the source's turns up to there, then its own. Only a reference
+        is recorded (``SessionCreated.parent``), whatever the source's size. The fork takes the source's title
+        (and who set it) and, unless ``agent`` is given, its agent. An unknown or deleted source ->
+        ``SessionNotFound`` and nothing is created; a position before the source existed or past the log's head
+        -> ``InvalidParams``."""
+        source, parent = self._fork_point(ForkRef(session_id=source_id, position=at_position or 0))
+        return self.create(
+            cwd,
+            session_id=session_id,
+            additional_directories=additional_directories,
+            title=source.title,
+            title_source=source.title_source or TitleSource.AGENT,
+            agent=source.agent if agent is None else agent,
+            parent=parent,
+        )
+
+    def _fork_point(self, parent: ForkRef) -> tuple[SessionState, ForkRef]:
+        """The source's state and the checked reference (position 0: the source's last event)."""
+        if not isinstance(parent, ForkRef):
+            raise InvalidParams(f"parent must be a ForkRef, not {type(parent).__name__}")
+        source = self.state(check_session_id(parent.session_id))
+        if source is None:
+            raise SessionNotFound(parent.session_id)
+        if source.deleted:
+            raise SessionDeletedError(parent.session_id)
+        position = parent.position
+        if position == 0:
+            return source, ForkRef(session_id=parent.session_id, position=source.position)
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise InvalidParams(f"the fork position must be a log position (an int >= 1), got {position!r}")
+        if position > self._read_model.position:
+            raise InvalidParams(f"the fork position {position} is past the log's head ({self._read_model.position})")
+        if position < source.position:
+            then = self._read_model.state_at(parent.session_id, position)
+            if then is PAST_WINDOW:
+                first = self._store.read_stream(parent.session_id)[:1]
+                then = source if first and first[0].position <= position else None
+            if then is None:
+                raise InvalidParams(f"session {parent.session_id!r} did not exist yet at position {position}")
+        return source, parent
+
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
         check_session_id(session_id)
@@ -255,13 +348,29 @@ class SessionRegistry:
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
 
     def _applied(self, position: int) -> None:
-        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``."""
-        self._read_model.catch_up(position)
+        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``.
+
+        The log decides what was committed: once the append returned, the command succeeds even if the read model
+        cannot be brought up to it now (it is stale, and caught up - or rebuilt - before the next answer)."""
+        try:
+            self._read_model.catch_up(position)
+        except Exception as exc:
+            if isinstance(exc, StoreClosedError):
+                raise
+            log.warning("the read model is behind a committed write (%s); it catches up before the next answer", exc)
         self._follower.pump()
 
     def _written(self, session_id: str) -> SessionInfo:
-        """The info of a session this registry has just written (the read model holds it: no catch-up first)."""
-        state = self._read_model.get(session_id)
+        """The info of a session this registry has just written (the read model holds it: no catch-up first;
+        a read model that cannot say folds the session's own events from the log instead)."""
+        try:
+            state = self._read_model.get(session_id)
+        except Exception as exc:
+            if isinstance(exc, StoreClosedError):
+                raise
+            state = None
+            for recorded in self._store.read_stream(session_id):
+                state = fold(state, recorded) or state
         if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
             return self.get(session_id)
         return session_info(state, additional_directories=self._additional_directories)
@@ -285,21 +394,61 @@ class SessionRegistry:
 
     def activity(self, session_id: str) -> list[SessionUpdated]:
         """A session's activity events in order (each turn's ``messages`` and opaque ``payload``, e.g. to replay
-        them on ``session/load``); deleted sessions included, [] for an unknown one."""
+        them on ``session/load``); deleted sessions included, [] for an unknown one. A fork's starts with its
+        source's activity up to the fork's position (the source's source's before it, and so on)."""
         check_session_id(session_id)
-        return [r.event for r in self._store.read_stream(session_id) if isinstance(r.event, SessionUpdated)]
+        parts: list[list[SessionUpdated]] = []
+        until: int | None = None
+        for _ in range(_MAX_FORK_DEPTH):
+            records = self._store.read_stream(session_id)
+            parts.append(
+                [
+                    r.event
+                    for r in records
+                    if isinstance(r.event, SessionUpdated) and (until is None or r.position <= until)
+                ]
+            )
+            parent = records[0].event.parent if records and isinstance(records[0].event, SessionCreated) else None
+            if parent is None or (until is not None and parent.position >= until):
+                break
+            session_id, until = parent.session_id, parent.position
+        return [event for part in reversed(parts) for event in part]
 
-    def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult:
-        """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow."""
+    def forks(self, session_id: str) -> list[SessionState]:
+        """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first. Reads every
+        session's state: for ``show``, not for a hot path."""
+        check_session_id(session_id)
+        self._read_model.catch_up()
+        found = [s for s in self._read_model.states() if s.parent is not None and s.parent.session_id == session_id]
+        return sorted(found, key=lambda s: (s.parent.position if s.parent else 0, s.session_id))
+
+    def list(
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        *,
+        archived: str | None = "exclude",
+        agent: str | None = None,
+    ) -> ListSessionsResult:
+        """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
+
+        ``archived``: ``"exclude"`` (the default; None is the same), ``"include"`` or ``"only"``; ``agent``: only
+        that agent's sessions. Both apply before pagination, and a cursor is bound to them and to ``cwd``
+        (another value -> ``InvalidCursor``)."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
+        where = list_filter(
+            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
+        )
         return list_page(
             self._read_model,
             self._cursors,
-            cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
+            cwd=where.cwd,
             cursor=cursor,
             page_size=self.page_size,
             render=self._render,
+            archived=where.archived,
+            agent=where.agent,
         )
 
     def __len__(self) -> int:
@@ -341,8 +490,12 @@ class SessionRegistry:
         scheduler: SchedulerBase | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         max_pending: int = 1_000_000,
+        include_archived: bool = False,
     ) -> Observable[ListChange]:
         """``Added`` / ``Updated`` / ``Removed`` after log position ``after`` (default: now), then live.
+
+        The default list leaves archived sessions out (an archive is ``Removed``, an unarchive ``Added``);
+        ``include_archived`` keeps them (an archive is then an ``Updated`` of ``_meta``'s ``META_ARCHIVED``).
 
         ``coalesce`` merges a session's changes within that many seconds; ``scheduler`` or ``loop`` (asyncio)
         choose where items are delivered (default: a thread per subscription); a subscriber more than
@@ -350,7 +503,15 @@ class SessionRegistry:
         """
         from registry.changes import list_changes  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return list_changes(self, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
+        return list_changes(
+            self,
+            after,
+            coalesce=coalesce,
+            scheduler=scheduler,
+            loop=loop,
+            max_pending=max_pending,
+            include_archived=include_archived,
+        )
 
     def changes(
         self,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from events.errors import RegistryError
 from registry.model import SessionState, sort_key
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ KEEP: Final = GRID + 4
 """Kept snapshots at most, per store."""
 
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 3
+_FORMAT: Final = 4
+"""Bumped with ``SessionState``'s fields (the states are stored encoded; see tests/test_session_shape.py)."""
 _START: Final = len(_MAGIC) + 1
 _TRAILER: Final = 4 + 32  # header length, MAC
 _MAC: Final = 32
@@ -101,8 +103,9 @@ class Snapshot(msgspec.Struct):
         return self.header.position
 
 
-class SnapshotError(Exception):
-    """Why a snapshot cannot be used (it is then ignored, never trusted)."""
+class SnapshotError(RegistryError, ValueError):
+    """Why a snapshot cannot be used (it is then ignored, never trusted). A ``ValueError``: the file holds a wrong
+    value."""
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -115,27 +118,18 @@ _body_decoder = msgspec.msgpack.Decoder(list[SessionState])
 
 def snapshot_dir(store: EventStore) -> Path | None:
     """Where ``store``'s snapshots are kept (None: a store that keeps nothing, ``memory://``)."""
-    from events.memory import MemoryStore  # noqa: PLC0415
-    from events.sqlite import SqliteStore  # noqa: PLC0415
+    from registry.backend import backend_for  # noqa: PLC0415
 
-    if isinstance(store, MemoryStore):
-        return None
-    if isinstance(store, SqliteStore):
-        return Path(store.path + ".snapshots")
-    import platformdirs  # noqa: PLC0415
-
-    return Path(platformdirs.user_cache_dir("acp-registry")) / "snapshots" / store.identity.store_id
+    return backend_for(store).snapshot_dir()
 
 
 def anchor(store: EventStore, position: int) -> bytes:
     """What binds a snapshot at ``position`` to this log: the store's chain value there, else the event id."""
     if position == 0:
         return b""
-    chain_at = getattr(store, "chain_at", None)
-    if chain_at is not None:
-        value = chain_at(position)
-        if value is not None:
-            return bytes(value)
+    value = store.chain_at(position)
+    if value is not None:
+        return bytes(value)
     found = store.read(position - 1, 1)
     if not found or found[0].position != position:
         return b"missing"
@@ -143,20 +137,10 @@ def anchor(store: EventStore, position: int) -> bytes:
 
 
 def events_up_to(store: EventStore, position: int) -> int:
-    """How many events the log holds up to ``position``: the position itself where positions are contiguous
-    (SQLite, memory), else counted by the store (PostgreSQL's positions may have gaps)."""
-    from events.memory import MemoryStore  # noqa: PLC0415
-    from events.sqlite import SqliteStore  # noqa: PLC0415
+    """How many events the log holds up to ``position`` (PostgreSQL's positions may have gaps)."""
+    from registry.backend import backend_for  # noqa: PLC0415
 
-    if isinstance(store, SqliteStore | MemoryStore):
-        return position
-    if type(store).__name__ == "PostgresStore":
-        from psycopg import sql  # noqa: PLC0415 - only with such a store open
-
-        schema = sql.Identifier(store.schema)  # type: ignore[attr-defined]
-        query = sql.SQL("SELECT count(*) FROM {}.events WHERE position <= %s").format(schema)
-        return int(store.run(lambda conn: conn.execute(query, (position,)).fetchone()[0]))  # type: ignore[attr-defined]
-    return sum(1 for _ in store.scan(0, until=position))
+    return backend_for(store).events_up_to(position)
 
 
 def kept_positions(head: int, every: int = EVERY) -> list[int]:
@@ -383,8 +367,15 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
 
 def load_snapshot(store: EventStore, at_most: int) -> Snapshot | None:
     """The newest kept snapshot at or before position ``at_most`` that checks out (bad ones: a warning each)."""
+    head: int | None = None
     for position, path in snapshots(store):
         if position > at_most:
+            head = store.head() if head is None else head
+            if position > head:  # it saw the log reach further than it does now: keep the evidence
+                from registry.backend import backend_for  # noqa: PLC0415
+                from registry.evidence import log_shorter, record  # noqa: PLC0415
+
+                record(backend_for(store), log_shorter("kept snapshot", position, head))
             continue
         try:
             return read_snapshot(path, store)

@@ -54,7 +54,7 @@ def projection_at(
         with paused_gc():
             projection.restore(snapshot.sessions, snapshot.position)
         events, start = snapshot.header.events, snapshot.position
-    keep = keep and not getattr(store, "read_only", False)
+    keep = keep and not store.read_only
     stops = sorted({t for t in kept_positions(store.head(), every) if start + every <= t < position} if keep else set())
     for stop in [*stops, position]:
         counted = 0

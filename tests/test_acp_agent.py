@@ -316,7 +316,11 @@ def test_the_sdk_example_agent(tmp_path: Path) -> None:
         client = RecordingClient()
         example = str(ROOT / "examples" / "sdk_agent.py")
         async with spawn_agent_process(cast(Client, client), sys.executable, example, url, cwd=ROOT) as (conn, _):
-            await conn.initialize(protocol_version=1)
+            answer = await conn.initialize(protocol_version=1)
+            # the adapter advertises what the method table answers for it; the agent itself says nothing of it
+            caps = answer.agent_capabilities
+            assert caps is not None and caps.session_capabilities is not None
+            assert caps.session_capabilities.list is not None and caps.session_capabilities.delete is not None
             sid = (await conn.new_session(cwd="/work/sdk", mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("Write the docs")])
             await client.wait_for(lambda c: any(u.title == "Write the docs" for u in c.info_updates(sid)))
@@ -332,6 +336,13 @@ def test_the_sdk_example_agent(tmp_path: Path) -> None:
             with pytest.raises(RequestError) as caught:
                 await conn.list_sessions(cursor="tampered")
             assert caught.value.code == -32602
+            with pytest.raises(RequestError) as caught:  # the table's struct checks it, in serve's words
+                await _raw_request(conn, "session/delete", {"sessionId": 5})
+            assert (caught.value.code, str(caught.value)) == (
+                -32602,
+                "sessionId must be a non-empty string, not a number",
+            )
+            assert caught.value.data == {"field": "sessionId"}
             assert await _raw_request(conn, "session/delete", {"sessionId": sid}) == {}
             assert (await conn.list_sessions()).sessions == []
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import pytest
 
 from events.memory import MemoryStore
 from registry import SessionRegistry
-from registry.acp import methods
+from registry.acp import methods, params
 from registry.errors import InvalidParams, MethodNotFound, rpc_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def _runtime_imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["methods", "content", "jsonrpc"])
+@pytest.mark.parametrize("module", ["methods", "params", "content", "jsonrpc"])
 def test_the_acp_edge_never_imports_the_facade(module: str) -> None:
     imports = _runtime_imports(ROOT / "registry" / "acp" / f"{module}.py")
     assert "registry.service" not in imports and "registry.SessionRegistry" not in imports, imports
@@ -100,9 +100,85 @@ def test_delete_checks_the_id_before_the_store_sees_it(
 
 
 def test_the_params_structs_are_typed() -> None:
-    assert methods.convert_params({"cwd": "/a", "pageSize": 3}, methods.ListParams) == methods.ListParams(cwd="/a")
-    assert methods.convert_params(None, methods.ListParams) == methods.ListParams()
-    assert methods.convert_params({"sessionId": "x"}, methods.DeleteParams).session_id == "x"
+    assert params.convert_params({"cwd": "/a", "pageSize": 3}, params.ListParams) == params.ListParams(cwd="/a")
+    assert params.convert_params(None, params.ListParams) == params.ListParams()
+    assert params.convert_params({"sessionId": "x"}, params.DeleteParams).session_id == "x"
     with pytest.raises(InvalidParams) as caught:
-        methods.convert_params({"text": 1}, methods.DeleteParams, "prompt[3]")
+        params.convert_params({"text": 1}, params.DeleteParams, "prompt[3]")
     assert caught.value.data == {"field": "prompt[3].sessionId"}
+
+
+# -- the table and the surfaces built from it ------------------------------------------------------------------
+
+
+def test_each_method_is_declared_once_with_a_struct_and_a_role_per_surface() -> None:
+    for name, method in methods.METHODS.items():
+        assert method.name == name
+        assert isinstance(method.params, type)
+        assert set(method.roles) <= {"serve", "sdk", "proxy"}, name
+        # a method the table answers has a handler; one a surface answers itself has none
+        answered = methods.Role.ANSWER in method.roles.values()
+        assert (method.handler is not None) == answered, name
+        assert methods.Role.OWN not in method.roles.values() or method.handler is None, name
+
+
+def test_capabilities_are_derived_from_the_table() -> None:
+    advertised = methods.capabilities("serve")
+    expected: dict[str, Any] = {"sessionCapabilities": {}}
+    for method in methods.served("serve"):
+        if method.capability is not None:
+            *parents, key = method.capability.path
+            node = expected
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[key] = method.capability.value
+    assert advertised == expected
+    assert advertised["loadSession"] is True
+    assert {"list", "delete", "resume", "close"} <= set(advertised["sessionCapabilities"])
+    # the SDK adapter advertises only what the registry answers for it
+    sdk = methods.capabilities("sdk", (methods.Role.ANSWER,))
+    assert "loadSession" not in sdk and {"list", "delete"} <= set(sdk["sessionCapabilities"])
+
+
+def test_a_surface_must_implement_exactly_its_own_methods(registry: SessionRegistry) -> None:
+    context = methods.Context(registry)
+    own: dict[str, Callable[[Any], dict[str, Any]]] = {
+        m.name: (lambda request: {}) for m in methods.served("serve", (methods.Role.OWN,))
+    }
+    bound = methods.bind("serve", context, own)
+    assert set(bound) == {m.name for m in methods.served("serve")}
+    forgotten = dict(own)
+    forgotten.pop("session/prompt")
+    with pytest.raises(ValueError, match="session/prompt"):
+        methods.bind("serve", context, forgotten)
+    with pytest.raises(ValueError, match="session/stray"):
+        methods.bind("serve", context, {**own, "session/stray": lambda request: {}})
+
+
+def test_own_handlers_get_the_tables_struct(registry: SessionRegistry) -> None:
+    seen: list[Any] = []
+
+    def remember(request: Any) -> dict[str, Any]:
+        seen.append(request)
+        return {}
+
+    own = {m.name: remember for m in methods.served("serve", (methods.Role.OWN,))}
+    bound = methods.bind("serve", methods.Context(registry), own)
+    assert bound["session/new"]({"cwd": "/w", "mcpServers": []}) == {}
+    assert seen == [params.NewSessionParams(cwd="/w")]
+    with pytest.raises(InvalidParams, match="cwd is missing"):
+        bound["session/new"]({})
+
+
+def test_a_context_in_front_of_an_agent_maps_ids(registry: SessionRegistry) -> None:
+    registry.create("/w", session_id="codex:abc", at=1)
+    registry.create("/w", session_id="mine", at=2)
+    context = methods.Context(registry, agent="codex")
+    assert context.store_id("abc") == "codex:abc" and context.wire_id("codex:abc") == "abc"
+    listed = methods.METHODS["session/list"].answer(context, {"cwd": "/w"})
+    assert "abc" in [s["sessionId"] for s in listed["sessions"]]
+    context.opened("abc")
+    assert methods.METHODS["session/delete"].answer(context, {"sessionId": "abc"}) == {}
+    assert "abc" not in context.open_sessions
+    state = registry.state("codex:abc")
+    assert state is not None and state.deleted

@@ -504,7 +504,7 @@ def test_verify_reports_a_read_model_that_disagrees_with_the_log(run: Cli, copy:
     result = run("verify", "--json", store=copy)
     assert result.returncode == 1
     (problem,) = json.loads(result.stdout)["problems"]
-    assert problem["sessionId"] == "s3" and "missing from the read model" in problem["problem"]
+    assert problem["sessionId"] == "s3" and "rm_sessions lacks the session's row" in problem["problem"]
     assert run("rebuild", store=copy).returncode == 0
     assert run("verify", store=copy).returncode == 0
 

@@ -14,19 +14,23 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from events import (
+    ForkRef,
     MemoryStore,
+    SessionArchived,
     SessionCreated,
     SessionDeleted,
     SessionInfoChanged,
+    SessionUnarchived,
     SessionUpdated,
     TitleSource,
 )
 from events.model import Event
 from registry import SessionRegistry, SessionState
-from registry.model import META_CONSISTENCY
+from registry.model import META_CONSISTENCY, Archived, ListFilter
 from registry.projection import Projection
 
-SESSIONS = [f"s{n}" for n in range(5)]
+SESSIONS = [*(f"s{n}" for n in range(5)), "codex:s5"]  # an importer's prefix: the agent is derived from it
+AGENTS = ["codex", "claude-code"]
 CWDS = ["/a", "/b", "/a/x"]
 TIMES = st.integers(min_value=0, max_value=6).map(lambda n: n * 1_000_000_000)
 
@@ -38,7 +42,11 @@ events_strategy: st.SearchStrategy[Event] = st.one_of(
         title=st.none() | st.sampled_from(["first", "other"]),
         title_source=st.none() | st.sampled_from(TitleSource),
         meta=st.none() | st.just({"k": 1}),
+        agent=st.none() | st.sampled_from(AGENTS),
+        parent=st.none() | st.builds(ForkRef, session_id=st.sampled_from(SESSIONS), position=st.integers(1, 40)),
     ),
+    st.builds(SessionArchived),
+    st.builds(SessionUnarchived),
     st.builds(SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
     st.builds(
         SessionInfoChanged,
@@ -120,10 +128,13 @@ def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[Event]]]) -> None
                     assert after.title is None or after.title_source is TitleSource.USER, "generated over user"
 
 
-def _live_at(log: list[Any], position: int, cwd: str | None) -> list[str]:
+def _live_at(
+    log: list[Any], position: int, cwd: str | None, archived: Archived = "exclude", agent: str | None = None
+) -> list[str]:
     projection = Projection()
     projection.load(r for r in log if r.position <= position)
-    return [s.session_id for s in projection.sessions() if cwd is None or s.cwd == cwd]
+    where = ListFilter(cwd, archived, agent)
+    return [s.session_id for s in projection.sessions() if where.matches(s)]
 
 
 @FAST
@@ -132,19 +143,23 @@ def _live_at(log: list[Any], position: int, cwd: str | None) -> list[str]:
     during=st.lists(history.map(lambda ops: ops[:4]), max_size=12),
     page_size=st.integers(1, 4),
     cwd=st.none() | st.sampled_from(CWDS),
+    archived=st.sampled_from(["exclude", "include", "only"]),
+    agent=st.none() | st.sampled_from(AGENTS),
 )
 def test_a_walk_returns_the_list_as_of_its_start_once_each(
     before: list[tuple[str, list[Event]]],
     during: list[list[tuple[str, list[Event]]]],
     page_size: int,
     cwd: str | None,
+    archived: Archived,
+    agent: str | None,
 ) -> None:
     store = MemoryStore()
     _write(store, before)
     registry = SessionRegistry(store, page_size=page_size, follow=False)
     start = registry.position
     seen: list[str] = []
-    page = registry.list(cwd=cwd)
+    page = registry.list(cwd=cwd, archived=archived, agent=agent)
     writes = iter(during)
     while True:
         assert page.sessions or page.next_cursor is UNSET, "an empty page with a nextCursor"
@@ -156,8 +171,8 @@ def test_a_walk_returns_the_list_as_of_its_start_once_each(
         _write(store, next(writes, []))
         registry.sync()
         assert isinstance(page.next_cursor, str)
-        page = registry.list(cwd=cwd, cursor=page.next_cursor)
-    assert seen == _live_at(store.read(), start, cwd)
+        page = registry.list(cwd=cwd, cursor=page.next_cursor, archived=archived, agent=agent)
+    assert seen == _live_at(store.read(), start, cwd, archived, agent)
     registry.close()
 
 

@@ -24,7 +24,7 @@ from events import SessionCreated, SessionUpdated, SqliteStore, StoreFormatError
 from events.model import Event, LogEntry
 from events.store import EventStore
 from registry import SessionRegistry
-from registry.model import SessionState, sort_key
+from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Projection
 from registry.readmodel import PAST_WINDOW, ReadModel, open_read_model
 from registry.readmodel.check import check_read_model
@@ -45,12 +45,14 @@ def _replay(store: EventStore, position: int) -> Projection:
     return projection
 
 
-def _walk(model: ReadModel, as_of: int, cwd: str | None, limit: int) -> tuple[list[str], bool]:
+def _walk(model: ReadModel, as_of: int, where: ListFilter, limit: int) -> tuple[list[str], bool]:
     seen: list[str] = []
     after = None
     consistent = True
     while True:
-        page = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit)
+        page = model.page(
+            as_of=as_of, after=after, cwd=where.cwd, limit=limit, archived=where.archived, agent=where.agent
+        )
         consistent = consistent and page.consistent
         seen.extend(s.session_id for s in page.states)
         if not page.more:
@@ -58,8 +60,20 @@ def _walk(model: ReadModel, as_of: int, cwd: str | None, limit: int) -> tuple[li
         after = sort_key(page.states[-1])
 
 
-def _live(projection: Projection, cwd: str | None) -> list[str]:
-    return [s.session_id for s in projection.sessions() if cwd is None or s.cwd == cwd]
+def _live(projection: Projection, where: ListFilter) -> list[str]:
+    return [s.session_id for s in projection.sessions() if where.matches(s)]
+
+
+_FILTERS = [
+    ListFilter(None),
+    ListFilter("/a"),
+    ListFilter(None, "include"),
+    ListFilter("/a", "only"),
+    ListFilter(None, "only"),
+    ListFilter(None, "exclude", "codex"),
+    ListFilter("/a", "include", "codex"),
+    ListFilter(None, "only", "claude-code"),
+]
 
 
 @FEW
@@ -103,15 +117,15 @@ def test_the_tables_equal_the_reference_fold_and_the_replay(
         floor = tables.window_floor()
         for position in sorted(set(checkpoints)):
             then = _replay(store, position)
-            for cwd in (None, "/a"):
-                walked, consistent = _walk(tables, position, cwd, limit)
+            for where in _FILTERS:
+                walked, consistent = _walk(tables, position, where, limit)
                 assert consistent == (position >= floor)
                 if consistent:
-                    assert walked == _live(then, cwd)  # exactly the list as of the walk's start
+                    assert walked == _live(then, where), where  # exactly the list as of the walk's start
                 else:  # the current order, without the sessions changed since (an ignored event changes nothing)
                     now = _replay(store, head)
-                    kept = [s for s in _live(now, cwd) if now.get(s) == then.get(s)]
-                    assert walked == kept
+                    kept = [s for s in _live(now, where) if now.get(s) == then.get(s)]
+                    assert walked == kept, where
         for position in range(floor, head + 1):  # any position of the window, not only checkpoints
             then = _replay(store, position)
             for session_id in {*everything, "never"}:

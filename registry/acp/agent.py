@@ -44,7 +44,8 @@ from registry.acp.jsonrpc import (
     parse,
     read_lines,
 )
-from registry.acp.methods import convert_params, handle
+from registry.acp.methods import METHODS, Context, bind, capabilities
+from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
 from registry.commands import check_payload, check_session_id, check_title, prompt_title
 from registry.diffs import Added, Removed, Updated, diff, encode_session_update
 from registry.errors import (
@@ -64,39 +65,10 @@ log = logging.getLogger("acp_registry.agent")
 
 PROTOCOL_VERSION: Final = 1
 AGENT_NAME: Final = "acp-session-registry"
-RENAME_METHOD: Final = "_registry/rename"
 LIST_CHANGES_META: Final = "acp-session-registry/listChanges"
 _CHUNK: Final = 24  # characters per streamed chunk: enough to show streaming, few enough messages
 _FLUSH_TIMEOUT: Final = 10.0  # seconds a response waits for the change stream (only a stuck client reaches it)
 _EXPECTED: Final = (InvalidParams, SessionNotFound, MethodNotFound, SessionExists)  # answered, not logged
-
-
-class _Initialize(msgspec.Struct, rename="camel"):
-    protocol_version: int
-    client_capabilities: Any = None
-    client_info: Any = None
-    meta: Any = msgspec.field(default=None, name="_meta")  # ACP: _meta of a wrong type is ignored
-
-
-class _NewSession(msgspec.Struct, rename="camel"):
-    cwd: str
-    mcp_servers: list[Any] = msgspec.field(default_factory=list)
-    additional_directories: list[str] = msgspec.field(default_factory=list)
-
-
-class _SessionRef(msgspec.Struct, rename="camel"):
-    session_id: str
-    cwd: str | None = None
-
-
-class _Prompt(msgspec.Struct, rename="camel"):
-    session_id: str
-    prompt: Any  # checked block by block (registry.acp.content), so errors name prompt[i].field
-
-
-class _Rename(msgspec.Struct, rename="camel"):
-    session_id: str
-    title: str | None
 
 
 def _version() -> str:
@@ -122,17 +94,23 @@ class ReferenceAgent:
         self._write = write
         self._following: Following | None = None
         self._list_changes = False
-        self._methods: dict[str, Callable[[Any], Any]] = {
-            "initialize": self.initialize,
-            "session/new": self.new_session,
-            "session/load": self.load_session,
-            "session/resume": self.resume_session,
-            "session/close": self.close_session,
-            "session/prompt": self.prompt,
-            "session/list": lambda params: handle(registry, "session/list", params),
-            "session/delete": lambda params: handle(registry, "session/delete", params),
-            RENAME_METHOD: self.rename,
-        }
+        # One process serves one connection: the sessions open on it are the process's open sessions.
+        self.context = Context(registry)
+        bound = bind(
+            "serve",
+            self.context,
+            own={
+                "initialize": self.initialize,
+                "session/new": self.new_session,
+                "session/load": self.load_session,
+                "session/resume": self.resume_session,
+                "session/close": self.close_session,
+                "session/prompt": self.prompt,
+                "session/cancel": self.cancel,
+            },
+        )
+        self._requests = {name: answer for name, answer in bound.items() if not METHODS[name].notification}
+        self._notifications = {name: answer for name, answer in bound.items() if METHODS[name].notification}
 
     # -- the wire -----------------------------------------------------------------------------------
 
@@ -165,7 +143,7 @@ class ReferenceAgent:
         assert message.method is not None
         before = self.registry.position
         try:
-            handler = self._methods.get(message.method)
+            handler = self._requests.get(message.method)
             if handler is None:
                 raise MethodNotFound(message.method)
             answer = encode_result(message.id, handler(message.params))
@@ -178,9 +156,15 @@ class ReferenceAgent:
         self._write(answer)
 
     def _notification(self, message: Incoming) -> None:
-        if message.method == "session/cancel":
-            return  # a turn here ends before the next line is read: there is never one to cancel
-        log.info("ignoring notification %s", message.method)
+        assert message.method is not None
+        handler = self._notifications.get(message.method)
+        if handler is None:
+            log.info("ignoring notification %s", message.method)
+            return
+        try:
+            handler(message.params)
+        except _EXPECTED as exc:  # a notification gets no answer, not even an error
+            log.info("ignoring notification %s: %s", message.method, exc)
 
     def _notify(self, session_id: str, update: dict[str, Any]) -> None:
         self._write(encode_notification("session/update", {"sessionId": session_id, "update": update}))
@@ -219,32 +203,24 @@ class ReferenceAgent:
 
     # -- methods ------------------------------------------------------------------------------------
 
-    def initialize(self, params: Any) -> dict[str, Any]:
-        request = convert_params(params, _Initialize)
+    def initialize(self, request: InitializeParams) -> dict[str, Any]:
         meta = request.meta if isinstance(request.meta, dict) else {}
         self._list_changes = meta.get(LIST_CHANGES_META) is True
         self._follow_changes()
+        advertised = capabilities("serve")  # each method serve answers, by its capability in the method table
+        advertised["sessionCapabilities"]["additionalDirectories"] = {}  # a param of new/load/resume, not a method
         return {
             # ACP's negotiation: the client's version when the agent speaks it, else the agent's newest. Version
             # 1 is the only one there is, so the answer is 1 either way; the client decides whether it can go on.
             "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "sessionCapabilities": {
-                    "list": {},
-                    "delete": {},
-                    "additionalDirectories": {},
-                    "resume": {},
-                    "close": {},
-                },
-            },
+            "agentCapabilities": advertised,
             "agentInfo": {"name": AGENT_NAME, "title": "ACP session registry", "version": _version()},
             "authMethods": [],
         }
 
-    def new_session(self, params: Any) -> dict[str, Any]:
-        request = convert_params(params, _NewSession)
+    def new_session(self, request: NewSessionParams) -> dict[str, Any]:
         info = self.registry.create(request.cwd, additional_directories=request.additional_directories)
+        self.context.opened(info.session_id)
         return {"sessionId": info.session_id}
 
     def _live(self, session_id: str, refusal: str) -> int:
@@ -256,9 +232,9 @@ class ReferenceAgent:
             raise SessionNotFound(session_id, f"session {session_id!r} was deleted; {refusal}")
         return state.messages
 
-    def load_session(self, params: Any) -> dict[str, Any]:
+    def load_session(self, request: SessionRef) -> dict[str, Any]:
         """Replay the stored turns as ``session/update`` notifications, then answer."""
-        session_id = convert_params(params, _SessionRef).session_id
+        session_id = request.session_id
         self._live(session_id, "it cannot be loaded")
         for blocks, reply in _stored_turns(self.registry, session_id):
             for block in blocks:
@@ -271,20 +247,24 @@ class ReferenceAgent:
             if reply:
                 text = {"type": "text", "text": reply}
                 self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": text})
+        self.context.opened(session_id)
         return {}
 
-    def resume_session(self, params: Any) -> dict[str, Any]:
-        self._live(convert_params(params, _SessionRef).session_id, "it cannot be resumed")
+    def resume_session(self, request: SessionRef) -> dict[str, Any]:
+        self._live(request.session_id, "it cannot be resumed")
+        self.context.opened(request.session_id)
         return {}
 
-    def close_session(self, params: Any) -> dict[str, Any]:
-        convert_params(params, _SessionRef)  # nothing is held per session here
+    def close_session(self, request: SessionRef) -> dict[str, Any]:
+        self.context.close(check_session_id(request.session_id))  # nothing else is held per session here
         return {}
 
-    def prompt(self, params: Any) -> dict[str, Any]:
+    def cancel(self, _request: CancelParams) -> dict[str, Any]:
+        return {}  # a turn here ends before the next line is read: there is never one to cancel
+
+    def prompt(self, request: PromptParams) -> dict[str, Any]:
         """One turn: every check first (nothing is written or sent for a refused turn), then the writes, then
         the reply streamed; the turn's title update reaches the client before the response (``_answer``)."""
-        request = convert_params(params, _Prompt)
         blocks = prompt_blocks(request.prompt)
         session_id = request.session_id
         first = self._live(session_id, "it takes no more turns") == 0
@@ -310,11 +290,6 @@ class ReferenceAgent:
             chunk = {"type": "text", "text": reply[start : start + _CHUNK]}
             self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": chunk})
         return {"stopReason": "end_turn"}
-
-    def rename(self, params: Any) -> dict[str, Any]:
-        request = convert_params(params, _Rename)
-        self.registry.change_info(request.session_id, title=request.title, title_source=TitleSource.USER)
-        return {}
 
 
 def _builtins(block: ContentBlock) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from registry.acp.methods import convert_params
+from registry.acp.params import convert_params
 from registry.commands import json_type
 from registry.errors import InvalidParams
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 import msgspec
 
-from events.sqlite import SqliteStore
-from events.store import EventStore
+from registry.backend import backend_for
 from registry.cli.derived import ReadModelInfo, describe_derived
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import human_size, progress, stdout_console, write_json
 from registry.cli.timetravel import fold_log
+from registry.evidence import IntegrityEvent, describe
 
 __all__ = ["StoreStats", "add_arguments", "run"]
 
@@ -33,17 +32,12 @@ class StoreStats(msgspec.Struct, rename="camel"):
     cwds: list[CwdCount]
     log_bytes: int | None
     read_model: ReadModelInfo
+    integrity_events: list[IntegrityEvent]
+    """Findings of a log shorter than what was derived from it, not yet acknowledged (``verify --acknowledge``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """No options of its own (``--store``, ``--json``)."""
-
-
-def _log_bytes(store: EventStore) -> int | None:
-    """A SQLite log's size on disk: the database file plus its write-ahead log."""
-    if not isinstance(store, SqliteStore):
-        return None
-    return sum(os.path.getsize(p) for p in (store.path, store.path + "-wal") if os.path.exists(p))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
         with progress("reading the log", head) as report:
             folded = fold_log(store, report=report)
         derived = describe_derived(store, head)
-        log_bytes = _log_bytes(store)
+        backend = backend_for(store)
+        log_bytes = backend.log_bytes()
+        evidence = [event for event in backend.integrity_events() if not event.acknowledged]
     cwds: dict[str, CwdCount] = {}
     states = folded.projection.states().values()
     for state in states:
@@ -72,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         cwds=sorted(cwds.values(), key=lambda c: (-c.live, -c.deleted, c.cwd)),
         log_bytes=log_bytes,
         read_model=derived,
+        integrity_events=evidence,
     )
     if args.json:
         write_json(result)
@@ -102,6 +99,8 @@ def _print(result: StoreStats) -> None:
     summary.add_row("sessions", f"{result.sessions_live} live, {result.sessions_deleted} deleted")
     summary.add_row("log size", "-" if result.log_bytes is None else human_size(result.log_bytes))
     summary.add_row("read model", escaped(_read_model_line(result.read_model)))
+    for event in result.integrity_events:
+        summary.add_row("integrity", escaped(describe(event) + " (acp-registry verify --acknowledge)"), style="red")
     console = stdout_console()
     console.print(summary)
     if result.cwds:

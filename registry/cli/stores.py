@@ -170,6 +170,6 @@ def catch_up_read_model(store: EventStore) -> None:
     now, so that the next ``session/list`` of any process does not pay for it."""
     from registry.readmodel import open_read_model  # noqa: PLC0415
 
-    if getattr(store, "read_only", False):
+    if store.read_only:
         return
     open_read_model(store).close()

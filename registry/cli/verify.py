@@ -2,20 +2,25 @@
 
 It checks what every store promises (``events.verify.verify_log``: positions increase, versions run 1..n, every
 record decodes) and that the read model and each kept snapshot equal the fold of the log at their positions
-(``derived.check_derived``).
+(``derived.check_derived``), and reports every integrity event recorded in the store and not yet acknowledged (a log
+found shorter than what the read model or a kept snapshot had seen: ``registry.evidence``) until
+``--acknowledge``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import msgspec
 
 from events.verify import verify_log
+from registry.backend import backend_for
 from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.evidence import describe
 
 __all__ = ["VerifyResult", "add_arguments", "run"]
 
@@ -30,17 +35,31 @@ class VerifyResult(msgspec.Struct, rename="camel"):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No options of its own (``--store``, ``--json``)."""
+    parser.add_argument(
+        "--acknowledge",
+        action="store_true",
+        help="mark the integrity events recorded so far (a log found shorter than what was derived from it) as "
+        "seen, so that verify and stats stop reporting them; then verify as usual",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     with open_log(locate(args.store), create=False) as store:
+        backend = backend_for(store)
+        acknowledged = backend.acknowledge() if args.acknowledge else 0
         head = store.head()
         with progress("verifying the log", head) as report:
             log = verify_log(store, progress=report)
         problems = [Problem(p.position, p.session_id, p.problem) for p in log.problems]
         note, derived = check_derived(store)
-    problems.extend(derived)
+        evidence = [
+            Problem(event.position, None, f"integrity: {describe(event)} (acp-registry verify --acknowledge)")
+            for event in backend.integrity_events()
+            if not event.acknowledged
+        ]
+    problems = evidence + problems + derived
+    if acknowledged:
+        print(f"acknowledged {acknowledged} integrity event{'s' if acknowledged != 1 else ''}", file=sys.stderr)
     result = VerifyResult(not problems, log.events, log.sessions, log.head, note, problems)
     if args.json:
         write_json(result)

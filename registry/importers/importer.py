@@ -28,14 +28,12 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from events.errors import ConcurrencyError, EventIdConflict
-from events.memory import MemoryStore
 from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
-from events.sqlite import SqliteStore
 from events.store import AppendRequest, EventStore
 from registry.commands import check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
-from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state, state_folder
+from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
 from registry.model import META_NAMESPACE, SessionState
 from registry.projection import fold
 
@@ -138,11 +136,9 @@ class Summary(msgspec.Struct, kw_only=True, rename="camel"):
 
 def default_state_path(store: EventStore) -> Path | None:
     """Beside a SQLite store's file; none for an in-memory store; else per store in the user's state dir."""
-    if isinstance(store, SqliteStore):
-        return Path(store.path + ".import-state")
-    if isinstance(store, MemoryStore):
-        return None
-    return state_folder() / f"import-state-{store.identity.store_id}.msgpack"
+    from registry.backend import backend_for  # noqa: PLC0415
+
+    return backend_for(store).import_state_path()
 
 
 class Importer:

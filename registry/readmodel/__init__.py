@@ -18,16 +18,21 @@ that appended without folding) before an answer is given, in one transaction wit
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
-from registry.model import SessionState
+from registry.errors import ReadModelFault
+from registry.model import Archived, SessionState
 from registry.projection import Page
 
 if TYPE_CHECKING:
     from events.store import EventStore
+    from registry.backend import Backend
 
-__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "open_read_model"]
+__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "open_read_model"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW: Final = 100_000
 
@@ -69,9 +74,19 @@ class ReadModel(abc.ABC):
         """Walks that started at or after this position are served exactly."""
 
     @abc.abstractmethod
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        """Up to ``limit`` live sessions after the sort key ``after`` in the list as of position ``as_of``
-        (<= the checkpoint); past the window, the current list without the sessions changed since ``as_of``."""
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        """Up to ``limit`` live sessions after the sort key ``after`` in the list (of ``cwd``, ``archived``, and
+        ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list without the
+        sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
 
     @abc.abstractmethod
     def get(self, session_id: str) -> SessionState | None:
@@ -101,6 +116,26 @@ class ReadModel(abc.ABC):
     def close(self) -> None:
         """Release connections; the store stays open."""
 
+    def schema_problems(self) -> list[str] | None:
+        """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""
+        return None
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``; for ``verify``)."""
+        return iter(())
+
+    def stored_meta(self) -> dict[str, int]:
+        """``rm_meta`` as stored (for ``verify``; {} without tables)."""
+        return {}
+
+    def storage_problems(self) -> list[str]:
+        """What the database itself finds wrong with the tables and their indexes (for ``verify``)."""
+        return []
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link recorded there (for ``verify``)."""
+        return True
+
     @property
     def kind(self) -> str:
         """What keeps it, for people: ``tables`` or ``memory``."""
@@ -112,29 +147,57 @@ def open_read_model(
 ) -> ReadModel:
     """The read model a store keeps: tables for SQLite and PostgreSQL, the in-memory fold otherwise.
 
-    ``kind="memory"`` forces the in-memory fold (a reference, or a comparison in benchmarks). A read-only SQLite
-    file whose tables are missing or behind its log is folded in memory, with a warning. ``catch_up=False``
-    opens tables as they are (``verify`` looks at them before anything folds into them).
+    ``kind="memory"`` forces the in-memory fold (a reference, or a comparison in benchmarks). Tables whose schema
+    is not this version's are rebuilt from the log at open (one warning line); a read-only SQLite file whose tables
+    are missing or behind its log, or tables that cannot be made at all (a full disk), are folded in memory, with
+    a warning. The tables are then guarded while serving (``guard.GuardedReadModel``). ``catch_up=False`` opens
+    the tables as they are, unguarded and unrepaired (``verify`` looks at them before anything folds into them).
     """
     if isinstance(window, bool) or not isinstance(window, int) or window < 0:
         raise ValueError(f"window must be an int >= 0, got {window!r}")
     if kind not in (None, "memory", "tables"):
         raise ValueError(f"kind must be 'memory' or 'tables', got {kind!r}")
-    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - each backend loads only when used
+    from registry.backend import backend_for  # noqa: PLC0415
+    from registry.readmodel.guard import GuardedReadModel, fault_of  # noqa: PLC0415
+    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
 
     if kind != "memory":
-        from events.sqlite import SqliteStore  # noqa: PLC0415
-
-        if isinstance(store, SqliteStore):
-            from registry.readmodel.sqlite import SqliteReadModel  # noqa: PLC0415
-
-            tables = SqliteReadModel.open(store, window=window, catch_up=catch_up)
-            if tables is not None:
-                return tables
-        elif type(store).__name__ == "PostgresStore":  # no psycopg import unless such a store is open
-            from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415
-
-            return PostgresReadModel(store, window=window, catch_up=catch_up)  # type: ignore[arg-type]
-        elif kind == "tables":
+        backend = backend_for(store)
+        if kind == "tables" and backend.name not in ("sqlite", "postgresql"):
             raise ValueError(f"{type(store).__name__} keeps no read-model tables")
+        try:
+            tables = backend.tables(window=window, catch_up=catch_up)
+        except Exception as exc:
+            why = fault_of(exc)
+            if why is None or not catch_up:
+                raise
+            tables = _rebuilt(backend, window, why)
+        if tables is not None:
+            return GuardedReadModel(store, tables, location=backend.location) if catch_up else tables
     return MemoryReadModel(store, window=window)
+
+
+def _rebuilt(backend: Backend, window: int, why: str) -> ReadModel | None:
+    """Tables that failed while opening, rebuilt from the log; None (fold in memory) when they cannot be."""
+    from events.errors import StoreError  # noqa: PLC0415
+    from registry.readmodel.guard import fault_of  # noqa: PLC0415
+
+    log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", backend.location, why)
+    tables = None
+    try:
+        tables = backend.tables(window=window, catch_up=False)
+        if tables is not None:
+            tables.rebuild()
+        return tables
+    except Exception as exc:
+        if fault_of(exc) is None and not isinstance(exc, StoreError):
+            raise
+        if tables is not None:
+            tables.close()
+        log.warning(
+            "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory, read-only"
+            " (run `acp-registry rebuild` where the store can be written)",
+            backend.location,
+            fault_of(exc) or exc,
+        )
+        return None

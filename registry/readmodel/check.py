@@ -1,26 +1,42 @@
-"""Checking what is derived from a log against the log: the read model and the kept snapshots.
+"""Checking what is derived from a log against the log: the read model and the kept snapshots (``verify``).
 
 One pass folds the log from its start into a fresh ``Projection`` (the reference fold, trusting nothing derived).
-On the way it compares each kept snapshot at its position (a snapshot that cannot be read is a mismatch too),
-and at the read model's checkpoint every session, the live count and the list order (walked page by page, as
-``session/list`` reads it). Each disagreement is a ``Mismatch`` naming the position and the session.
+On the way it compares each kept snapshot at its position (a snapshot that cannot be read is a mismatch too), and
+collects the versions the read model's ``rm_past`` must hold (those replaced after its floor). At the read model's
+checkpoint it then compares everything derived, as stored:
+
+* the schema (tables, columns, indexes, ``rm_meta``'s rows, the version) and what the database finds wrong with
+  the tables and their indexes;
+* the checkpoint (within the log, with the log's chain link there), the floor and the live count;
+* every column of every ``rm_sessions`` row and every ``rm_past`` row with its position range
+  (``tables.current_row`` / ``past_row``: the rows the fold writes);
+* the list as ``session/list`` reads it, page by page, as of the checkpoint and of earlier positions within the
+  window, for every cwd and for none.
+
+Each disagreement is a ``Mismatch`` naming the position, the session and, in its text, the table and the field.
+A read model that cannot even be read is a mismatch, never a traceback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from registry.model import sort_key
+from events.errors import CorruptEventError, StoreClosedError, StoreError
+from registry.model import SessionState, sort_key
 from registry.projection import Projection, paused_gc
-from registry.readmodel import ReadModel
+from registry.readmodel import ReadModel, ReadModelFault
+from registry.readmodel.tables import CurrentRow, PastRow, current_row, decode_state, past_row
 from registry.snapshot import SnapshotError, read_snapshot, snapshots
 
 if TYPE_CHECKING:
     from events.store import EventStore
 
 __all__ = ["Mismatch", "ReadModelCheck", "check_read_model"]
+
+_WALKS = 3
+"""Earlier positions within the window whose lists are walked too."""
 
 
 class Mismatch(NamedTuple):
@@ -39,12 +55,17 @@ class ReadModelCheck(NamedTuple):
     mismatches: list[Mismatch]
 
 
+class _Reference(NamedTuple):
+    fold: Projection
+    past: dict[tuple[str, int], PastRow]
+    lists: dict[int, dict[str | None, list[str]]]
+    """The list (all cwds: None; each cwd) at a few positions within the window."""
+
+
 def check_read_model(
     store: EventStore, read_model: ReadModel, *, report: Callable[[int], None] | None = None
 ) -> ReadModelCheck:
     """Compare ``read_model`` with the fold of ``store``'s log up to its checkpoint (without catching it up)."""
-    checkpoint = read_model.position
-    floor = read_model.window_floor()
     head = store.head()
     problems: list[Mismatch] = []
     for position, snapshot_path in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
@@ -57,61 +78,208 @@ def check_read_model(
                     f" ({head}): records at the log's end were removed",
                 )
             )
+    schema = read_model.schema_problems() or []
+    problems += [Mismatch(0, None, f"the read model's schema: {problem}") for problem in schema]
+    tables = read_model.kind == "tables"
+    meta = _read(problems, "rm_meta", read_model.stored_meta) if tables and not schema else {}
+    checkpoint = meta.get("checkpoint", read_model.position) if meta is not None else read_model.position
+    floor = (meta or {}).get("floor", 0) if tables else read_model.window_floor()
     if checkpoint > head:
         problems.append(
             Mismatch(
                 checkpoint,
                 None,
-                f"the read model's checkpoint is beyond the log's head ({head}): records at the log's end were removed",
+                f"rm_meta.checkpoint is beyond the log's head ({head}): records at the log's end were removed",
             )
         )
         return ReadModelCheck(read_model.kind, checkpoint, floor, 0, 0, problems)
-    reference = Projection(window=0)
     kept_snapshots = [(position, path) for position, path in snapshots(store) if position <= checkpoint]
+    reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report)
+    expected = reference.fold.states()
+    if tables and not schema and meta is not None:
+        problems += _check_meta(read_model, meta, checkpoint, floor, len(reference.fold))
+        problems += [
+            Mismatch(checkpoint, None, f"the database finds: {line}") for line in read_model.storage_problems()
+        ]
+        problems += _check_rows(read_model, checkpoint, expected, reference.past)
+    elif not tables:
+        problems += _check_states(read_model, checkpoint, expected)
+    if not problems:  # the rows agree (or there are none): the answers must too, walked as a client walks them
+        problems += _check_walks(read_model, checkpoint, reference)
+    return ReadModelCheck(read_model.kind, checkpoint, floor, len(expected), len(kept_snapshots), problems)
+
+
+def _read(problems: list[Mismatch], what: str, read: Callable[[], Any]) -> Any:
+    """``read()``, or None with a mismatch saying why it could not be read."""
+    try:
+        return read()
+    except (StoreClosedError, CorruptEventError):
+        raise
+    except (ReadModelFault, StoreError) as exc:
+        problems.append(Mismatch(0, None, f"{what} cannot be read: {exc}"))
+        return None
+
+
+def _fold(
+    store: EventStore,
+    checkpoint: int,
+    floor: int,
+    kept: list[tuple[int, Path]],
+    problems: list[Mismatch],
+    report: Callable[[int], None] | None,
+) -> _Reference:
+    reference = Projection(window=0)
+    past: dict[tuple[str, int], PastRow] = {}
+    span = checkpoint - floor
+    walk_at = sorted({checkpoint - span * k // _WALKS for k in range(1, _WALKS)} - {checkpoint}) if span > 1 else []
+    lists: dict[int, dict[str | None, list[str]]] = {}
     with paused_gc():
-        for stop, path in [*sorted(kept_snapshots), (checkpoint, None)]:
+        for stop, path in [*sorted(kept), (checkpoint, None)]:
             for count, entry in enumerate(store.scan(reference.position, until=stop)):
-                reference.apply(entry)
+                while walk_at and entry.position > walk_at[0]:
+                    lists[walk_at.pop(0)] = _lists(reference.sessions())
+                change = reference.apply(entry)
+                if change is not None and change.before is not None and change.position > floor:
+                    past[(entry.session_id, change.before.position)] = past_row(change.before, change.position)
                 if report is not None and count % 4096 == 0:
                     report(entry.position)
             if path is not None:
                 problems.extend(_compare_snapshot(store, path, reference))
-    expected = reference.states()
+    for position in walk_at:
+        lists[position] = _lists(reference.sessions())
+    lists[checkpoint] = _lists(reference.sessions())
+    return _Reference(reference, past, lists)
+
+
+def _lists(states: Iterable[SessionState]) -> dict[str | None, list[str]]:
+    lists: dict[str | None, list[str]] = {None: []}
+    for state in states:
+        lists[None].append(state.session_id)
+        lists.setdefault(state.cwd, []).append(state.session_id)
+    return lists
+
+
+def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
+    problems = []
+    if meta.get("live") != live:
+        problems.append(
+            Mismatch(checkpoint, None, f"rm_meta.live counts {meta.get('live')} live sessions, the log {live}")
+        )
+    if floor > checkpoint:
+        problems.append(Mismatch(checkpoint, None, f"rm_meta.floor ({floor}) is past the checkpoint ({checkpoint})"))
+    if not read_model.checkpoint_matches_log():
+        problems.append(
+            Mismatch(checkpoint, None, "rm_meta.anchor is not the log's chain link at the checkpoint: the log changed")
+        )
+    return problems
+
+
+def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow) -> list[str]:
+    """The fields of a stored row that are not what the fold writes (the state blob compared decoded)."""
+    found = []
+    for name, have, want in zip(expected._fields, kept, expected, strict=True):
+        if name == "state":
+            try:
+                same = decode_state(bytes(have)) == decode_state(expected.state)
+            except (ReadModelFault, TypeError):
+                found.append(f"{table}.state does not decode")
+                continue
+            if not same:
+                found.append(f"{table}.state differs from the fold of the log")
+        elif (bool(have) if isinstance(want, bool) else have) != want:
+            found.append(f"{table}.{name} is {have!r}, the log says {want!r}")
+    return found
+
+
+def _check_rows(
+    read_model: ReadModel,
+    checkpoint: int,
+    expected: dict[str, SessionState],
+    past: dict[tuple[str, int], PastRow],
+) -> list[Mismatch]:
+    problems: list[Mismatch] = []
+    seen: set[str] = set()
+    for row in read_model.stored("rm_sessions"):
+        session_id = str(row[0])
+        seen.add(session_id)
+        state = expected.get(session_id)
+        if state is None:
+            problems.append(Mismatch(checkpoint, session_id, "rm_sessions holds a row for a session the log lacks"))
+            continue
+        want: CurrentRow = current_row(state)
+        problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want)]
+    for session_id in sorted(expected.keys() - seen):
+        problems.append(Mismatch(checkpoint, session_id, "rm_sessions lacks the session's row"))
+    seen_past: set[tuple[str, int]] = set()
+    for row in read_model.stored("rm_past"):
+        key = (str(row[0]), int(row[4]))
+        seen_past.add(key)
+        wanted = past.get(key)
+        if wanted is None:
+            problems.append(
+                Mismatch(int(row[5]), key[0], f"rm_past holds a version valid from {key[1]} that the log lacks")
+            )
+            continue
+        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted)]
+    for session_id, valid_from in sorted(past.keys() - seen_past):
+        problems.append(
+            Mismatch(
+                past[(session_id, valid_from)].valid_to,
+                session_id,
+                f"rm_past lacks the version valid from {valid_from}",
+            )
+        )
+    return problems
+
+
+def _check_states(read_model: ReadModel, checkpoint: int, expected: dict[str, SessionState]) -> list[Mismatch]:
+    """A read model without tables: its sessions and live count."""
+    problems = []
     found = {state.session_id: state for state in read_model.states()}
     for session_id in sorted(expected.keys() | found.keys()):
-        folded, kept = expected.get(session_id), found.get(session_id)
-        if folded == kept:
-            continue
-        if kept is None:
-            why = "is missing from the read model"
-        elif folded is None:
-            why = "is in the read model but not in the log"
-        else:
-            why = "differs between the read model and the fold of the log"
-        problems.append(Mismatch(checkpoint, session_id, f"the session {why}"))
-    live = len(reference)
-    if read_model.count() != live:
-        problems.append(
-            Mismatch(checkpoint, None, f"the read model counts {read_model.count()} live sessions, the log {live}")
-        )
-    if not problems:
-        order = [s.session_id for s in reference.sessions()]
-        walked: list[str] = []
-        after = None
-        while True:
-            page = read_model.page(as_of=checkpoint, after=after, cwd=None, limit=1000)
-            walked.extend(s.session_id for s in page.states)
-            if not page.more:
-                break
-            after = sort_key(page.states[-1])
-        if walked != order:
-            first = next(
-                (i for i, (a, b) in enumerate(zip(walked, order, strict=False)) if a != b), min(len(walked), len(order))
-            )
-            problems.append(
-                Mismatch(checkpoint, None, f"the read model's list order departs from the log's at entry {first}")
-            )
-    return ReadModelCheck(read_model.kind, checkpoint, floor, len(expected), len(kept_snapshots), problems)
+        if expected.get(session_id) != found.get(session_id):
+            problems.append(Mismatch(checkpoint, session_id, "the session differs between the read model and the log"))
+    return problems
+
+
+def _check_walks(read_model: ReadModel, checkpoint: int, reference: _Reference) -> list[Mismatch]:
+    """The list as ``session/list`` walks it, page by page, at each position, for every cwd and for none."""
+    problems = []
+    for position, lists in sorted(reference.lists.items()):
+        cwds: list[str | None] = [None, *sorted(k for k in lists if k is not None)]
+        for cwd in cwds:
+            where = "the list" if cwd is None else f"the list of cwd {cwd}"
+            try:
+                walked = _walk(read_model, position, cwd)
+            except (StoreClosedError, CorruptEventError):
+                raise
+            except (ReadModelFault, StoreError, ValueError) as exc:
+                problems.append(Mismatch(position, None, f"{where} as of position {position} cannot be read: {exc}"))
+                continue
+            want = lists[cwd]
+            if walked != want:
+                first = next(
+                    (i for i, (a, b) in enumerate(zip(walked, want, strict=False)) if a != b),
+                    min(len(walked), len(want)),
+                )
+                session = next(iter(walked[first : first + 1] or want[first : first + 1]), None)
+                problems.append(
+                    Mismatch(
+                        position, session, f"{where} as of position {position} departs from the log's at entry {first}"
+                    )
+                )
+    return problems
+
+
+def _walk(read_model: ReadModel, as_of: int, cwd: str | None) -> list[str]:
+    walked: list[str] = []
+    after = None
+    while True:
+        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=1000, archived="include")
+        walked.extend(s.session_id for s in page.states)
+        if not page.more:
+            return walked
+        after = sort_key(page.states[-1])
 
 
 def _compare_snapshot(store: EventStore, path: Path, reference: Projection) -> list[Mismatch]:

@@ -12,25 +12,33 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import heapq
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 import psycopg
 from psycopg import sql
 
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.tables import (
     INITIAL_META,
+    CurrentRow,
+    FoundSchema,
     Keyed,
+    PastRow,
     SnapshotPlan,
     anchor_value,
+    checked_meta,
+    checked_positions,
     chunks,
     decode_state,
     fold_stretch,
     merge_pages,
     prepare_tables,
+    record_log_shorter,
+    schema_problems,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -53,10 +61,14 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         rank bigint NOT NULL,
         live boolean NOT NULL,
         valid_from bigint NOT NULL,
-        state bytea NOT NULL
+        state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C"
     )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
     """CREATE TABLE {s}.rm_past (
         session_id text COLLATE "C" NOT NULL,
         cwd text COLLATE "C" NOT NULL,
@@ -65,9 +77,24 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         valid_from bigint NOT NULL,
         valid_to bigint NOT NULL,
         state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C",
         PRIMARY KEY (session_id, valid_from)
     )""",
     "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
+)
+
+
+_COLUMNS: Final = (
+    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
+    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
+)
+_INDEXES: Final = (
+    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
+    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
+    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
+    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
+    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
 )
 
 
@@ -100,13 +127,14 @@ class _Sql:
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
         self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state"
+            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
+            " archived = excluded.archived, agent = excluded.agent"
         )
         self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
         )
         self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
         self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
@@ -121,27 +149,39 @@ class _Sql:
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
-            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY rank, session_id)"
+            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
-        self.pages: dict[tuple[bool, bool], bytes] = {}
+        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
+        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
+        # (part 1), and the window's floor (part 2), in one round trip.
+        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
         for cwd in (False, True):
-            for after in (False, True):
-                where = (
-                    "live"
-                    + (" AND cwd = %(cwd)s" if cwd else "")
-                    + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                )
-                self.pages[(cwd, after)] = q(
-                    "(SELECT 0, rank, session_id, state FROM {s}.rm_sessions"
-                    f" WHERE {where} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                    f" WHERE {where} AND valid_to > %(p)s AND valid_from <= %(p)s"
-                    " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                    " ORDER BY rank, session_id LIMIT %(n)s)"
-                    " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                )
+            for agent in (False, True):
+                for after in (False, True):
+                    where = (
+                        "live"
+                        + (" AND agent = %(agent)s" if agent else "")
+                        + (" AND cwd = %(cwd)s" if cwd else "")
+                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
+                    )
+                    for include in (False, True):
+                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
+                        current = " UNION ALL ".join(
+                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
+                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
+                            for part, value in halves
+                        )
+                        self.pages[(cwd, agent, after, include)] = q(
+                            current
+                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
+                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
+                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+                            " ORDER BY rank, session_id LIMIT %(n)s)"
+                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+                        )
 
 
 class PostgresReadModel(ReadModel):
@@ -153,23 +193,31 @@ class PostgresReadModel(ReadModel):
         self.window = window
         self._store = store
         self._sql = _Sql(store.schema)
-        self._exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{store.schema}".rm_meta')).as_bytes(None)
         self._key = _lock_key(store.schema)
         self._position = 0
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
         else:
-            self._position = self._meta()["checkpoint"]
+            with contextlib.suppress(ReadModelFault):  # tables as they are: verify reports what is wrong
+                self._position = self._meta()["checkpoint"]
 
     # -- schema ---------------------------------------------------------------------------------------
 
-    def _version(self, conn: Connection) -> int | None:
-        row = conn.execute(self._exists).fetchone()
-        if row is None or row[0] is None:
-            return None
-        found = conn.execute(self._sql.version).fetchone()
-        return None if found is None else int(found[0])
+    def _describe(self, conn: Connection) -> FoundSchema:
+        """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
+        schema = self._store.schema
+        tables: dict[str, tuple[str, ...]] = {}
+        for table, column in conn.execute(_COLUMNS, (schema,)).fetchall():
+            tables[table] = (*tables.get(table, ()), column)
+        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(_INDEXES, (schema,))}
+        meta: dict[str, int] | None = None
+        if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
+            meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
+        return FoundSchema(tables, indexes, meta)
+
+    def schema_problems(self) -> list[str]:
+        return schema_problems(self._store.run(self._describe))
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -190,14 +238,24 @@ class PostgresReadModel(ReadModel):
 
         prepare_tables(
             self._store.location,
-            version=lambda: self._version(conn),
+            describe=lambda: self._describe(conn),
+            problems=schema_problems,
             matches_log=lambda: self._matches_log(conn),
             exclusively=exclusively,
             create=lambda: self._create(conn),
             repair=repair,
+            before_rebuild=lambda: record_log_shorter(
+                self._store, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
+            ),
         )
 
     def _create(self, conn: Connection) -> None:
+        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
+        stray = {table for table, _column in conn.execute(_COLUMNS, (self._store.schema,)).fetchall()}
+        for table in sorted(stray - set(_TABLES)):
+            conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
+            )
         for statement in (*self._sql.drop, *self._sql.create):
             conn.execute(statement)
         conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
@@ -211,7 +269,9 @@ class PostgresReadModel(ReadModel):
     def catch_up(self, to: int | None = None) -> int:
         if to is not None and self._position >= to:
             return self._position
-        checkpoint, _floor, head = self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())  # type: ignore[misc]
+        checkpoint, _floor, head = checked_positions(
+            self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())
+        )
         self._position = checkpoint
         plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
         while checkpoint < head:
@@ -227,7 +287,7 @@ class PostgresReadModel(ReadModel):
         def dump(conn: Connection) -> None:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
+                meta = checked_meta(conn.execute(self._sql.meta).fetchall())
                 if meta["checkpoint"] != checkpoint:
                     return
                 count = conn.execute(self._sql.count_all).fetchone()[0]  # type: ignore[index]
@@ -242,7 +302,7 @@ class PostgresReadModel(ReadModel):
     def _catch_up_chunk(self, conn: Connection) -> tuple[int, int]:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            checkpoint, floor, head = conn.execute(self._sql.check).fetchone()  # type: ignore[misc]
+            checkpoint, floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
             if checkpoint >= head:
                 return checkpoint, head
             fresh = checkpoint == 0
@@ -285,25 +345,43 @@ class PostgresReadModel(ReadModel):
     # -- reading --------------------------------------------------------------------------------------
 
     def _meta(self) -> dict[str, int]:
-        return dict(self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall()))
+        return checked_meta(self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall()))
 
     def window_floor(self) -> int:
         return self._meta()["floor"]
 
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1, "rank": None, "sid": None}
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        params: dict[str, Any] = {
+            "cwd": cwd,
+            "agent": agent,
+            "archived": archived == "only",
+            "p": as_of,
+            "n": limit + 1,
+            "rank": None,
+            "sid": None,
+        }
         if after is not None:
             params["rank"], params["sid"] = after
-        query = self._sql.pages[(cwd is not None, after is not None)]
+        query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
-        parts: tuple[list[Keyed], list[Keyed]] = ([], [])
+        parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
         floor = 0
         for part, rank, session_id, state in rows:
             if part == 2:
                 floor = rank
             else:
                 parts[part].append((rank, session_id, state))
-        states, more = merge_pages(*parts, limit)
+        current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
+        states, more = merge_pages(current, parts[1], limit)
         return Page(states, more, as_of >= floor)
 
     def get(self, session_id: str) -> SessionState | None:
@@ -318,6 +396,8 @@ class PostgresReadModel(ReadModel):
         if current is not None and current[1] <= position:
             return decode_state(current[2])
         meta = {part: value for part, value, _state in rows if part >= 2}
+        if 2 not in meta or 3 not in meta:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
         if position < meta[3] or position > meta[2]:
             return PAST_WINDOW
         past = next((row for row in rows if row[0] == 1), None)
@@ -328,6 +408,22 @@ class PostgresReadModel(ReadModel):
 
     def cwd_counts(self) -> dict[str, int]:
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        query = sql.SQL("SELECT {} FROM {}.{}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
+        )
+        rows = self._store.run(lambda conn: conn.execute(query).fetchall())
+        return (tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows)
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        return self._store.run(self._matches_log)
+
+    def stored_meta(self) -> dict[str, int]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.meta).fetchall())
+        return {key: int(value) for key, value in rows if value is not None}
 
     def states(self) -> Iterator[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())

@@ -9,29 +9,38 @@ was told, and a catch-up lost to a power cut is simply folded again (its checkpo
 from __future__ import annotations
 
 import contextlib
+import functools
+import heapq
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
 from events.sqlite import SqliteStore
-from registry.model import SessionState
+from registry.model import Archived, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.tables import (
     INITIAL_META,
-    READ_MODEL_VERSION,
+    TABLES,
+    CurrentRow,
+    FoundSchema,
     Keyed,
+    PastRow,
     SnapshotPlan,
     anchor_value,
+    checked_meta,
+    checked_positions,
     chunks,
     decode_state,
     fold_stretch,
     merge_pages,
     prepare_tables,
+    record_log_shorter,
+    schema_problems,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -51,10 +60,14 @@ _SCHEMA: Final = (
         rank INTEGER NOT NULL,
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
-        state BLOB NOT NULL
+        state BLOB NOT NULL,
+        archived INTEGER NOT NULL,
+        agent TEXT
     )""",
-    "CREATE INDEX rm_sessions_order ON rm_sessions (rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_order ON rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
     """CREATE TABLE rm_past (
         id INTEGER PRIMARY KEY,
         session_id TEXT NOT NULL,
@@ -63,12 +76,23 @@ _SCHEMA: Final = (
         live INTEGER NOT NULL,
         valid_from INTEGER NOT NULL,
         valid_to INTEGER NOT NULL,
-        state BLOB NOT NULL
+        state BLOB NOT NULL,
+        archived INTEGER NOT NULL,
+        agent TEXT
     )""",
     "CREATE INDEX rm_past_to ON rm_past (valid_to)",
     "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
 )
-_META_KEYS: Final = ("version", "checkpoint", "floor", "live")
+_OWN_COLUMNS: Final = {"rm_sessions": ("id",), "rm_past": ("id",)}
+"""Columns only this backend keeps beside the declared ones (``tables.TABLES``): the rowids."""
+_OWN_INDEXES: Final = {"rm_past_session": ("rm_past", ("session_id", "valid_from"))}
+"""Indexes only this backend keeps beside the declared ones (``tables.INDEXES``)."""
+
+
+def _problems(found: FoundSchema) -> list[str]:
+    return schema_problems(found, own_columns=_OWN_COLUMNS, own_indexes=_OWN_INDEXES)
+
+
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _CHECK = (
     "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
@@ -76,44 +100,47 @@ _CHECK = (
 )
 _IN_LIST_ORDER: Final = (
     "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
-    " WHERE live ORDER BY rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
+    " WHERE live ORDER BY archived, rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
 )
 _UPSERT = (
-    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state) VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-    " valid_from = excluded.valid_from, state = excluded.state"
+    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
 )
 _INSERT_PAST = (
-    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def _page_query(table: str, *, cwd: bool, after: bool, as_of: bool, past: bool) -> str:
+@functools.cache
+def _page_query(*, cwd: bool, agent: bool, archived: bool, after: bool, as_of: bool, past: bool) -> str:
+    """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
+    ``archived = :archived`` (else both values: the past rows of an ``include`` walk)."""
     where = ["live"]
+    if agent:
+        where.append("agent = :agent")
     if cwd:
         where.append("cwd = :cwd")
+    if archived:
+        where.append("archived = :archived")
     if after:
         where.append("(rank, session_id) > (:rank, :sid)")
     if past:
         where += ["valid_to > :p", "valid_from <= :p"]
     elif as_of:
         where.append("valid_from <= :p")
-    index = "" if past else f" INDEXED BY rm_sessions_{'cwd' if cwd else 'order'}"
+    index = "" if past else f" INDEXED BY rm_sessions_{'agent' if agent else 'cwd' if cwd else 'order'}"
+    table = "rm_past" if past else "rm_sessions"
     return (
         f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
         " ORDER BY rank, session_id LIMIT :n"
     )
 
 
-_PAGES: Final = {
-    (cwd, after, as_of, past): _page_query(
-        "rm_past" if past else "rm_sessions", cwd=cwd, after=after, as_of=as_of, past=past
-    )
-    for cwd in (False, True)
-    for after in (False, True)
-    for as_of in (False, True)
-    for past in (False, True)
-}
+def _by_key(row: Keyed) -> tuple[int, str]:
+    return row[0], row[1]
 
 
 class SqliteReadModel(ReadModel):
@@ -141,13 +168,13 @@ class SqliteReadModel(ReadModel):
 
         None for a read-only store whose tables are missing, outdated or behind its log: fold it in memory.
         """
-        read_only = bool(getattr(store, "read_only", False))
+        read_only = store.read_only
         writer = None if read_only else store.connect()
         model = cls(store, writer, window=window)
         try:
             if writer is None:
                 reader = model._reader()
-                if model._version(reader) != READ_MODEL_VERSION or not model._matches_log(reader) or model._behind():
+                if _problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -163,7 +190,8 @@ class SqliteReadModel(ReadModel):
                 if catch_up:
                     model.catch_up()
                 else:
-                    model._behind()  # learn the checkpoint
+                    with contextlib.suppress(ReadModelFault):  # tables as they are: verify reports what is wrong
+                        model._behind()  # learn the checkpoint
                 model._remove_hook = store.add_commit_hook(model)
         except BaseException:
             model.close()
@@ -172,15 +200,32 @@ class SqliteReadModel(ReadModel):
 
     # -- schema ---------------------------------------------------------------------------------------
 
-    def _version(self, db: sqlite3.Connection) -> int | None:
+    def _describe(self, db: sqlite3.Connection) -> FoundSchema:
+        """The ``rm_*`` tables, columns, indexes and ``rm_meta`` rows as they are in the file."""
         with self._store.translate_errors():
-            found = {
-                name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rm\\_%' ESCAPE '\\'")
+            objects = db.execute(
+                "SELECT type, name, tbl_name FROM sqlite_master WHERE name LIKE 'rm\\_%' ESCAPE '\\'"
+            ).fetchall()
+            tables = {
+                name: tuple(row[1] for row in db.execute(f'PRAGMA table_info("{name}")'))
+                for kind, name, _ in objects
+                if kind == "table"
             }
-            if "rm_meta" not in found:
-                return None
-            row = db.execute("SELECT value FROM rm_meta WHERE key = 'version'").fetchone()
-        return None if row is None else int(row[0])
+            indexes = {
+                name: (table, tuple(row[2] for row in sorted(db.execute(f'PRAGMA index_info("{name}")'))))
+                for kind, name, table in objects
+                if kind == "index"
+            }
+        meta: dict[str, int] | None = None
+        if "rm_meta" in tables:
+            try:
+                meta = {key: value for key, value in db.execute("SELECT key, value FROM rm_meta") if type(value) is int}
+            except sqlite3.Error:
+                meta = None
+        return FoundSchema(tables, indexes, meta)
+
+    def schema_problems(self) -> list[str]:
+        return _problems(self._describe(self._reader()))
 
     def _matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -209,17 +254,26 @@ class SqliteReadModel(ReadModel):
 
         prepare_tables(
             self._store.path,
-            version=lambda: self._version(db),
+            describe=lambda: self._describe(db),
+            problems=_problems,
             matches_log=lambda: self._matches_log(db),
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
+            before_rebuild=lambda: record_log_shorter(self._store, self._meta(db), self._store.head()),
         )
 
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
-        for table in _TABLES:
-            db.execute(f"DROP TABLE IF EXISTS {table}")
+        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
+        found = [
+            name
+            for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rm\\_%' ESCAPE '\\'"
+            )
+        ]
+        for table in sorted({*_TABLES, *found}):
+            db.execute(f'DROP TABLE IF EXISTS "{table}"')
         for statement in _SCHEMA:
             db.execute(statement)
         db.executemany("INSERT INTO rm_meta (key, value) VALUES (?, ?)", INITIAL_META)
@@ -254,7 +308,7 @@ class SqliteReadModel(ReadModel):
 
     def _behind(self) -> bool:
         with self._store.translate_errors():
-            checkpoint, _floor, head = self._reader().execute(_CHECK).fetchone()
+            checkpoint, _floor, head = checked_positions(self._reader().execute(_CHECK).fetchone())
         self._position = checkpoint
         self._head = head or 0
         return bool(self._head > checkpoint)
@@ -283,7 +337,7 @@ class SqliteReadModel(ReadModel):
 
     def _catch_up_chunk(self, db: sqlite3.Connection) -> bool:
         """Fold up to one chunk of the log past the checkpoint; True when the checkpoint reached the head."""
-        checkpoint, floor, head = db.execute(_CHECK).fetchone()
+        checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
         head = head or 0
         if checkpoint < head:
             checkpoint = self._fold(db, self._store.scan(checkpoint, until=head), checkpoint, floor, head)
@@ -320,12 +374,22 @@ class SqliteReadModel(ReadModel):
         commit, one fsync for both). A read model lagging far behind (appends that bypassed it) is left to its
         own catch-up, outside the writer's transaction."""
         self._pending = None
-        checkpoint, floor, head = db.execute(_CHECK).fetchone()
-        head = head or 0
-        if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
-            return
-        self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
-        self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
+        db.execute("SAVEPOINT read_model")
+        try:
+            checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
+            if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
+                db.execute("RELEASE read_model")
+                return
+            self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+            self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
+            db.execute("RELEASE read_model")
+        except (sqlite3.Error, ReadModelFault) as exc:  # derived data: the appends commit, the next reader mends it
+            self._pending = None
+            db.execute("ROLLBACK TO read_model")
+            db.execute("RELEASE read_model")
+            log.warning(
+                "%s: the read model was not updated with this commit (%s); it is caught up later", self._store.path, exc
+            )
 
     def committed(self) -> None:
         pending, self._pending = self._pending, None
@@ -364,16 +428,26 @@ class SqliteReadModel(ReadModel):
     # -- reading --------------------------------------------------------------------------------------
 
     def _meta(self, db: sqlite3.Connection) -> dict[str, int]:
-        return dict(db.execute("SELECT key, value FROM rm_meta").fetchall())
+        return checked_meta(db.execute("SELECT key, value FROM rm_meta").fetchall())
 
     def window_floor(self) -> int:
         with self._store.translate_errors():
             return self._meta(self._reader())["floor"]
 
-    def page(self, *, as_of: int, after: tuple[int, str] | None, cwd: str | None, limit: int) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "p": as_of, "n": limit + 1}
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1}
         if after is not None:
             params["rank"], params["sid"] = after
+        shape = {"cwd": cwd is not None, "agent": agent is not None, "after": after is not None}
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -382,11 +456,17 @@ class SqliteReadModel(ReadModel):
                 checkpoint, floor = meta["checkpoint"], meta["floor"]
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
-                shape = (cwd is not None, after is not None, as_of < checkpoint)
-                current: list[Keyed] = db.execute(_PAGES[(*shape, False)], params).fetchall()
+                query = _page_query(archived=True, as_of=as_of < checkpoint, past=False, **shape)
+                halves = [
+                    db.execute(query, {**params, "archived": value}).fetchall()
+                    for value in ((0, 1) if archived == "include" else (int(archived == "only"),))
+                ]
+                current: Iterable[Keyed] = halves[0] if len(halves) == 1 else heapq.merge(*halves, key=_by_key)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    past = db.execute(_PAGES[(*shape, True)], params).fetchall()
+                    params["archived"] = int(archived == "only")
+                    query = _page_query(archived=archived != "include", as_of=True, past=True, **shape)
+                    past = db.execute(query, params).fetchall()
             finally:
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit)
@@ -447,6 +527,33 @@ class SqliteReadModel(ReadModel):
                 )
         finally:
             db.close()
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        db = self._store.connect()
+        try:
+            with self._store.translate_errors():
+                yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
+        finally:
+            db.close()
+
+    def stored_meta(self) -> dict[str, int]:
+        with self._store.translate_errors():
+            return {k: v for k, v in self._reader().execute("SELECT key, value FROM rm_meta") if type(v) is int}
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        with self._store.translate_errors():
+            return self._matches_log(self._reader())
+
+    def storage_problems(self) -> list[str]:
+        problems = []
+        with self._store.translate_errors():
+            for table in TABLES:
+                for (line,) in self._reader().execute(f'PRAGMA integrity_check("{table}")'):
+                    if line != "ok":
+                        problems.append(f"{table}: {line}")
+        return problems
 
     def states(self) -> Iterator[SessionState]:
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with

@@ -3,8 +3,11 @@
 Two tables, in the store's own database:
 
 * ``rm_sessions`` - one row per session as it is at the checkpoint (deleted ones too, ``live`` false), with
-  ``valid_from``, the position from which this version has been current, and the sort key (``rank``,
-  ``session_id``) that two partial indexes (all live sessions; live sessions per cwd) keep in list order;
+  ``valid_from``, the position from which this version has been current, the list filters' columns
+  (``archived``, ``agent``) and the sort key (``rank``, ``session_id``) that three partial indexes over live
+  rows keep in list order: ``(archived, rank, ...)``, ``(cwd, archived, rank, ...)`` and ``(agent, archived,
+  rank, ...)``. A filtered page is then one range of one index (``include`` merges the two ``archived`` ranges);
+  a cwd together with an agent reads the agent's range and checks the cwd;
 * ``rm_past`` - the versions that later events replaced, each valid from ``valid_from`` to ``valid_to``
   (exclusive), kept for the last ``window`` positions.
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from itertools import islice
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -31,6 +34,7 @@ import msgspec
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
+from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
 
 if TYPE_CHECKING:
@@ -39,21 +43,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "INDEXES",
     "INITIAL_META",
+    "META_KEYS",
     "READ_MODEL_VERSION",
+    "TABLES",
     "CurrentRow",
     "Fold",
+    "FoundSchema",
+    "LogShorter",
     "PastRow",
     "SnapshotPlan",
     "anchor_value",
+    "checked_meta",
+    "checked_positions",
+    "current_row",
     "decode_state",
     "encode_state",
     "fold_stretch",
     "merge_pages",
+    "newer_version",
+    "past_row",
     "prepare_tables",
+    "record_log_shorter",
+    "schema_problems",
 ]
 
-READ_MODEL_VERSION: Final = 3
+READ_MODEL_VERSION: Final = 4
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
@@ -63,7 +79,35 @@ CHUNK: Final = 50_000
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
 encode_state = _encoder.encode
-decode_state = _decoder.decode
+_decode = _decoder.decode
+
+
+def decode_state(blob: bytes) -> SessionState:
+    """A row's state; one that does not decode is a ``ReadModelFault`` (never the log's problem)."""
+    try:
+        return _decode(blob)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+
+
+def checked_meta(rows: Iterable[tuple[str, object]]) -> dict[str, int]:
+    """``rm_meta``'s rows, each of ``checkpoint``, ``floor`` and ``live`` an integer, else a ``ReadModelFault``."""
+    meta = {key: value for key, value in rows if type(value) is int}
+    for key in ("checkpoint", "floor", "live"):
+        if key not in meta:
+            raise ReadModelFault(f"the read model's rm_meta has no {key} row")
+    return meta
+
+
+def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, int, int]:
+    """(checkpoint, floor, head) as one query read them, else a ``ReadModelFault``."""
+    checkpoint, floor, head = row or (None, None, None)
+    if type(checkpoint) is not int or type(floor) is not int:
+        raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
+    head = head if type(head) is int else 0
+    if head < checkpoint:
+        raise LogShorter(checkpoint, head)
+    return checkpoint, floor, head
 
 
 class CurrentRow(NamedTuple):
@@ -73,6 +117,8 @@ class CurrentRow(NamedTuple):
     live: bool
     valid_from: int
     state: bytes
+    archived: bool
+    agent: str | None
 
 
 class PastRow(NamedTuple):
@@ -83,6 +129,37 @@ class PastRow(NamedTuple):
     valid_from: int
     valid_to: int
     state: bytes
+    archived: bool
+    agent: str | None
+
+
+def current_row(state: SessionState) -> CurrentRow:
+    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
+    return CurrentRow(
+        state.session_id,
+        state.cwd,
+        sort_key(state)[0],
+        not state.deleted,
+        state.position,
+        encode_state(state),
+        state.archived,
+        state.agent,
+    )
+
+
+def past_row(old: SessionState, valid_to: int) -> PastRow:
+    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
+    return PastRow(
+        old.session_id,
+        old.cwd,
+        sort_key(old)[0],
+        not old.deleted,
+        old.position,
+        valid_to,
+        encode_state(old),
+        old.archived,
+        old.agent,
+    )
 
 
 class Fold(NamedTuple):
@@ -127,17 +204,7 @@ def fold_stretch(
                 continue
             now[session_id] = new
             if old is not None and entry.position > keep_past_after:
-                past.append(
-                    PastRow(
-                        session_id,
-                        old.cwd,
-                        sort_key(old)[0],
-                        not old.deleted,
-                        old.position,
-                        entry.position,
-                        encode_state(old),
-                    )
-                )
+                past.append(past_row(old, entry.position))
         pending.clear()
 
     for entry in entries:
@@ -154,11 +221,84 @@ def fold_stretch(
         if new is old:
             continue
         assert new is not None
-        current.append(
-            CurrentRow(session_id, new.cwd, sort_key(new)[0], not new.deleted, new.position, encode_state(new))
-        )
+        current.append(current_row(new))
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
+
+
+TABLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "rm_meta": ("key", "value"),
+    "rm_sessions": CurrentRow._fields,
+    "rm_past": PastRow._fields,
+}
+"""The tables every backend keeps and their columns (the fields of the rows the fold writes): the schema a read
+model is checked against at open. A backend's ``CREATE`` statements must make exactly these (plus its ``own``
+columns, such as SQLite's rowid ``id``): ``ReadModelContract`` checks fresh tables against this declaration."""
+
+INDEXES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    "rm_sessions_order": ("rm_sessions", ("archived", "rank", "session_id", "valid_from")),
+    "rm_sessions_cwd": ("rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from")),
+    "rm_sessions_agent": ("rm_sessions", ("agent", "archived", "rank", "session_id", "valid_from")),
+    "rm_past_to": ("rm_past", ("valid_to",)),
+}
+"""The indexes the pages and the pruning rely on: index -> (table, columns)."""
+
+META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor")
+"""The rows of ``rm_meta``."""
+
+
+class FoundSchema(NamedTuple):
+    """What a backend found in the store: tables with their columns, indexes with their table and columns, and
+    ``rm_meta``'s rows (None when it cannot be read)."""
+
+    tables: dict[str, tuple[str, ...]]
+    indexes: dict[str, tuple[str, tuple[str, ...]]]
+    meta: dict[str, int] | None
+
+
+def schema_problems(
+    found: FoundSchema,
+    *,
+    own_columns: Mapping[str, tuple[str, ...]] | None = None,
+    own_indexes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
+) -> list[str]:
+    """How ``found`` departs from the declared schema (``TABLES``, ``INDEXES``, ``META_KEYS``, the version) and the
+    backend's own additions; [] when it is exactly what this version makes. A newer version is one problem,
+    named first (``prepare_tables`` refuses it untouched)."""
+    problems: list[str] = []
+    meta = found.meta
+    if meta is not None and "version" in meta and meta["version"] != READ_MODEL_VERSION:
+        return [f"version {meta['version']} (this version of acp-session-registry writes {READ_MODEL_VERSION})"]
+    for table, columns in TABLES.items():
+        if table not in found.tables:
+            problems.append(f"table {table} is missing")
+            continue
+        expected = set(columns) | set((own_columns or {}).get(table, ()))
+        have = set(found.tables[table])
+        problems += [f"column {table}.{name} is missing" for name in sorted(expected - have)]
+        problems += [f"column {table}.{name} is not one this version makes" for name in sorted(have - expected)]
+    for name in sorted(found.tables.keys() - TABLES.keys()):
+        problems.append(f"table {name} is not one this version makes")
+    for index, (table, columns) in {**INDEXES, **(own_indexes or {})}.items():
+        got = found.indexes.get(index)
+        if got is None:
+            problems.append(f"index {index} is missing")
+        elif got != (table, columns):
+            problems.append(f"index {index} is on {got[0]} ({', '.join(got[1])}), not {table} ({', '.join(columns)})")
+    if "rm_meta" in found.tables:
+        if meta is None:
+            problems.append("rm_meta cannot be read")
+        else:
+            problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
+            if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
+                problems.append("rm_meta holds a negative position or count")
+    return problems
+
+
+def newer_version(found: FoundSchema) -> int | None:
+    """The version of tables a newer acp-session-registry made (to be left untouched), else None."""
+    version = (found.meta or {}).get("version")
+    return version if version is not None and version > READ_MODEL_VERSION else None
 
 
 INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0))
@@ -168,34 +308,79 @@ INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("flo
 def prepare_tables(
     location: str,
     *,
-    version: Callable[[], int | None],
+    describe: Callable[[], FoundSchema],
+    problems: Callable[[FoundSchema], list[str]],
     matches_log: Callable[[], bool],
     exclusively: Callable[[], AbstractContextManager[object]],
     create: Callable[[], None],
     repair: bool,
-) -> None:
-    """Make the tables usable, the same way on every backend: create them when missing, rebuild an older
-    version's and (``repair``) tables whose checkpoint does not match the log, refuse a newer version untouched.
-    The decision is taken again ``exclusively`` (under the backend's lock), as another process may have just made
-    them."""
-    found = version()
-    if found == READ_MODEL_VERSION:
-        if not repair or matches_log():
-            return
-        log.warning(
-            "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); rebuilding it "
-            "from the log",
-            location,
-        )
-    if found is not None and found > READ_MODEL_VERSION:
+    before_rebuild: Callable[[], None] = lambda: None,
+) -> bool:
+    """Make the tables usable, the same way on every backend: create them when missing, rebuild tables whose
+    schema is not exactly this version's (``problems``: tables, columns, indexes, ``rm_meta``'s rows, an older
+    version) and tables whose checkpoint does not match the log (``before_rebuild`` first records
+    that the log is shorter than they had seen) - all only with ``repair``: without it, existing tables are left as
+    they are, for ``verify`` to report; refuse a newer version untouched, with one line. The decision is
+    taken again ``exclusively`` (under the backend's lock), as another process may have just made them. Returns
+    whether the tables were (re)made."""
+    found = describe()
+    newer = newer_version(found)
+    if newer is not None:
         raise StoreFormatError(
             location,
-            f"its read model has version {found}; this version of acp-session-registry knows up to "
+            f"its read model has version {newer}; this version of acp-session-registry knows up to "
             f"{READ_MODEL_VERSION}. Upgrade it; the store was left untouched",
         )
+    wrong = problems(found)
+    if not repair and found.tables:
+        return False  # looked at as they are (``verify`` reports what is wrong with them)
+    if not wrong and (not repair or matches_log()):
+        return False
+    if not wrong:
+        before_rebuild()  # outside the lock: the evidence is kept before anything is rebuilt
     with exclusively():
-        if version() != READ_MODEL_VERSION or (repair and not matches_log()):
-            create()
+        found = describe()
+        wrong = problems(found)
+        if not wrong and (not repair or matches_log()):
+            return False
+        if found.tables:
+            if wrong:
+                log.warning(
+                    "%s: the read model's schema is not this version's (%s); rebuilding it from the log",
+                    location,
+                    "; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""),
+                )
+            else:
+                log.warning(
+                    "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
+                    "rebuilding it from the log",
+                    location,
+                )
+        create()
+    return True
+
+
+def record_log_shorter(store: EventStore, meta: Mapping[str, int], head: int) -> None:
+    """The tables had seen the log reach their checkpoint (with its chain link there), and it does not: keep the
+    evidence in the store (``registry.evidence``) before they are rebuilt."""
+    from registry.backend import backend_for  # noqa: PLC0415
+    from registry.evidence import log_shorter, record  # noqa: PLC0415
+
+    anchor = meta.get("anchor", 0)
+    chain = f"{anchor & 0xFFFF_FFFF_FFFF_FFFF:016x}" if anchor else ""
+    record(backend_for(store), log_shorter("read model", meta.get("checkpoint", 0), head, chain))
+
+
+class LogShorter(ReadModelFault):
+    """The log's head is below the read model's checkpoint: records were removed from the log's end."""
+
+    def __init__(self, checkpoint: int, head: int) -> None:
+        super().__init__(
+            f"the log's head ({head}) is below the read model's checkpoint ({checkpoint}): records were removed"
+            " from the log's end"
+        )
+        self.checkpoint = checkpoint
+        self.head = head
 
 
 def anchor_value(chain: bytes | None) -> int:
@@ -237,7 +422,7 @@ class SnapshotPlan:
     def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
         self._background = head - start < EVERY
-        if getattr(store, "read_only", False) or head // EVERY == start // EVERY:
+        if store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
         elif self._background:
             self._targets = [head - head % EVERY]

@@ -1,0 +1,200 @@
+"""A read model that never answers from tables it cannot trust, and never fails a command for derived data.
+
+``GuardedReadModel`` wraps the read model a backend keeps (``open_read_model`` returns it). The tables' schema is
+checked when they open (``tables.prepare_tables``); while serving, a fault of the tables - a row or blob that does
+not decode, a table, column, index or ``rm_meta`` row that is gone, tables that can no longer be written (a full
+disk, a file made read-only) - is met the same way everywhere:
+
+1. one warning line naming the store and the fault;
+2. the tables are rebuilt from the log and the call answered from them;
+3. where that fails too (the tables cannot be written), the log is folded in memory and serves, read-only as far
+   as the tables go, for the rest of the process (one more line says so);
+4. only if the log cannot be folded either does the call fail, with one ``ReadModelFault`` naming
+   ``acp-registry rebuild`` (and the store's own error, when the log itself is the problem).
+
+Errors that are not the tables' (the store closed, a server gone, the log's own records corrupt) pass through
+untouched: rebuilding would not help and must not hide them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from events.errors import CorruptEventError, StoreClosedError, StoreError
+from registry.model import Archived, SessionState
+from registry.projection import Page
+from registry.readmodel import PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.tables import LogShorter, record_log_shorter
+
+if TYPE_CHECKING:
+    from events.store import EventStore
+
+__all__ = ["GuardedReadModel", "fault_of"]
+
+log = logging.getLogger("registry.readmodel")
+
+_T = TypeVar("_T")
+
+_MISSING_OBJECT: Final = ("no such table", "no such column", "no such index", "has no column named")
+_SQLITE_CANNOT_WRITE: Final = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN}
+_PG_MISSING_OBJECT: Final = {"42P01", "42703", "42704"}  # undefined table, column, object
+_PG_CANNOT_WRITE: Final = {"53100", "25006", "42501"}  # disk full, read-only transaction, insufficient privilege
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """Why ``exc`` is a fault of the read model's tables (one short phrase), or None when it is not theirs."""
+    if isinstance(exc, ReadModelFault):
+        return str(exc)
+    if isinstance(exc, StoreClosedError | CorruptEventError) or not isinstance(exc, StoreError):
+        return None
+    cause: BaseException | None = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, sqlite3.Error):
+            text = str(cause)
+            if any(phrase in text for phrase in _MISSING_OBJECT):
+                return f"its tables are damaged ({text})"
+            if getattr(cause, "sqlite_errorcode", 0) & 0xFF in _SQLITE_CANNOT_WRITE:
+                return f"its tables cannot be written ({text})"
+            return None
+        state = getattr(cause, "sqlstate", None)
+        if isinstance(state, str):
+            if state in _PG_MISSING_OBJECT:
+                return f"its tables are damaged ({' '.join(str(cause).split())})"
+            if state in _PG_CANNOT_WRITE:
+                return f"its tables cannot be written ({' '.join(str(cause).split())})"
+            return None
+        cause = cause.__cause__
+    return None
+
+
+class GuardedReadModel(ReadModel):
+    """``model`` (tables), rebuilt from the log on a fault, else replaced by the fold of the log in memory."""
+
+    def __init__(self, store: EventStore, model: ReadModel, *, location: str) -> None:
+        self.window = model.window
+        self._store = store
+        self._model = model
+        self._location = location
+        self._lock = threading.Lock()
+
+    @property
+    def inner(self) -> ReadModel:
+        """The read model answering now (the tables, or the in-memory fold that replaced them)."""
+        return self._model
+
+    @property
+    def kind(self) -> str:
+        return self._model.kind
+
+    @property
+    def position(self) -> int:
+        return self._model.position
+
+    def _serve(self, call: Callable[[ReadModel], _T]) -> _T:
+        model = self._model
+        try:
+            return call(model)
+        except Exception as exc:
+            why = fault_of(exc)
+            if why is None:
+                raise
+            if isinstance(exc, LogShorter):  # evidence first: the rebuild forgets how far the log reached
+                record_log_shorter(self._store, model.stored_meta(), exc.head)
+        self._recover(model, why)
+        try:
+            return call(self._model)
+        except Exception as exc:
+            again = fault_of(exc)
+            if again is None:
+                raise
+            raise ReadModelFault(
+                f"{self._location}: the read model cannot answer ({again}); run `acp-registry rebuild`"
+            ) from None
+
+    def _recover(self, model: ReadModel, why: str) -> None:
+        """Rebuild ``model`` from the log, or replace it by the fold of the log in memory (once per fault)."""
+        with self._lock:
+            if self._model is not model:
+                return  # another thread recovered first
+            if model.kind == "tables":
+                log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", self._location, why)
+                try:
+                    model.rebuild()
+                    return
+                except Exception as exc:
+                    if fault_of(exc) is None and not isinstance(exc, StoreError):
+                        raise
+                    why = fault_of(exc) or str(exc)
+            from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
+
+            log.warning(
+                "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory,"
+                " read-only (run `acp-registry rebuild` where the store can be written)",
+                self._location,
+                why,
+            )
+            replacement = MemoryReadModel(self._store, window=self.window)
+            model.close()
+            self._model = replacement
+
+    def catch_up(self, to: int | None = None) -> int:
+        return self._serve(lambda m: m.catch_up(to))
+
+    def window_floor(self) -> int:
+        return self._serve(lambda m: m.window_floor())
+
+    def page(
+        self,
+        *,
+        as_of: int,
+        after: tuple[int, str] | None,
+        cwd: str | None,
+        limit: int,
+        archived: Archived = "exclude",
+        agent: str | None = None,
+    ) -> Page:
+        return self._serve(
+            lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
+        )
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self._serve(lambda m: m.get(session_id))
+
+    def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
+        return self._serve(lambda m: m.state_at(session_id, position))
+
+    def count(self) -> int:
+        return self._serve(lambda m: m.count())
+
+    def cwd_counts(self) -> dict[str, int]:
+        return self._serve(lambda m: m.cwd_counts())
+
+    def states(self) -> Iterator[SessionState]:
+        return self._serve(lambda m: iter(list(m.states())))
+
+    def rebuild(self) -> int:
+        return self._serve(lambda m: m.rebuild())
+
+    # ``verify`` looks at what is stored as it is: no rebuild here
+
+    def schema_problems(self) -> list[str] | None:
+        return self._model.schema_problems()
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        return self._model.stored(table)
+
+    def stored_meta(self) -> dict[str, int]:
+        return self._model.stored_meta()
+
+    def storage_problems(self) -> list[str]:
+        return self._model.storage_problems()
+
+    def checkpoint_matches_log(self) -> bool:
+        return self._model.checkpoint_matches_log()
+
+    def close(self) -> None:
+        self._model.close()

@@ -1,0 +1,248 @@
+"""The contract every read-side backend keeps, as an importable pytest suite (beside ``events.testing``).
+
+A backend's test module subclasses ``ReadModelContract`` and says how to make a store's URL::
+
+    class TestSqliteReadModel(ReadModelContract):
+        @pytest.fixture
+        def store_url(self, tmp_path): return f"sqlite:///{tmp_path}/log.db"
+
+The suite holds the backend's read model (``registry.backend.backend_for(store)``) to the reference fold of the
+log (``Projection``): every session, the live count, the list order page by page, the list as of an earlier
+position, a rebuild; and its answers about the log (events up to a position, where derived files live).
+``tables`` is True for a backend that keeps read-model tables: the schema the tables were made with is then
+checked against the one declared in ``registry.readmodel.tables``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from events.model import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
+from events.store import NO_STREAM, EventStore
+from events.testing import fake_clock
+from events.urls import open_store
+from registry.backend import Backend, backend_for
+from registry.evidence import log_shorter
+from registry.model import sort_key
+from registry.projection import Projection
+from registry.readmodel import ReadModel, open_read_model
+
+__all__ = ["ReadModelContract", "reference_fold", "walk"]
+
+
+def reference_fold(store: EventStore, until: int | None = None) -> Projection:
+    """The fold of the log from position 0, trusting nothing derived."""
+    projection = Projection(window=0)
+    for entry in store.scan(0, until=store.head() if until is None else until):
+        projection.apply(entry)
+    return projection
+
+
+def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -> list[str]:
+    """Every session id of the list as of ``as_of``, read page by page as ``session/list`` reads it."""
+    ids: list[str] = []
+    after = None
+    while True:
+        page = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit)
+        ids.extend(state.session_id for state in page.states)
+        if not page.more:
+            return ids
+        after = sort_key(page.states[-1])
+
+
+def _fill(store: EventStore, sessions: int = 12) -> None:
+    """A small history: sessions in two cwds, activity, title changes, deletions."""
+    for n in range(sessions):
+        store.append(f"s{n:02d}", [SessionCreated(cwd=f"/work/{n % 2}", at=1_000 + n)], NO_STREAM)
+    for n in range(0, sessions, 3):
+        store.append(f"s{n:02d}", [SessionUpdated(at=5_000 + n, messages=2)], len(store.read_stream(f"s{n:02d}")))
+    for n in range(1, sessions, 4):
+        version = len(store.read_stream(f"s{n:02d}"))
+        store.append(f"s{n:02d}", [SessionInfoChanged(title=f"t{n}", updated_at=6_000 + n)], version)
+    for n in range(2, sessions, 5):
+        version = len(store.read_stream(f"s{n:02d}"))
+        store.append(f"s{n:02d}", [SessionDeleted()], version)
+
+
+class ReadModelContract:
+    """What every read-side backend promises. Subclass and provide the ``store_url`` fixture."""
+
+    tables: bool = False
+    """Whether the backend keeps read-model tables (whose schema is then checked)."""
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        raise NotImplementedError("a backend's test class provides the store_url fixture")
+
+    @pytest.fixture
+    def store(self, store_url: str) -> Iterator[EventStore]:
+        store = open_store(store_url, clock=fake_clock())
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def backend(self, store: EventStore) -> Backend:
+        return backend_for(store)
+
+    def open_model(self, store: EventStore, window: int = 1_000) -> ReadModel:
+        return open_read_model(store, window=window)
+
+    def tamper(self, store: EventStore, statement: str) -> None:
+        """Run one SQL statement on the store's tables from outside the store (a hand edit, a damaged disk)."""
+        pytest.skip(f"{type(store).__name__} keeps no tables to damage")
+
+    # -- the read model -----------------------------------------------------------------------------
+
+    def test_an_empty_log_has_an_empty_read_model(self, store: EventStore, backend: Backend) -> None:
+        model = self.open_model(store)
+        try:
+            assert model.position == 0 and model.count() == 0 and list(model.states()) == []
+            assert walk(model, 0) == []
+            assert model.kind == ("tables" if self.tables else "memory")
+        finally:
+            model.close()
+
+    def test_every_answer_equals_the_fold_of_the_log(self, store: EventStore) -> None:
+        _fill(store)
+        model = self.open_model(store)
+        try:
+            reference = reference_fold(store)
+            assert model.catch_up() == store.head() == model.position
+            assert {s.session_id: s for s in model.states()} == reference.states()
+            assert model.count() == len(reference)
+            assert model.cwd_counts() == reference.cwd_counts()
+            assert walk(model, model.position) == [s.session_id for s in reference.sessions()]
+            for cwd in ("/work/0", "/work/1", "/nowhere"):
+                assert walk(model, model.position, cwd) == [s.session_id for s in reference.sessions() if s.cwd == cwd]
+            for session_id, state in reference.states().items():
+                assert model.get(session_id) == state
+            assert model.get("nobody") is None
+        finally:
+            model.close()
+
+    def test_the_list_as_of_an_earlier_position_is_exact_within_the_window(self, store: EventStore) -> None:
+        _fill(store, 8)
+        model = self.open_model(store)  # built first, then changed: the versions replaced since are kept
+        try:
+            built = store.head()
+            _fill_more(store)
+            model.catch_up()
+            assert model.window_floor() <= built
+            for position in range(built, store.head() + 1):
+                then = reference_fold(store, position)
+                assert walk(model, position) == [s.session_id for s in then.sessions()], position
+                for session_id, state in then.states().items():
+                    assert model.state_at(session_id, position) == state, (session_id, position)
+        finally:
+            model.close()
+
+    def test_a_rebuild_gives_the_same_answers(self, store: EventStore) -> None:
+        _fill(store)
+        model = self.open_model(store)
+        try:
+            before = {s.session_id: s for s in model.states()}
+            assert model.rebuild() == store.head()
+            assert {s.session_id: s for s in model.states()} == before
+            assert walk(model, model.position) == [s.session_id for s in reference_fold(store).sessions()]
+        finally:
+            model.close()
+
+    def test_a_second_read_model_sees_the_first_ones_writes(self, store_url: str, store: EventStore) -> None:
+        _fill(store, 4)
+        first = self.open_model(store)
+        other = open_store(store_url, clock=fake_clock())
+        second = self.open_model(other)
+        try:
+            store.append("late", [SessionCreated(cwd="/work/0", at=99_000)], NO_STREAM)
+            assert second.catch_up() == store.head()
+            assert second.get("late") is not None
+            assert {s.session_id for s in second.states()} == {s.session_id for s in first.states()} | {"late"}
+        finally:
+            second.close()
+            other.close()
+            first.close()
+
+    def test_fresh_tables_have_the_declared_schema(self, store: EventStore) -> None:
+        model = self.open_model(store)
+        try:
+            assert model.schema_problems() == ([] if self.tables else None)
+        finally:
+            model.close()
+
+    @pytest.mark.parametrize(
+        ("damage", "found"),
+        [
+            ("DROP INDEX rm_sessions_cwd", "index rm_sessions_cwd is missing"),
+            ("DROP INDEX rm_sessions_order", "index rm_sessions_order is missing"),
+            ("DROP TABLE rm_past", "table rm_past is missing"),
+            ("DELETE FROM rm_meta WHERE key = 'checkpoint'", "rm_meta has no checkpoint row"),
+            ("ALTER TABLE rm_sessions ADD COLUMN extra INTEGER", "column rm_sessions.extra is not one this version"),
+            ("ALTER TABLE rm_past RENAME TO rm_past_old", "table rm_past is missing"),
+            ("UPDATE rm_meta SET value = 2 WHERE key = 'version'", "version 2"),
+        ],
+    )
+    def test_a_damaged_schema_is_found_and_rebuilt_at_open(self, store: EventStore, damage: str, found: str) -> None:
+        _fill(store, 6)
+        self.open_model(store).close()
+        self.tamper(store, damage)
+        model = self.open_model(store)
+        try:
+            assert model.schema_problems() == []
+            reference = reference_fold(store)
+            assert {s.session_id: s for s in model.states()} == reference.states()
+            assert walk(model, model.position, "/work/1") == [
+                s.session_id for s in reference.sessions() if s.cwd == "/work/1"
+            ]
+        finally:
+            model.close()
+        self.tamper(store, damage)
+        from registry.backend import backend_for  # noqa: PLC0415
+
+        unchecked = backend_for(store).tables(window=1_000, catch_up=False)
+        assert unchecked is not None
+        try:
+            problems = unchecked.schema_problems()
+            assert problems is not None and any(found in p for p in problems), problems
+        finally:
+            unchecked.close()
+
+    # -- what the backend knows about the log ----------------------------------------------------------
+
+    def test_events_up_to_counts_the_log(self, store: EventStore, backend: Backend) -> None:
+        _fill(store, 5)
+        positions = [entry.position for entry in store.scan(0, until=store.head())]
+        for at in (0, positions[0], positions[len(positions) // 2], store.head()):
+            assert backend.events_up_to(at) == sum(1 for p in positions if p <= at)
+
+    def test_integrity_events_are_kept_once_until_acknowledged(self, store: EventStore, backend: Backend) -> None:
+        assert backend.integrity_events() == []
+        event = log_shorter("read model", 9, 4, "00ff")
+        backend.record_integrity(event)
+        backend.record_integrity(log_shorter("read model", 9, 4, "00ff"))  # the same finding again: kept once
+        backend.record_integrity(log_shorter("kept snapshot", 12, 4))
+        found = backend_for(store).integrity_events()  # kept in the store, not in the backend object
+        assert [(e.seen_by, e.position, e.head, e.chain, e.acknowledged) for e in found] == [
+            ("read model", 9, 4, "00ff", False),
+            ("kept snapshot", 12, 4, "", False),
+        ]
+        assert backend.acknowledge() == 2 and backend.acknowledge() == 0
+        assert all(e.acknowledged for e in backend.integrity_events())
+
+    def test_derived_files_have_one_place(self, store: EventStore, backend: Backend) -> None:
+        for where in (backend.snapshot_dir(), backend.import_state_path()):
+            assert where is None or (isinstance(where, Path) and where.is_absolute())
+        size = backend.log_bytes()
+        assert size is None or size > 0
+        assert backend.store is store
+        assert backend_for(store).name == backend.name
+        assert backend.name in ("sqlite", "postgresql", "memory", "other")
+
+
+def _fill_more(store: EventStore) -> None:
+    for n in (0, 4, 6):
+        version = len(store.read_stream(f"s{n:02d}"))
+        store.append(f"s{n:02d}", [SessionUpdated(at=90_000 + n, messages=1)], version)
+    store.append("new", [SessionCreated(cwd="/work/1", at=91_000)], NO_STREAM)

@@ -1,0 +1,80 @@
+"""One error tree: every error class the library defines is a ``RegistryError``; JSON-RPC codes are chosen in one
+place (``registry.errors``)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import events
+import registry
+from events.errors import RegistryError
+from registry.errors import rpc_error
+from registry.importers.databases import SchemaError
+from registry.importers.state import ImportStateError
+from registry.snapshot import SnapshotError
+
+ROOT = Path(__file__).resolve().parent.parent
+CODES = {-32700, -32600, -32601, -32602, -32603, -32002}
+
+
+def _library_modules() -> list[str]:
+    names = ["events", "registry"]
+    for package in (events, registry):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if info.name.startswith("registry.cli"):  # the application: its errors are exit codes (cli/errors.py)
+                continue
+            if info.name in {"events.testing"}:  # the shipped contract suite: pytest's assertions, not ours
+                continue
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _library_modules())
+def test_every_error_the_library_defines_is_a_registry_error(name: str) -> None:
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:  # an optional extra (psycopg, the SDK) not installed
+        pytest.skip(str(exc))
+    for _, value in inspect.getmembers(module, inspect.isclass):
+        if value.__module__ == name and issubclass(value, BaseException):
+            assert issubclass(value, RegistryError), f"{name}.{value.__name__} is outside the error tree"
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (SnapshotError("damaged"), ValueError),
+        (ImportStateError("a folder"), ValueError),
+        (SchemaError("missing columns"), ValueError),
+    ],
+)
+def test_errors_once_outside_the_tree_are_in_it_and_keep_their_builtin(error: Exception, builtin: type) -> None:
+    assert isinstance(error, RegistryError) and isinstance(error, builtin)
+    answer = msgspec.to_builtins(rpc_error(error))
+    assert answer == {"code": -32603, "message": str(error)}  # the library's own: its message is shown
+
+
+def _code_literals(path: Path) -> list[int]:
+    """The JSON-RPC error codes written as numbers in a source file."""
+    return [
+        -node.operand.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+        and -node.operand.value in CODES
+    ]
+
+
+def test_json_rpc_codes_are_chosen_in_one_place() -> None:
+    sources = [*ROOT.joinpath("registry").rglob("*.py"), *ROOT.joinpath("events").rglob("*.py")]
+    holders = {str(path.relative_to(ROOT)) for path in sources if _code_literals(path)}
+    assert holders == {"registry/errors.py"}

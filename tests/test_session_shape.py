@@ -1,0 +1,169 @@
+"""The session's shape is written once, and what is derived from it follows it.
+
+* ``SessionState``'s fields are pinned by a fingerprint to the read-model version (``READ_MODEL_VERSION``) and
+  the snapshot format (``_FORMAT``): both store states encoded, so changing the fields without bumping both would
+  let an older table or snapshot decode into the new shape (or fail at a user's). Changing the fields fails here
+  until both versions are bumped and the new fingerprint is added to ``PINNED``.
+* ``_meta`` is built from one declaration (``SHOWN_IN_META``) and the diff compares by it: whatever state field
+  changes the ``_meta`` a client sees, a ``session/update`` is sent.
+* The fold changes only what an event changes: every field an event does not touch is carried over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import msgspec
+import pytest
+
+from events.model import (
+    ForkRef,
+    LogEntry,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUnarchived,
+    SessionUpdated,
+    TitleSource,
+)
+from registry.diffs import Updated, diff
+from registry.model import SessionState, session_info, visible_meta
+from registry.projection import fold
+from registry.readmodel.tables import READ_MODEL_VERSION
+from registry.snapshot import _FORMAT
+
+PINNED: list[tuple[str, int, int]] = [
+    # (fingerprint of SessionState's fields, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
+    ("0f391cc253363472", 3, 3),
+    ("3603b47edd4e986e", 4, 4),  # archived, agent, parent
+]
+
+
+def _strip(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip(v) for k, v in schema.items() if k not in ("description", "title")}
+    if isinstance(schema, list):
+        return [_strip(v) for v in schema]
+    return schema
+
+
+def fingerprint(struct: type[msgspec.Struct]) -> str:
+    """The names, order, types and defaults of a struct's fields (docstrings left out)."""
+    names = [field.name for field in msgspec.structs.fields(struct)]
+    schema = _strip(msgspec.json.schema(struct))
+    return hashlib.sha256(msgspec.json.encode([names, schema], order="sorted")).hexdigest()[:16]
+
+
+def test_the_state_fields_are_pinned_to_the_read_model_and_snapshot_versions() -> None:
+    current = fingerprint(SessionState)
+    known = {fp: (model, snapshot) for fp, model, snapshot in PINNED}
+    assert current in known, (
+        f"SessionState's fields changed (fingerprint {current}): bump READ_MODEL_VERSION "
+        "(registry/readmodel/tables.py) and _FORMAT (registry/snapshot.py), then pin the new fingerprint here"
+    )
+    assert known[current] == (READ_MODEL_VERSION, _FORMAT), "the pinned versions are not the current ones"
+    assert PINNED[-1][0] == current, "the newest pin must be the current shape"
+    for (_, model_before, snapshot_before), (_, model_after, snapshot_after) in itertools.pairwise(PINNED):
+        assert model_after > model_before and snapshot_after > snapshot_before, "a shape change without a bump"
+
+
+BASE = SessionState(
+    "s1",
+    "/w",
+    ("/x",),
+    "title",
+    TitleSource.AGENT,
+    5_000_000,
+    {"k": 1},
+    3,
+    1_000_000,
+    4,
+    9,
+    archived=False,
+    agent="codex",
+    parent=ForkRef(session_id="s0", position=2),
+)
+
+OTHER_VALUES: dict[str, Any] = {
+    "session_id": "s2",
+    "cwd": "/v",
+    "additional_directories": (),
+    "title": "other",
+    "title_source": TitleSource.USER,
+    "updated_at": 9_000_000,
+    "meta": {"k": 2},
+    "messages": 4,
+    "created_at": 2_000_000,
+    "version": 5,
+    "position": 10,
+    "deleted": True,
+    "archived": True,
+    "agent": "gemini",
+    "parent": None,
+}
+
+
+def test_every_field_has_a_changed_value_here() -> None:
+    assert set(OTHER_VALUES) == {field.name for field in msgspec.structs.fields(SessionState)}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_VALUES))
+def test_whatever_changes_the_shown_meta_sends_an_update(name: str) -> None:
+    changed = msgspec.structs.replace(BASE, **{name: OTHER_VALUES[name]})
+    if name in ("session_id", "deleted"):
+        return  # another session, or a removal: not an update of this one
+    item = diff(11, BASE, changed, include_archived=True)
+    seen_before, seen_after = session_info(BASE), session_info(changed)
+    if visible_meta(BASE) != visible_meta(changed):
+        assert isinstance(item, Updated), name
+        assert item.notification.update.meta == visible_meta(changed), name
+    elif seen_before == seen_after:
+        assert item is None, name
+
+
+EVENTS = [
+    SessionUpdated(at=7_000_000, messages=2),
+    SessionInfoChanged(title="t2", title_source=TitleSource.USER),
+    SessionInfoChanged(meta={"z": 1}),
+    SessionArchived(),
+    SessionUnarchived(),
+    SessionDeleted(),
+]
+TOUCHES = [
+    {"updated_at", "messages"},
+    {"title", "title_source"},
+    {"meta"},
+    {"archived"},
+    {"archived"},
+    {"deleted"},
+]
+
+
+@pytest.mark.parametrize(("event", "touched"), list(zip(EVENTS, TOUCHES, strict=True)))
+def test_an_event_changes_only_what_it_changes(event: Any, touched: set[str]) -> None:
+    start = msgspec.structs.replace(BASE, archived=isinstance(event, SessionUnarchived))
+    after = fold(start, LogEntry(20, "s1", 5, event))
+    assert after is not None
+    for field in msgspec.structs.fields(SessionState):
+        name = field.name
+        if name in ("version", "position"):
+            assert (after.version, after.position) == (5, 20)
+        elif name not in touched:
+            assert getattr(after, name) == getattr(start, name), name
+        else:
+            assert getattr(after, name) != getattr(start, name), name
+
+
+def test_a_creation_records_agent_and_parent_and_derives_an_importers_agent() -> None:
+    made = fold(
+        None, LogEntry(1, "x", 1, SessionCreated(cwd="/w", at=1, agent="a", parent=ForkRef(session_id="p", position=1)))
+    )
+    assert made is not None and (made.agent, made.parent) == ("a", ForkRef(session_id="p", position=1))
+    old = fold(None, LogEntry(1, "claude-code:u", 1, SessionCreated(cwd="/w", at=1)))
+    assert old is not None and old.agent == "claude-code"
+    for plain in ("u", "not-an-agent:u", ":u"):
+        state = fold(None, LogEntry(1, plain, 1, SessionCreated(cwd="/w", at=1)))
+        assert state is not None and state.agent is None
