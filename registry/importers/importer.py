@@ -389,6 +389,7 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
                 title=facts.title,
                 title_source=facts.title_source,
                 meta=meta,
+                agent=agent,
             )
         )
         if last > facts.created_at or facts.messages:
