@@ -4,6 +4,7 @@ messages in the user's terms, and the README's import-agents lines running as wr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import select
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from events import SessionCreated, open_store
+from events.store import AppendRequest
 from tests.test_cli import Cli, _one_error_line
 from tests.test_importers import prompt, session_file, write_lines
 from tests.test_readme import _blocks, _env
@@ -78,3 +81,35 @@ def test_the_readmes_import_agents_lines_run_as_written_on_a_fresh_machine(tmp_p
             process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=60)
         assert process.returncode == 0, (line, out)
+
+
+@pytest.mark.slow
+def test_a_slow_first_open_says_what_it_waits_for_on_a_terminal(run: Cli, tmp_path: Path) -> None:
+    # A store written straight to its log (as import and import-agents do): its read model is built at first open,
+    # which takes seconds at 60,000 sessions: the terminal is told once an open takes longer than half a second.
+    path = tmp_path / "cold.db"
+    with open_store(f"sqlite://{path}?synchronous=off") as store:
+        for start in range(0, 60_000, 5_000):
+            ids = range(start, start + 5_000)
+            store.append_batch(
+                [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w/{n % 50}", at=10**18 + n)]) for n in ids]
+            )
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{path}", "list", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={**run.env, "COLUMNS": "120"},
+            timeout=120,
+            check=True,
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with contextlib.suppress(OSError):
+        while select.select([controller], [], [], 1)[0] and (chunk := os.read(controller, 65536)):
+            shown += chunk
+    os.close(controller)
+    assert b"bringing the read model up to the log (60,000 events" in shown, shown
+    assert len(json.loads(result.stdout)["sessions"]) == 50  # stdout holds only the answer
