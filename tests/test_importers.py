@@ -1,8 +1,9 @@
 """Importing agents' histories: Claude Code end to end, and what every source shares - incremental reads, torn
 lines, idempotency (a second pass, a lost state, a second host), deletes, hostile input, the command.
 
-Fixture trees are built here, synthetic, after ``../shared/spec/AGENT-HISTORIES.md``; the other agents' formats
-are in ``test_importers_agents.py``.
+Fixture trees are built here, synthetic, after the Claude Code format ``docs/agent-histories.md`` describes (the
+recorded shapes are in ``tests/fixtures/agents/``, each with its ``SOURCE.md``); the other agents' formats are in
+``test_importers_agents.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Each other agent's format, from synthetic fixtures after ``../shared/spec/AGENT-HISTORIES.md``, with its
-pitfalls: local-time file names, archive and compression moves, re-emitted records and rewinds, glued lines,
-lossy or missing cwds, subagents, and SQLite files read in WAL mode, locked, or of a schema we do not know."""
+"""Each other agent's format, from synthetic fixtures after the formats ``docs/agent-histories.md`` describes
+(each parser module names the agent's own code it follows), with its pitfalls: local-time file names, archive
+and compression moves, re-emitted records and rewinds, glued lines, lossy or missing cwds, subagents, and SQLite
+files read in WAL mode, locked, or of a schema we do not know."""
 
 from __future__ import annotations
 
