@@ -126,11 +126,9 @@ def test_codex_session_index_rename_wins_when_newer_and_exec_runs_are_skipped(co
     assert only(store)["title"] == "refunds"
     # A copy of the index that lost its final newline: its last line still counts, and again once it grows.
     with open(codex / "session_index.jsonl", "a") as f:
-        f.write(
-            json.dumps({"id": CODEX_ID, "thread_name": "refunds, no newline", "updated_at": "2026-03-02T12:01:00Z"})
-        )
+        f.write(json.dumps({"id": CODEX_ID, "thread_name": "no newline", "updated_at": "2026-03-02T12:01:00Z"}))
     run_import(store, "codex", codex, state=state)
-    assert only(store)["title"] == "refunds, no newline"
+    assert only(store)["title"] == "no newline"
     with open(codex / "session_index.jsonl", "a") as f:
         f.write("\n" + json.dumps({"id": CODEX_ID, "thread_name": "last", "updated_at": "2026-03-02T12:02:00Z"}) + "\n")
     run_import(store, "codex", codex, state=state)
