@@ -50,7 +50,7 @@ META_PROXY: Final = f"{META_NAMESPACE}/proxy"
 META_DEGRADED: Final = f"{META_NAMESPACE}/degraded"
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
 _OPENING: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
-_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close"}
+_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close", "authenticate"}
 
 
 class Pending(msgspec.Struct):
@@ -128,7 +128,8 @@ class Surface:
             return None
         history = self.history  # read first: "ready" then covers every observation the history walk queued
         try:
-            caught_up = self.recorder.wait_idle(LIST_WAIT)  # what the client has seen happen is written first
+            # What the client has seen happen is written first (not waited for while the store is failing).
+            caught_up = self.recorder.degraded is None and self.recorder.wait_idle(LIST_WAIT)
             self.context.agent = self.proxy.agent
             result = method.answer(self.context, message.params)
             if method.name == "session/delete" and self.advertised("session/delete"):
@@ -180,8 +181,12 @@ class Surface:
             turn_of = params.get("sessionId")
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
-                self.recorder.put(lambda r: r.turn(turn_of, text, answered=ok))
+                self.recorder.put(lambda r: r.turn(turn_of, answered=ok))
+                self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
+        if ok and method == "authenticate" and self.history == "failed" and self._history_thread is not None:
+            self._history_thread = None  # the agent's own list may have needed it: walk it again
+            self._start_history()
         if not ok or method not in _OBSERVED:
             return None
         if method == "initialize":
