@@ -286,6 +286,38 @@ def test_gemini_legacy_documents_hash_folders_subagents_and_unknown_projects(gem
     assert len(listing(store)) == 3
 
 
+def test_gemini_chats_of_its_own_setup_alone_are_not_sessions(gemini: Path) -> None:
+    # Gemini CLI 0.61 writes a chat file when a client authenticates that holds only its "<session_context>" setup
+    # message; its own listing skips a chat with no prompt (nor /command, ?help, setup) and no model reply.
+    context = (
+        "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n</session_context>"
+    )
+    chats = gemini / "tmp" / "acme-api" / "chats"
+    header: dict[str, Any] = {"projectHash": ACME_HASH, "startTime": "2026-03-02T10:00:00Z", "kind": "main"}
+    setup: list[dict[str, Any] | str] = [
+        header | {"sessionId": "setup-1"},
+        {"$set": {"messages": [{"id": "x1", "timestamp": "2026-03-02T10:00:00Z", "type": "user", "content": context}]}},
+    ]
+    write_lines(chats / "session-2026-03-02T10-00-setup001.jsonl", setup)
+    command = [
+        header | {"sessionId": "cmd-1"},
+        {"id": "y1", "type": "user", "content": "/stats", "timestamp": "2026-03-02T10:01:00Z"},
+    ]
+    write_lines(chats / "session-2026-03-02T10-01-cmd00001.jsonl", command)
+    answered = [
+        header | {"sessionId": "ans-1"},
+        {"id": "z1", "type": "user", "content": [{"text": context}], "timestamp": "2026-03-02T10:02:00Z"},
+        {"id": "z2", "type": "gemini", "content": "Ready.", "timestamp": "2026-03-02T10:02:01Z"},
+    ]
+    write_lines(chats / "session-2026-03-02T10-02-ans00001.jsonl", answered)
+    store = MemoryStore()
+    summary = run_import(store, "gemini", gemini)
+    assert skipped(summary) == {"no prompt and no model message (Gemini CLI does not list it)": 2}
+    sessions = {s["sessionId"]: s for s in listing(store)}
+    assert set(sessions) == {f"gemini:{GEMINI_ID}", "gemini:ans-1"}
+    assert "title" not in sessions["gemini:ans-1"]  # the setup message is nobody's prompt
+
+
 def test_gemini_hash_named_folders_are_recovered_from_directories_the_registry_knows(
     gemini: Path, tmp_path: Path
 ) -> None:

@@ -46,6 +46,7 @@ __all__ = ["Gemini"]
 _SESSION_FILE = re.compile(r"^session-.+\.(jsonl|json)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _NOT_RESUMABLE: Final = ("/", "?", "<session_context>", "<hook_context>")
+_SETUP: Final = ("<session_context>", "<hook_context>")  # Gemini CLI's own context messages: not the user's words
 _SMALL_FILE: Final = 1 << 20
 
 
@@ -195,7 +196,7 @@ class Gemini(FileSource[_Fold, _Projects]):
             fold.commands.pop(message_id, None)
             if text and not text.startswith(_NOT_RESUMABLE):
                 fold.prompts[message_id] = prompt_title(text) or ""
-            elif text:
+            elif text and not text.startswith(_SETUP):
                 fold.commands[message_id] = prompt_title(text) or ""
         fold.saw_span(agent_time(timestamp))
 
@@ -241,8 +242,10 @@ class Gemini(FileSource[_Fold, _Projects]):
         skip = None
         if fold.kind == "subagent":
             skip = "subagent chat"
-        elif not any(kind in ("user", "gemini") for kind in fold.messages.values()):
-            skip = "no user or model message (Gemini CLI does not list it)"
+        elif not fold.prompts and "gemini" not in fold.messages.values():
+            # Gemini CLI lists a chat only when it has something to resume: a prompt (not a /command, ?help or its
+            # own <session_context>, which it writes into a chat file of its own on authenticate) or a model reply.
+            skip = "no prompt and no model message (Gemini CLI does not list it)"
         elif project_root is None:
             skip = "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)"
         first_prompt = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
+from events.errors import RegistryError
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
@@ -46,7 +47,7 @@ _KILL_AFTER: Final = 2.0  # seconds between SIGTERM and SIGKILL for an agent tha
 _NOISE_SHOWN: Final = 10  # malformed agent lines reported one by one; after that, every 1000th
 
 
-class AgentExited(Exception):
+class AgentExited(RegistryError):
     """The agent process ended while the client was still there."""
 
 
