@@ -135,4 +135,7 @@ def test_claude_agent_acp_fork_and_resume_through_the_proxy(tmp_path: Path) -> N
         assert proxy.close() == 0, proxy.stderr_tail()
         with world.registry() as registry:
             stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
+            forked = registry.state(f"claude-code:{fork}")
         assert stored == {f"claude-code:{source}", f"claude-code:{fork}"}
+        assert forked is not None and forked.parent is not None  # recorded as a fork of its source
+        assert forked.parent.session_id == f"claude-code:{source}"
