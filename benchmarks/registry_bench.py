@@ -11,6 +11,7 @@ measured the same way in the same stage, the in-memory fold from the newest snap
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -39,8 +40,10 @@ __all__ = [
     "CLI_LIST",
     "CLI_SHOW",
     "DIFFS_PER_S",
+    "FORK_10K",
     "FULL_FOLD",
     "HOOKS",
+    "LIST_ARCHIVED",
     "LIST_DEEP",
     "LIST_DEEP_CWD",
     "LIST_FIRST",
@@ -81,6 +84,8 @@ REPLAY_HALF = "registry.replay_half"  # Latency: `replay --at head/2`, from the 
 WRITE_CREATE = "registry.write_create"  # Throughput: SessionRegistry.create, durable, read model kept up
 WRITE_APPEND = "registry.write_append"  # Throughput: the same store's bare durable append, for comparison
 DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 1 and 10 subscribers
+LIST_ARCHIVED = "registry.list_{page}_archived_{mode}"  # page first/deep, archived only/include (10% archived)
+FORK_10K = "registry.fork_10k"  # SessionRegistry.fork of a 10,000-event session, durable, tables kept up
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,61 @@ def session_list_in_process(ctx: StageContext) -> dict[str, Figure] | None:
             call()
             figures[key] = latency(_timed(call, 2_000), note="page of 50 from the tables, built and JSON-encoded")
         return figures
+
+
+def _walk_cursors(registry: SessionRegistry, archived: str, depth: float = 0.9) -> str | None:
+    """The cursor of the page ``depth`` of the way through a walk of the ``archived`` list (walked whole first:
+    the read model counts live sessions, not archived ones)."""
+    cursors: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = registry.list(cursor=cursor, archived=archived)
+        if not isinstance(page.next_cursor, str):
+            break
+        cursor = page.next_cursor
+        cursors.append(cursor)
+    return cursors[int(len(cursors) * depth)] if cursors else None
+
+
+def _page(registry: SessionRegistry, cursor: str | None, archived: str) -> bytes:
+    return _encode(registry.list(cursor=cursor, archived=archived))
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def session_list_archived(ctx: StageContext) -> dict[str, Figure] | None:
+    """``session/list`` with the ``archived`` filter (``only``, ``include``; the generated history archives every
+    tenth session), first and deep page like ``session_list_in_process``; p50/p99 over 2,000 calls each.
+    Target: p50 <= 300 us at 1M, ``only`` included."""
+    figures: dict[str, Figure] = {}
+    with _registry(ctx.store_path) as registry:
+        for mode in ("only", "include"):
+            deep = _walk_cursors(registry, mode)
+            cases: dict[str, Callable[[], bytes]] = {
+                LIST_ARCHIVED.format(page="first", mode=mode): functools.partial(_page, registry, None, mode),
+                LIST_ARCHIVED.format(page="deep", mode=mode): functools.partial(_page, registry, deep, mode),
+            }
+            for key, call in cases.items():
+                call()
+                figures[key] = latency(_timed(call, 2_000), note=f"archived={mode}, page of 50 from the tables")
+    return figures
+
+
+def fork(ctx: StageContext) -> dict[str, Figure] | None:
+    """``SessionRegistry.fork`` of a session of 10,000 events (FORK_10K): a reference to the source, durable, the
+    tables kept up, on a store in the work dir; 20 forks. Target: <= 50 ms."""
+    path = ctx.work_dir / "fork-10k.db"
+    with SessionRegistry(SqliteStore(path), follow=False, owns_store=True) as registry:
+        if registry.state("long") is None:
+            registry.create("/work/bench", session_id="long", at=1_000_000)
+            turns = [SessionUpdated(at=2_000_000 + n, messages=1, payload={"turn": n}) for n in range(9_999)]
+            registry.store.append("long", turns, 1)
+            registry.sync()
+        base = registry.store.head()
+        samples = _timed(lambda: registry.fork("long", "/work/fork"), 20)
+        assert len(registry.store.read_stream("long")) == 10_000 and registry.store.head() == base + 20
+    return {FORK_10K: latency(samples, note="20 forks of a 10,000-event session")}
 
 
 # -- fresh processes ---------------------------------------------------------------------------------------
@@ -385,6 +445,8 @@ def change_stream(ctx: StageContext) -> dict[str, Figure] | None:
 HOOKS: dict[str, Hook] = {
     "read model build": read_model_build,
     "session/list in-process": session_list_in_process,
+    "session/list archived": session_list_archived,
+    "fork": fork,
     "serve cold start": serve_cold_start,
     "stdio round trip": stdio_round_trip,
     "cli commands": cli_commands,

@@ -392,6 +392,29 @@ _SPECS = (
         "≤ 300 µs at 1M",
         judged_from=1_000_000,
     ),
+    *(
+        _Spec(
+            "list",
+            f"session/list {page} page, archived={mode} (10% archived), p50 µs",
+            reg.LIST_ARCHIVED.format(page=page, mode=mode),
+            None,
+            "value",
+            300.0,
+            "≤ 300 µs at 1M",
+            judged_from=1_000_000,
+        )
+        for mode in ("only", "include")
+        for page in ("first", "deep")
+    ),
+    _Spec(
+        "fork",
+        "SessionRegistry.fork of a 10,000-event session, p50 ms",
+        reg.FORK_10K,
+        None,
+        "value",
+        50_000.0,
+        "≤ 50 ms",
+    ),
     _Spec("list", "session/list over stdio ÷ in process (time)", reg.STDIO_LIST, reg.LIST_FIRST, "time"),
     _Spec(
         "stream",
@@ -605,6 +628,14 @@ _FIGURE_NAMES = {
     reg.CLI_SHOW: "registry: `acp-registry show`, whole process, p50 / p99",
     reg.WRITE_CREATE: "registry: SessionRegistry.create, durable, tables kept up",
     reg.WRITE_APPEND: "registry: the same store's bare durable append",
+    **{
+        reg.LIST_ARCHIVED.format(
+            page=page, mode=mode
+        ): f"registry: session/list {page} page, archived={mode}, p50 / p99"
+        for mode in ("only", "include")
+        for page in ("first", "deep")
+    },
+    reg.FORK_10K: "registry: fork of a 10,000-event session, p50 / p99",
     reg.DIFFS_PER_S.format(subscribers=1): "registry: change stream, 1 subscriber (diffs/s)",
     reg.DIFFS_PER_S.format(subscribers=10): "registry: change stream, 10 subscribers (diffs/s each)",
 }

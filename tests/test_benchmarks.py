@@ -41,7 +41,7 @@ from benchmarks.report import (
     read_bounds,
 )
 from benchmarks.run import Settings, run, write_results
-from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from events import SessionArchived, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
 
 def test_the_generator_is_deterministic_and_realistic() -> None:
@@ -73,8 +73,10 @@ def test_the_generator_is_deterministic_and_realistic() -> None:
     for _, history in histories:
         times = [e.at for e in history if isinstance(e, SessionCreated | SessionUpdated)]
         assert times == sorted(times) and len(set(times)) == len(times)
-        live = [e for e in history if not isinstance(e, SessionDeleted)]
+        live = [e for e in history if not isinstance(e, SessionDeleted | SessionArchived)]
         assert isinstance(live[-1], SessionUpdated)  # an agent's file ends on an activity line
+    archived = [n for n, (_, history) in enumerate(histories) if any(isinstance(e, SessionArchived) for e in history)]
+    assert archived == list(range(9, len(histories), 10))  # every tenth session, whatever the seed
 
 
 def test_the_jsonl_listing_returns_the_newest_page_in_modification_order(tmp_path: Path) -> None:

@@ -197,3 +197,13 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
         second.result(4, "session/delete", {"sessionId": a})
         assert [s["sessionId"] for s in first.result(5, "session/list", {})["sessions"]] == [b]
         assert first.close() == 0 and second.close() == 0
+
+
+def test_an_agent_that_crashes_leaving_a_child_holding_its_stdout_is_still_reported(url: str, tmp_path: Path) -> None:
+    agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
+    with ProxyProcess(proxy_command(url, command=agent)) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        proxy.send({"id": 2, "method": "session/prompt", "params": prompt(session, "crash")})
+        assert "killed by signal 9" in proxy.pump(2, timeout=30)["error"]["message"]
+        assert proxy.proc.wait(30) == 1

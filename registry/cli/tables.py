@@ -134,7 +134,17 @@ def _id(info: SessionInfo) -> Text:
 
 
 def _title(info: SessionInfo) -> Text:
-    return escaped(None if info.title is UNSET else info.title, missing="(untitled)")
+    """The title, then dim markers: the agent (unless the id already starts with its name) and ``archived``."""
+    text = escaped(None if info.title is UNSET else info.title, missing="(untitled)")
+    marks = []
+    agent = info.agent
+    if agent is not None and not info.session_id.startswith(f"{agent}:"):
+        marks.append(printable(agent))
+    if info.archived is True:
+        marks.append("archived")
+    if marks:
+        text.append(f" [{' · '.join(marks)}]", style="dim")
+    return text
 
 
 def _updated(info: SessionInfo) -> Text:
@@ -157,9 +167,10 @@ def _card(info: SessionInfo) -> Text:
 class SessionTable:
     """One session: its ACP info, and what the registry knows besides."""
 
-    def __init__(self, info: SessionInfo, state: SessionState) -> None:
+    def __init__(self, info: SessionInfo, state: SessionState, forks: Sequence[SessionState] = ()) -> None:
         self.info = info
         self.state = state
+        self.forks = forks
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.table import Table  # noqa: PLC0415
@@ -180,6 +191,17 @@ class SessionTable:
             ("created", format_time(state.created_at)),
             ("messages", str(state.messages)),
             ("additionalDirectories", ", ".join(state.additional_directories) or None),
+            ("agent", state.agent),
+            ("archived", "yes (left out of default lists)" if state.archived else "no"),
+            (
+                "forked from",
+                None if state.parent is None else f"{state.parent.session_id} as of position {state.parent.position}",
+            ),
+            (
+                "forks",
+                ", ".join(f"{fork.session_id} (as of {fork.parent.position})" for fork in self.forks if fork.parent)
+                or None,
+            ),
             ("_meta", None if not meta else meta_text(meta, cell) if meta_fits(meta, cell) else "(below)"),
             ("version", f"{state.version} (last event at position {state.position})"),
         ]

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from events.errors import RegistryError
 from events.model import TitleSource
 from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
@@ -85,7 +86,8 @@ class Recorder:
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (within ``timeout``), then stop the thread."""
-        self.wait_idle(timeout)
+        if not self.wait_idle(timeout):
+            log.error("%d observations were not recorded (%s)", len(self._items), self.degraded or "the store is slow")
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -118,11 +120,13 @@ class Recorder:
             item(self)
         except (InvalidParams, SessionNotFound, SessionExists) as exc:
             log.warning("not recorded: %s", exc)
-        except Exception as exc:
+        except (RegistryError, OSError) as exc:  # the store failed: keep the observation, try again
             if self.degraded is None:
                 self.degraded = f"the registry cannot record ({type(exc).__name__}: {' '.join(str(exc).split())})"
                 log.error("%s; the conversation goes on, recording resumes when the store is back", self.degraded)
             return False
+        except Exception:  # a bug: this observation is lost, the others are not held up by it
+            log.exception("an observation could not be recorded")
         if self.degraded is not None:
             self.degraded = None
             dropped = f" ({self._dropped} observations beyond {MAX_BACKLOG} were dropped)" if self._dropped else ""
@@ -164,21 +168,22 @@ class Recorder:
             )
         self._apply_early_title(native)
 
-    def turn(self, native: str, text: str, *, answered: bool) -> None:
-        """A turn ended (answered or with an error): activity, and a title from its prompt where it has none."""
+    def turn(self, native: str, *, answered: bool) -> None:
+        """A turn ended (answered, or with an error): activity."""
         sid = stored_id(self.agent, native)
         state = self.registry.state(sid)
-        if state is None or state.deleted:
-            return
-        self.registry.record_activity(sid, messages=2 if answered else 1)
+        if state is not None and not state.deleted:
+            self.registry.record_activity(sid, messages=2 if answered else 1)
+
+    def prompt_title(self, native: str, text: str) -> None:
+        """After a turn: a title from its prompt for a session that has none, pushed to the client."""
         title = prompt_title(text)
-        if title is None or self.registry.state(sid) is None:
+        state = self.registry.state(stored_id(self.agent, native))
+        if title is None or state is None or state.deleted or state.title is not None:
             return
-        current = self.registry.state(sid)
-        if current is not None and current.title is None:
-            info = self.registry.change_info(sid, title=title, title_source=TitleSource.PROMPT)
-            if info.title == title:
-                self._push(native, {"sessionUpdate": "session_info_update", "title": title})
+        info = self.registry.change_info(state.session_id, title=title, title_source=TitleSource.PROMPT)
+        if info.title == title:
+            self._push(native, {"sessionUpdate": "session_info_update", "title": title})
 
     def agent_title(self, native: str, title: str | None) -> None:
         """The agent titled (or untitled) a session: recorded as the agent's, never over the user's. A title sent

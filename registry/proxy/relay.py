@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
+from events.errors import RegistryError
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
@@ -46,7 +47,7 @@ _KILL_AFTER: Final = 2.0  # seconds between SIGTERM and SIGKILL for an agent tha
 _NOISE_SHOWN: Final = 10  # malformed agent lines reported one by one; after that, every 1000th
 
 
-class AgentExited(Exception):
+class AgentExited(RegistryError):
     """The agent process ended while the client was still there."""
 
 
@@ -122,6 +123,17 @@ class Proxy:
         self._to_agent = LineWriter(to_agent)
         self._from_agent = from_agent
         threading.Thread(target=self._agent_loop, name="acp-registry-proxy-agent", daemon=True).start()
+        threading.Thread(target=self._watch_exit, name="acp-registry-proxy-exit", daemon=True).start()
+
+    def _watch_exit(self) -> None:
+        """When the agent has exited but something it started still holds its stdout (its reader never sees EOF),
+        end its process group, so that the exit is noticed and reported."""
+        proc = self._proc
+        assert proc is not None
+        proc.wait()
+        if not self._ended.wait(self._grace + 2 * _KILL_AFTER):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def run(self) -> int:
         """Start the agent (unless started), relay until one side ends; the exit code (0: the client ended)."""

@@ -128,7 +128,8 @@ class Surface:
             return None
         history = self.history  # read first: "ready" then covers every observation the history walk queued
         try:
-            caught_up = self.recorder.wait_idle(LIST_WAIT)  # what the client has seen happen is written first
+            # What the client has seen happen is written first (not waited for while the store is failing).
+            caught_up = self.recorder.degraded is None and self.recorder.wait_idle(LIST_WAIT)
             self.context.agent = self.proxy.agent
             result = method.answer(self.context, message.params)
             if method.name == "session/delete" and self.advertised("session/delete"):
@@ -180,7 +181,8 @@ class Surface:
             turn_of = params.get("sessionId")
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
-                self.recorder.put(lambda r: r.turn(turn_of, text, answered=ok))
+                self.recorder.put(lambda r: r.turn(turn_of, answered=ok))
+                self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
         if ok and method == "authenticate" and self.history == "failed" and self._history_thread is not None:
             self._history_thread = None  # the agent's own list may have needed it: walk it again

@@ -106,6 +106,10 @@ class ReadModel(abc.ABC):
         """Live sessions per cwd at the checkpoint."""
 
     @abc.abstractmethod
+    def archived_count(self, cwd: str | None = None) -> int:
+        """Live archived sessions at the checkpoint (in ``cwd``): counted from the ``archived`` index's range."""
+
+    @abc.abstractmethod
     def states(self) -> Iterator[SessionState]:
         """Every session at the checkpoint, deleted ones included, in no particular order (for ``verify``)."""
 

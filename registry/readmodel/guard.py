@@ -173,6 +173,9 @@ class GuardedReadModel(ReadModel):
     def cwd_counts(self) -> dict[str, int]:
         return self._serve(lambda m: m.cwd_counts())
 
+    def archived_count(self, cwd: str | None = None) -> int:
+        return self._serve(lambda m: m.archived_count(cwd))
+
     def states(self) -> Iterator[SessionState]:
         return self._serve(lambda m: iter(list(m.states())))
 

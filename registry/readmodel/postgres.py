@@ -147,6 +147,8 @@ class _Sql:
             " WHERE key IN ('floor', 'checkpoint')"
         )
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
+        self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
+        self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(
             "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
@@ -408,6 +410,10 @@ class PostgresReadModel(ReadModel):
 
     def cwd_counts(self) -> dict[str, int]:
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
+
+    def archived_count(self, cwd: str | None = None) -> int:
+        query, params = (self._sql.archived_count, {}) if cwd is None else (self._sql.archived_cwd, {"cwd": cwd})
+        return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
         columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]

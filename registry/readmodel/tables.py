@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import msgspec
 
 from events.errors import StoreClosedError, StoreError, StoreFormatError
-from registry.model import SessionState, sort_key
+from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
@@ -69,9 +69,11 @@ __all__ = [
     "schema_problems",
 ]
 
-READ_MODEL_VERSION: Final = 4
-"""Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
-a newer one is refused untouched."""
+_TABLES_REVISION: Final = 2
+"""Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s)."""
+READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
+"""The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
+of two numbers that only grow, so it grows whenever either does."""
 
 CHUNK: Final = 50_000
 """Events folded per transaction when a read model catches up a long stretch (memory stays bounded)."""
