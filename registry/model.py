@@ -86,8 +86,8 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """One session as the log has made it. ``position`` is the last event that touched it.
 
     The fold changes a state with ``msgspec.structs.replace`` (only what an event changes); the read models
-    store it encoded (array-like, new fields at the end with defaults). Its fields are pinned, with the
-    read-model and snapshot format versions, by ``tests/test_session_shape.py``.
+    store it encoded (array-like, new fields at the end with defaults). Its fields are pinned to ``STATE_VERSION``
+    (which the read-model and snapshot format versions follow) by ``tests/test_session_shape.py``.
     """
 
     session_id: str
