@@ -159,7 +159,7 @@ class PostgresStore(EventStore):
             self._chained = version >= CHAIN_SINCE
             return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
         if state != "ready" and (not self._create or self._read_only):
-            why = "the server or this user is read-only" if self._read_only else "create=False"
+            why = "the server or this user is read-only" if self._read_only else "opened only to read"
             raise StoreError(
                 f"{self.location}: no store in schema {self.schema!r} ({why}; a store is created only by an "
                 "opener that writes)"
