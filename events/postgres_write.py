@@ -1,14 +1,18 @@
 """The PostgreSQL store's write path: one transaction per append (or per group of appends), and the commit hooks
 that keep tables derived from the log in that same transaction.
 
-Positions: every writer takes one transaction-level advisory lock per schema before it reads the head, and holds
-it to its commit, so positions are assigned and committed in one order (and the integrity chain, which links
+Positions: every writer holds one transaction-level advisory lock per schema from before it reads or writes the
+head to its commit, so positions are assigned and committed in one order (and the integrity chain, which links
 each record to the one before, is computed in that order). A reader that has seen position P never later finds
 a committed event below P; readers still ask for ``> last``, never ``last + 1``.
 
-Commit hooks (the registry's read model): a hook queues its look-ups right after the lock, in the same pipelined
-exchange as the head's (no round trip of its own), gets the entries the transaction wrote, and queues its writes
-with the events' before the COMMIT: a lone append stays two round trips and one WAL flush, read model included.
+Two ways to append alone. A process that knows the log's end (its own last append, and nobody else's since)
+sends one exchange: the lock, the writes computed from what it knows, the hooks' writes, NOTIFY and COMMIT. If
+another writer appended meanwhile, the insert collides on a position (or a new stream) it took, or a hook's
+guard fails, and nothing is written; the append then reads under the lock first (two round trips), which also
+tells whether writers contend (then appends keep reading first). Commit hooks (the registry's read model) queue
+their look-ups in the reading path's first exchange and their writes with the events' before the COMMIT; in the
+one-exchange path they fold from what they know and guard it. Either way: one transaction, one WAL flush.
 """
 
 from __future__ import annotations

@@ -206,3 +206,12 @@ def test_latencies_use_nearest_rank_percentiles_and_extrapolation_is_marked() ->
     assert figure.p99_us == pytest.approx(99.0)
     scaled = baselines.extrapolate(figure, measured_files=1000, files=10_000)
     assert scaled.extrapolated and scaled.n == 0 and scaled.p50_us == pytest.approx(505.0)
+
+
+def test_a_benchmark_that_needs_postgresql_says_so_and_skips_where_none_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks.args import postgres_or_skip  # noqa: PLC0415
+
+    assert postgres_or_skip("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2") is None
+    assert "skipped: this benchmark needs PostgreSQL and none answers at" in capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""The PostgreSQL store keeps the store contract - across processes, killed writers and a server restart - and
-refuses schemas that are not its own.
+"""The PostgreSQL store keeps the store contract and refuses schemas that are not its own (lost acknowledgements,
+killed connections and writers, a server restart: ``tests/test_postgres_failures.py``).
 
 The server is ACP_REGISTRY_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/test); each test gets a
 schema of its own and drops it. Without a server the tests skip and say how to start one; with CI=true they fail.
@@ -8,8 +8,6 @@ schema of its own and drops it. Without a server the tests skip and say how to s
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -24,8 +22,6 @@ import pytest
 
 from events import (
     NO_STREAM,
-    AppendRequest,
-    Event,
     EventStore,
     RecordedEvent,
     SessionCreated,
@@ -34,7 +30,6 @@ from events import (
     StoreFormatError,
     open_store,
 )
-from events.codec import decode_record_json
 from events.testing import StoreContract, check_log, fake_clock
 from events.verify import verify_log
 
@@ -269,243 +264,6 @@ def test_without_psycopg_a_postgres_url_says_what_to_install(monkeypatch: pytest
     monkeypatch.delitem(sys.modules, "events.postgres")
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'acp-session-registry\[postgres-binary\]'"):
         open_store("postgresql://db.example/app")
-
-
-# -- retries ------------------------------------------------------------------------------------------
-
-
-class _LostAcknowledgement(PostgresStore):
-    """Commits an append, then fails as if the connection dropped before the acknowledgement came back."""
-
-    losses = 1
-
-    def _append_alone(self, *args: Any) -> list[int]:
-        positions = super()._append_alone(*args)
-        if self.losses:
-            self.losses -= 1
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return positions
-
-
-class _LostBatchAcknowledgement(PostgresStore):
-    """The same for a batch (and a group commit): the whole transaction committed, the answer was lost."""
-
-    losses = 1
-
-    def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
-        outcomes = super()._commit_once(*args)
-        if self.losses:
-            self.losses -= 1
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return outcomes
-
-
-class _Unreachable(PostgresStore):
-    attempts = 0
-
-    def _append_alone(self, *args: Any) -> list[int]:
-        self.attempts += 1
-        raise psycopg.OperationalError("connection to server failed: Connection refused")
-
-
-def test_an_append_whose_acknowledgement_was_lost_is_retried_once_and_written_once(schema: str) -> None:
-    with _LostAcknowledgement(SERVER, schema=schema) as store:
-        batch: list[Event] = [SessionCreated(cwd="/a", at=1), SessionUpdated(at=2)]
-        assert store.append("s", batch, NO_STREAM) == [1, 2]  # the retry's NO_STREAM is stale: still the retry
-        assert store.losses == 0
-        assert [(r.version, r.event) for r in check_log(store)] == list(enumerate(batch, start=1))
-
-
-def test_a_batch_whose_acknowledgement_was_lost_is_written_once(schema: str) -> None:
-    with _LostBatchAcknowledgement(SERVER, schema=schema) as store:
-        requests = [
-            AppendRequest("a", [SessionCreated(cwd="/a", at=1)], NO_STREAM),
-            AppendRequest("b", [SessionUpdated(at=2)]),
-        ]
-        assert store.append_batch(requests) == [[1], [2]]
-        assert store.losses == 0
-        assert [(r.session_id, r.version) for r in check_log(store)] == [("a", 1), ("b", 1)]
-
-
-def test_retries_are_bounded(schema: str) -> None:
-    with _Unreachable(SERVER, schema=schema, retry_timeout=0.3) as store:
-        with pytest.raises(StoreError, match=r"Connection refused \(still failing after 0\.3 s of retries\)"):
-            store.append("s", [SessionUpdated(at=1)])
-        assert store.attempts > 2
-        assert store.head() == 0
-
-
-# -- the live tail and lost connections -----------------------------------------------------------------
-
-
-def test_a_notification_wakes_a_subscriber_of_another_store(schema: str) -> None:
-    """The subscriber's store polls once a minute: only the NOTIFY can bring the event in time."""
-    with (
-        PostgresStore(SERVER, schema=schema, poll_interval=60) as tail,
-        open_store(_url(schema)) as writer,
-        tail.subscribe() as sub,
-    ):
-        assert sub.poll(timeout=0.2) == []
-        threading.Timer(0.1, lambda: writer.append("s", [SessionUpdated(at=1)])).start()
-        start = time.monotonic()
-        assert [r.session_id for r in sub.poll(timeout=10)] == ["s"]
-        assert time.monotonic() - start < 5
-
-
-def test_killed_connections_are_replaced_without_losing_anything(schema: str) -> None:
-    """Every backend of both stores is terminated: the next append and read retry on new connections, and the
-    listener reconnects (its subscriber polls once a minute, so the event arrives through the listener)."""
-    app = f"acp_test_{uuid.uuid4().hex[:12]}"
-    conninfo = f"{SERVER}{'&' if '?' in SERVER else '?'}application_name={app}"
-    with (
-        PostgresStore(conninfo, schema=schema) as writer,
-        PostgresStore(conninfo, schema=schema, poll_interval=60) as tail,
-        tail.subscribe(after=0) as sub,
-    ):
-        assert sub.poll(timeout=0.01) == []
-        listening = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND query LIKE 'LISTEN%%'"
-        _wait_for(lambda: _admin(listening, (app,)) == [(1,)], 10, "the listener")
-        writer.append("s", [SessionUpdated(at=1)])
-        assert [r.version for r in sub.poll(timeout=10)] == [1]
-        killed = _admin(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", (app,)
-        )
-        assert killed[0][0] >= 3  # both pools and the listener
-        assert writer.append("s", [SessionUpdated(at=2)], 1) == [2]
-        start = time.monotonic()
-        assert [r.version for r in sub.poll(timeout=10)] == [2]
-        assert time.monotonic() - start < 5
-        assert [r.version for r in tail.read_stream("s")] == [1, 2]
-
-
-# -- many processes -------------------------------------------------------------------------------------
-
-
-def _events_module(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "events.testing_processes", *args], stdout=subprocess.PIPE, text=True
-    )
-
-
-def test_four_writer_processes_and_two_follower_processes(schema: str) -> None:
-    url, batches = _url(schema), 40
-    total = 4 * batches * 3
-    followers = [_events_module("follower", url, str(total), "--timeout", "60") for _ in range(2)]
-    for follower in followers:
-        assert follower.stdout is not None and follower.stdout.readline() == "ready\n"
-    writers = [_events_module("writer", url, f"w{n}", str(batches)) for n in range(4)]
-    acknowledged = [b for w in writers for b in _acks(w.communicate(timeout=60)[0].splitlines(keepends=True))]
-    seen = [
-        [decode_record_json(line.removeprefix("event ")) for line in f.communicate(timeout=60)[0].splitlines()]
-        for f in followers
-    ]
-    assert [p.returncode for p in writers + followers] == [0] * 6
-    with open_store(url) as store:
-        log = check_log(store)
-    assert len(log) == total
-    assert sorted(p for batch in acknowledged for p in batch) == [r.position for r in log]
-    for n, records in enumerate(seen):
-        positions = [r.position for r in records]
-        assert positions == sorted(set(positions)), f"follower {n} saw a position out of order or twice"
-        assert records == log, f"follower {n} did not see exactly the log"
-
-
-_HOLDER = """
-import sys, time
-from events import SessionUpdated, open_store
-
-def clock():  # the store asks for the time inside its transaction, holding the append lock
-    print("inside", flush=True)
-    time.sleep(3600)
-    return 0
-
-open_store(sys.argv[1], clock=clock).append("victim", [SessionUpdated(at=n) for n in range(5)])
-"""
-
-
-def test_a_writer_killed_inside_its_transaction_leaves_nothing_and_blocks_nobody(schema: str) -> None:
-    url = _url(schema)
-    with open_store(url) as store:
-        store.append("victim", [SessionUpdated(at=-1)], NO_STREAM)
-        child = subprocess.Popen([sys.executable, "-c", _HOLDER, url], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdout.readline() == "inside\n"
-        done: list[list[int]] = []
-        waiter = threading.Thread(target=lambda: done.append(store.append("victim", [SessionUpdated(at=99)], 1)))
-        waiter.start()
-        time.sleep(0.3)
-        assert not done, "an append went ahead while another writer held the lock"
-        with (
-            PostgresStore(SERVER, schema=schema, lock_timeout=0.2) as impatient,
-            pytest.raises(StoreError, match=r"another writer held the append lock for over 0\.2 s"),
-        ):
-            impatient.append("other", [SessionUpdated(at=1)])
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-        waiter.join(10)
-        assert len(done) == 1
-        log = check_log(store)
-        assert [(r.version, r.event) for r in log] == [(1, SessionUpdated(at=-1)), (2, SessionUpdated(at=99))]
-
-
-def _restart_command() -> list[str]:
-    local = urllib.parse.urlsplit(SERVER).hostname in ("127.0.0.1", "localhost")
-    if not local or shutil.which("pg_ctlcluster") is None or not os.path.isdir("/etc/postgresql"):
-        pytest.skip("restarting the server needs a local Debian cluster (pg_ctlcluster)")
-    return ["pg_ctlcluster", "--skip-systemctl-redirect", sorted(os.listdir("/etc/postgresql"))[-1], "main", "restart"]
-
-
-@pytest.mark.slow
-def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None:
-    restart = _restart_command()
-    url = _url(schema)
-    started = _admin("SELECT pg_postmaster_start_time()")
-    with open_store(url) as store, open_store(url) as tail_store:
-        seen: list[RecordedEvent] = []
-        stop = threading.Event()
-
-        def follow() -> None:
-            with tail_store.subscribe(after=0) as sub:
-                while not stop.is_set():
-                    seen.extend(sub.poll(timeout=0.2))
-
-        lines: list[str] = []
-
-        def collect(child: subprocess.Popen[str]) -> None:
-            assert child.stdout is not None
-            for line in child.stdout:
-                lines.append(line)
-
-        follower = threading.Thread(target=follow)
-        follower.start()
-        writer = _events_module("writer", url, "r", "1000000")
-        reader = threading.Thread(target=collect, args=(writer,))
-        reader.start()
-        try:
-            _wait_for(lambda: len(lines) > 20, 30, "the writer to start")
-            subprocess.run(restart, check=True, timeout=120, capture_output=True)
-            assert _admin("SELECT pg_postmaster_start_time()") != started
-            resumed_from = len(lines)
-            _wait_for(lambda: len(lines) > resumed_from + 20, 60, "the writer to resume after the restart")
-            store.append("here", [SessionUpdated(at=1)])  # this process's pool reconnects too
-        finally:
-            writer.send_signal(signal.SIGKILL)
-            writer.wait(30)
-            reader.join(30)
-        log = check_log(store)
-        stored = {r.position for r in log}
-        acknowledged = [p for batch in _acks(lines) for p in batch]
-        assert len(acknowledged) > 40
-        assert not [p for p in acknowledged if p not in stored], "an acknowledged event was lost"
-        _assert_no_partial_batches([r for r in log if r.session_id != "here"])
-        try:
-            _wait_for(lambda: bool(seen) and seen[-1].position == log[-1].position, 60, "the tail to catch up")
-        finally:
-            stop.set()
-            follower.join(30)
-        assert [r.position for r in seen] == [r.position for r in log]
-
-
-# -- no silent new stores, read-only users, tables of others, the integrity chain's upgrade ----------------------
 
 
 def test_an_opener_that_only_reads_creates_nothing(schema: str) -> None:
