@@ -307,17 +307,20 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
     decoded, so a huge or hostile file costs neither memory nor a decode.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise SnapshotError("is gone") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SnapshotError("is a symlink (refused)") from None
         raise SnapshotError(f"cannot be read ({exc.strerror})") from exc
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
+    info = os.fstat(fd)  # O_NONBLOCK: a FIFO is never waited on; fstat says what was opened
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SnapshotError("is not a regular file")
+            raise SnapshotError("is not a regular file (a FIFO, device or directory is never read)")
+        raise SnapshotError(f"belongs to another user (uid {info.st_uid}); not read")
+    with os.fdopen(fd, "rb") as file:
         start = file.read(_START)
         if len(start) < _START or not start.startswith(_MAGIC):
             raise SnapshotError("is not a registry snapshot")

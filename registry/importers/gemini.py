@@ -30,6 +30,7 @@ import msgspec
 from events.model import TitleSource
 from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
 from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
+from registry.importers.lines import open_regular
 
 __all__ = ["Gemini"]
 
@@ -273,7 +274,7 @@ def _text(content: object) -> str:
 
 def _small_file(path: Path) -> bytes | None:
     try:
-        with open(path, "rb") as f:
+        with open_regular(str(path)) as f:
             return f.read(_SMALL_FILE)
     except OSError:
         return None
