@@ -243,7 +243,12 @@ def _raw_changes(
         if start > following.position:
             following.stop()
             raise ValueError(f"after={start} is beyond the log's head ({following.position})")
-        feed.release(_catch_up(source.store, following, start) if start < following.position else [])
+        try:
+            caught_up = _catch_up(source.store, following, start) if start < following.position else []
+        except BaseException:
+            following.stop()  # a failed subscribe leaves nothing registered (and stops an unneeded follower)
+            raise
+        feed.release(caught_up)
         return Disposable(feed.stop)
 
     return reactivex.create(subscribe)

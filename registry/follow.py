@@ -38,6 +38,17 @@ Listener = Callable[[Sequence[Change]], None]
 be quick and must not raise: queue the changes and deliver them elsewhere (``registry.changes`` does)."""
 
 _REMEMBERED: Final = 50_000  # sessions whose last state the follower keeps (the rest it looks up)
+JOIN_TIMEOUT: Final = 5.0
+"""Seconds a stop waits for the follower's thread to end."""
+
+
+def _join(thread: threading.Thread | None) -> None:
+    """Wait for a stopped follower thread, within ``JOIN_TIMEOUT`` (it polls its subscription every second)."""
+    if thread is None or thread is threading.current_thread():
+        return
+    thread.join(JOIN_TIMEOUT)
+    if thread.is_alive():  # pragma: no cover - a listener stuck in user code
+        log.warning("the change follower did not stop within %s s (a listener is slow)", JOIN_TIMEOUT)
 
 
 class Following:
@@ -90,8 +101,8 @@ class Follower:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
-            if not self._listeners:
-                self._stop()
+            thread = self._stop() if not self._listeners else None
+        _join(thread)  # outside the lock: the thread may be waiting for it
 
     def _start(self) -> None:
         self._position = self._read_model.catch_up()
@@ -103,19 +114,26 @@ class Follower:
             )
             self._thread.start()
 
-    def _stop(self) -> None:
+    def _stop(self) -> threading.Thread | None:
+        """Under the lock: end the subscription; returns the thread for the caller to join once it let go of the
+        lock (joining while holding it would keep the thread from finishing a fold it is waiting to start)."""
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
+        return thread
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._listeners.clear()
-            self._stop()
+            thread = self._stop()
+        _join(thread)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The follower's thread while someone listens (for tests: it is joined when the last one leaves)."""
+        return self._thread
 
     # -- folding --------------------------------------------------------------------------------------
 
@@ -147,8 +165,7 @@ class Follower:
                 time.sleep(1.0)
 
     def _acquire(self, subscription: Subscription) -> bool:
-        """Take the lock, or give up once ``subscription`` is closed: ``_stop`` closes it and joins this thread
-        while holding the lock, so waiting on the lock alone would stall the stop (by the join's timeout)."""
+        """Take the lock, or give up once ``subscription`` is closed (a stop is under way: no fold is wanted)."""
         while not self._lock.acquire(timeout=0.05):
             if subscription.closed:
                 return False

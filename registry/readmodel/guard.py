@@ -28,7 +28,7 @@ from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import PastWindow, ReadModel, ReadModelFault
-from registry.readmodel.tables import LogShorter, record_log_shorter
+from registry.readmodel.tables import LogShorter, join_snapshot_threads, record_log_shorter
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -197,4 +197,6 @@ class GuardedReadModel(ReadModel):
         return self._model.checkpoint_matches_log()
 
     def close(self) -> None:
+        """Release the tables (or the fold), once the snapshot being kept in the background is written."""
+        join_snapshot_threads(self._store)
         self._model.close()

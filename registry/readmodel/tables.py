@@ -24,21 +24,21 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from itertools import islice
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import msgspec
 
 from events.errors import StoreClosedError, StoreError, StoreFormatError
+from events.store import EventStore
 from registry.model import SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
-
-if TYPE_CHECKING:
-    from events.store import EventStore
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ __all__ = [
     "decode_state",
     "encode_state",
     "fold_stretch",
+    "join_snapshot_threads",
     "merge_pages",
     "newer_version",
     "past_row",
@@ -409,6 +410,12 @@ def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]
         yield chunk
 
 
+SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
+"""Seconds a read model's ``close`` waits for the snapshot being written in the background."""
+_BACKGROUND: weakref.WeakKeyDictionary[EventStore, set[threading.Thread]] = weakref.WeakKeyDictionary()
+_BACKGROUND_LOCK = threading.Lock()
+
+
 class SnapshotPlan:
     """Kept snapshots a catch-up leaves behind, dumped straight from the tables' rows (which hold exactly the
     states at the checkpoint, already encoded): time travel then starts near any position.
@@ -421,6 +428,7 @@ class SnapshotPlan:
 
     def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
+        self._store = store
         self._background = head - start < EVERY
         if store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
@@ -435,7 +443,10 @@ class SnapshotPlan:
             return
         self._targets = [t for t in self._targets if t > checkpoint]
         if self._background:
-            threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True).start()
+            thread = threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True)
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.setdefault(self._store, set()).add(thread)
+            thread.start()
         else:
             self._run(checkpoint)
 
@@ -446,3 +457,20 @@ class SnapshotPlan:
             log.debug("no snapshot at position %s: the store was closed first", checkpoint)
         except (OSError, SnapshotError, StoreError) as exc:
             log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
+        finally:
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.get(self._store, set()).discard(threading.current_thread())
+
+
+def join_snapshot_threads(store: EventStore, timeout: float = SNAPSHOT_JOIN_TIMEOUT) -> bool:
+    """Wait for the snapshots being kept in the background for ``store`` (a read model's ``close``), at most
+    ``timeout`` seconds in all; False (and a warning) when one is still running then."""
+    with _BACKGROUND_LOCK:
+        threads = list(_BACKGROUND.get(store, ()))
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = sum(thread.is_alive() for thread in threads)
+    if running:
+        log.warning("a snapshot was still being written after %s s; it is left to finish or be tidied", timeout)
+    return not running
