@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 DEMO_STORE := sqlite://$(abspath $(DEMO_DIR))/sessions.db
 
-.PHONY: install test lint demo bench bench-full fuzz clean
+.PHONY: install test lint demo bench bench-full fuzz agents test-agents clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ test: lint
 demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*
 	$(BIN)/acp-registry demo --store $(DEMO_STORE)
+
+# Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, gemini-cli) and the
+# TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents);
+# quick when they are there. Exit 3 when one could not be installed (its tests then skip).
+agents:
+	bash tests/agents/install.sh
+
+# The proxy in front of those agents, and the SDK clients through it (tests marked real_agents; make test skips them).
+test-agents: install
+	$(BIN)/pytest -m real_agents
 
 # The bench extra (eventsourcing) on top of dev: the baselines need it.
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml

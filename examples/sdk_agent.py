@@ -22,6 +22,7 @@ from events import TitleSource
 from events.errors import RegistryError
 from registry import SessionRegistry
 from registry.acp.sdk import RegistrySessions, request_error
+from registry.commands import prompt_title
 
 
 class EchoAgent:
@@ -56,10 +57,9 @@ class EchoAgent:
         await self.conn.session_update(session_id, update_agent_message_text(text))
         first = (state := self.registry.state(session_id)) is not None and state.messages == 0
         self.registry.record_activity(session_id, messages=2)
-        if first and text.strip():
-            self.registry.change_info(
-                session_id, title=text.strip().splitlines()[0][:80], title_source=TitleSource.PROMPT
-            )
+        title = prompt_title(text)  # the title rule every way in shares
+        if first and title is not None:
+            self.registry.change_info(session_id, title=title, title_source=TitleSource.PROMPT)
         return PromptResponse(stop_reason="end_turn")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ replaces the user's", "nothing is written when nothing would change") has exactl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -40,6 +41,7 @@ from registry.model import ARCHIVED_FILTERS, ListFilter, SessionState, parse_tim
 from registry.paths import normalise_cwd
 
 __all__ = [
+    "PROMPT_TITLE_LENGTH",
     "archive_change",
     "check_agent",
     "check_directories",
@@ -56,7 +58,13 @@ __all__ = [
     "info_change",
     "json_type",
     "list_filter",
+    "one_line",
+    "prompt_title",
 ]
+
+PROMPT_TITLE_LENGTH: Final = 200
+"""A title taken from a prompt is cut here, with an ellipsis (as Claude Code's own lister cuts its first prompt)."""
+_SPACES: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 
 _json_encoder = msgspec.json.Encoder()
 _msgpack_encoder = msgspec.msgpack.Encoder()
@@ -138,6 +146,25 @@ def archive_change(state: SessionState, archived: bool) -> Event | None:
     if state.archived is archived:
         return None
     return SessionArchived() if archived else SessionUnarchived()
+
+
+def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
+    """``text`` as a title: on one line, at most ``limit`` characters (cut with an ellipsis); None when nothing is
+    left. Runs of white space and control characters become one space: a title is shown on one line, and another
+    program's text must not put escape sequences into a terminal that lists it."""
+    if not isinstance(text, str):
+        return None
+    line = _SPACES.sub(" ", text).strip()
+    if not line:
+        return None
+    limit = min(limit, MAX_TITLE_LENGTH)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "\u2026"
+
+
+def prompt_title(prompt: object) -> str | None:
+    """The title a session gets from a prompt, wherever the session comes from (``serve``'s first prompt, an
+    imported agent's first or last prompt): the whole prompt on one line, cut at ``PROMPT_TITLE_LENGTH``."""
+    return one_line(prompt, PROMPT_TITLE_LENGTH)
 
 
 def check_source(source: object) -> TitleSource:

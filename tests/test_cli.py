@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from events import TitleSource, open_store
+from events import SessionCreated, TitleSource, open_store
 from events.codec import decode_record_json, encode_record_json
 from registry import SessionRegistry
 from registry.cli import main as cli_main
@@ -248,10 +248,18 @@ def test_list_json_is_the_exact_session_list_result(run: Cli, populated: Populat
 
 
 def test_list_shows_a_table_for_people(run: Cli, populated: Populated) -> None:
-    result = run("list", store=populated.path)
+    result, page, in_api = run.all(
+        ("list",),
+        ("list", "--page-size", "2"),
+        ("list", "--page-size", "1", "--cwd", "/work/api"),
+        store=populated.path,
+    )
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert "4 sessions" in lines[0]
+    # A page says how many there are in all (the read model's count), in a cwd too.
+    assert page.stdout.splitlines()[0].strip() == "2 of 4 sessions"
+    assert in_api.stdout.splitlines()[0].strip() == "1 of 2 sessions in /work/api"
     rows = [line for line in lines if line.startswith("│")]
     assert [row.split("│")[5].strip() for row in rows] == ["s3", "s5", "s1", "s4"]
     assert "(untitled)" in rows[2] and "Docs" in rows[3] and "(cleared)" in rows[3]
@@ -271,9 +279,16 @@ def test_history_lists_every_event_and_what_it_changed(run: Cli, populated: Popu
     as_json, table, deleted, unknown = run.all(
         ("history", "s1", "--json"), ("history", "s1"), ("history", "s2"), ("history", "nope"), store=populated.path
     )
-    records = [decode_record_json(line) for line in as_json.stdout.splitlines()]
-    assert [r.version for r in records] == [1, 2, 3]
-    assert all(r.session_id == "s1" for r in records)
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [r["version"] for r in records] == [1, 2, 3]
+    assert all(r["sessionId"] == "s1" for r in records)
+    # Times as show gives them (RFC 3339), not export's epoch nanoseconds.
+    with open_store(populated.url, create=False) as store:
+        stored = store.read_stream("s1")
+    assert [r["recordedAt"] for r in records] == [format_time(r.recorded_at) for r in stored]
+    created = stored[0].event
+    assert isinstance(created, SessionCreated)
+    assert records[0]["event"]["at"] == format_time(created.at)  # the event's own time too
     assert 'created in /work/app, title "Fix login" (user)' in table.stdout
     assert "+2 messages" in table.stdout and "title cleared" in table.stdout
     assert "s2: 3 events" in deleted.stdout and "deleted" in deleted.stdout  # deleted sessions have a history

@@ -107,23 +107,46 @@ def test_control_characters_are_escaped_in_every_table_and_line() -> None:
     assert printable("tab\tnew\nline é ✓ \\") == "tab\\tnew\\nline é ✓ \\"  # ordinary text stays as it is
 
 
+AGENT_ID = "6b1d2c3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"
+META = {
+    "acp-session-registry/agent": "claude-code",
+    "acp-session-registry/agentSessionId": AGENT_ID,
+    "acp-session-registry/path": "/home/me/.claude/projects/-home-me-app/6b1d2c3e.jsonl",
+}
+
+
+def _kv_lines(text: str) -> list[str]:
+    """The text's lines without table borders, stripped."""
+    return [line.strip("│ ").rsplit("│", 1)[-1].strip() for line in text.splitlines()]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_history_keeps_meta_compact_and_readable(width: int) -> None:
-    meta = {"acp-session-registry/agent": "codex", "gitBranch": "main"}
+def test_history_shows_meta_as_key_value_lines_never_cut_mid_token(width: int) -> None:
     records = [
-        RecordedEvent(1, "codex:1", 1, uuid.uuid4(), AT, SessionCreated(cwd="/w", at=AT, meta=meta)),
+        RecordedEvent(1, "codex:1", 1, uuid.uuid4(), AT, SessionCreated(cwd="/w", at=AT, meta=META)),
         RecordedEvent(2, "codex:1", 2, uuid.uuid4(), AT + 10**9, SessionUpdated(at=AT + 10**9, messages=2)),
+        RecordedEvent(3, "codex:1", 3, uuid.uuid4(), AT + 2 * 10**9, SessionInfoChanged(meta={"gitBranch": "main"})),
     ]
     text = _render(HistoryTable("codex:1", records), width)
     assert max(map(len, text.splitlines())) <= width
-    headers = _headers(text)
-    assert headers[:3] == ["position", "version", "recorded (UTC)"]
-    changed = headers[-1]
-    column = next(len(cell) for cell in text.splitlines()[1].strip("┏┓").split("┳")[len(headers) - 1 :])
-    assert column >= 30, (changed, text)  # before: `_meta` wrapped 13 characters wide at 80 columns
-    compact = '{"acp-session-registry/agent":"codex","gitBranch":"main"}'
-    flat = "".join(line.rstrip("│ ").rsplit("│", 1)[-1].strip() for line in text.splitlines())
-    assert compact in flat
+    lines = _kv_lines(text)
+    # Before: `_meta` was one compact JSON folded 16 lines deep per event at 80 columns, cut inside keys and values.
+    for key, value in META.items():
+        assert f'{key}: "{value}"' in lines or (key + ":" in lines and f'"{value}"' in lines), (key, text)
+    assert 'gitBranch: "main"' in lines
+    assert "+2 messages" in text and "_meta set" in text
+    if width >= 200:
+        assert _headers(text) == ["position", "version", "recorded (UTC)", "event", "what it changed"]
+    else:  # one block an event, at the full width: the path would not fit the table's column at 120
+        assert "#1  v1  2026-11-30 00:53:20  SessionCreated" in text
+
+
+def test_show_gives_meta_key_value_lines_at_80_columns() -> None:
+    state = _state("claude-code:" + AGENT_ID, "/w", "T")
+    info = SessionInfo(session_id=state.session_id, cwd="/w", title="T", meta=META)
+    lines = _kv_lines(_render(SessionTable(info, state), 80))
+    for key, value in META.items():  # the key, and its value whole on the line below when both do not fit
+        assert f'{key}: "{value}"' in lines or (key + ":" in lines and f'"{value}"' in lines), (key, lines)
 
 
 def test_show_has_the_id_on_a_line_of_its_own() -> None:

@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from events import MemoryStore, SessionDeleted, TitleSource, open_store
+from events.errors import RegistryError
 from events.store import EventStore
 from registry import SessionRegistry
-from registry.importers import Importer, Summary, sources
+from registry.importers import Importer, ImportStateError, Summary, sources
+from registry.importers.databases import SchemaError
 from registry.importers.importer import META_AGENT_MESSAGES, META_GIT_BRANCH, META_PATH
-from registry.importers.lines import TailRead
+from registry.importers.lines import GLUED, TailRead
 from registry.model import META_MESSAGES, META_TITLE_SOURCE, parse_time
 
 SID = "6b1d2c3e-4f50-4a61-9b72-8c93d0e1f2a3"
@@ -173,7 +175,11 @@ def test_claude_code_title_priority_and_sources(tmp_path: Path) -> None:
     )
     run_import(store, "claude-code", root)
     assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Fix the build", "prompt")
-    write_lines(path, [{"type": "summary", "summary": "Build fix", "leafUuid": "x"}], mode="a")
+    # Claude Code writes summaries of other sessions into the open transcript: their leafUuid is not ours.
+    write_lines(path, [{"type": "summary", "summary": "Tailwind catalog", "leafUuid": "u-elsewhere"}], mode="a")
+    run_import(store, "claude-code", root)
+    assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Fix the build", "prompt")
+    write_lines(path, [{"type": "summary", "summary": "Build fix", "leafUuid": "u-2026-03-02T09:00:01Z"}], mode="a")
     run_import(store, "claude-code", root)
     assert (only(store)["title"], only(store)["_meta"][META_TITLE_SOURCE]) == ("Build fix", "agent")
     write_lines(path, [{"type": "last-prompt", "lastPrompt": "and the tests", "sessionId": SID}], mode="a")
@@ -249,6 +255,28 @@ def test_a_torn_last_line_is_read_once_it_is_complete(claude: Path, tmp_path: Pa
     summary = run_import(store, "claude-code", claude, state=state)
     assert (summary.agents[0].changed, summary.agents[0].skipped) == (1, [])
     assert (only(store)["_meta"][META_MESSAGES], only(store)["updatedAt"]) == (3, "2026-03-02T09:20:00.000Z")
+
+
+def test_a_complete_last_line_without_its_newline_is_a_record_and_is_never_counted_twice(
+    claude: Path, tmp_path: Path
+) -> None:
+    # Copies of transcripts often lose the final newline: the last reply is still the session's last activity.
+    path = session_file(claude)
+    line = json.dumps(reply("2026-03-02T09:30:00Z", "m-last"), separators=(",", ":"))
+    with open(path, "a") as f:
+        f.write(line)
+    store = MemoryStore()
+    state = tmp_path / "state"
+    run_import(store, "claude-code", claude, state=state)
+    assert (only(store)["_meta"][META_MESSAGES], only(store)["updatedAt"]) == (3, "2026-03-02T09:30:00.000Z")
+    with open(path, "a") as f:  # the writer ends the line, then appends more
+        f.write("\n" + json.dumps(prompt("2026-03-02T09:31:00Z", "and one more")) + "\n")
+    summary = run_import(store, "claude-code", claude, state=state)
+    assert (summary.agents[0].changed, summary.agents[0].skipped) == (1, [])
+    assert (only(store)["_meta"][META_MESSAGES], only(store)["updatedAt"]) == (4, "2026-03-02T09:31:00.000Z")
+    fresh = MemoryStore()
+    run_import(fresh, "claude-code", claude, state=tmp_path / "fresh")
+    assert only(fresh)["_meta"] == only(store)["_meta"]  # the incremental reads equal one whole read
 
 
 def test_incremental_import_equals_a_fresh_one_and_reads_only_what_is_new(claude: Path, tmp_path: Path) -> None:
@@ -418,9 +446,11 @@ def test_hostile_lines_are_skipped_and_counted_never_fatal(tmp_path: Path) -> No
         "line is not a JSON record, skipped": 3,
         "line over 4096 bytes skipped": 1,
         "record not understood (ValidationError), skipped": 1,  # "message": [1]
+        GLUED: 1,  # both records are read (below), and the damaged line is named
     }
     examples = {g.reason: g.examples for g in summary.agents[0].skipped}
     assert examples["line is not a JSON record, skipped"] == [f"{path}:2"]  # file:line of the first one
+    assert examples[GLUED] == [f"{path}:4"]
     session = only(store)
     assert (session["title"], session["_meta"][META_MESSAGES], session["updatedAt"]) == (
         "start",
@@ -523,3 +553,13 @@ def test_importers_write_through_one_function_and_never_through_the_facade(
                 names = {alias.name for alias in node.names}
                 assert node.module not in ("registry.service", "registry") or "SessionRegistry" not in names, module
                 assert node.module != "registry.service", module
+
+
+def test_the_importers_errors_are_registry_errors(claude: Path, tmp_path: Path) -> None:
+    # One error tree: a caller catching RegistryError catches the importers' errors too (and ValueError still).
+    state = tmp_path / "state"
+    state.mkdir()  # a folder where the import state belongs
+    with pytest.raises(RegistryError) as caught:
+        run_import(MemoryStore(), "claude-code", claude, state=state)
+    assert isinstance(caught.value, ImportStateError) and isinstance(caught.value, ValueError)
+    assert issubclass(SchemaError, RegistryError) and issubclass(SchemaError, ValueError)

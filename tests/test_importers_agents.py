@@ -18,6 +18,7 @@ import zstandard
 from events import MemoryStore
 from registry.importers import Importer, sources
 from registry.importers.importer import META_ARCHIVED, META_GIT_BRANCH, META_PATH
+from registry.importers.lines import GLUED
 from registry.model import META_MESSAGES, META_TITLE_SOURCE
 from tests.test_importers import listing, only, run_import, skipped, write_lines
 
@@ -267,7 +268,10 @@ def test_gemini_legacy_documents_hash_folders_subagents_and_unknown_projects(gem
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "gemini", gemini, state=state)
-    assert skipped(summary) == {"subagent chat": 1, "project root unknown (not in projects.json, no .project_root)": 1}
+    assert skipped(summary) == {
+        "subagent chat": 1,
+        "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)": 1,
+    }
     legacy_session = next(s for s in listing(store) if s["sessionId"] == "gemini:1a2b3c4d-0000-4000-8000-000000000001")
     assert (legacy_session["cwd"], legacy_session["title"], legacy_session["_meta"][META_MESSAGES]) == (
         "/home/dev/acme-api",
@@ -280,6 +284,35 @@ def test_gemini_legacy_documents_hash_folders_subagents_and_unknown_projects(gem
     )
     assert run_import(store, "gemini", gemini, state=state).agents[0].added == 1
     assert len(listing(store)) == 3
+
+
+def test_gemini_hash_named_folders_are_recovered_from_directories_the_registry_knows(
+    gemini: Path, tmp_path: Path
+) -> None:
+    # An older project folder, tmp/<sha256 of the root>/, with neither projects.json nor .project_root naming it.
+    web = hashlib.sha256(b"/home/dev/web").hexdigest()
+    chat = [
+        {"sessionId": "9a8b7c6d-0000-4000-8000-000000000001", "projectHash": web, "startTime": "2026-01-12T08:00:00Z"},
+        {"id": "w1", "type": "user", "content": "Why is the header blurry?", "timestamp": "2026-01-12T08:00:01Z"},
+    ]
+    write_lines(gemini / "tmp" / web / "chats" / "session-2026-01-12T08-00-9a8b7c6d.jsonl", chat)
+    qwen = tmp_path / ".qwen"
+    write_lines(
+        qwen / "projects" / "-home-dev-web" / "chats" / f"{QWEN_ID}.jsonl",
+        [_qwen("q-1", "2026-03-01T08:00:00Z", "user", cwd="/home/dev/web", message={"parts": [{"text": "Header"}]})],
+    )
+    # In one pass with another agent that worked in that directory (Gemini is read after it).
+    store = MemoryStore()
+    both = Importer(store, sources(["gemini", "qwen"]), roots={"gemini": gemini, "qwen": qwen})
+    summary = both.run()
+    assert [a.agent for a in summary.agents] == ["gemini", "qwen"]  # the summary keeps the usual order
+    assert (skipped(summary), summary.agents[0].added) == ({}, 2)
+    cwds = {s["sessionId"]: s["cwd"] for s in listing(store)}
+    assert cwds["gemini:9a8b7c6d-0000-4000-8000-000000000001"] == "/home/dev/web"
+    # Or from the store alone: the directory of a session imported earlier.
+    later = MemoryStore()
+    run_import(later, "qwen", qwen)
+    assert (run_import(later, "gemini", gemini).agents[0].added, len(listing(later))) == (2, 3)
 
 
 def test_gemini_rewind_to_an_unknown_id_clears_and_a_checkpoint_replaces(gemini: Path, tmp_path: Path) -> None:
@@ -459,7 +492,7 @@ def qwen(tmp_path: Path) -> Path:
 def test_qwen_session_with_a_glued_line_and_a_manual_title(qwen: Path) -> None:
     store = MemoryStore()
     summary = run_import(store, "qwen", qwen)
-    assert skipped(summary) == {}
+    assert skipped(summary) == {GLUED: 1}  # recovered, and named
     session = only(store)
     assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
         f"qwen:{QWEN_ID}",
@@ -491,7 +524,7 @@ def test_qwen_archive_children_and_stray_files(qwen: Path, tmp_path: Path) -> No
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "qwen", qwen, state=state)
-    assert skipped(summary) == {"sub-session (parent_session record)": 1}
+    assert skipped(summary) == {"sub-session (parent_session record)": 1, GLUED: 1}
     (chats / "archive").mkdir()
     (chats / f"{QWEN_ID}.jsonl").rename(chats / "archive" / f"{QWEN_ID}.jsonl")
     summary = run_import(store, "qwen", qwen, state=state)

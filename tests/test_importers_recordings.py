@@ -62,6 +62,27 @@ def test_claude_code_counts_what_its_transcript_shows_and_its_own_created_time(t
     assert created is not None and created.created_at == 1_772_442_000 * 1_000_000_000  # 2026-03-02T09:00:00Z
 
 
+def test_claude_code_titles_only_by_its_own_summaries_and_counts_image_only_prompts(tmp_path: Path) -> None:
+    root = fixture("claude-code-summaries", tmp_path)
+    store = MemoryStore()
+    assert run_import(store, "claude-code", root).agents[0].added == 2
+    sessions = {s["sessionId"].rsplit("-", 1)[1]: s for s in listing(store)}
+    own, foreign = sessions["000000000a01"], sessions["000000000b02"]
+    # The summaries at the head of ...0b02 are about other sessions (one about ...0a01, one about a session
+    # not here): ...0b02 keeps its first prompt, ...0a01 gets the summary that names its own leaf.
+    assert (foreign["title"], foreign["_meta"][META_TITLE_SOURCE], foreign["_meta"][META_MESSAGES]) == (
+        "say hi",
+        "prompt",
+        2,
+    )
+    # 2 prompts, one of them a pasted screenshot only, and 2 replies.
+    assert (own["title"], own["_meta"][META_TITLE_SOURCE], own["_meta"][META_MESSAGES]) == (
+        "Orders page double render",
+        "agent",
+        4,
+    )
+
+
 # -- Kimi CLI and Kimi Code ------------------------------------------------------------------------------------
 
 KIMI_HASH = hashlib.md5(b"/home/dev/acme-api", usedforsecurity=False).hexdigest()

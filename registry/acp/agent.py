@@ -1,10 +1,11 @@
 """``acp-registry serve``: a reference ACP v1 agent over stdio, backed by the registry.
 
 A minimal agent with a real session history: ``session/prompt`` streams the prompt's text back as
-``agent_message_chunk``s and ends the turn; the first prompt names the session after its first line; every
-turn is activity. ``session/list``, ``session/delete``, ``session/load`` (replays the stored turns), resume and
-close work against the registry, and every title / ``updatedAt`` / ``_meta`` change - this process's or another's
-on the same store - is pushed as a minimal ``session_info_update`` with explicit nulls.
+``agent_message_chunk``s and ends the turn; the first prompt names the session (``registry.commands.prompt_title``,
+the rule imported sessions share too); every turn is activity. ``session/list``, ``session/delete``,
+``session/load`` (replays the stored turns), resume and close work against the registry, and every title /
+``updatedAt`` / ``_meta`` change - this process's or another's on the same store - is pushed as a minimal
+``session_info_update`` with explicit nulls.
 
 Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
 clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.
@@ -45,7 +46,7 @@ from registry.acp.jsonrpc import (
 )
 from registry.acp.methods import METHODS, Context, bind, capabilities
 from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
-from registry.commands import check_payload, check_session_id, check_title
+from registry.commands import check_payload, check_session_id, check_title, prompt_title
 from registry.diffs import Added, Removed, Updated, diff, encode_session_update
 from registry.errors import (
     InvalidParams,
@@ -66,7 +67,6 @@ PROTOCOL_VERSION: Final = 1
 AGENT_NAME: Final = "acp-session-registry"
 LIST_CHANGES_META: Final = "acp-session-registry/listChanges"
 _CHUNK: Final = 24  # characters per streamed chunk: enough to show streaming, few enough messages
-_TITLE_MAX: Final = 80  # an auto-generated title is cut here (a user title may be up to 500)
 _FLUSH_TIMEOUT: Final = 10.0  # seconds a response waits for the change stream (only a stuck client reaches it)
 _EXPECTED: Final = (InvalidParams, SessionNotFound, MethodNotFound, SessionExists)  # answered, not logged
 
@@ -283,9 +283,8 @@ class ReferenceAgent:
         if rename:
             self.registry.change_info(session_id, title=title, title_source=TitleSource.USER)
         elif first:
-            line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-            if line:
-                title = line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1] + "\u2026"
+            title = prompt_title(text)
+            if title is not None:
                 self.registry.change_info(session_id, title=title, title_source=TitleSource.PROMPT)
         for start in range(0, len(reply), _CHUNK):
             chunk = {"type": "text", "text": reply[start : start + _CHUNK]}

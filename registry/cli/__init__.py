@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("registry.cli.import_log", "append the records of an exported file (importing twice is harmless)"),
     "demo": ("registry.cli.demo", "a simulated multi-agent host on a temporary SQLite store"),
     "serve": ("registry.cli.serve", "speak ACP over stdio: a reference agent backed by the registry"),
+    "proxy": ("registry.cli.proxy", "the registry in front of any ACP agent: acp-registry proxy -- COMMAND [ARGS...]"),
     "import-agents": (
         "registry.cli.import_agents",
         "import the histories agents already keep (Claude Code, Codex, Gemini CLI, ...)",
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if args.command not in ("serve", "import-agents"):  # those configure their own logging
+    if args.command not in ("serve", "proxy", "import-agents"):  # those configure their own logging
         logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
     module, _ = COMMANDS[args.command]
     return _run(_module(module, args.command).run, args)

@@ -1,4 +1,8 @@
-"""``list``: the ``session/list`` view, one page or every page (``--all``), as a client sees it."""
+"""``list``: the ``session/list`` view, one page or every page (``--all``), as a client sees it.
+
+The table's heading says how many sessions it shows of how many there are (``50 of 94,912 sessions``, in a cwd
+too): the read model keeps the live count, and a cwd's count is a pass over its cwd index (no session is decoded).
+"""
 
 from __future__ import annotations
 
@@ -30,13 +34,18 @@ def run(args: argparse.Namespace) -> int:
         while args.all and page.next_cursor is not UNSET:
             page = registry.list(cwd=cwd, cursor=page.next_cursor)
             pages.append(page.sessions)
+        if not args.json:
+            model = registry.read_model
+            total = model.count() if cwd is None else model.cwd_counts().get(cwd, 0)
     if args.json:
         write_json([info for p in pages for info in p] if args.all else page)
         return 0
     console = stdout_console()
     count = sum(map(len, pages))
     where = "" if cwd is None else f" in {cwd}"
-    console.print(SessionsTable(pages, title=printable(f"{count} session{'s' if count != 1 else ''}{where}")))
+    shown = f"{count:,} of {total:,}" if count < total else f"{count:,}"
+    heading = f"{shown} session{'s' if (total if count < total else count) != 1 else ''}{where}"
+    console.print(SessionsTable(pages, title=printable(heading)))
     if page.next_cursor is not UNSET:
         console.print(
             f"more sessions follow: --all lists every page, or --cursor {page.next_cursor} the next one",

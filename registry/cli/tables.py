@@ -8,8 +8,13 @@ Decided per width (the tests record each at 80, 120 and 200 columns):
   cwd room enough (e.g. ``claude-code:<uuid>`` ids from 120 columns up); otherwise each session is one cell of
   stacked lines - the id, the title, the cwd - beside its time and message count; and where even that does not
   fit, one column holds everything. No column is ever narrower than its header word.
-* ``history``: a column for what each event changed from 120 columns up; below that it goes under the event's
-  name. ``_meta`` is compact JSON, folded only where it meets the edge.
+* ``history``: a table with a column for what each event changed from 120 columns up; below that (or when a
+  ``_meta`` value would not fit that column) each event is a block - a line naming it, then what it changed,
+  indented, at the full width.
+* ``_meta`` (``show``, ``history``) is key/value lines, one key a line - ``key: value`` where that fits, else the
+  value on the line below the key - in its cell when every key and value fits there, else in a block of its own
+  at the full width (``show``: below the table; ``history``: the block layout), so no JSON is cut mid-token at
+  the edge of a narrow cell.
 * Text that came from outside (titles, cwds, ids, ``_meta``) is shown with control characters escaped
   (``terminal.printable``), so a title cannot move the cursor or retitle the terminal; JSON output stays exact.
 
@@ -19,7 +24,7 @@ rich is imported only when a table is drawn.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET
@@ -29,7 +34,7 @@ from registry.cli.terminal import printable
 from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from rich.table import Table
     from rich.text import Text
 
@@ -158,13 +163,16 @@ class SessionTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
 
         info, state = self.info, self.state
         table = Table(show_header=False, title="session", title_justify="left")
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
         title = None if state.title is None else f"{state.title}  ({_source(state.title_source)})"
-        rows: list[tuple[str, str | None]] = [
+        cell = max(options.max_width - len("additionalDirectories") - _overhead(2), 20)
+        meta = {} if info.meta is UNSET else info.meta
+        rows: list[tuple[str, str | Text | None]] = [
             ("sessionId", info.session_id),
             ("cwd", info.cwd),
             ("title", title),
@@ -172,12 +180,40 @@ class SessionTable:
             ("created", format_time(state.created_at)),
             ("messages", str(state.messages)),
             ("additionalDirectories", ", ".join(state.additional_directories) or None),
-            ("_meta", None if info.meta is UNSET else _json.encode(info.meta).decode()),
+            ("_meta", None if not meta else meta_text(meta, cell) if meta_fits(meta, cell) else "(below)"),
             ("version", f"{state.version} (last event at position {state.position})"),
         ]
         for name, value in rows:
-            table.add_row(name, escaped(value, missing="-"))
+            table.add_row(name, value if not isinstance(value, str | None) else escaped(value, missing="-"))
         yield table
+        if meta and not meta_fits(meta, cell):  # a full-width block, rather than values cut in a narrow cell
+            from rich.padding import Padding  # noqa: PLC0415
+
+            yield Text("_meta", style="bold")
+            yield Padding(meta_text(meta, options.max_width - 2), (0, 0, 0, 2))
+
+
+def meta_fits(meta: dict[str, Any], width: int) -> bool:
+    """Whether each key, and each value below its key, fits ``width`` characters."""
+    from registry.cli.views import meta_lines  # noqa: PLC0415
+
+    return all(len(key) + 1 <= width and len(value) + 2 <= width for key, value in meta_lines(meta))
+
+
+def meta_text(meta: dict[str, Any], width: int) -> Text:
+    """``_meta`` as key/value lines for a cell (or a block) ``width`` characters wide (see the module docstring)."""
+    from rich.text import Text  # noqa: PLC0415
+
+    from registry.cli.views import meta_lines  # noqa: PLC0415
+
+    text = Text()
+    for number, (key, value) in enumerate(meta_lines(meta)):
+        if number:
+            text.append("\n")
+        text.append(key, style="bold")
+        text.append(":")
+        text.append((" " if len(key) + 2 + len(value) <= width else "\n  ") + value)
+    return text
 
 
 def _source(source: TitleSource | None) -> str:
@@ -192,31 +228,63 @@ class HistoryTable:
         self.records = records
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.table import Table  # noqa: PLC0415
         from rich.text import Text  # noqa: PLC0415
 
-        from registry.cli.views import describe_event  # noqa: PLC0415
+        from registry.cli.views import event_meta  # noqa: PLC0415
+
+        title = Text(f"session {printable(self.session_id)}: {len(self.records)} events")
+        cell = options.max_width - len("position") - len("version") - _TIME - len("SessionInfoChanged") - _overhead(5)
+        metas = [meta for record in self.records if (meta := event_meta(record))]
+        if options.max_width >= _WIDE_HISTORY and all(meta_fits(meta, cell) for meta in metas):
+            yield self._table(title, cell)
+        else:
+            yield title
+            yield from self._blocks(options.max_width)
+
+    def _events(self) -> Iterator[tuple[RecordedEvent, Text, Text, dict[str, Any] | None]]:
+        """Each record with its kind, what it changed (``_meta`` apart) and the ``_meta`` it set."""
+        from rich.text import Text  # noqa: PLC0415
+
+        from registry.cli.views import describe_event, event_meta  # noqa: PLC0415
         from registry.projection import fold  # noqa: PLC0415
 
-        wide = options.max_width >= _WIDE_HISTORY
-        title = Text(f"session {printable(self.session_id)}: {len(self.records)} events")
-        table = Table(title=title, title_justify="left")
-        table.add_column("position", justify="right", no_wrap=True)
-        table.add_column("version", justify="right", no_wrap=True)
-        table.add_column("recorded (UTC)", no_wrap=True, min_width=_TIME)
-        table.add_column("event" if wide else "event: what it changed", overflow="fold")
-        if wide:
-            table.add_column("what it changed", overflow="fold", ratio=1)
         state = None
         for record in self.records:
             after = fold(state, record)
             kind = Text(type(record.event).__name__, style="bold" if isinstance(record.event, SessionCreated) else "")
-            what = escaped(describe_event(record, state, after))
+            what = escaped(describe_event(record, state, after, with_meta=False))
             if after is None:
                 what.stylize("dim")
-            cells = [kind, what] if wide else [Text.assemble(kind, ": ", what)]
-            table.add_row(
-                str(record.position), str(record.version), short_time(format_time(record.recorded_at)), *cells
-            )
+            yield record, kind, what, event_meta(record)
             state = after or state
-        yield table
+
+    def _table(self, title: Text, cell: int) -> Table:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        table = Table(title=title, title_justify="left")
+        table.add_column("position", justify="right", no_wrap=True)
+        table.add_column("version", justify="right", no_wrap=True)
+        table.add_column("recorded (UTC)", no_wrap=True, min_width=_TIME)
+        table.add_column("event", overflow="fold")
+        table.add_column("what it changed", overflow="fold", ratio=1)
+        for record, kind, what, meta in self._events():
+            changed = Text.assemble(what, "\n", meta_text(meta, cell)) if meta else what
+            table.add_row(str(record.position), str(record.version), _recorded(record), kind, changed)
+        return table
+
+    def _blocks(self, width: int) -> Iterator[RenderableType]:
+        from rich.padding import Padding  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        for record, kind, what, meta in self._events():
+            yield Text.assemble(
+                Text(f"#{record.position}  v{record.version}  {_recorded(record)}  ", style="dim"), kind
+            )
+            yield Padding(what, (0, 0, 0, 2))
+            if meta:
+                yield Padding(meta_text(meta, width - 4), (0, 0, 0, 4))
+
+
+def _recorded(record: RecordedEvent) -> str:
+    return short_time(format_time(record.recorded_at))

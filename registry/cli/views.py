@@ -28,6 +28,8 @@ __all__ = [
     "change_json",
     "change_text",
     "describe_event",
+    "event_meta",
+    "meta_lines",
 ]
 
 METHOD_SESSION_ADDED: Final = "_registry/session_added"
@@ -90,8 +92,22 @@ def _quote(text: str) -> str:
     return _json.encode(text).decode()
 
 
-def describe_event(record: RecordedEvent, before: SessionState | None, after: SessionState | None) -> str:
-    """What one event did to its session, in words (``after`` is None when the fold ignored it)."""
+def event_meta(record: RecordedEvent) -> dict[str, Any] | None:
+    """The ``_meta`` an event sets (None when it sets none, or clears it)."""
+    meta: Any = getattr(record.event, "meta", None)
+    return meta if isinstance(meta, dict) else None
+
+
+def meta_lines(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """``_meta`` as (key, value) pairs for people: each value as compact JSON, keys in their order."""
+    return [(printable(key), printable(_json.encode(value).decode())) for key, value in meta.items()]
+
+
+def describe_event(
+    record: RecordedEvent, before: SessionState | None, after: SessionState | None, *, with_meta: bool = True
+) -> str:
+    """What one event did to its session, in words (``after`` is None when the fold ignored it). Without
+    ``with_meta`` the ``_meta`` it sets is left out (a table shows it as key/value lines: ``meta_lines``)."""
     event = record.event
     if after is None:
         if isinstance(event, SessionCreated) and before is not None:
@@ -105,7 +121,7 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
         if event.title is not None:
             parts.append(f"title {_quote(event.title)} ({(event.title_source or TitleSource.AGENT).value})")
         parts.append(f"updatedAt {format_time(event.at)}")
-        if event.meta is not None:
+        if event.meta is not None and with_meta:
             parts.append(f"_meta {_json.encode(event.meta).decode()}")
     elif isinstance(event, SessionUpdated):
         parts.append(f"activity: updatedAt {format_time(event.at)}")
@@ -114,14 +130,14 @@ def describe_event(record: RecordedEvent, before: SessionState | None, after: Se
         if event.payload is not None:
             parts.append("with a payload")
     elif isinstance(event, SessionInfoChanged):
-        parts.extend(_info_changes(event, before))
+        parts.extend(_info_changes(event, before, with_meta=with_meta))
     else:
         assert isinstance(event, SessionDeleted)
         parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
     return ", ".join(parts)
 
 
-def _info_changes(event: SessionInfoChanged, before: SessionState | None) -> list[str]:
+def _info_changes(event: SessionInfoChanged, before: SessionState | None, *, with_meta: bool) -> list[str]:
     parts = []
     if event.title is None:
         parts.append("title cleared")
@@ -139,5 +155,5 @@ def _info_changes(event: SessionInfoChanged, before: SessionState | None) -> lis
     if meta is None:
         parts.append("_meta cleared")
     elif meta is not UNSET:
-        parts.append(f"_meta {_json.encode(meta).decode()}")
+        parts.append(f"_meta {_json.encode(meta).decode()}" if with_meta else "_meta set")
     return parts or ["nothing"]

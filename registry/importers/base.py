@@ -26,13 +26,23 @@ from typing import ClassVar, Final, NamedTuple, Protocol
 import msgspec
 
 from events.model import TitleSource
-from registry.commands import check_directories, check_messages, check_session_id, check_time, check_title
+from registry.commands import (
+    PROMPT_TITLE_LENGTH,
+    check_directories,
+    check_messages,
+    check_session_id,
+    check_time,
+    check_title,
+    one_line,
+    prompt_title,
+)
 from registry.errors import InvalidParams
-from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MAX_TITLE_LENGTH, MIN_TIME_NS
+from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",
+    "Activity",
     "Draft",
     "ScanContext",
     "ScanResult",
@@ -46,13 +56,14 @@ __all__ = [
     "first_text",
     "home",
     "is_uuid",
+    "prompt_title",
     "session_id",
     "settle",
     "stable_uuid",
 ]
 
-PROMPT_TITLE_LENGTH: Final = 200
-"""A title derived from a prompt is cut here (with an ellipsis), as Claude Code's SDK does."""
+clean_title = one_line
+"""A title candidate on one line (``registry.commands.one_line``)."""
 
 _MAX_AGENT_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps in agents' files are garbage
 
@@ -84,18 +95,62 @@ class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
     gone: str | None = None
 
 
+class Activity(msgspec.Struct, kw_only=True):
+    """What every agent's fold keeps alike, written once: the first cwd, the first and the latest time, and the
+    message ids seen lately (an agent that writes one message as several records, or twice, counts it once).
+
+    A parser's fold subclasses it and calls these as its records say; which records count is format knowledge.
+    """
+
+    cwd: str | None = None
+    created: int | None = None
+    last: int | None = None
+    recent: list[str] = msgspec.field(default_factory=list)
+
+    def saw_cwd(self, value: object) -> None:
+        """The first non-empty cwd wins (later records of a session repeat it, or are another's history)."""
+        if self.cwd is None and isinstance(value, str) and value:
+            self.cwd = value
+
+    def saw_time(self, at: int | None, *, starts: bool = True, active: bool = True) -> None:
+        """A record's time: the first one is the creation (``starts``), the latest the activity (``active``)."""
+        if at is None:
+            return
+        if starts and self.created is None:
+            self.created = at
+        if active and (self.last is None or at > self.last):
+            self.last = at
+
+    def saw_span(self, at: int | None) -> None:
+        """A time in records that are not in time order: the earliest is the creation, the latest the activity."""
+        if at is not None:
+            self.created = at if self.created is None else min(self.created, at)
+            self.last = at if self.last is None else max(self.last, at)
+
+    def first_sight(self, message_id: object, window: int) -> bool:
+        """False when ``message_id`` (a str) is among the last ``window`` seen: the same message again."""
+        if not isinstance(message_id, str):
+            return True
+        if message_id in self.recent:
+            return False
+        self.recent.append(message_id)
+        del self.recent[:-window]
+        return True
+
+
 class Draft(NamedTuple):
     """What a parser read about one session, unchecked: ``settle`` holds it to the registry's rules.
 
-    ``titles`` are the agent's title candidates in its own order of priority, each with its source and the
-    length a title from it is cut to; the first one left after cleaning wins. ``skip`` is the parser's reason
-    not to list the session at all (a subagent, an empty or metadata-only session).
+    ``titles`` are the agent's title candidates in its own order of priority, each with its source; the first one
+    left after cleaning wins. A candidate from a prompt (``PROMPT``) is cut as every prompt title is
+    (``registry.commands.prompt_title``), the agent's own titles (``USER``, ``AGENT``) at the title limit.
+    ``skip`` is the parser's reason not to list the session at all (a subagent, an empty or metadata-only session).
     """
 
     cwd: object = None
     created: int | None = None
     last: int | None = None
-    titles: Sequence[tuple[object, TitleSource, int]] = ()
+    titles: Sequence[tuple[object, TitleSource]] = ()
     messages: int = 0
     git_branch: str | None = None
     archived: bool = False
@@ -132,8 +187,8 @@ def settle(
         return None, "no timestamps"
     last = _checked_time(draft.last)
     title, source = None, None
-    for text, candidate, limit in draft.titles:
-        cleaned = clean_title(text, limit)
+    for text, candidate in draft.titles:
+        cleaned = prompt_title(text) if candidate is TitleSource.PROMPT else one_line(text)
         if cleaned is None:
             continue
         try:
@@ -199,6 +254,7 @@ class ScanContext:
         sqlite_timeout: float = 2.0,
         want: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
+        known_cwds: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.agent = agent
         self.line_cap = line_cap
@@ -211,6 +267,15 @@ class ScanContext:
         self._progress = progress
         self._total = 0
         self._done = 0
+        self._known_cwds = known_cwds
+        self._cwds: frozenset[str] | None = None
+
+    def known_cwds(self) -> frozenset[str]:
+        """Working directories the registry knows of: the store's sessions and this pass's other agents' (asked
+        only when a source needs them - a folder named by a hash of its project root - and then once)."""
+        if self._cwds is None:
+            self._cwds = frozenset(self._known_cwds()) if self._known_cwds is not None else frozenset()
+        return self._cwds
 
     def skip(self, item: str, reason: str, count: int = 1) -> None:
         self.skips.append(Skip(item, reason, count))
@@ -315,23 +380,7 @@ def epoch_ns(value: float, *, unit_ns: int = 1_000_000_000) -> int | None:
 
 
 _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_SPACES = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-
-
-def clean_title(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
-    """One line of text at most ``limit`` characters (cut with an ellipsis); None when nothing is left.
-
-    Runs of white space and control characters become one space: a title is shown on one line, and another
-    program's file must not put escape sequences into a terminal that lists it.
-    """
-    if not isinstance(text, str):
-        return None
-    line = _SPACES.sub(" ", text).strip()
-    if not line:
-        return None
-    limit = min(limit, MAX_TITLE_LENGTH)
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def is_uuid(text: str) -> bool:

@@ -11,7 +11,8 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
   history, under the earlier ``sessionId``. Only records with this file's session id give its created time,
   its activity and its messages (the file name is authoritative, as in Zed's claude-code-acp).
 - **Message count**, as Claude Code's transcript view shows messages: real prompts - ``user`` records that are
-  not ``isMeta``, ``isCompactSummary``, ``isSidechain`` or a team's, not tool-result carriers, and not text the
+  not ``isMeta``, ``isCompactSummary``, ``isSidechain`` or a team's, not tool-result carriers (a prompt that is
+  only a pasted image counts: the UI shows it as a message), and not text the
   tool itself writes as ``user``: interrupt markers (``[Request interrupted by user...]``), slash-command echoes
   (``<command-name>``, ``<command-message>``, ``<command-args>``, ``<local-command-stdout>``,
   ``<local-command-stderr>``, ``<local-command-caveat>``), hook and IDE context (``<session-start-hook>``,
@@ -22,20 +23,27 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
   (AGENT) > ``last-prompt`` (PROMPT) > ``summary`` (AGENT) > the first real prompt (PROMPT) > the first
   slash command's name (PROMPT). A file with none of them holds only metadata and is not listed (the SDK
   drops those too). A session whose last ``tag`` is ``__hidden`` (the SDK's soft delete) counts as deleted.
+- **Whose summary**: Claude Code writes ``summary`` records for every conversation of the project that lacks
+  one into whichever transcript is open (anthropics/claude-code#2597), and its ``/resume`` list gives a summary
+  to the conversation whose leaf message has the summary's ``leafUuid``. So a ``summary`` is this session's
+  only when its ``leafUuid`` is one of this session's own records (with this file's ``sessionId``); the others
+  are about other sessions and are ignored. The fold remembers the uuids of the session's last ``_LEAVES``
+  records (a summary is written after the leaf it names, at the next start in the project), so a summary of an
+  older leaf is missed - the title then falls back to the first prompt, never to another session's summary.
+  (The Agent SDK's lister takes any summary in the file: it shows the foreign titles.)
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, agent_time, env_path, home, is_uuid
+from registry.importers.base import Activity, Draft, agent_time, is_uuid
 from registry.importers.files import (
     Discovery,
     FileSource,
@@ -53,6 +61,8 @@ __all__ = ["ClaudeCode"]
 _RECENT: Final = 64
 """Assistant message ids remembered to count a reply split over several lines once: its lines come together
 (only the tool results of its own tool uses come between them), so a window suffices and the state stays small."""
+_LEAVES: Final = 64
+"""Uuids of the session's own latest records a ``summary``'s ``leafUuid`` is matched against."""
 _NOT_A_MESSAGE = re.compile(
     r"^\s*(?:<command-name>|<command-message>|<command-args>|<local-command-stdout>|<local-command-stderr>"
     r"|<local-command-caveat>|<session-start-hook>|<user-prompt-submit-hook>|<system-reminder>|<tick>|<goal>"
@@ -67,6 +77,10 @@ class _Block(msgspec.Struct):
     text: Any = None
 
 
+_PICTURES: Final = frozenset({"image", "document"})
+"""Blocks a user pastes or drops in: a prompt of only these is still a message."""
+
+
 class _UserMessage(msgspec.Struct):
     content: str | list[_Block] | None = None
 
@@ -77,6 +91,8 @@ class _AssistantMessage(msgspec.Struct):
 
 class _Record(msgspec.Struct, rename="camel"):
     type: Any = None
+    uuid: Any = None
+    leaf_uuid: Any = None
     timestamp: Any = None
     cwd: Any = None
     session_id: Any = None
@@ -93,12 +109,9 @@ class _Record(msgspec.Struct, rename="camel"):
     tag: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     session_id: str
-    cwd: str | None = None
     other_cwd: str | None = None
-    created: int | None = None
-    last: int | None = None
     sidechain: bool | None = None
     first_prompt: str | None = None
     command: str | None = None
@@ -110,7 +123,8 @@ class _Fold(msgspec.Struct, kw_only=True):
     tag: str | None = None
     prompts: int = 0
     replies: int = 0
-    recent: list[str] = msgspec.field(default_factory=list)
+    leaves: list[str] = msgspec.field(default_factory=list)
+    """The uuids of this session's latest own records (``_LEAVES``): what its own summaries point at."""
 
 
 _user_message = msgspec.json.Decoder(_UserMessage)
@@ -122,9 +136,8 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
     fold_type = _Fold
     record_type = _Record
     tops = ("projects",)
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "CLAUDE_CONFIG_DIR") or home(environ) / ".claude"
+    home_variable = "CLAUDE_CONFIG_DIR"
+    home_folder = ".claude"
 
     def discover(self, root: Path) -> Discovery:
         return folder_files(root, self.tops, [""], _session_file)
@@ -138,14 +151,15 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         if fold.sidechain is None and isinstance(record.is_sidechain, bool):
             fold.sidechain = record.is_sidechain
         own = record.session_id is None or record.session_id == fold.session_id
-        if isinstance(record.cwd, str) and record.cwd:
-            if own and fold.cwd is None:
-                fold.cwd = record.cwd
-            elif fold.other_cwd is None:
-                fold.other_cwd = record.cwd
+        if own and isinstance(record.uuid, str) and kind != "summary":
+            fold.leaves.append(record.uuid)
+            del fold.leaves[:-_LEAVES]
+        if own:
+            fold.saw_cwd(record.cwd)
+        elif fold.other_cwd is None and isinstance(record.cwd, str) and record.cwd:
+            fold.other_cwd = record.cwd
         at = agent_time(record.timestamp) if own else None
-        if fold.created is None and at is not None:
-            fold.created = at
+        fold.saw_time(at, active=False)
         if own and isinstance(record.git_branch, str) and record.git_branch:
             fold.git_branch = record.git_branch
         if kind == "custom-title" and isinstance(record.custom_title, str):
@@ -155,14 +169,14 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind == "last-prompt" and isinstance(record.last_prompt, str):
             fold.last_prompt = record.last_prompt
         elif kind == "summary" and isinstance(record.summary, str):
-            fold.summary = record.summary
+            if record.leaf_uuid in fold.leaves:
+                fold.summary = record.summary  # about this session; the others describe other sessions
         elif kind == "tag" and isinstance(record.tag, str):
             fold.tag = record.tag
         elif kind in ("user", "assistant"):
             if not own or record.is_sidechain is True or record.team_name is not None:
                 return  # history carried over from another session, a subagent's or a team mate's line
-            if at is not None and (fold.last is None or at > fold.last):
-                fold.last = at  # tool results are activity too, though not messages
+            fold.saw_time(at)  # tool results are activity too, though not messages
             if record.is_meta is True:
                 return
             if kind == "user":
@@ -176,19 +190,19 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         rel, entry = max(files, key=lambda item: (item[1].fold.last or 0, item[1].tail.offset, item[0]))
         fold: _Fold = entry.fold
         titles = [
-            (fold.custom_title, TitleSource.USER, 500),
-            (fold.ai_title, TitleSource.AGENT, 500),
-            (fold.last_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-            (fold.summary, TitleSource.AGENT, 500),
-            (fold.first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-            (fold.command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            (fold.custom_title, TitleSource.USER),
+            (fold.ai_title, TitleSource.AGENT),
+            (fold.last_prompt, TitleSource.PROMPT),
+            (fold.summary, TitleSource.AGENT),
+            (fold.first_prompt, TitleSource.PROMPT),
+            (fold.command, TitleSource.PROMPT),
         ]
         skip = None
         if fold.sidechain:
             skip = "subagent transcript (isSidechain)"
         elif fold.cwd is None and fold.other_cwd is None:
             skip = "no cwd recorded"
-        elif not any(isinstance(text, str) and text.strip() for text, _, _ in titles):
+        elif not any(isinstance(text, str) and text.strip() for text, _ in titles):
             skip = "metadata only (no prompt, title or summary)"
         draft = Draft(
             cwd=fold.cwd or fold.other_cwd,
@@ -212,9 +226,13 @@ def _user(fold: _Fold, record: _Record) -> None:
         if any(block.type == "tool_result" for block in content):
             return
         texts = [b.text for b in content if b.type == "text" and isinstance(b.text, str)]
+        pictures = any(block.type in _PICTURES for block in content)
     else:
-        texts = [content or ""]
+        texts, pictures = [content or ""], False
     real = [t.strip() for t in texts if t.strip() and not _NOT_A_MESSAGE.match(t)]
+    if not real and pictures and not any(t.strip() for t in texts):
+        fold.prompts += 1  # a pasted screenshot alone: a message, with no text to title the session by
+        return
     if not real:
         command = next((m.group(1) for t in texts if (m := _COMMAND.search(t)) is not None), None)
         fold.command = fold.command or command or None
@@ -227,12 +245,8 @@ def _user(fold: _Fold, record: _Record) -> None:
 def _assistant(fold: _Fold, record: _Record) -> None:
     """Count an API reply once, though it is split over several lines sharing ``message.id``."""
     message_id = _assistant_message.decode(record.message).id if record.message else None
-    if isinstance(message_id, str):
-        if message_id in fold.recent:
-            return
-        fold.recent.append(message_id)
-        del fold.recent[:-_RECENT]
-    fold.replies += 1
+    if fold.first_sight(message_id, _RECENT):
+        fold.replies += 1
 
 
 def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:

@@ -19,16 +19,21 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
-from registry.importers.files import Discovery, FileSource, Found, Group, Reading, follow_index, quiet
-from registry.importers.lines import Tail
+from registry.importers.base import (
+    Activity,
+    Draft,
+    ScanContext,
+    agent_time,
+    clean_title,
+    prompt_title,
+)
+from registry.importers.files import Discovery, FileSource, Found, Group, Index, Reading, quiet, refresh_index
 
 __all__ = ["Codex"]
 
@@ -68,12 +73,10 @@ class _IndexLine(msgspec.Struct):
     updated_at: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     meta_seen: bool = False
-    cwd: str | None = None
-    created: int | None = None
-    first_at: int | None = None
-    last: int | None = None
+    started: int | None = None
+    """The ``session_meta``'s own time (else the first record's, ``created``)."""
     skip: str | None = None
     branch: str | None = None
     prompt: str | None = None
@@ -82,11 +85,8 @@ class _Fold(msgspec.Struct, kw_only=True):
     messages: int = 0
 
 
-class _Extra(msgspec.Struct, kw_only=True):
-    """``session_index.jsonl``: the latest thread name per id, with its time."""
-
-    tail: Tail | None = None
-    names: dict[str, tuple[str, int]] = msgspec.field(default_factory=dict)
+_Names = Index[tuple[str, int]]
+"""``session_index.jsonl``: the latest thread name per id, with its time."""
 
 
 _meta_decoder = msgspec.json.Decoder(_SessionMeta)
@@ -97,15 +97,14 @@ _index_decoder = msgspec.json.Decoder(_IndexLine)
 _KNOWN = quiet(r".+\.(?:json|jsonl|zst|tmp|lock)")
 
 
-class Codex(FileSource[_Fold, _Extra]):
+class Codex(FileSource[_Fold, _Names]):
     agent: ClassVar[str] = "codex"
     fold_type = _Fold
-    extra_type = _Extra
+    extra_type = _Names
     record_type = _Line
     tops = ("sessions", _ARCHIVED)
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "CODEX_HOME") or home(environ) / ".codex"
+    home_variable = "CODEX_HOME"
+    home_folder = ".codex"
 
     def discover(self, root: Path) -> Discovery:
         if not (root / "sessions").is_dir() and not (root / _ARCHIVED).is_dir():
@@ -139,15 +138,14 @@ class Codex(FileSource[_Fold, _Extra]):
 
     def apply(self, fold: _Fold, line: _Line) -> None:
         at = agent_time(line.timestamp)
-        if fold.first_at is None:
-            fold.first_at = at
+        fold.saw_time(at, active=False)
         if line.type == "session_meta":
             if fold.meta_seen:
                 return  # a forked rollout replays its parent's session_meta: only the first is this session's
             fold.meta_seen = True
             meta = _meta_decoder.decode(line.payload) if line.payload else _SessionMeta()
-            fold.cwd = meta.cwd if isinstance(meta.cwd, str) else None
-            fold.created = agent_time(meta.timestamp) or at
+            fold.saw_cwd(meta.cwd)
+            fold.started = agent_time(meta.timestamp) or at
             fold.skip = _source_skip(meta.source)
             if isinstance(meta.git, dict) and isinstance(meta.git.get("branch"), str):
                 fold.branch = meta.git["branch"]
@@ -164,25 +162,17 @@ class Codex(FileSource[_Fold, _Extra]):
                     fold.prompt = _prompt(event)
             elif event.type == "agent_message":
                 fold.messages += 1
-        if at is not None and (fold.last is None or at > fold.last):
-            fold.last = at
+        fold.saw_time(at, starts=False)
 
-    def refresh_extra(
-        self, root: Path, extra: _Extra | None, ctx: ScanContext
-    ) -> tuple[_Extra | None, frozenset[str] | bool]:
-        old = extra or _Extra()
-        read = follow_index(root / "session_index.jsonl", old.tail, old.names, _index_decoder, _index_line, ctx)
-        if read is None:
-            return old, False
-        tail, names, changed = read
-        return _Extra(tail=tail, names=names), changed
+    def refresh_extra(self, root: Path, extra: _Names | None, ctx: ScanContext) -> tuple[_Names, frozenset[str] | bool]:
+        return refresh_index(root / "session_index.jsonl", extra, _index_decoder, _index_line, ctx)
 
-    def draft(self, native_id: str, files: Group, extra: _Extra | None) -> Reading:
+    def draft(self, native_id: str, files: Group, extra: _Names | None) -> Reading:
         # An active rollout wins over an archived copy of the same session (both exist only mid-move).
         rel, entry = min(files, key=lambda item: (item[0].startswith(_ARCHIVED), -(item[1].fold.last or 0)))
         fold: _Fold = entry.fold
         name, name_at = fold.name, fold.name_at
-        indexed = (extra.names if extra is not None else {}).get(native_id)
+        indexed = (extra.entries if extra is not None else {}).get(native_id)
         if indexed is not None and indexed[1] >= name_at:
             name = indexed[0]
         skip = None
@@ -194,9 +184,9 @@ class Codex(FileSource[_Fold, _Extra]):
             skip = "no user message"
         draft = Draft(
             cwd=fold.cwd,
-            created=fold.created or fold.first_at,
+            created=fold.started or fold.created,
             last=fold.last,
-            titles=[(name, TitleSource.USER, 500), (fold.prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
+            titles=[(name, TitleSource.USER), (fold.prompt, TitleSource.PROMPT)],
             messages=fold.messages,
             git_branch=fold.branch,
             archived=rel.startswith(_ARCHIVED),
@@ -225,4 +215,4 @@ def _prompt(event: _EventMsg) -> str | None:
         text = after
     if not text.strip() and event.images:
         return "[Image]"
-    return clean_title(text, PROMPT_TITLE_LENGTH)
+    return prompt_title(text)

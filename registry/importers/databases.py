@@ -46,7 +46,8 @@ __all__ = ["DatabaseSource", "Row", "SchemaError", "columns", "open_read_only"]
 
 
 class SchemaError(RegistryError, ValueError):
-    """The database is not laid out as the parser expects (the message says what is missing)."""
+    """The database is not laid out as the parser expects (the message says what is missing). A
+    ``RegistryError`` like every error the library raises; a ``ValueError``: the input is not what it should be."""
 
 
 class Row(NamedTuple):

@@ -26,8 +26,9 @@ from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
+from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, env_path, home
 from registry.importers.lines import (
+    GLUED,
     LineStats,
     Tail,
     TailRead,
@@ -44,11 +45,13 @@ __all__ = [
     "FileState",
     "Found",
     "Group",
+    "Index",
     "NoExtra",
     "Reading",
     "folder_files",
     "follow_index",
     "is_dir",
+    "refresh_index",
     "scandir",
 ]
 
@@ -81,8 +84,12 @@ class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
     path: str
     tail: Tail
     fold: F
+    """What the file says now, its last line too when that is complete JSON without its newline."""
     kind: str
     native_id: str | None = None
+    base: F | None = None
+    """The fold up to ``tail.offset`` when ``fold`` includes such a last line: the next read continues from here
+    (the line is read again, with whatever was appended to it), so nothing is folded twice."""
 
 
 class FileState(msgspec.Struct, Generic[F, G], kw_only=True):
@@ -117,6 +124,10 @@ class FileSource(abc.ABC, Generic[F, G]):
     """What one JSON line decodes to (a msgspec struct with the fields the fold reads)."""
     tops: ClassVar[tuple[str, ...]] = ()
     """The folders under the root the agent keeps sessions in (a root with none of them is not the agent's)."""
+    home_variable: ClassVar[str] = ""
+    """The environment variable naming the agent's data folder (``CODEX_HOME``)."""
+    home_folder: ClassVar[str] = ""
+    """The data folder's name in the home directory otherwise (``.codex``)."""
 
     def __init__(self) -> None:
         self._state_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
@@ -127,8 +138,9 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     # -- what a parser says ----------------------------------------------------------------------------
 
-    @abc.abstractmethod
-    def default_root(self, environ: Mapping[str, str]) -> Path: ...
+    def default_root(self, environ: Mapping[str, str]) -> Path:
+        """``$<home_variable>``, else ``~/<home_folder>``."""
+        return env_path(environ, self.home_variable) or home(environ) / self.home_folder
 
     @abc.abstractmethod
     def discover(self, root: Path) -> Discovery: ...
@@ -253,23 +265,31 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     def _fold_lines(self, fold: F, lines: Iterable[bytes | None], stats: LineStats, first_line: int) -> None:
         for number, record in decode_lines(lines, self._records, stats, first_line=first_line):
-            try:
-                self.apply(fold, record)
-            except Exception as exc:  # a part of the record (a payload) is not what the parser expects
-                stats.problem(number, f"record not understood ({type(exc).__name__}), skipped")
+            self._apply(fold, record, number, stats)
+
+    def _apply(self, fold: F, record: Any, number: int, stats: LineStats) -> None:
+        try:
+            self.apply(fold, record)
+        except Exception as exc:  # a part of the record (a payload) is not what the parser expects
+            stats.problem(number, f"record not understood ({type(exc).__name__}), skipped")
 
     def _read(self, found: Found, entry: FileEntry[F] | None, ctx: ScanContext) -> FileEntry[F] | None:
         """Read what is new in one file; None (after ``ctx.skip``) when it could not be read."""
         stats = LineStats(ctx.line_cap)
+        base: F | None = None
         try:
             if found.kind == "jsonl":
                 with TailRead(found.path, entry.tail if entry is not None else None, cap=ctx.line_cap) as read:
                     if entry is None or read.restart or entry.kind != found.kind:
                         fold = self.new_fold(found)
                     else:
-                        fold = self._fold_decoder.decode(msgspec.msgpack.encode(entry.fold))
+                        fold = self._copy(entry.fold if entry.base is None else entry.base)
                     stats = read.stats
                     self._fold_lines(fold, read.lines(), stats, read.first_line)
+                    if read.pending is not None:
+                        view = self._fold_last(fold, read.pending, read.line_count + 1, stats)
+                        if view is not None:
+                            base, fold = fold, view
                     tail = read.tail
                     ctx.bytes_read += read.bytes_read
             else:
@@ -302,7 +322,25 @@ class FileSource(abc.ABC, Generic[F, G]):
         ctx.files_read += 1
         for reason, count in stats.counts.items():
             ctx.skip(f"{found.path}:{stats.lines[reason][0]}", reason, count)
-        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=self.identify(found, fold))
+        native_id = self.identify(found, fold)
+        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=native_id, base=base)
+
+    def _copy(self, fold: F) -> F:
+        return self._fold_decoder.decode(msgspec.msgpack.encode(fold))  # type: ignore[no-any-return]
+
+    def _fold_last(self, fold: F, line: bytes, number: int, stats: LineStats) -> F | None:
+        """``fold`` with a last line that has no newline folded in, on a copy; None when the line is not complete
+        JSON (a writer may be in the middle of it: it is read on a later pass, and not reported)."""
+        scratch = LineStats(stats.cap)
+        records = list(decode_lines([line], self._records, scratch, first_line=number))
+        if not records or set(scratch.counts) - {GLUED}:
+            return None
+        for reason in scratch.counts:
+            stats.problem(number, reason)
+        view = self._copy(fold)
+        for _, record in records:
+            self._apply(view, record, number, stats)
+        return view
 
 
 def folder_files(
@@ -376,6 +414,29 @@ def follow_index(
         ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
     changed = frozenset(i for i in fresh.keys() | entries.keys() if fresh.get(i) != entries.get(i))
     return new_tail, fresh, changed
+
+
+class Index(msgspec.Struct, Generic[V], kw_only=True):
+    """An append-only index beside the sessions, as far as it was read: its tail, and an entry per session id."""
+
+    tail: Tail | None = None
+    entries: dict[str, V] = msgspec.field(default_factory=dict)
+
+
+def refresh_index(
+    path: Path,
+    index: Index[V] | None,
+    decoder: msgspec.json.Decoder[R],
+    fold: Callable[[dict[str, V], R], None],
+    ctx: ScanContext,
+) -> tuple[Index[V], frozenset[str] | bool]:
+    """``FileSource.refresh_extra`` for a source whose shared file is such an index (``follow_index``)."""
+    old: Index[V] = index or Index()
+    read = follow_index(path, old.tail, old.entries, decoder, fold, ctx)
+    if read is None:
+        return old, False
+    tail, entries, changed = read
+    return Index(tail=tail, entries=entries), changed
 
 
 def quiet(pattern: str) -> Callable[[str], bool]:

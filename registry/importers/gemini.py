@@ -4,7 +4,9 @@ A chat file is append-only but is *not* an append-only message log: a message is
 changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops that message and all after it, and a
 ``{"$set": {"messages": [...]}}`` checkpoint replaces them all - so the fold keeps the ordered message ids.
 The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
-else ``projects.json``, else - for the older sha256-named folders - the known root whose hash matches). Titles:
+else ``projects.json``, else - for the older ``tmp/<sha256 of the project root>/`` folders - the root whose hash
+is the folder's name, among the roots ``projects.json`` names and the working directories the registry knows:
+its store's sessions and this import's other agents', so Gemini is read after them). Titles:
 the AI summary (AGENT) > the first resumable user message (PROMPT) > the first user message even if it is a
 slash command (PROMPT); there is no user-set title.
 
@@ -28,7 +30,15 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, ScanContext, agent_time, clean_title, env_path, home
+from registry.importers.base import (
+    Activity,
+    Draft,
+    ScanContext,
+    agent_time,
+    env_path,
+    home,
+    prompt_title,
+)
 from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
 from registry.importers.lines import open_regular
 
@@ -67,7 +77,7 @@ class _Document(msgspec.Struct, rename="camel"):
     messages: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     project_dir: str
     session_id: str | None = None
     project_hash: str | None = None
@@ -82,8 +92,6 @@ class _Fold(msgspec.Struct, kw_only=True):
     """User message id -> its text, for the resumable ones (the title falls back to the first)."""
     commands: dict[str, str] = msgspec.field(default_factory=dict)
     """User message id -> its text, for the slash commands (a title of last resort)."""
-    first_at: int | None = None
-    last_at: int | None = None
 
 
 class _Projects(msgspec.Struct, kw_only=True):
@@ -98,6 +106,8 @@ _document_decoder = msgspec.json.Decoder(_Document)
 
 class Gemini(FileSource[_Fold, _Projects]):
     agent: ClassVar[str] = "gemini"
+    uses_known_cwds: ClassVar[bool] = True
+    """Read after the other agents: their sessions' directories may name its hash-named folders."""
     fold_type = _Fold
     extra_type = _Projects
     record_type = _Record
@@ -185,13 +195,10 @@ class Gemini(FileSource[_Fold, _Projects]):
             fold.prompts.pop(message_id, None)
             fold.commands.pop(message_id, None)
             if text and not text.startswith(_NOT_RESUMABLE):
-                fold.prompts[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
+                fold.prompts[message_id] = prompt_title(text) or ""
             elif text:
-                fold.commands[message_id] = clean_title(text, PROMPT_TITLE_LENGTH) or ""
-        at = agent_time(timestamp)
-        if at is not None:
-            fold.first_at = at if fold.first_at is None else min(fold.first_at, at)
-            fold.last_at = at if fold.last_at is None else max(fold.last_at, at)
+                fold.commands[message_id] = prompt_title(text) or ""
+        fold.saw_span(agent_time(timestamp))
 
     def refresh_extra(
         self, root: Path, extra: _Projects | None, ctx: ScanContext
@@ -214,10 +221,15 @@ class Gemini(FileSource[_Fold, _Projects]):
         for path, folder in known.items():
             roots.setdefault(folder, path)
         every_root = set(known) | set(roots.values())
-        hashes = {hashlib.sha256(p.encode()).hexdigest(): p for p in every_root}
-        for project in scandir(root / "tmp") or []:
-            if _SHA256.match(project.name) and project.name in hashes:
-                roots.setdefault(project.name, hashes[project.name])
+        hashes = {_sha256(p): p for p in every_root}
+        unknown = [p.name for p in scandir(root / "tmp") or [] if _SHA256.match(p.name) and p.name not in roots]
+        if any(name not in hashes for name in unknown):
+            # An older folder named by the hash of its root: perhaps a directory the registry knows already.
+            elsewhere = {_sha256(cwd): cwd for cwd in ctx.known_cwds()}
+            hashes.update((name, elsewhere[name]) for name in unknown if name in elsewhere and name not in hashes)
+        for name in unknown:
+            if name in hashes:
+                roots[name] = hashes[name]
         fresh = _Projects(roots=roots, hashes=hashes)
         return fresh, fresh != extra
 
@@ -233,23 +245,27 @@ class Gemini(FileSource[_Fold, _Projects]):
         elif not any(kind in ("user", "gemini") for kind in fold.messages.values()):
             skip = "no user or model message (Gemini CLI does not list it)"
         elif project_root is None:
-            skip = "project root unknown (not in projects.json, no .project_root)"
+            skip = "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)"
         first_prompt = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)
         first_command = next((fold.commands[i] for i in fold.messages if fold.commands.get(i)), None)
         draft = Draft(
             cwd=project_root,
-            created=fold.start or fold.updated or fold.first_at,
-            last=fold.updated or fold.last_at,
+            created=fold.start or fold.updated or fold.created,
+            last=fold.updated or fold.last,
             titles=[
-                (fold.summary, TitleSource.AGENT, 500),
-                (first_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-                (first_command, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+                (fold.summary, TitleSource.AGENT),
+                (first_prompt, TitleSource.PROMPT),
+                (first_command, TitleSource.PROMPT),
             ],
             messages=len(fold.messages),
             directories=fold.directories,
             skip=skip,
         )
         return Reading(rel, entry, draft)
+
+
+def _sha256(path: str) -> str:
+    return hashlib.sha256(path.encode(errors="surrogateescape")).hexdigest()
 
 
 def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:

@@ -121,7 +121,7 @@ def _draft(
         cwd=cwd,
         created=created,
         last=activity,
-        titles=[(name, TitleSource.USER if user_set_name else TitleSource.AGENT, 500)],
+        titles=[(name, TitleSource.USER if user_set_name else TitleSource.AGENT)],
         messages=count or 0,
         archived=archived_at is not None,
     )

@@ -167,23 +167,46 @@ class Importer:
         self.progress = progress
         # Without a state file (in-memory store) the state lives as long as the importer: --watch still works.
         self._memory: ImportState | None = None
+        self._cwds: set[str] = set()
 
     def run(self) -> Summary:
         """One pass: scan each source, write what changed, tombstone what disappeared, save the state."""
         summary = Summary()
+        self._cwds = set()
+        # Sources that recover folders from known directories (Gemini's hash-named ones) read after the others.
+        order = sorted(range(len(self.sources)), key=lambda i: getattr(self.sources[i], "uses_known_cwds", False))
+        done: dict[int, AgentSummary] = {}
         with locked(self.state_path):
             state = self._memory or load_state(self.state_path, self.store.identity.store_id)
-            for source in self.sources:
+            for index in order:
+                source = self.sources[index]
                 root = self.roots[source.agent]
                 key = f"{source.agent}\x00{os.path.abspath(root)}"
                 record = state.sources.setdefault(key, SourceRecord())
                 before = msgspec.msgpack.encode(record)
-                summary.agents.append(self._run_source(source, root, record))
+                done[index] = self._run_source(source, root, record)
                 if msgspec.msgpack.encode(record) != before:
                     save_state(self.state_path, state)
             if self.state_path is None:
                 self._memory = state
+        summary.agents.extend(done[i] for i in range(len(self.sources)))
         return summary
+
+    def _known_cwds(self) -> set[str]:
+        """The directories of this pass's sessions so far and of every session the store lists."""
+        from registry.readmodel import open_read_model  # noqa: PLC0415 - only when a source asks
+
+        cwds = set(self._cwds)
+        try:
+            model = open_read_model(self.store)
+        except Exception:  # the store has no usable read model (read-only, another version): this pass's only
+            log.warning("the store's directories could not be read", exc_info=True)
+            return cwds
+        try:
+            cwds.update(model.cwd_counts())
+        finally:
+            model.close()
+        return cwds
 
     def _run_source(self, source: Source, root: Path, record: SourceRecord) -> AgentSummary:
         started = time.perf_counter()
@@ -198,6 +221,7 @@ class Importer:
             sqlite_timeout=self.sqlite_timeout,
             want=frozenset(record.pending),
             progress=None if self.progress is None else self.progress(agent),
+            known_cwds=self._known_cwds,
         )
         try:
             result = source.scan(root, record.data, ctx)
@@ -214,6 +238,7 @@ class Importer:
         def count(outcome: Outcome, sid: str, native_id: str, gone: str | None) -> None:
             self._count(summary, outcome, sid, native_id, record, pending, gone)
 
+        self._cwds.update(facts.cwd for facts in result.sessions)
         for facts in result.sessions:
             seen.add(facts.native_id)
             sid = session_id(agent, facts.native_id)

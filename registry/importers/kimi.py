@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -40,15 +39,14 @@ import msgspec
 
 from events.model import TitleSource
 from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
+    Activity,
     Draft,
     ScanContext,
     agent_time,
     clean_title,
-    env_path,
     first_text,
-    home,
     is_uuid,
+    prompt_title,
 )
 from registry.importers.files import Discovery, FileEntry, FileSource, Found, Group, Reading, folder_files, is_dir
 from registry.importers.lines import open_regular
@@ -85,12 +83,10 @@ class _State(msgspec.Struct):
     additional_dirs: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     hash_dir: str
     role: str
     """``wire``, ``context`` or ``state``: which of a session's files this is."""
-    created: int | None = None
-    last: int | None = None
     prompt: str | None = None
     prompts: int = 0
     replies: int = 0
@@ -118,9 +114,8 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
     extra_type = _WorkDirs
     record_type = _Line
     tops = ("sessions",)
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "KIMI_SHARE_DIR") or home(environ) / ".kimi"
+    home_variable = "KIMI_SHARE_DIR"
+    home_folder = ".kimi"
 
     def discover(self, root: Path) -> Discovery:
         discovery = folder_files(root, self.tops, [""], _session_files)
@@ -146,10 +141,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         if record.type == "metadata":
             return
         fold.content = True
-        at = agent_time(record.timestamp)
-        if at is not None:
-            fold.created = at if fold.created is None else min(fold.created, at)
-            fold.last = at if fold.last is None else max(fold.last, at)
+        fold.saw_span(agent_time(record.timestamp))
         message = record.message
         if message is None:
             return
@@ -157,7 +149,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             fold.prompts += 1
             fold.replied = False
             if fold.prompt is None and message.payload:
-                fold.prompt = clean_title(_text(_input_decoder.decode(message.payload).user_input), PROMPT_TITLE_LENGTH)
+                fold.prompt = prompt_title(_text(_input_decoder.decode(message.payload).user_input))
         elif message.type == "StepBegin" and not fold.replied:
             fold.replies += 1
             fold.replied = True
@@ -175,7 +167,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             fold.prompts += 1
             fold.replied = False
             if fold.prompt is None:
-                fold.prompt = clean_title(text, PROMPT_TITLE_LENGTH)
+                fold.prompt = prompt_title(text)
         elif role == "assistant" and not fold.replied:
             fold.replies += 1
             fold.replied = True
@@ -233,7 +225,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             cwd=(extra or _WorkDirs()).dirs.get(fold.hash_dir),
             created=created,
             last=last,
-            titles=[(custom, source, 500), (prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
+            titles=[(custom, source), (prompt, TitleSource.PROMPT)],
             messages=fold.prompts + fold.replies,
             archived=state is not None and state.archived,
             directories=state.additional_dirs if state is not None else (),

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -36,15 +35,13 @@ import msgspec
 
 from events.model import TitleSource
 from registry.importers.base import (
-    PROMPT_TITLE_LENGTH,
+    Activity,
     Draft,
     ScanContext,
     agent_time,
     clean_title,
-    env_path,
     epoch_ns,
     first_text,
-    home,
 )
 from registry.importers.files import (
     Discovery,
@@ -52,12 +49,12 @@ from registry.importers.files import (
     FileSource,
     Found,
     Group,
+    Index,
     Reading,
     folder_files,
-    follow_index,
     is_dir,
+    refresh_index,
 )
-from registry.importers.lines import Tail
 
 __all__ = ["KimiCode"]
 
@@ -96,12 +93,9 @@ class _State(msgspec.Struct, rename="camel"):
     custom: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     role: str
     """``wire`` or ``state``."""
-    created: int | None = None
-    last: int | None = None
-    cwd: str | None = None
     prompt: str | None = None
     prompts: int = 0
     replies: int = 0
@@ -114,11 +108,8 @@ class _Fold(msgspec.Struct, kw_only=True):
     migrated: bool = False
 
 
-class _Index(msgspec.Struct, kw_only=True):
-    """``session_index.jsonl``: the work dir of each session id."""
-
-    tail: Tail | None = None
-    work_dirs: dict[str, str] = msgspec.field(default_factory=dict)
+_WorkDirs = Index[str]
+"""``session_index.jsonl``: the work dir of each session id."""
 
 
 class _IndexLine(msgspec.Struct, rename="camel"):
@@ -131,15 +122,14 @@ _state_decoder = msgspec.json.Decoder(_State)
 _index_decoder = msgspec.json.Decoder(_IndexLine)
 
 
-class KimiCode(FileSource[_Fold, _Index]):
+class KimiCode(FileSource[_Fold, _WorkDirs]):
     agent: ClassVar[str] = "kimi-code"
     fold_type = _Fold
-    extra_type = _Index
+    extra_type = _WorkDirs
     record_type = _Record
     tops = ("sessions",)
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "KIMI_CODE_HOME") or home(environ) / ".kimi-code"
+    home_variable = "KIMI_CODE_HOME"
+    home_folder = ".kimi-code"
 
     def discover(self, root: Path) -> Discovery:
         return folder_files(root, self.tops, [""], _session_files)
@@ -153,8 +143,8 @@ class KimiCode(FileSource[_Fold, _Index]):
         if kind == "metadata":
             fold.created = _ms(record.created_at) or fold.created
             return
-        if kind == "config.update" and isinstance(record.cwd, str) and fold.cwd is None:
-            fold.cwd = record.cwd
+        if kind == "config.update":
+            fold.saw_cwd(record.cwd)
         if kind == "context.append_message" and record.message is not None:
             message = record.message
             origin = message.origin.get("kind") if isinstance(message.origin, dict) else None
@@ -171,9 +161,7 @@ class KimiCode(FileSource[_Fold, _Index]):
             fold.replies += 1
         elif kind not in ("turn.prompt", "turn.steer", "context.append_loop_event"):
             return  # configuration, usage and tool bookkeeping are not activity
-        if at is not None:
-            fold.created = fold.created or at
-            fold.last = at if fold.last is None else max(fold.last, at)
+        fold.saw_time(at)
 
     def apply_document(self, fold: _Fold, data: bytes) -> None:
         state = _state_decoder.decode(data)
@@ -187,33 +175,28 @@ class KimiCode(FileSource[_Fold, _Index]):
         fold.migrated = isinstance(state.custom, dict) and state.custom.get("imported_from_kimi_cli") is True
 
     def refresh_extra(
-        self, root: Path, extra: _Index | None, ctx: ScanContext
-    ) -> tuple[_Index | None, frozenset[str] | bool]:
-        old = extra or _Index()
-        read = follow_index(root / "session_index.jsonl", old.tail, old.work_dirs, _index_decoder, _index_line, ctx)
-        if read is None:
-            return old, False
-        tail, work_dirs, changed = read
-        return _Index(tail=tail, work_dirs=work_dirs), changed
+        self, root: Path, extra: _WorkDirs | None, ctx: ScanContext
+    ) -> tuple[_WorkDirs, frozenset[str] | bool]:
+        return refresh_index(root / "session_index.jsonl", extra, _index_decoder, _index_line, ctx)
 
-    def draft(self, native_id: str, files: Group, extra: _Index | None) -> Reading:
+    def draft(self, native_id: str, files: Group, extra: _WorkDirs | None) -> Reading:
         by_role: dict[str, tuple[str, FileEntry[Any]]] = {entry.fold.role: (rel, entry) for rel, entry in files}
         state: _Fold = by_role["state"][1].fold if "state" in by_role else _Fold(role="state")
         rel, entry = by_role.get("wire") or by_role["state"]
         wire: _Fold = by_role["wire"][1].fold if "wire" in by_role else _Fold(role="wire")
         titles = [
-            (state.title, TitleSource.USER if state.title_is_users else TitleSource.AGENT, 500),
-            (state.custom_title, TitleSource.USER, 500),
-            (state.last_prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
-            (wire.prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH),
+            (state.title, TitleSource.USER if state.title_is_users else TitleSource.AGENT),
+            (state.custom_title, TitleSource.USER),
+            (state.last_prompt, TitleSource.PROMPT),
+            (wire.prompt, TitleSource.PROMPT),
         ]
         skip = None
         if state.migrated:
             skip = "migrated from Kimi CLI (Kimi Code hides it; imported as a kimi session)"
-        elif wire.prompts == 0 and not any(clean_title(t) for t, _, _ in titles):
+        elif wire.prompts == 0 and not any(clean_title(t) for t, _ in titles):
             skip = "empty session"
         draft = Draft(
-            cwd=state.work_dir or (extra or _Index()).work_dirs.get(native_id) or wire.cwd,
+            cwd=state.work_dir or (extra.entries if extra is not None else {}).get(native_id) or wire.cwd,
             created=wire.created or state.created,
             last=wire.last,
             titles=titles,

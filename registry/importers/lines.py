@@ -4,8 +4,10 @@ A ``Tail`` remembers a file's identity (device, inode), its size and mtime when 
 the last newline consumed (and how many lines lie before it), and a fingerprint of its first 4 KiB and of the 256
 bytes before the offset. The next read continues at the offset only when the file is the same one, no shorter
 than the offset, and has the same bytes there; otherwise it was rewritten, truncated or replaced, and the caller
-re-reads it from the start (``restart``). A last line without its newline is left for a later pass: a writer
-may be in the middle of it.
+re-reads it from the start (``restart``). A last line without its newline is not consumed: the offset stays
+before it, so a later pass reads it again whole. It is offered apart (``TailRead.pending``): when it is complete
+JSON it is a record (copies of transcripts often lose the final newline), and the caller folds it into a view
+of the file it can drop when the file grows; a writer's torn line is not JSON and waits for the next pass.
 
 One bad line costs one line: a line that is not JSON, nests deeper than the decoder goes, or is longer than the
 cap is skipped and remembered with its line number and reason (``LineStats``), and the lines after it are read.
@@ -16,6 +18,9 @@ discovery looked is refused without being read and without blocking. A zstd file
 limits: the decompressor is fed a few hundred bytes at a time (a block expands to at most 128 KiB, so one feed
 yields a bounded amount, whatever the ratio), a line over the cap streams by and is skipped and named like any
 other, and a file whose output passes ``MAX_DECOMPRESSED`` is given up with ``ValueError``.
+
+Two records glued onto one line (``}{``, no newline between them) are both read, and the line is named too
+(``GLUED``): the file is damaged even where nothing was lost.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import msgspec
 import zstandard
 
 __all__ = [
+    "GLUED",
     "LineStats",
     "Tail",
     "TailRead",
@@ -47,6 +53,7 @@ TAIL_BYTES: Final = 256
 _GLUE_ATTEMPTS: Final = 64  # each attempt decodes a prefix: a hostile line full of "}{" must stay linear
 _CHUNK: Final = 1 << 20
 _EXAMPLES: Final = 5
+GLUED: Final = "records glued on one line (no newline between them): each read"
 
 _FEED: Final = 256
 """Compressed bytes given to the zstd decompressor at once: at most 64 blocks of 128 KiB (8 MiB) come out."""
@@ -154,6 +161,8 @@ class TailRead:
             self.line_count = lines
             self.stats = LineStats(cap)
             self.bytes_read = 0
+            self.pending: bytes | None = None
+            """After ``lines()``: the last line when it has no newline yet (not consumed; None when over the cap)."""
         except BaseException:
             self._file.close()
             raise
@@ -193,6 +202,7 @@ class _Reading(Protocol):
     line_count: int
     bytes_read: int
     cap: int
+    pending: bytes | None
 
 
 class _Readable(Protocol):
@@ -241,6 +251,8 @@ def split_lines(stream: _Readable, into: _Reading, end: int | None) -> Iterator[
     if end is None and (partial or dropping):
         into.line_count += 1  # a whole stream: its last line is complete without a newline
         yield None if dropping else b"".join(partial)
+    elif partial and not dropping:
+        into.pending = b"".join(partial)  # offered apart, not consumed: the file may still grow
 
 
 class _StreamReading:
@@ -249,6 +261,7 @@ class _StreamReading:
         self.line_count = 0
         self.bytes_read = 0
         self.cap = cap
+        self.pending: bytes | None = None
 
 
 class _Zstd:
@@ -354,5 +367,6 @@ def decode_lines(
         if records is None:
             stats.problem(number, "line is not a JSON record, skipped")
         else:
+            stats.problem(number, GLUED)
             for record in records:
                 yield number, record

@@ -84,7 +84,7 @@ def _draft(
         cwd=directory,
         created=_ms(created),
         last=_ms(last),
-        titles=[] if placeholder else [(title, TitleSource.AGENT, 500)],
+        titles=[] if placeholder else [(title, TitleSource.AGENT)],
         messages=count or 0,
         archived=archived is not None,
     )

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import msgspec
 
 from events.model import TitleSource
-from registry.importers.base import PROMPT_TITLE_LENGTH, Draft, agent_time, clean_title, env_path, first_text, home
+from registry.importers.base import (
+    Activity,
+    Draft,
+    agent_time,
+    clean_title,
+    first_text,
+    prompt_title,
+)
 from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, Reading, folder_files, is_dir
 
 __all__ = ["Qwen"]
@@ -48,18 +54,14 @@ class _Record(msgspec.Struct, rename="camel"):
     system_payload: Any = None
 
 
-class _Fold(msgspec.Struct, kw_only=True):
+class _Fold(Activity, kw_only=True):
     records: int = 0
-    cwd: str | None = None
-    created: int | None = None
-    last: int | None = None
     prompt: str | None = None
     title: str | None = None
     title_source: str | None = None
     branch: str | None = None
     child: bool = False
     messages: int = 0
-    recent: list[str] = msgspec.field(default_factory=list)
 
 
 _message_decoder = msgspec.json.Decoder(_Message)
@@ -70,9 +72,8 @@ class Qwen(FileSource[_Fold, NoExtra]):
     fold_type = _Fold
     record_type = _Record
     tops = ("projects", "tmp")
-
-    def default_root(self, environ: Mapping[str, str]) -> Path:
-        return env_path(environ, "QWEN_RUNTIME_DIR") or home(environ) / ".qwen"
+    home_variable = "QWEN_RUNTIME_DIR"
+    home_folder = ".qwen"
 
     def discover(self, root: Path) -> Discovery:
         # tmp/<hash>/chats is an older layout (unverified; tolerated).
@@ -83,11 +84,9 @@ class Qwen(FileSource[_Fold, NoExtra]):
 
     def apply(self, fold: _Fold, record: _Record) -> None:
         fold.records += 1
-        if fold.cwd is None and isinstance(record.cwd, str) and record.cwd:
-            fold.cwd = record.cwd
+        fold.saw_cwd(record.cwd)
         at = agent_time(record.timestamp)
-        if fold.created is None:
-            fold.created = at
+        fold.saw_time(at, active=False)
         if isinstance(record.git_branch, str) and record.git_branch:
             fold.branch = record.git_branch
         if record.type == "system":
@@ -98,19 +97,13 @@ class Qwen(FileSource[_Fold, NoExtra]):
             elif record.subtype == "parent_session":
                 fold.child = True
             return  # system records (titles re-anchored every 32 KiB among them) are not activity
-        if at is not None and (fold.last is None or at > fold.last):
-            fold.last = at
-        if record.type not in ("user", "assistant"):
+        fold.saw_time(at, starts=False)
+        if record.type not in ("user", "assistant") or not fold.first_sight(record.uuid, _RECENT):
             return
-        if isinstance(record.uuid, str):
-            if record.uuid in fold.recent:
-                return
-            fold.recent.append(record.uuid)
-            del fold.recent[:-_RECENT]
         fold.messages += 1
         if record.type == "user" and fold.prompt is None and fold.records <= _PROMPT_LINES and record.message:
             parts = _message_decoder.decode(record.message).parts
-            fold.prompt = clean_title(first_text(parts) if isinstance(parts, list) else "", PROMPT_TITLE_LENGTH)
+            fold.prompt = prompt_title(first_text(parts) if isinstance(parts, list) else "")
 
     def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         rel, entry = min(files, key=lambda item: ("/chats/archive/" in item[0], -(item[1].fold.last or 0)))
@@ -125,7 +118,7 @@ class Qwen(FileSource[_Fold, NoExtra]):
             cwd=fold.cwd,
             created=fold.created,
             last=fold.last,
-            titles=[(fold.title, source, 500), (fold.prompt, TitleSource.PROMPT, PROMPT_TITLE_LENGTH)],
+            titles=[(fold.title, source), (fold.prompt, TitleSource.PROMPT)],
             messages=fold.messages,
             git_branch=fold.branch,
             archived="/chats/archive/" in rel,

@@ -50,7 +50,8 @@ _MAX_STATE: Final = 1 << 30
 
 
 class ImportStateError(RegistryError, ValueError):
-    """The import state (or its lock) cannot be used: a folder or a symlink is where it belongs."""
+    """The import state (or its lock) cannot be used: a folder or a symlink is where it belongs. A
+    ``RegistryError`` like every error the library raises (and a ``ValueError``, as it always was)."""
 
 
 class SourceRecord(msgspec.Struct, kw_only=True):

@@ -1,0 +1,225 @@
+"""What ``acp-registry proxy`` adds: latency per relayed message, notification throughput, start time.
+
+    python -m benchmarks.proxy_relay [--pings 2000] [--paced 2000] [--flood 200000] [--starts 5] [--json out.json]
+
+Every figure is measured twice in the same run - the client talking to the agent over a direct pipe, and through
+the proxy (on a fresh SQLite store) - and reported with the difference or the ratio, so the machine's load
+cancels out as far as it can. The agent is a small flood agent (written to a temporary file; it pre-encodes its
+lines so that it is not what limits the rate):
+
+- **round trip**: a request answered at once (``_bench/ping``), one at a time; the proxy relays two messages
+  per round trip, so the added latency per relayed message is half the difference of the round trips.
+- **one way**: ``session/update`` notifications sent one every millisecond, each stamped with the agent's
+  ``time.monotonic_ns()`` (one clock for every process on this machine), timed when the client has read it.
+- **throughput**: a ``session/update`` flood of ``--flood`` notifications (about 200 bytes each) read by the
+  client to the last one: notifications per second.
+- **start**: spawn to the ``initialize`` answer, the agent alone and behind the proxy (the history import runs in
+  the background and is not waited for).
+
+Targets (issue 23): p50 <= 0.3 ms and p99 <= 2 ms added per relayed message, >= 20,000 notifications/s through
+the proxy, start adds <= 0.2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_AGENT = r"""
+import json, os, sys, time
+out = sys.stdout.buffer
+chunk = {"type": "text", "text": "x" * 120}
+for raw in sys.stdin.buffer:
+    message = json.loads(raw)
+    method, rid, params = message.get("method"), message.get("id"), message.get("params") or {}
+    if method == "initialize":
+        result = {"protocolVersion": 1, "agentInfo": {"name": "bench-agent"}, "agentCapabilities": {}}
+        out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode() + b"\n"); out.flush()
+    elif method == "_bench/ping":
+        out.write(b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode() + b',"result":{}}\n'); out.flush()
+    elif method == "_bench/paced":
+        for i in range(params["count"]):
+            t = time.monotonic_ns()
+            line = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update":
+                    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(t)}}}}
+            out.write(json.dumps(line).encode() + b"\n"); out.flush()
+            time.sleep(0.001)
+        out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode() + b"\n"); out.flush()
+    elif method == "_bench/flood":
+        line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update":
+                {"sessionUpdate": "agent_message_chunk", "content": chunk}}}).encode() + b"\n"
+        left = params["count"]
+        while left:
+            n = min(left, 512)
+            out.write(line * n)
+            left -= n
+        out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode() + b"\n"); out.flush()
+"""
+
+
+class Client:
+    """A client of one agent process (direct, or the proxy in front of it)."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in = self.proc.stdin
+        self._out = self.proc.stdout
+        self._buffer = b""
+        self._ids = 0
+
+    def line(self) -> bytes:
+        while b"\n" not in self._buffer:
+            data = os.read(self._out.fileno(), 1 << 20)
+            if not data:
+                raise EOFError("the agent ended")
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def lines(self) -> list[bytes]:
+        """Every complete line available now (at least one)."""
+        while b"\n" not in self._buffer:
+            data = os.read(self._out.fileno(), 1 << 20)
+            if not data:
+                raise EOFError("the agent ended")
+            self._buffer += data
+        *complete, self._buffer = self._buffer.split(b"\n")
+        return complete
+
+    def send(self, method: str, params: Any = None) -> int:
+        self._ids += 1
+        message = {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params or {}}
+        self._in.write(json.dumps(message).encode() + b"\n")
+        return self._ids
+
+    def close(self) -> None:
+        self._in.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def round_trips(client: Client, count: int) -> list[float]:
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        client.send("_bench/ping")
+        client.line()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def one_way(client: Client, count: int) -> list[float]:
+    request = client.send("_bench/paced", {"count": count})
+    latencies: list[float] = []
+    while True:
+        for line in client.lines():
+            now = time.monotonic_ns()
+            message = json.loads(line)
+            if message.get("id") == request:
+                return latencies
+            latencies.append((now - int(message["params"]["update"]["content"]["text"])) / 1e6)
+
+
+def flood(client: Client, count: int) -> float:
+    started = time.perf_counter()
+    client.send("_bench/flood", {"count": count})
+    seen = 0
+    while True:
+        batch = client.lines()
+        seen += len(batch)
+        if b'"result"' in batch[-1]:  # the flood's answer: the last line
+            break
+    elapsed = time.perf_counter() - started
+    assert seen - 1 == count, (seen, count)
+    return count / elapsed
+
+
+def start_time(command: list[str]) -> float:
+    started = time.perf_counter()
+    client = Client(command)
+    client.send("initialize", {"protocolVersion": 1})
+    client.line()
+    elapsed = time.perf_counter() - started
+    client.close()
+    return elapsed
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix="proxy-relay-"))
+    agent_file = folder / "agent.py"
+    agent_file.write_text(_AGENT)
+    direct = [sys.executable, str(agent_file)]
+    stores = iter(range(1_000_000))
+
+    def proxied() -> list[str]:
+        store = f"sqlite://{folder}/s{next(stores)}.db"
+        return [sys.executable, "-m", "registry.cli", "proxy", "--store", store, "--", *direct]
+
+    results: dict[str, Any] = {}
+
+    def both(name: str, measure: Callable[[Client], Any]) -> tuple[Any, Any]:
+        values = []
+        for command in (direct, proxied()):
+            client = Client(command)
+            client.send("initialize", {"protocolVersion": 1})
+            client.line()
+            values.append(measure(client))
+            client.close()
+        return values[0], values[1]
+
+    rt_direct, rt_proxy = both("round trip", lambda c: round_trips(c, args.pings))
+    for q in (0.5, 0.99):
+        key = f"p{round(q * 100)}"
+        d, p = _percentile(rt_direct, q), _percentile(rt_proxy, q)
+        results[f"round_trip_{key}_ms"] = {"direct": d, "proxy": p, "added_per_message": (p - d) / 2}
+    ow_direct, ow_proxy = both("one way", lambda c: one_way(c, args.paced))
+    for q in (0.5, 0.99):
+        key = f"p{round(q * 100)}"
+        d, p = _percentile(ow_direct, q), _percentile(ow_proxy, q)
+        results[f"one_way_{key}_ms"] = {"direct": d, "proxy": p, "added": p - d}
+    fl_direct, fl_proxy = both("flood", lambda c: flood(c, args.flood))
+    results["notifications_per_s"] = {"direct": fl_direct, "proxy": fl_proxy, "ratio": fl_proxy / fl_direct}
+    starts_direct = [start_time(direct) for _ in range(args.starts)]
+    starts_proxy = [start_time(proxied()) for _ in range(args.starts)]
+    d, p = statistics.median(starts_direct), statistics.median(starts_proxy)
+    results["start_s"] = {"direct": d, "proxy": p, "added": p - d}
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pings", type=int, default=2000)
+    parser.add_argument("--paced", type=int, default=2000)
+    parser.add_argument("--flood", type=int, default=200_000)
+    parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--json", default=None, metavar="FILE")
+    args = parser.parse_args(argv)
+    results = run(args)
+    for name, figures in results.items():
+        shown = ", ".join(f"{k} {v:,.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items())
+        print(f"{name:28} {shown}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

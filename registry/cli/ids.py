@@ -1,0 +1,79 @@
+"""Which session a user means: the id as they pasted it, resolved the way git resolves a commit.
+
+Sessions that came from another agent are stored as ``<agent>:<the agent's own id>`` (``claude-code:6b1d…``), but
+a user has the agent's own id - from its folder, its UI, its ``--resume`` list - or the start of one.
+``resolve_session`` accepts, in this order:
+
+1. the stored id itself (``claude-code:6b1d2c3e-…``, or a session ``serve`` made);
+2. an agent's own id: the one stored session ``<agent>:<text>`` (``6b1d2c3e-…``);
+3. a unique prefix of at least ``MIN_PREFIX`` characters, of the stored id or of the agent's own id
+   (``6b1d2c3e``, ``claude-code:6b1d``).
+
+More than one match is an ``InputError`` listing a few of them; none is an ``InputError`` that suggests the
+nearest ids. Deleted sessions count (``history`` shows them). The exact lookups cost one read-model lookup each;
+only a prefix or a miss walks the read model's ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from registry.cli.errors import InputError
+from registry.errors import InvalidParams
+
+if TYPE_CHECKING:
+    from registry.service import SessionRegistry
+
+__all__ = ["MIN_PREFIX", "resolve_session"]
+
+MIN_PREFIX: Final = 4
+"""The shortest prefix taken for an id (as ``git`` takes abbreviated commits)."""
+_SHOWN: Final = 5
+
+
+def resolve_session(registry: SessionRegistry, text: str) -> str:
+    """The stored id of the session ``text`` names (see the module docstring); ``InputError`` when none or several."""
+    if _exists(registry, text):
+        return text
+    from registry.importers import AGENTS  # noqa: PLC0415 - the agents' names, only when the id is not stored as is
+
+    qualified = [f"{agent}:{text}" for agent in AGENTS if ":" not in text and _exists(registry, f"{agent}:{text}")]
+    if len(qualified) == 1:
+        return qualified[0]
+    ids = [state.session_id for state in registry.read_model.states()]
+    matches = qualified or (_prefixed(ids, text) if len(text) >= MIN_PREFIX else [])
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(sorted(matches)[:_SHOWN]) + (", …" if len(matches) > _SHOWN else "")
+        raise InputError(f"{text!r} is ambiguous: {len(matches)} sessions match ({shown}); give more of the id")
+    raise InputError(f"no session {text!r} in this store{_suggestion(ids, text)}")
+
+
+def _exists(registry: SessionRegistry, session_id: str) -> bool:
+    try:
+        return registry.state(session_id) is not None
+    except InvalidParams:  # not an id at all (too long, a control character): nothing is stored under it
+        return False
+
+
+def _prefixed(ids: Iterable[str], prefix: str) -> list[str]:
+    """Ids that start with ``prefix``, or whose agent's own id (after ``<agent>:``) does."""
+    return [i for i in ids if i.startswith(prefix) or i.partition(":")[2].startswith(prefix)]
+
+
+def _suggestion(ids: list[str], text: str) -> str:
+    """``; did you mean …?`` with the nearest stored ids (by their whole id or the agent's own id), or nothing."""
+    by_name: dict[str, str] = {}
+    for session_id in ids:
+        by_name.setdefault(session_id, session_id)
+        native = session_id.partition(":")[2]
+        if native:
+            by_name.setdefault(native, session_id)
+    nearest = difflib.get_close_matches(text, list(by_name), n=3, cutoff=0.6)
+    found = list(dict.fromkeys(by_name[name] for name in nearest))
+    if not found:
+        return " (acp-registry list shows the sessions)"
+    return "; did you mean " + " or ".join(found) + "?"

@@ -1,0 +1,203 @@
+"""A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
+
+Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--past FILE] [--log FILE] [--banner]``.
+Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
+A prompt's first text block is a script:
+
+- ``permission`` / ``fs``: asks the client (``session/request_permission`` / ``fs/read_text_file``) mid-turn, with
+  the agent's own ids (0, 1, ... - the same ids clients use), and replies with the client's answer;
+- ``flood N [SIZE]``: N ``agent_message_chunk`` notifications (SIZE characters each), then ends the turn;
+- ``big N``: one chunk of N characters;
+- ``title T``: a ``session_info_update`` with title T;
+- ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
+- ``exit``: one chunk, then exits with code 3 mid-turn;
+- ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
+- ``slow S``: waits S seconds (``session/cancel`` ends the wait: stopReason ``cancelled``);
+- ``error``: answers the prompt with a JSON-RPC error;
+- anything else: echoed back as one chunk.
+
+``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
+array of sessions it had before (listed by ``session/list`` when ``--list`` is given). ``--name`` is its
+``agentInfo.name`` (none at all with ``--name ''``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+_out_lock = threading.Lock()
+_log_lock = threading.Lock()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="scripted-agent")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--delete", action="store_true")
+    parser.add_argument("--past", default=None)
+    parser.add_argument("--log", default=None)
+    parser.add_argument("--banner", action="store_true")
+    args = parser.parse_args()
+    agent = Agent(args)
+    if args.banner:
+        agent.raw("this agent prints a banner on stdout")
+    for raw in sys.stdin.buffer:
+        if args.log:
+            with _log_lock, open(args.log, "ab") as log:
+                log.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            continue
+        agent.receive(message)
+    sys.stderr.write("scripted agent: stdin closed\n")
+
+
+class Agent:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sessions: dict[str, dict[str, Any]] = {}
+        if args.past:
+            with open(args.past) as file:
+                for item in json.load(file):
+                    self.sessions[item["sessionId"]] = item
+        self.next_id = 0
+        self.waiting: dict[Any, queue.Queue[Any]] = {}
+        self.cancelled: set[str] = set()
+
+    def raw(self, text: str) -> None:
+        with _out_lock:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        message["jsonrpc"] = "2.0"
+        self.raw(json.dumps(message))
+
+    def notify(self, session_id: str, update: dict[str, Any]) -> None:
+        self.send({"method": "session/update", "params": {"sessionId": session_id, "update": update}})
+
+    def chunk(self, session_id: str, text: str) -> None:
+        self.notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    def ask(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = self.next_id
+        self.next_id += 1
+        box: queue.Queue[Any] = queue.Queue()
+        self.waiting[request_id] = box
+        self.send({"id": request_id, "method": method, "params": params})
+        return box.get(timeout=30)
+
+    def receive(self, message: dict[str, Any]) -> None:
+        if "method" not in message:
+            box = self.waiting.pop(message.get("id"), None)
+            if box is not None:
+                box.put(message)
+            return
+        method, params, request_id = message["method"], message.get("params") or {}, message.get("id")
+        if "id" not in message:
+            if method == "session/cancel":
+                self.cancelled.add(str(params.get("sessionId")))
+            return
+        if method == "session/prompt":
+            threading.Thread(target=self.prompt, args=(request_id, params), daemon=True).start()
+            return
+        try:
+            result = self.answer(method, params)
+        except LookupError as exc:
+            self.send({"id": request_id, "error": {"code": -32601, "message": f"method not found: {exc}"}})
+            return
+        self.send({"id": request_id, "result": result})
+
+    def answer(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "initialize":
+            capabilities: dict[str, Any] = {"loadSession": True, "sessionCapabilities": {"resume": {}}}
+            if self.args.list:
+                capabilities["sessionCapabilities"]["list"] = {}
+            if self.args.delete:
+                capabilities["sessionCapabilities"]["delete"] = {}
+            result: dict[str, Any] = {
+                "protocolVersion": 1,
+                "agentCapabilities": capabilities,
+                "authMethods": [{"id": "scripted", "name": "scripted"}],
+                "_meta": {"scripted": True},
+            }
+            if self.args.name:
+                result["agentInfo"] = {"name": self.args.name, "version": "1.0"}
+            return result
+        if method == "authenticate":
+            return {}
+        if method == "session/new":
+            session_id = f"s-{len(self.sessions) + 1}-{os.getpid()}"
+            self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
+            return {"sessionId": session_id}
+        if method in ("session/load", "session/resume"):
+            return {}
+        if method == "session/list" and self.args.list:
+            return {"sessions": list(self.sessions.values())}
+        if method == "session/delete" and self.args.delete:
+            self.sessions.pop(str(params.get("sessionId")), None)
+            return {}
+        if method.startswith("_"):
+            return {"echo": params}
+        raise LookupError(method)
+
+    def prompt(self, request_id: Any, params: dict[str, Any]) -> None:
+        session_id = str(params.get("sessionId"))
+        blocks = params.get("prompt") or []
+        text = next((b.get("text", "") for b in blocks if b.get("type") == "text"), "")
+        word, _, rest = text.partition(" ")
+        stop = "end_turn"
+        if word == "permission":
+            answer = self.ask(
+                "session/request_permission",
+                {"sessionId": session_id, "toolCall": {"toolCallId": "t1"}, "options": []},
+            )
+            self.chunk(session_id, json.dumps(answer))
+        elif word == "fs":
+            answer = self.ask("fs/read_text_file", {"sessionId": session_id, "path": "/etc/hostname"})
+            self.chunk(session_id, json.dumps(answer))
+        elif word == "flood":
+            count, _, size = rest.partition(" ")
+            piece = "x" * int(size or 8)
+            for _ in range(int(count)):
+                self.chunk(session_id, piece)
+        elif word == "big":
+            self.chunk(session_id, "y" * int(rest))
+        elif word == "title":
+            self.notify(session_id, {"sessionUpdate": "session_info_update", "title": rest})
+        elif word == "crash":
+            self.chunk(session_id, "about to crash")
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif word == "exit":
+            self.chunk(session_id, "about to exit")
+            os._exit(3)
+        elif word == "garbage":
+            self.raw("not json at all")
+            self.raw('{"hello": "world"}')
+            self.chunk(session_id, "after garbage")
+        elif word == "slow":
+            deadline = time.monotonic() + float(rest or 5)
+            while time.monotonic() < deadline and session_id not in self.cancelled:
+                time.sleep(0.01)
+            if session_id in self.cancelled:
+                self.cancelled.discard(session_id)
+                stop = "cancelled"
+        elif word == "error":
+            self.send({"id": request_id, "error": {"code": -32603, "message": "scripted failure"}})
+            return
+        else:
+            self.chunk(session_id, text)
+        self.send({"id": request_id, "result": {"stopReason": stop}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""``acp-registry proxy`` in front of the scripted agent (``tests/proxy_agent.py``): real processes, real stores.
+
+What the client observes on the wire: messages relayed both ways with its own ids, what the proxy adds
+(capabilities, list, delete, titles), the registry's record, and the agent's past.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from events.memory import MemoryStore
+from registry.acp.methods import METHODS, Role
+from registry.importers import Importer, sources
+from registry.service import SessionRegistry
+from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
+
+FIXTURES = Path(__file__).with_name("fixtures") / "agents"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path}/sessions.db"
+
+
+def test_initialize_adds_list_and_delete_and_keeps_what_the_agent_said(url: str) -> None:
+    with ProxyProcess(proxy_command(url)) as proxy:
+        result = proxy.result(0, "initialize", {"protocolVersion": 1})
+        capabilities = result["agentCapabilities"]
+        assert capabilities["loadSession"] is True
+        answered = {
+            m.capability.path[-1]
+            for m in METHODS.values()
+            if m.capability is not None and m.role("proxy") is not None and m.role("proxy") is not Role.FORWARD
+        }
+        assert {"list", "delete"} <= answered
+        assert capabilities["sessionCapabilities"] == {"resume": {}} | {key: {} for key in answered}
+        assert result["authMethods"] == [{"id": "scripted", "name": "scripted"}]
+        assert result["agentInfo"] == {"name": "scripted-agent", "version": "1.0"}
+        assert result["_meta"]["scripted"] is True
+        assert result["_meta"]["acp-session-registry/proxy"]["agent"] == "scripted-agent"
+        assert proxy.close() == 0
+
+
+def test_a_turn_is_recorded_titled_from_the_prompt_and_listed_with_the_agents_id(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        assert not session.startswith("scripted-agent:")
+        assert proxy.result(2, "session/prompt", prompt(session, "hello there\nsecond line")) == {
+            "stopReason": "end_turn"
+        }
+        listed = proxy.result(3, "session/list", {})
+        (info,) = listed["sessions"]
+        assert info["sessionId"] == session
+        assert info["cwd"] == str(tmp_path)
+        assert info["title"] == "hello there second line"  # registry.commands.prompt_title: one line
+        assert info["_meta"]["acp-session-registry/messageCount"] == 2
+        # The proxy gave the title (the agent gave none) and told the client, once.
+        chunks = proxy.updates("agent_message_chunk")
+        assert [c["content"]["text"] for c in chunks] == ["hello there\nsecond line"]
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{session}")
+        assert state is not None and state.messages == 2 and state.title == "hello there second line"
+
+
+def test_the_agents_title_reaches_the_client_once_and_is_recorded_as_the_agents(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "title Agent says so"))
+        listed = proxy.result(3, "session/list", {})
+        assert listed["sessions"][0]["title"] == "Agent says so"
+        titles = [u["title"] for u in proxy.updates("session_info_update")]
+        assert titles == ["Agent says so"]
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{session}")
+        assert state is not None and state.title_source is not None and state.title_source.value == "agent"
+
+
+def test_agent_requests_mid_turn_keep_the_agents_ids_and_the_client_keeps_its_own(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    with proxy:
+        # The client's ids are 0, 1, 2 ... and so are the agent's: the proxy keeps them apart.
+        proxy.send({"id": 0, "method": "session/prompt", "params": prompt(session, "permission")})
+        asked = proxy.wait_request("session/request_permission")
+        assert asked["id"] == 0
+        proxy.send({"id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+        answer = proxy.pump(0)
+        assert answer["result"] == {"stopReason": "end_turn"}
+        (chunk,) = proxy.updates("agent_message_chunk")
+        assert json.loads(chunk["content"]["text"])["result"] == {"outcome": {"outcome": "cancelled"}}
+        proxy.send({"id": "x", "method": "session/prompt", "params": prompt(session, "fs")})
+        asked = proxy.wait_request("fs/read_text_file")
+        proxy.send({"id": asked["id"], "error": {"code": -32601, "message": "no fs here"}})
+        assert proxy.pump("x")["result"] == {"stopReason": "end_turn"}
+        assert proxy.close() == 0
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    responses = [m for m in received if "method" not in m]
+    assert responses[0] == {"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}}
+    assert responses[1]["error"]["message"] == "no fs here"
+
+
+def test_extension_and_unknown_methods_and_notifications_pass_through(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(5, "_vendor/echo", {"a": [1, 2.5, None]}) == {"echo": {"a": [1, 2.5, None]}}
+        answer = proxy.call(6, "vendor/unknown", {})
+        assert answer["error"]["code"] == -32601
+        assert proxy.result(7, "authenticate", {"methodId": "scripted"}) == {}
+        proxy.send({"id": 8, "method": "session/prompt", "params": prompt(session, "slow 20")})
+        proxy.send({"method": "session/cancel", "params": {"sessionId": session}})
+        assert proxy.pump(8)["result"] == {"stopReason": "cancelled"}
+        assert proxy.close() == 0
+    text = log.read_text()
+    assert '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"' + session + '"}}' in text
+
+
+def test_floods_and_large_messages_pass_in_order(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/prompt", prompt(session, "flood 5000 3")) == {"stopReason": "end_turn"}
+        assert len(proxy.updates("agent_message_chunk")) == 5000
+        proxy.notifications.clear()
+        assert proxy.result(3, "session/prompt", prompt(session, "big 3000000")) == {"stopReason": "end_turn"}
+        (chunk,) = proxy.updates("agent_message_chunk")
+        assert chunk["content"]["text"] == "y" * 3_000_000
+        assert proxy.close() == 0
+
+
+def test_lines_that_are_not_json_rpc_never_reach_the_clients_stdout(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, "--banner", cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/prompt", prompt(session, "garbage")) == {"stopReason": "end_turn"}
+        assert [c["content"]["text"] for c in proxy.updates("agent_message_chunk")] == ["after garbage"]
+        assert proxy.close() == 0
+    assert any("was not relayed" in line for line in proxy.stderr_lines)
+
+
+def test_hostile_client_lines_get_serves_answers_and_the_conversation_goes_on(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.send(b'{"jsonrpc": "2.0", "id": 41, "method": ')
+        assert proxy.pump(41)["error"]["code"] == -32700
+        proxy.send(b'{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":' + b"[" * 100 + b"]" * 100 + b"}")
+        nested = proxy.pump(42)
+        assert nested["error"]["code"] == -32600
+        proxy.send(b'{"jsonrpc":"2.0","id":43,"method":"x","params":{"p":"' + b"z" * (9 * 1024 * 1024) + b'"}}')
+        assert proxy.pump(43)["error"]["code"] == -32600
+        assert proxy.result(44, "session/prompt", prompt(session, "still here")) == {"stopReason": "end_turn"}
+        assert proxy.close() == 0
+
+
+def test_list_rules_are_serves(url: str, tmp_path: Path) -> None:
+    proxy, _ = started(url, cwd=str(tmp_path))
+    with proxy:
+        bad = proxy.call(2, "session/list", {"cursor": "garbage"})
+        assert bad["error"]["code"] == -32602
+        relative = proxy.call(3, "session/list", {"cwd": "relative/path"})
+        assert relative["error"]["code"] == -32602
+        assert proxy.result(4, "session/list", {"cwd": str(tmp_path) + "/"})["sessions"]
+        assert proxy.result(5, "session/list", {"cwd": "/nowhere"})["sessions"] == []
+        assert proxy.close() == 0
+
+
+@pytest.mark.parametrize("agent_deletes", [True, False])
+def test_delete_hides_the_session_for_good_and_is_forwarded_when_the_agent_deletes(
+    url: str, tmp_path: Path, agent_deletes: bool
+) -> None:
+    log = tmp_path / "agent.log"
+    extra = ["--delete"] if agent_deletes else []
+    proxy, session = started(url, "--log", str(log), *extra, cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/delete", {"sessionId": session}) == {}
+        assert proxy.result(3, "session/list", {})["sessions"] == []
+        assert proxy.result(4, "session/delete", {"sessionId": "never-was"}) == {}
+        assert proxy.close() == 0
+    forwarded = [json.loads(line) for line in log.read_text().splitlines() if "session/delete" in line]
+    assert len(forwarded) == (2 if agent_deletes else 0)
+    proxy, _ = started(url, cwd=str(tmp_path))  # across restarts: still gone
+    with proxy:
+        assert [s["sessionId"] for s in proxy.result(2, "session/list", {})["sessions"]] != [session]
+        assert session not in [s["sessionId"] for s in proxy.result(3, "session/list", {})["sessions"]]
+        assert proxy.close() == 0
+
+
+def test_the_agents_past_from_its_own_list_is_listed(url: str, tmp_path: Path) -> None:
+    past = tmp_path / "past.json"
+    past.write_text(
+        json.dumps(
+            [
+                {
+                    "sessionId": "old-1",
+                    "cwd": str(tmp_path),
+                    "title": "From before",
+                    "updatedAt": "2026-01-02T03:04:05Z",
+                },
+                {"sessionId": "old-2", "cwd": "/elsewhere"},
+            ]
+        )
+    )
+    proxy, session = started(url, "--list", "--past", str(past), cwd=str(tmp_path))
+    with proxy:
+        for attempt in range(100):
+            listed = proxy.result(10 + attempt, "session/list", {})
+            if listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready":
+                break
+        listed = proxy.result(200, "session/list", {})
+        ids = [s["sessionId"] for s in listed["sessions"]]
+        assert set(ids) == {session, "old-1", "old-2"}
+        old = next(s for s in listed["sessions"] if s["sessionId"] == "old-1")
+        assert old["title"] == "From before" and old["updatedAt"].startswith("2026-01-02T03:04:05")
+        assert proxy.close() == 0
+
+
+def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does_live(url: str, tmp_path: Path) -> None:
+    """In front of Claude Code (``--agent claude-code``), its ``~/.claude`` history is imported in the background;
+    a session loaded through the proxy is the imported one, not a second."""
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURES / "claude-code", home / ".claude")
+    with SessionRegistry(MemoryStore()) as reference:
+        Importer(reference.store, sources(["claude-code"]), roots={"claude-code": home / ".claude"}).run()
+        expected = {s.session_id.removeprefix("claude-code:"): s for s in reference.list().sessions}
+        before = {k: reference.state(f"claude-code:{k}") for k in expected}
+    assert expected
+    command = proxy_command(url, agent="claude-code")
+    with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
+        meta = proxy.result(0, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
+        assert meta == {"agent": "claude-code", "history": "importing"}
+        for attempt in range(200):
+            listed = proxy.result(10 + attempt, "session/list", {})
+            if listed["_meta"]["acp-session-registry/proxy"]["history"] != "importing":
+                break
+            time.sleep(0.05)
+        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+        assert {s["sessionId"]: s["cwd"] for s in listed["sessions"]} == {k: v.cwd for k, v in expected.items()}
+        native = sorted(expected)[0]
+        proxy.result(300, "session/load", {"sessionId": native, "cwd": expected[native].cwd, "mcpServers": []})
+        proxy.result(301, "session/prompt", prompt(native, "one more turn"))
+        again = proxy.result(302, "session/list", {})["sessions"]
+        assert sorted(s["sessionId"] for s in again) == sorted(expected)
+        assert again[0]["sessionId"] == native  # the turn made it the most recent
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"claude-code:{native}")
+        assert state is not None and state.messages == before[native].messages + 2  # type: ignore[union-attr]

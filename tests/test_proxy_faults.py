@@ -1,0 +1,189 @@
+"""The proxy's faults and its many-agents store, with real processes: crashes (SIGKILL), exits, a stubborn agent,
+a corrupt store, a store that refuses writes mid-session, two proxies on one SQLite file or PostgreSQL schema."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from events.sqlite import SqliteStore
+from registry.proxy import Proxy
+from registry.service import SessionRegistry
+from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path}/sessions.db"
+
+
+@pytest.mark.parametrize(("script", "how"), [("crash", "was killed by signal 9"), ("exit", "exited with code 3")])
+def test_an_agent_that_ends_mid_turn_fails_each_pending_request_and_the_proxy_exits_1(
+    url: str, tmp_path: Path, script: str, how: str
+) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.send({"id": 7, "method": "session/prompt", "params": prompt(session, "slow 30")})
+        proxy.send({"id": 8, "method": "session/prompt", "params": prompt(session, script)})
+        for request_id in (7, 8):
+            error = proxy.pump(request_id)["error"]
+            assert error["code"] == -32603
+            assert "scripted-agent" in error["message"] and how in error["message"]
+        assert proxy.proc.wait(20) == 1
+    own = [line for line in proxy.stderr_lines if line.startswith("acp-registry proxy:")]
+    assert len(own) == 1 and how in own[0], proxy.stderr_lines
+
+
+@pytest.mark.slow
+def test_client_eof_ends_an_agent_that_ignores_its_stdin(url: str, tmp_path: Path) -> None:
+    stubborn = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+    ]
+    with ProxyProcess(proxy_command(url, command=stubborn)) as proxy:
+        time.sleep(0.5)
+        started_at = time.monotonic()
+        assert proxy.close(timeout=30) == 0
+        assert time.monotonic() - started_at < 15
+
+
+def test_client_eof_closes_the_agents_stdin_and_exits_0(url: str, tmp_path: Path) -> None:
+    proxy, _ = started(url, cwd=str(tmp_path))
+    with proxy:
+        assert proxy.close() == 0
+    assert "scripted agent: stdin closed" in proxy.stderr_lines
+
+
+def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
+    store = tmp_path / "corrupt.db"
+    store.write_bytes(b"this is not a database" * 100)
+    marker = tmp_path / "agent-started"
+    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    with ProxyProcess(proxy_command(f"sqlite://{store}", command=agent)) as proxy:
+        assert proxy.proc.wait(20) == 2
+        assert proxy.next() is None  # nothing on stdout
+    assert len(proxy.stderr_lines) == 1 and proxy.stderr_lines[0].startswith("acp-registry: ")
+    assert not marker.exists()
+
+
+def test_an_agent_that_cannot_start_is_one_line_exit_2(url: str, tmp_path: Path) -> None:
+    with ProxyProcess(proxy_command(url, command=[str(tmp_path / "no-such-agent")])) as proxy:
+        assert proxy.proc.wait(20) == 2
+    assert len(proxy.stderr_lines) == 1 and "cannot start the agent" in proxy.stderr_lines[0]
+
+
+def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The library piece in a host's process: a real SQLite store whose writers give up after 0.3 s, locked by
+    another connection mid-session, then released."""
+    path = tmp_path / "sessions.db"
+    registry = SessionRegistry(SqliteStore(path, busy_timeout=0.3), owns_store=True)
+    client = InProcessClient(registry, [sys.executable, AGENT])
+    try:
+        client.result(0, "initialize", {"protocolVersion": 1})
+        session = client.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        assert client.result(2, "session/list", {})["sessions"]
+        blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")  # every writer now gets SQLITE_BUSY (readers of the WAL go on)
+        try:
+            assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
+            second = client.result(4, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+            listed = client.call(5, "session/list", {})
+            said = listed.get("result", {}).get("_meta", {}).get("acp-session-registry/degraded") or listed.get(
+                "error", {}
+            ).get("data")
+            assert said, listed
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        deadline = time.monotonic() + 30
+        while True:  # recording resumes: the second session arrives
+            listed = client.result(6, "session/list", {})
+            ids = {s["sessionId"] for s in listed["sessions"]}
+            if "acp-session-registry/degraded" not in listed["_meta"] and second in ids:
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.2)
+        assert client.end() == 0
+    finally:
+        registry.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "acp_registry.proxy"]
+    assert len([m for m in messages if "cannot record" in m]) == 1, messages
+    assert any("records again" in m for m in messages)
+    with SessionRegistry.open(f"sqlite://{path}") as reopened:
+        state = reopened.state(f"scripted-agent:{session}")
+        assert state is not None and state.messages == 2  # the turn made while the store was locked
+
+
+class InProcessClient:
+    """A client of ``Proxy`` in this process, on two pipes."""
+
+    def __init__(self, registry: SessionRegistry, command: list[str]) -> None:
+        to_proxy_r, self._to_proxy = os.pipe()
+        self._from_proxy, from_proxy_w = os.pipe()
+        self.proxy = Proxy(registry, command, client_in=to_proxy_r, client_out=from_proxy_w)
+        self._code: list[int] = []
+        self._thread = threading.Thread(target=lambda: self._code.append(self.proxy.run()), daemon=True)
+        self._thread.start()
+        self._reader = os.fdopen(self._from_proxy, "rb")
+        self._pending: dict[object, dict[str, object]] = {}
+
+    def call(self, request_id: int, method: str, params: object) -> dict[str, Any]:
+        line = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        os.write(self._to_proxy, line + b"\n")
+        while True:
+            message = msgspec.json.decode(self._reader.readline())
+            if "method" not in message and message.get("id") == request_id:
+                return message  # type: ignore[no-any-return]
+
+    def result(self, request_id: int, method: str, params: object) -> Any:
+        answer = self.call(request_id, method, params)
+        assert "result" in answer, answer
+        return answer["result"]
+
+    def end(self) -> int:
+        os.close(self._to_proxy)
+        self._thread.join(30)
+        self.proxy.close()
+        self._reader.close()
+        return self._code[0]
+
+
+def test_two_proxies_two_agents_one_store(store_urls: Callable[[], str], tmp_path: Path) -> None:
+    url = store_urls()
+    first, a = started(url, "--name", "alpha-agent", cwd=str(tmp_path))
+    second, b = started(url, "--name", "beta-agent", cwd=str(tmp_path))
+    with first, second:
+        first.result(2, "session/prompt", prompt(a, "from alpha"))
+        second.result(2, "session/prompt", prompt(b, "from beta"))
+        assert [s["sessionId"] for s in first.result(3, "session/list", {})["sessions"]] == [a]
+        assert [s["sessionId"] for s in second.result(3, "session/list", {})["sessions"]] == [b]
+        assert first.close() == 0 and second.close() == 0
+    with SessionRegistry.open(url) as registry:
+        assert {s.session_id for s in registry.list().sessions} == {f"alpha-agent:{a}", f"beta-agent:{b}"}
+
+
+def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path: Path) -> None:
+    url = store_urls()
+    first, a = started(url, cwd=str(tmp_path))
+    second, b = started(url, cwd=str(tmp_path))
+    with first, second:
+        first.result(2, "session/prompt", prompt(a, "window one"))
+        second.result(2, "session/prompt", prompt(b, "window two"))
+        for proxy in (second, first):  # the second lists first: its own recorder has written by then
+            listed = proxy.result(3, "session/list", {})["sessions"]
+            assert [s["title"] for s in listed] == ["window two", "window one"]
+        second.result(4, "session/delete", {"sessionId": a})
+        assert [s["sessionId"] for s in first.result(5, "session/list", {})["sessions"]] == [b]
+        assert first.close() == 0 and second.close() == 0

@@ -1,0 +1,139 @@
+"""A real agent behind the proxy in the middle of a turn: asking the client for permission, cancelled by the
+client, killed by the OS; and two real agents recording into one store.
+
+claude-agent-acp sits in a turn for as long as the test wants: the LLM stub holds the model's answer to a prompt
+that starts with ``(hold)``, and answers one that starts with ``(tool)`` with a Bash tool call that the agent
+(in its "default" mode) asks the client to allow. Run with ``make test-agents``; each test skips with one line
+when an agent it needs is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from registry import SessionRegistry
+from tests.agents import peers
+from tests.agents.acp_client import AcpProcess
+from tests.agents.llm_stub import HOLD, REPLY_PREFIX, TOOL, TOOL_COMMAND, TOOL_DONE
+from tests.agents.scene import by_id, list_all, scene, text_prompt
+
+pytestmark = pytest.mark.real_agents
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (from every thread's /proc children list)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _held_turn(proxy: AcpProcess, session_id: str) -> int:
+    """Sends a prompt the stub holds; its request id."""
+    return proxy.send("session/prompt", {"sessionId": session_id, "prompt": text_prompt(f"{HOLD} a long task")})
+
+
+def test_a_real_agent_asks_the_client_for_permission_through_the_proxy(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
+        proxy = world.proxy()
+        sid = world.new_session(proxy)
+        # session/set_mode is not the registry's: relayed as it is.
+        assert proxy.call("session/set_mode", {"sessionId": sid, "modeId": "default"}) == {}
+        made = world.project / TOOL_COMMAND.split()[-1]
+
+        world.turn(proxy, sid, f"{TOOL} make the file")  # the client refuses (cancels) the permission request
+        (asked,) = proxy.agent_requests
+        assert asked["method"] == "session/request_permission"
+        assert asked["params"]["sessionId"] == sid and asked["params"]["toolCall"]["toolCallId"] == "toolu_stub_1"
+        assert not made.exists()  # the agent heard the refusal: the command did not run
+        assert TOOL_DONE in proxy.text(sid)
+
+        proxy.permission = "allow-once"
+        world.turn(proxy, sid, f"{TOOL} make the file, allowed")
+        assert len(proxy.agent_requests) == 2
+        assert made.exists()  # the agent heard the client's choice through the proxy, and ran the command
+        assert proxy.close() == 0, proxy.stderr_tail()
+        assert not proxy.bad_lines, proxy.bad_lines
+        with world.registry() as registry:
+            (stored,) = registry.handle("session/list", {})["sessions"]
+        assert stored["_meta"]["acp-session-registry/messageCount"] >= 2
+
+
+def test_cancel_reaches_a_real_agent_in_the_middle_of_a_turn(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
+        assert world.stub is not None
+        proxy = world.proxy()
+        sid = world.new_session(proxy)
+        pending = _held_turn(proxy, sid)
+        assert world.stub.held.wait(60), proxy.stderr_tail()  # the agent is waiting for its model
+        proxy.notify("session/cancel", {"sessionId": sid})  # a client notification, relayed to the agent
+        answer = proxy.wait(pending, timeout=60)
+        assert answer.get("result", {}).get("stopReason") == "cancelled", answer
+        world.stub.release.set()
+
+        world.turn(proxy, sid, "Then something short")  # the session goes on after the cancel
+        assert REPLY_PREFIX + "Then something short" in proxy.text(sid)
+        listed = by_id(list_all(proxy))
+        assert set(listed) == {sid}
+        assert proxy.close() == 0, proxy.stderr_tail()
+        with world.registry() as registry:
+            (stored,) = registry.handle("session/list", {})["sessions"]
+        assert stored["_meta"]["acp-session-registry/messageCount"] >= 2  # both turns, the cancelled one too
+
+
+def test_a_real_agent_killed_in_the_middle_of_a_turn(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
+        assert world.stub is not None
+        proxy = world.proxy()
+        sid = world.new_session(proxy)
+        pending = _held_turn(proxy, sid)
+        assert world.stub.held.wait(60), proxy.stderr_tail()
+        agents = _children(proxy.process.pid)
+        assert agents, "the proxy has no child process"
+        for pid in agents:
+            os.kill(pid, signal.SIGKILL)
+
+        answer = proxy.wait(pending, timeout=30)  # the pending request is answered, with an error
+        assert "error" in answer, answer
+        assert isinstance(answer["error"]["code"], int)
+        assert "agent" in answer["error"]["message"].lower(), answer
+        status = proxy.process.wait(30)
+        assert status != 0
+        assert not proxy.bad_lines, proxy.bad_lines  # stdout stayed JSON-RPC
+
+        # What was recorded before the crash is there for the next proxy.
+        again = world.proxy()
+        assert sid in by_id(list_all(again))
+        again.close()
+
+
+def test_two_real_agents_record_into_one_store(tmp_path: Path) -> None:
+    peers.FAST_AGENT.require()
+    with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as claude:
+        fast = peers.FAST_AGENT
+        echo = AcpProcess(
+            peers.proxy_command(claude.store_url, fast, name="fast-agent"), env=claude.env, cwd=claude.project
+        )
+        try:
+            echo.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, timeout=120)
+            proxy = claude.proxy()
+            fast_sid = claude.new_session(echo)
+            claude_sid = claude.new_session(proxy)
+            claude.turn(echo, fast_sid, "Echo this")
+            claude.turn(proxy, claude_sid, "Answer this")
+            # In front of each agent, only that agent's sessions, with its own ids.
+            assert set(by_id(list_all(echo))) == {fast_sid}
+            assert set(by_id(list_all(proxy))) == {claude_sid}
+            # A delete through one proxy cannot reach the other agent's session of the same native id space.
+            assert echo.call("session/delete", {"sessionId": claude_sid}) == {}
+            assert set(by_id(list_all(proxy))) == {claude_sid}
+            assert echo.close() == 0 and proxy.close() == 0
+        finally:
+            echo.kill() if echo.process.poll() is None else None
+        with SessionRegistry.open(claude.store_url, follow=False) as registry:
+            ids = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
+        assert ids == {f"fast-agent:{fast_sid}", f"claude-code:{claude_sid}"}
