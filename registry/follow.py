@@ -38,6 +38,12 @@ Listener = Callable[[Sequence[Change]], None]
 be quick and must not raise: queue the changes and deliver them elsewhere (``registry.changes`` does)."""
 
 _REMEMBERED: Final = 50_000  # sessions whose last state the follower keeps (the rest it looks up)
+FAN_OUT_PER_LISTENER: Final = 0.0005
+"""Seconds between two fan-outs of the follower's thread, per listener (changes of a burst are batched): each
+fan-out wakes every subscriber's delivery, so spacing them by the number of subscribers keeps the share of the
+process they take - and so a writer's cost - independent of how many there are."""
+MAX_FAN_OUT_INTERVAL: Final = 0.05
+"""The longest a change waits for its fan-out (at 100 subscribers and more)."""
 JOIN_TIMEOUT: Final = 5.0
 """Seconds a stop waits for the follower's thread to end."""
 
@@ -149,9 +155,20 @@ class Follower:
             return self._position
 
     def _run(self, subscription: Subscription) -> None:
+        last = 0.0
         while not subscription.closed:
             try:
                 records = subscription.poll(timeout=1.0)
+                if records and self._listeners:
+                    # A burst of writes is fanned out in a few batches, not one per write: every fan-out wakes
+                    # each subscriber's delivery thread, which would otherwise compete with the writer per write.
+                    pause = (
+                        last + min(MAX_FAN_OUT_INTERVAL, len(self._listeners) * FAN_OUT_PER_LISTENER) - time.monotonic()
+                    )
+                    if pause > 0:
+                        time.sleep(pause)
+                        records = records + subscription.poll(timeout=0)
+                    last = time.monotonic()
                 if records and self._acquire(subscription):
                     try:
                         if subscription is self._subscription:
