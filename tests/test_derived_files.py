@@ -7,6 +7,8 @@ names what it skipped, in bounded time (each case under a process timeout) and b
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -162,3 +164,51 @@ def test_a_store_file_others_can_write_or_of_another_user_is_refused_with_one_li
         os.chown(theirs, 65534, 65534)
         with pytest.raises(StoreError, match="belongs to another user"):
             SessionRegistry.open(f"sqlite://{theirs}")
+
+
+def test_a_full_disk_serves_an_old_store_read_only_from_the_fold(tmp_path: Path) -> None:
+    """An old store whose read model was never built, on a full disk: list, verify and stats answer from the log
+    folded in memory (the tables cannot be made), with one line saying so."""
+    import shutil  # noqa: PLC0415
+
+    from events import SessionCreated, SqliteStore  # noqa: PLC0415
+
+    source = tmp_path / "old.db"
+    with SqliteStore(source) as store:  # appended without a registry: no read model
+        for n in range(2000):
+            store.append(f"s{n:04d}", [SessionCreated(cwd=f"/w/{n % 3}", at=(n + 1) * 1_000_000, title="x" * 100)])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True)  # noqa: PLW1510
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.decode().strip()}")
+    try:
+        shutil.copy(source, disk / "old.db")
+        (disk / "old.db").chmod(0o600)
+        (disk / "old.db-shm").write_bytes(b"\0" * 32768)  # as a store that was open before the disk filled
+        (disk / "old.db-wal").touch(mode=0o600)
+        with contextlib.suppress(OSError), (disk / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        url = f"sqlite://{disk}/old.db"
+        for command in (["list", "--json"], ["verify"], ["stats"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "registry.cli", "--store", url, *command],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, (command, done.stderr)
+            assert "Traceback" not in done.stderr and "in memory" in done.stderr, (command, done.stderr)
+        listed = subprocess.run(
+            [sys.executable, "-m", "registry.cli", "--store", url, "list", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert json.loads(listed.stdout)["sessions"][0]["sessionId"] == "s1999"
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

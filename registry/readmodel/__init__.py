@@ -169,9 +169,15 @@ def open_read_model(
             tables = backend.tables(window=window, catch_up=catch_up)
         except Exception as exc:
             why = fault_of(exc)
-            if why is None or not catch_up:
+            if why is None:
                 raise
-            tables = _rebuilt(backend, window, why)
+            if catch_up:
+                tables = _rebuilt(backend, window, why)
+            else:  # looked at as they are, and there are none to look at (they cannot even be made)
+                log.warning(
+                    "%s: the read model's tables cannot be made (%s); folding the log in memory", backend.location, why
+                )
+                tables = None
         if tables is not None:
             return GuardedReadModel(store, tables, location=backend.location) if catch_up else tables
     return MemoryReadModel(store, window=window)
