@@ -38,7 +38,7 @@ from registry.snapshot import _FORMAT
 PINNED: list[tuple[str, int, int]] = [
     # (fingerprint of SessionState's fields, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
     ("0f391cc253363472", 3, 3),
-    ("3603b47edd4e986e", 4, 4),  # archived, agent, parent
+    ("3603b47edd4e986e", 5, 4),  # archived, agent, parent; read model 5: each row's state blob sealed by a digest
 ]
 
 

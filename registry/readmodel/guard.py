@@ -39,7 +39,13 @@ log = logging.getLogger("registry.readmodel")
 
 _T = TypeVar("_T")
 
-_MISSING_OBJECT: Final = ("no such table", "no such column", "no such index", "has no column named")
+_MISSING_OBJECT: Final = (
+    "no such table",
+    "no such column",
+    "no such index",
+    "has no column named",
+    "Could not decode to UTF-8",  # a blob column edited into text
+)
 _SQLITE_CANNOT_WRITE: Final = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN}
 _PG_MISSING_OBJECT: Final = {"42P01", "42703", "42704"}  # undefined table, column, object
 _PG_CANNOT_WRITE: Final = {"53100", "25006", "42501"}  # disk full, read-only transaction, insufficient privilege
@@ -157,12 +163,31 @@ class GuardedReadModel(ReadModel):
         archived: Archived = "exclude",
         agent: str | None = None,
     ) -> Page:
-        return self._serve(
-            lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
-        )
+        def page(model: ReadModel) -> Page:
+            found = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
+            for state in found.states:  # each row is what the query asked for: else its columns were edited
+                if (
+                    state.deleted
+                    or (cwd is not None and state.cwd != cwd)
+                    or (agent is not None and state.agent != agent)
+                    or (archived == "exclude" and state.archived)
+                    or (archived == "only" and not state.archived)
+                ):
+                    raise ReadModelFault(
+                        f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+                    )
+            return found
+
+        return self._serve(page)
 
     def get(self, session_id: str) -> SessionState | None:
-        return self._serve(lambda m: m.get(session_id))
+        def get(model: ReadModel) -> SessionState | None:
+            state = model.get(session_id)
+            if state is not None and state.session_id != session_id:
+                raise ReadModelFault(f"the read model's row of {session_id!r} holds another session's state")
+            return state
+
+        return self._serve(get)
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         return self._serve(lambda m: m.state_at(session_id, position))

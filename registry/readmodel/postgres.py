@@ -39,6 +39,7 @@ from registry.readmodel.tables import (
     prepare_tables,
     record_log_shorter,
     schema_problems,
+    unsealed,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -294,7 +295,7 @@ class PostgresReadModel(ReadModel):
                 with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
                     rows.execute(self._sql.in_list_order)  # see save_snapshot: in list order
                     save_encoded_snapshot(
-                        self._store, checkpoint, (bytes(state) for (state,) in rows), count, events=events
+                        self._store, checkpoint, (unsealed(bytes(state)) for (state,) in rows), count, events=events
                     )
 
         self._store.run(dump)

@@ -41,6 +41,7 @@ from registry.readmodel.tables import (
     prepare_tables,
     record_log_shorter,
     schema_problems,
+    unsealed,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
 
@@ -521,7 +522,7 @@ class SqliteReadModel(ReadModel):
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
-                rows = (state for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: in list order
+                rows = (unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: list order
                 save_encoded_snapshot(
                     self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
                 )

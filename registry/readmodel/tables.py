@@ -21,6 +21,7 @@ but the change stream may start from any position (``state_at``), and the rows t
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
 import threading
@@ -57,6 +58,7 @@ __all__ = [
     "anchor_value",
     "checked_meta",
     "checked_positions",
+    "checked_row",
     "current_row",
     "decode_state",
     "encode_state",
@@ -68,9 +70,10 @@ __all__ = [
     "prepare_tables",
     "record_log_shorter",
     "schema_problems",
+    "unsealed",
 ]
 
-READ_MODEL_VERSION: Final = 4
+READ_MODEL_VERSION: Final = 5
 """Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
 a newer one is refused untouched."""
 
@@ -79,16 +82,48 @@ CHUNK: Final = 50_000
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
-encode_state = _encoder.encode
+_encode = _encoder.encode
 _decode = _decoder.decode
+SEAL: Final = 8
+"""Bytes of the digest sealing each row's state blob (msgpack of the state, then ``blake2b`` of it)."""
+
+
+def _seal(body: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(body, digest_size=SEAL).digest()
+
+
+def encode_state(state: SessionState) -> bytes:
+    """A row's state blob: the state's msgpack, sealed by its digest (an edited or damaged blob is found when it
+    is read, not served)."""
+    body = _encode(state)
+    return body + _seal(body)
+
+
+def unsealed(blob: bytes) -> bytes:
+    """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
+    body = memoryview(blob)[:-SEAL]
+    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
+        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
+    return bytes(body)
 
 
 def decode_state(blob: bytes) -> SessionState:
-    """A row's state; one that does not decode is a ``ReadModelFault`` (never the log's problem)."""
+    """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
+    log's problem)."""
+    body = memoryview(blob)[:-SEAL]
+    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
+        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
     try:
-        return _decode(blob)
+        return _decode(body)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+
+
+def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState:
+    """``state`` if a row's key columns are its own (a row edited apart from its state is a ``ReadModelFault``)."""
+    if state.session_id != session_id or sort_key(state)[0] != rank:
+        raise ReadModelFault(f"the read model's row of {session_id!r} does not match its state (edited or damaged)")
+    return state
 
 
 def checked_meta(rows: Iterable[tuple[str, object]]) -> dict[str, int]:
@@ -398,7 +433,7 @@ def merge_pages(current: Iterable[Keyed], past: Iterable[Keyed], limit: int) -> 
     """The first ``limit`` states of two row streams in sort-key order, and whether more follow."""
     rows = list(islice(heapq.merge(current, past, key=lambda row: (row[0], row[1])), limit + 1))
     more = len(rows) > limit
-    return [decode_state(row[2]) for row in rows[:limit]], more
+    return [checked_row(decode_state(row[2]), row[0], row[1]) for row in rows[:limit]], more
 
 
 def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]:
