@@ -14,7 +14,6 @@ the original), never one object in several threads.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar, cast
@@ -28,10 +27,10 @@ R = TypeVar("R")  # its result
 def _own_copy(exc: BaseException) -> BaseException:
     """A copy of ``exc`` for one member's thread to raise (its cause: the original, with the leader's traceback):
     one object raised in several threads at once would have its traceback rewritten under each of them."""
-    try:
-        fresh = copy.copy(exc)
-    except Exception:  # pragma: no cover - an exception that cannot be rebuilt from its args
-        fresh = RuntimeError(f"the group's commit failed: {type(exc).__name__}: {exc}")
+    fresh = type(exc).__new__(type(exc), *exc.args)  # the same type and attributes, without running __init__
+    fresh.args = exc.args
+    if hasattr(exc, "__dict__"):
+        fresh.__dict__.update(exc.__dict__)
     fresh.__traceback__ = None
     fresh.__cause__ = exc
     return fresh
