@@ -101,6 +101,8 @@ def encode_state(state: SessionState) -> bytes:
 
 def unsealed(blob: bytes) -> bytes:
     """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
+    if not isinstance(blob, bytes):
+        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
     body = memoryview(blob)[:-SEAL]
     if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
         raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
@@ -110,6 +112,8 @@ def unsealed(blob: bytes) -> bytes:
 def decode_state(blob: bytes) -> SessionState:
     """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
     log's problem)."""
+    if not isinstance(blob, bytes):  # a column edited into text or a number
+        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
     body = memoryview(blob)[:-SEAL]
     if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
         raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
