@@ -24,7 +24,7 @@ from msgspec import UNSET
 
 from benchmarks.figures import Stopwatch, Timer
 from benchmarks.generate import History
-from events import Event, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
+from events import Event, SessionArchived, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
 
 __all__ = ["EventsourcingLog", "SessionAggregate"]
 
@@ -39,6 +39,7 @@ class SessionAggregate(Aggregate):
         self.title = title
         self.meta = meta
         self.deleted = False
+        self.archived = False
 
     @event("Updated")
     def record_activity(self, at: int, messages: int) -> None:
@@ -53,6 +54,10 @@ class SessionAggregate(Aggregate):
     @event("Deleted")
     def delete(self, reason: str | None) -> None:
         self.deleted = True
+
+    @event("Archived")
+    def archive(self) -> None:
+        self.archived = True
 
 
 class _Sessions(Application[uuid.UUID]):
@@ -73,6 +78,8 @@ def _apply(aggregate: SessionAggregate, ev: Event) -> None:
         aggregate.change_info(changes=changes)
     elif isinstance(ev, SessionDeleted):
         aggregate.delete(reason=ev.reason)
+    elif isinstance(ev, SessionArchived):
+        aggregate.archive()
 
 
 def _aggregate(session_id: str, events: Sequence[Event]) -> SessionAggregate:

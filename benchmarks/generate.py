@@ -2,7 +2,8 @@
 
 ``iter_histories(sessions, seed)`` yields ``(session_id, [events])`` one session at a time, so memory stays flat
 at any size. Sessions are spread over ~2 years and 50 working directories; each has ~5 events: created, 2-6
-activities, usually a title, sometimes a retitle, a title clear, new ``_meta``, and ~5% end deleted.
+activities, usually a title, sometimes a retitle, a title clear, new ``_meta``, and ~5% end deleted; every tenth
+session is archived at its end (decided by its index, not drawn: the other draws stay those of earlier runs).
 ``write_jsonl`` writes the same history the way agents keep it today: one JSONL file per session.
 
     python -m benchmarks.generate --sessions 100000 [--jsonl DIR] [--seed 7]
@@ -10,7 +11,6 @@ activities, usually a title, sometimes a retitle, a title clear, new ``_meta``, 
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import random
@@ -23,7 +23,16 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from events import Event, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from benchmarks.args import bench_parser
+from events import (
+    Event,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+)
 
 __all__ = [
     "CWD_COUNT",
@@ -242,6 +251,8 @@ def iter_histories(sessions: int, seed: int = DEFAULT_SEED) -> Iterator[History]
             while pending < len(infos) and infos[pending][0] == n:
                 events.append(infos[pending][1])
                 pending += 1
+        if i % 10 == 9:
+            events.append(SessionArchived())
         if rng.random() < 0.05:
             events.append(SessionDeleted(reason="deleted by the user" if rng.random() < 0.5 else None))
         yield session_id, events
@@ -344,7 +355,7 @@ def write_jsonl(folder: Path, histories: Iterator[History], files: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json=False)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--jsonl", type=Path, help="also write one JSONL file per live session here")

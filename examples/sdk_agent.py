@@ -2,9 +2,11 @@
 
     python examples/sdk_agent.py sqlite:///home/me/sessions.db
 
-It echoes prompts; the registry gives it ``session/list`` (signed cursors, cwd rules, recency order),
-``session/delete``, titles taken from the first prompt, and live ``session_info_update`` pushes with explicit
-nulls (``_registry/rename`` with ``"title": null`` clears a title, and the client sees ``"title": null``).
+It echoes prompts and implements only ``initialize``, ``session/new``, ``session/prompt`` and ``list_sessions``;
+``RegistrySessions.attach`` gives it the rest of the registry's method table - ``session/delete``,
+``session/set_title``, ``session/archive`` / ``unarchive`` (and ``session/list``'s ``archived``),
+``session/status``, ``session/fork``, ``_registry/rename`` (``"title": null`` clears) - advertised in its
+``initialize`` answer, plus live ``session_info_update`` pushes with explicit nulls.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ would catch without knowing ours (``ValueError`` for a wrong value, ``LookupErro
     │                                        ConcurrencyError, EventIdConflict, CorruptEventError,
     │                                        StoreFormatError, StoreClosedError)
     ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles
-    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd
+    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd |
+    │                                        archived | agent
     ├── SessionNotFound (LookupError) -32002 no such session; data.sessionId
     │   └── SessionDeletedError      -32002  the session was deleted; writes to it are refused
     ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.sessionId

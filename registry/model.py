@@ -7,8 +7,8 @@ fields a client sees in ``_meta`` (``visible_meta`` builds the object from it, `
 never sent as null.
 
 Adding a state field: add it here (with a default), make the fold (``registry.projection.fold``) set it, add a
-``SHOWN_IN_META`` entry if clients see it, and bump ``READ_MODEL_VERSION`` and the snapshot format (a test pins
-the fields to both).
+``SHOWN_IN_META`` entry if clients see it, and bump ``STATE_VERSION`` (a test pins the fields to it; the read
+model's version and the snapshot format follow it).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = [
     "META_PARENT",
     "META_TITLE_SOURCE",
     "SHOWN_IN_META",
+    "STATE_VERSION",
     "UNDATED_RANK",
     "Archived",
     "ListFilter",
@@ -71,6 +72,11 @@ existed). Any other id without a recorded agent has none."""
 
 Archived = Literal["exclude", "include", "only"]
 ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = ("exclude", "include", "only")
+
+STATE_VERSION: Final = 2
+"""Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read
+model's version and the snapshot format add it to their own revision, so both move with it: states stored in an
+older shape are rebuilt from the log, never decoded into the new one."""
 
 UNDATED_RANK: Final = 1
 """The rank of a session without ``updatedAt``: after every dated one (whose ranks are <= 0)."""

@@ -213,6 +213,11 @@ class Projection:
                 counts[cwd] = counts.get(cwd, 0) + len(index)
         return counts
 
+    def archived_count(self, cwd: str | None = None) -> int:
+        """Live archived sessions (in ``cwd``)."""
+        self._fresh()
+        return len(self._indexes.get((cwd, None, True), ()))
+
     @property
     def window_floor(self) -> int:
         """Walks started at or after this position are exact."""
@@ -395,19 +400,36 @@ class Projection:
         """Rebuild the indexes if a bulk load or a restore left them behind the states."""
         if not self._stale:
             return
-        # Sorting once is far faster than inserting one key at a time; the key is ``sort_key``, inlined.
-        lists: dict[IndexName, list[SortKey]] = {}
+        # Sorting once is far faster than inserting one key at a time; the key is ``sort_key``, and the index
+        # names ``_index_names``, inlined (dicts by plain strings: hashing a name tuple per state costs more).
+        everything: tuple[list[SortKey], list[SortKey]] = ([], [])
+        by_cwd: dict[str, tuple[list[SortKey], list[SortKey]]] = {}
+        by_agent: dict[str, tuple[list[SortKey], list[SortKey]]] = {}
         undated = UNDATED_RANK
         for state in self._sessions.values():
             if state.deleted:
                 continue
             updated = state.updated_at
             key = (undated if updated is None else -(updated // 1_000_000), state.session_id)
-            for name in _index_names(state):
-                keys = lists.get(name)
+            archived = state.archived
+            everything[archived].append(key)
+            keys = by_cwd.get(state.cwd)
+            if keys is None:
+                keys = by_cwd[state.cwd] = ([], [])
+            keys[archived].append(key)
+            agent = state.agent
+            if agent is not None:
+                keys = by_agent.get(agent)
                 if keys is None:
-                    keys = lists[name] = []
-                keys.append(key)
+                    keys = by_agent[agent] = ([], [])
+                keys[archived].append(key)
+        lists: dict[IndexName, list[SortKey]] = {}
+        for archived in (False, True):
+            lists[(None, None, archived)] = everything[archived]
+            for cwd, pair in by_cwd.items():
+                lists[(cwd, None, archived)] = pair[archived]
+            for agent, pair in by_agent.items():
+                lists[(None, agent, archived)] = pair[archived]
         self._indexes = {name: SortedList(keys) for name, keys in lists.items()}
         self._stale = False
 

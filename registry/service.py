@@ -6,9 +6,10 @@ processes and hosts. After an append the read model is caught up to it before th
 its own writes), and every query catches it up to the log's head first (so it sees every process's writes).
 Changes reach listeners through the follower (``registry.follow``), which runs only while someone listens.
 
-Where the rest lives: ``commands.py`` (checks and decisions), ``readmodel/`` (the tables, or the in-memory fold),
-``pages.py`` (``session/list`` pages and cursors), ``follow.py`` (changes for listeners), ``changes.py`` (the
-reactivex stream), ``acp/`` (JSON-RPC).
+Where the rest lives: ``model.py`` (the session's shape), ``commands.py`` (checks and decisions), ``forks.py``
+(a fork's parent and history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``session/list``
+pages and cursors), ``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/``
+(JSON-RPC).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.errors import ConcurrencyError, StoreClosedError
-from events.model import Event, ForkRef, SessionCreated, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
+from registry import forks
 from registry.acp.methods import handle as handle_acp
 from registry.commands import (
     archive_change,
@@ -49,7 +51,7 @@ from registry.model import ListSessionsResult, SessionInfo, SessionState, sessio
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.projection import fold
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, ReadModel, open_read_model
+from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
     import asyncio
@@ -62,8 +64,6 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 __all__ = ["SessionRegistry"]
 
 _RETRIES: Final = 20
-_MAX_FORK_DEPTH: Final = 1000
-"""Forks of forks followed by ``activity`` at most (a chain is also cut where its positions stop decreasing)."""
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ class SessionRegistry:
         """Start a session in ``cwd`` (absolute). Raises ``SessionExists`` if the id is taken.
 
         ``agent`` names the agent it belongs to (None: the registry's own); ``parent`` makes it a fork of that
-        session as of that log position (the source must exist and not be deleted: else ``SessionNotFound``).
+        session as of that log position (0: the source's last event; the source must exist and not be deleted,
+        else ``SessionNotFound``; a position past the head or before the source existed: ``InvalidParams``).
         """
         if session_id is None:
             session_id = str(uuid.uuid4())
@@ -196,7 +197,7 @@ class SessionRegistry:
             meta=meta,
             resolve_symlinks=self.resolve_symlinks,
             agent=agent,
-            parent=None if parent is None else self._fork_point(parent)[1],
+            parent=None if parent is None else forks.fork_point(self._store, self._read_model, parent)[1],
         )
         try:
             positions = self._store.append(session_id, [event], NO_STREAM)
@@ -284,7 +285,10 @@ class SessionRegistry:
         (and who set it) and, unless ``agent`` is given, its agent. An unknown or deleted source ->
         ``SessionNotFound`` and nothing is created; a position before the source existed or past the log's head
         -> ``InvalidParams``."""
-        source, parent = self._fork_point(ForkRef(session_id=source_id, position=at_position or 0))
+        check_session_id(source_id, "sessionId")
+        source, parent = forks.fork_point(
+            self._store, self._read_model, ForkRef(session_id=source_id, position=at_position or 0)
+        )
         return self.create(
             cwd,
             session_id=session_id,
@@ -294,31 +298,6 @@ class SessionRegistry:
             agent=source.agent if agent is None else agent,
             parent=parent,
         )
-
-    def _fork_point(self, parent: ForkRef) -> tuple[SessionState, ForkRef]:
-        """The source's state and the checked reference (position 0: the source's last event)."""
-        if not isinstance(parent, ForkRef):
-            raise InvalidParams(f"parent must be a ForkRef, not {type(parent).__name__}")
-        source = self.state(check_session_id(parent.session_id))
-        if source is None:
-            raise SessionNotFound(parent.session_id)
-        if source.deleted:
-            raise SessionDeletedError(parent.session_id)
-        position = parent.position
-        if position == 0:
-            return source, ForkRef(session_id=parent.session_id, position=source.position)
-        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
-            raise InvalidParams(f"the fork position must be a log position (an int >= 1), got {position!r}")
-        if position > self._read_model.position:
-            raise InvalidParams(f"the fork position {position} is past the log's head ({self._read_model.position})")
-        if position < source.position:
-            then = self._read_model.state_at(parent.session_id, position)
-            if then is PAST_WINDOW:
-                first = self._store.read_stream(parent.session_id)[:1]
-                then = source if first and first[0].position <= position else None
-            if then is None:
-                raise InvalidParams(f"session {parent.session_id!r} did not exist yet at position {position}")
-        return source, parent
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
@@ -330,19 +309,28 @@ class SessionRegistry:
     def _write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
         """Append what ``make`` decides from the current state, with that state's version as expected."""
         check_session_id(session_id)
+        # The first try decides from the state this process last saw, without catching up (a round trip on a
+        # shared store): the append's expected version refuses a stale state (ConcurrencyError), and whatever a
+        # stale state would refuse or find nothing to do is decided again from a fresh read.
+        state, fresh = self._read_model.get(session_id), False
         for _ in range(_RETRIES):
-            state = self.state(session_id)
+            if not fresh and (state is None or state.deleted):
+                state, fresh = self.state(session_id), True
             if state is None or state.deleted:
                 if missing_ok:
                     return
                 raise SessionNotFound(session_id) if state is None else SessionDeletedError(session_id)
             events = make(state)
             if not events:
-                return
+                if fresh:
+                    return
+                state, fresh = self.state(session_id), True
+                continue
             try:
                 positions = self._store.append(session_id, events, state.version)
             except ConcurrencyError:
-                continue  # another writer was first: read again and decide again
+                state, fresh = self.state(session_id), True  # another writer was first: read again, decide again
+                continue
             self._applied(positions[-1])
             return
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
@@ -397,30 +385,14 @@ class SessionRegistry:
         them on ``session/load``); deleted sessions included, [] for an unknown one. A fork's starts with its
         source's activity up to the fork's position (the source's source's before it, and so on)."""
         check_session_id(session_id)
-        parts: list[list[SessionUpdated]] = []
-        until: int | None = None
-        for _ in range(_MAX_FORK_DEPTH):
-            records = self._store.read_stream(session_id)
-            parts.append(
-                [
-                    r.event
-                    for r in records
-                    if isinstance(r.event, SessionUpdated) and (until is None or r.position <= until)
-                ]
-            )
-            parent = records[0].event.parent if records and isinstance(records[0].event, SessionCreated) else None
-            if parent is None or (until is not None and parent.position >= until):
-                break
-            session_id, until = parent.session_id, parent.position
-        return [event for part in reversed(parts) for event in part]
+        return forks.activity(self._store, session_id)
 
     def forks(self, session_id: str) -> list[SessionState]:
         """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first. Reads every
         session's state: for ``show``, not for a hot path."""
         check_session_id(session_id)
         self._read_model.catch_up()
-        found = [s for s in self._read_model.states() if s.parent is not None and s.parent.session_id == session_id]
-        return sorted(found, key=lambda s: (s.parent.position if s.parent else 0, s.session_id))
+        return forks.forks_of(self._read_model, session_id)
 
     def list(
         self,
@@ -459,7 +431,8 @@ class SessionRegistry:
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
     def handle(self, method: str, params: Any = None) -> dict[str, Any]:
-        """Answer an ACP request (``session/list``, ``session/delete``): the exact result object, or an error
+        """Answer an ACP request the registry answers (``session/list``, ``delete``, ``set_title``, ``archive``,
+        ``unarchive``, ``status``, ``fork``, ``_registry/rename``): the exact result object, or an error
         carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
         unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from events.errors import RegistryError
-from registry.model import SessionState, sort_key
+from registry.model import STATE_VERSION, SessionState, sort_key
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -73,8 +73,10 @@ KEEP: Final = GRID + 4
 """Kept snapshots at most, per store."""
 
 _MAGIC: Final = b"ACPRSNAP"
-_FORMAT: Final = 4
-"""Bumped with ``SessionState``'s fields (the states are stored encoded; see tests/test_session_shape.py)."""
+_REVISION: Final = 2
+"""Bumped whenever the file's layout changes (the states' shape is ``STATE_VERSION``'s)."""
+_FORMAT: Final = _REVISION + STATE_VERSION
+"""The states are stored encoded: the format grows with either (a sum of two numbers that only grow)."""
 _START: Final = len(_MAGIC) + 1
 _TRAILER: Final = 4 + 32  # header length, MAC
 _MAC: Final = 32

@@ -61,9 +61,10 @@ def _check_response(item: Any, line: bytes) -> None:
 class WireServer:
     """``acp-registry serve`` on a store URL, its stdout read line by line on a thread of its own."""
 
-    def __init__(self, url: str, *extra: str) -> None:
+    def __init__(self, url: str, *extra: str, command: list[str] | None = None) -> None:
+        """``acp-registry serve --store url extra...``, or ``command`` (another agent on the same wire)."""
         self.process = subprocess.Popen(
-            serve_command(url, *extra),
+            command or serve_command(url, *extra),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

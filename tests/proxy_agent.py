@@ -1,6 +1,6 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
-Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--past FILE] [--log FILE] [--banner]``.
+Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -17,7 +17,8 @@ A prompt's first text block is a script:
 - anything else: echoed back as one chunk.
 
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
-array of sessions it had before (listed by ``session/list`` when ``--list`` is given). ``--name`` is its
+array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
+replays its title as a ``session_info_update`` before answering). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
 """
 
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--name", default="scripted-agent")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--delete", action="store_true")
+    parser.add_argument("--fork", action="store_true")
     parser.add_argument("--past", default=None)
     parser.add_argument("--log", default=None)
     parser.add_argument("--banner", action="store_true")
@@ -124,6 +126,8 @@ class Agent:
                 capabilities["sessionCapabilities"]["list"] = {}
             if self.args.delete:
                 capabilities["sessionCapabilities"]["delete"] = {}
+            if self.args.fork:
+                capabilities["sessionCapabilities"]["fork"] = {}
             result: dict[str, Any] = {
                 "protocolVersion": 1,
                 "agentCapabilities": capabilities,
@@ -139,7 +143,15 @@ class Agent:
             session_id = f"s-{len(self.sessions) + 1}-{os.getpid()}"
             self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
             return {"sessionId": session_id}
+        if method == "session/fork" and self.args.fork:
+            session_id = f"fork-{len(self.sessions) + 1}-{os.getpid()}"
+            self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
+            return {"sessionId": session_id}
         if method in ("session/load", "session/resume"):
+            known = self.sessions.get(str(params.get("sessionId")))
+            if method == "session/load" and known and known.get("title"):  # a replay, as real agents do
+                update = {"sessionUpdate": "session_info_update", "title": known["title"]}
+                self.notify(known["sessionId"], update)
             return {}
         if method == "session/list" and self.args.list:
             return {"sessions": list(self.sessions.values())}

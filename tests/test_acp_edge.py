@@ -372,7 +372,7 @@ def test_a_turns_title_update_reaches_the_client_before_its_response(server: Wir
         )
         _, before = server.response(f"p-{n}")
         titles = [u.get("title") for u in _info_updates(before, sid) if "title" in u]
-        assert titles == [f"Task {n}"], f"run {n}: {before}"
+        assert titles == [f"Task {n} more"], f"run {n}: {before}"  # the whole prompt on one line (prompt_title)
         server.send(request(f"r-{n}", "_registry/rename", {"sessionId": sid, "title": f"Renamed {n}"}))
         _, before = server.response(f"r-{n}")
         assert [u.get("title") for u in _info_updates(before, sid)] == [f"Renamed {n}"], f"run {n}"

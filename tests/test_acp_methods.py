@@ -182,3 +182,18 @@ def test_a_context_in_front_of_an_agent_maps_ids(registry: SessionRegistry) -> N
     assert "abc" not in context.open_sessions
     state = registry.state("codex:abc")
     assert state is not None and state.deleted
+
+
+def test_a_proxy_forwards_what_its_agent_has_and_answers_the_rest() -> None:
+    agent_caps = {"loadSession": True, "sessionCapabilities": {"status": {}, "fork": None, "resume": {}}}
+    table = methods.METHODS
+    assert table["session/status"].forwards("proxy", agent_caps)  # the agent has it: relayed
+    assert not table["session/status"].forwards("proxy", {"sessionCapabilities": {}})  # else answered here
+    assert not table["session/list"].forwards("proxy", agent_caps)  # always answered from the registry
+    assert table["session/prompt"].forwards("proxy", {})
+    assert not table["session/fork"].advertised_in(agent_caps)  # null is "not supported"
+    advertised = methods.capabilities("proxy", agent_capabilities=agent_caps)
+    assert advertised["loadSession"] is True
+    session_caps = advertised["sessionCapabilities"]
+    assert {"list", "delete", "title", "archive", "status", "resume"} <= set(session_caps)
+    assert "fork" not in session_caps and "close" not in session_caps  # forwarded, and the agent lacks them

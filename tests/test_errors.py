@@ -21,7 +21,7 @@ from registry.importers.state import ImportStateError
 from registry.snapshot import SnapshotError
 
 ROOT = Path(__file__).resolve().parent.parent
-CODES = {-32700, -32600, -32601, -32602, -32603, -32002}
+CODES = {-32700, -32600, -32601, -32602, -32603, -32002, -32010}
 
 
 def _library_modules() -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from registry.acp.methods import served
 from registry.limits import MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH
 from tests.acp_wire import WireServer, request
 from tests.fuzzing import fuzz_settings, json_values, texts
@@ -25,18 +26,7 @@ from tests.fuzzing import fuzz_settings, json_values, texts
 RSS_GROWTH_KIB = 256 * 1024  # the server may hold a line at the limit a few times over while it answers it
 PROBE = "\u2603probe"
 
-METHODS = [
-    "initialize",
-    "session/new",
-    "session/load",
-    "session/resume",
-    "session/close",
-    "session/prompt",
-    "session/list",
-    "session/delete",
-    "session/cancel",
-    "_registry/rename",
-]
+METHODS = [method.name for method in served("serve")]  # every method serve answers, read from the method table
 BLOCKS: list[dict[str, Any]] = [
     {"type": "text", "text": "Fix the build"},
     {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "uri": "file:///i.png"},
@@ -101,11 +91,19 @@ def _params(draw: st.DrawFn, method: str, sessions: list[str]) -> Any:
         "session/resume": {"sessionId": session_id, "cwd": "/work/fuzz"},
         "session/close": {"sessionId": session_id},
         "session/prompt": {"sessionId": session_id, "prompt": draw(_prompt())},
-        "session/list": {"cwd": "/work/fuzz"},
+        "session/list": {"cwd": "/work/fuzz", "archived": draw(st.sampled_from(["exclude", "include", "only", "x"]))},
         "session/delete": {"sessionId": session_id},
         "session/cancel": {"sessionId": session_id},
         "_registry/rename": {"sessionId": session_id, "title": draw(st.one_of(texts, st.none()))},
+        "session/set_title": {"sessionId": session_id, "title": draw(texts)},
+        "session/archive": {"sessionId": session_id},
+        "session/unarchive": {"sessionId": session_id},
+        "session/status": {"sessionId": session_id},
+        "session/fork": {"sessionId": session_id, "cwd": "/work/fuzz/fork", "mcpServers": []},
     }
+    assert set(METHODS) <= set(templates), (
+        f"a method of the table has no fuzz template: {set(METHODS) - set(templates)}"
+    )
     params = dict(templates.get(method, {}))
     for key in list(params):
         action = draw(st.sampled_from(["keep", "keep", "wrong", "drop"]))

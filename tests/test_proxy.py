@@ -219,6 +219,18 @@ def test_the_agents_past_from_its_own_list_is_listed(url: str, tmp_path: Path) -
         assert proxy.close() == 0
 
 
+def test_a_title_the_agent_replays_while_loading_an_unknown_session_is_kept(url: str, tmp_path: Path) -> None:
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": "old-1", "cwd": str(tmp_path), "title": "Replayed title"}]))
+    proxy, _ = started(url, "--past", str(past), cwd=str(tmp_path))  # no --list: the proxy cannot know old-1
+    with proxy:
+        proxy.result(2, "session/load", {"sessionId": "old-1", "cwd": str(tmp_path), "mcpServers": []})
+        assert [u["title"] for u in proxy.updates("session_info_update")] == ["Replayed title"]
+        listed = {s["sessionId"]: s.get("title") for s in proxy.result(3, "session/list", {})["sessions"]}
+        assert listed["old-1"] == "Replayed title"
+        assert proxy.close() == 0
+
+
 def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does_live(url: str, tmp_path: Path) -> None:
     """In front of Claude Code (``--agent claude-code``), its ``~/.claude`` history is imported in the background;
     a session loaded through the proxy is the imported one, not a second."""
@@ -250,3 +262,67 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"claude-code:{native}")
         assert state is not None and state.messages == before[native].messages + 2  # type: ignore[union-attr]
+
+
+def test_the_session_surface_the_registry_serves_for_any_agent(url: str, tmp_path: Path) -> None:
+    """set_title, archive / unarchive and status, answered by the proxy for an agent that has none of them."""
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/status", {"sessionId": session}) == {"status": "open"}
+        assert proxy.result(3, "session/set_title", {"sessionId": session, "title": "  Mine  "}) == {"title": "Mine"}
+        proxy.result(4, "session/prompt", prompt(session, "title The agent's"))  # never over the user's
+        assert proxy.result(5, "session/list", {})["sessions"][0]["title"] == "Mine"
+        assert proxy.result(6, "session/archive", {"sessionId": session}) == {}
+        assert proxy.result(7, "session/list", {})["sessions"] == []
+        (archived,) = proxy.result(8, "session/list", {"archived": "only"})["sessions"]
+        assert archived["sessionId"] == session and archived["archived"] is True
+        assert proxy.result(9, "session/status", {"sessionId": session}) == {"status": "saved"}  # closed first
+        assert proxy.call(10, "session/list", {"archived": "sometimes"})["error"]["code"] == -32602
+        assert proxy.result(11, "session/unarchive", {"sessionId": session}) == {}
+        assert [s["sessionId"] for s in proxy.result(12, "session/list", {})["sessions"]] == [session]
+        missing = proxy.call(13, "session/status", {"sessionId": "nobody"})["error"]
+        assert missing["code"] == -32002
+        assert proxy.close() == 0
+    methods = [json.loads(line).get("method") for line in log.read_text().splitlines()]
+    assert not {"session/status", "session/set_title", "session/archive", "session/unarchive"} & set(methods)
+
+
+@pytest.mark.parametrize("agent_forks", [True, False])
+def test_fork_is_forwarded_to_an_agent_that_forks_and_recorded_with_its_parent(
+    url: str, tmp_path: Path, agent_forks: bool
+) -> None:
+    proxy, session = started(url, *(["--fork"] if agent_forks else []), cwd=str(tmp_path))
+    with proxy:
+        advertised = proxy.result(9, "initialize", {"protocolVersion": 1})["agentCapabilities"]["sessionCapabilities"]
+        assert ("fork" in advertised) is agent_forks  # forwarded only: advertised as the agent advertises it
+        proxy.result(2, "session/prompt", prompt(session, "before the fork"))
+        answer = proxy.call(3, "session/fork", {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []})
+        if not agent_forks:
+            assert answer["error"]["code"] == -32601  # the agent's own answer
+            assert proxy.close() == 0
+            return
+        fork = answer["result"]["sessionId"]
+        assert {s["sessionId"] for s in proxy.result(4, "session/list", {})["sessions"]} == {session, fork}
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{fork}")
+        assert state is not None and state.parent is not None
+        assert state.parent.session_id == f"scripted-agent:{session}"
+
+
+def test_a_users_title_set_elsewhere_reaches_the_client_live_and_its_own_is_not_echoed(
+    url: str, tmp_path: Path
+) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "first turn"))  # the proxy's own title: pushed once
+        assert proxy.result(3, "session/set_title", {"sessionId": session, "title": "From this window"})
+        with SessionRegistry.open(url) as elsewhere:  # another process: a second window, the CLI, a host
+            elsewhere.set_title(f"scripted-agent:{session}", "From elsewhere")
+        deadline = time.monotonic() + 20
+        while "From elsewhere" not in [u["title"] for u in proxy.updates("session_info_update")]:
+            assert time.monotonic() < deadline, proxy.notifications
+            proxy.result(4, "session/list", {})  # reads on, collecting notifications
+        assert [u["title"] for u in proxy.updates("session_info_update")] == ["first turn", "From elsewhere"]
+        assert proxy.close() == 0

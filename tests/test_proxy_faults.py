@@ -64,6 +64,16 @@ def test_client_eof_closes_the_agents_stdin_and_exits_0(url: str, tmp_path: Path
     assert "scripted agent: stdin closed" in proxy.stderr_lines
 
 
+def test_client_eof_ends_what_the_agent_started_that_holds_its_stdout(url: str, tmp_path: Path) -> None:
+    """An agent that leaves a child of its own holding its stdout (as npm wrappers do) still lets the proxy end."""
+    agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
+    with ProxyProcess(proxy_command(url, command=agent)) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        started_at = time.monotonic()
+        assert proxy.close(timeout=30) == 0
+        assert time.monotonic() - started_at < 10
+
+
 def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
     store = tmp_path / "corrupt.db"
     store.write_bytes(b"this is not a database" * 100)
@@ -181,9 +191,21 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
     with first, second:
         first.result(2, "session/prompt", prompt(a, "window one"))
         second.result(2, "session/prompt", prompt(b, "window two"))
-        for proxy in (second, first):  # the second lists first: its own recorder has written by then
+        first.result(6, "session/list", {})  # each list waits for its own proxy's recorder: both have written
+        second.result(6, "session/list", {})
+        for proxy in (second, first):
             listed = proxy.result(3, "session/list", {})["sessions"]
             assert [s["title"] for s in listed] == ["window two", "window one"]
         second.result(4, "session/delete", {"sessionId": a})
         assert [s["sessionId"] for s in first.result(5, "session/list", {})["sessions"]] == [b]
         assert first.close() == 0 and second.close() == 0
+
+
+def test_an_agent_that_crashes_leaving_a_child_holding_its_stdout_is_still_reported(url: str, tmp_path: Path) -> None:
+    agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
+    with ProxyProcess(proxy_command(url, command=agent)) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        proxy.send({"id": 2, "method": "session/prompt", "params": prompt(session, "crash")})
+        assert "killed by signal 9" in proxy.pump(2, timeout=30)["error"]["message"]
+        assert proxy.proc.wait(30) == 1

@@ -112,6 +112,8 @@ def test_the_tables_equal_the_reference_fold_and_the_replay(
         everything = {s.session_id: s for s in reference.states()}
         assert {s.session_id: s for s in tables.states()} == everything
         assert tables.count() == reference.count() and tables.cwd_counts() == reference.cwd_counts()
+        for cwd in (None, "/a", "/nowhere"):
+            assert tables.archived_count(cwd) == reference.archived_count(cwd)
         assert check_read_model(store, tables).mismatches == []
 
         floor = tables.window_floor()

@@ -1,9 +1,10 @@
 """The session's shape is written once, and what is derived from it follows it.
 
-* ``SessionState``'s fields are pinned by a fingerprint to the read-model version (``READ_MODEL_VERSION``) and
-  the snapshot format (``_FORMAT``): both store states encoded, so changing the fields without bumping both would
-  let an older table or snapshot decode into the new shape (or fail at a user's). Changing the fields fails here
-  until both versions are bumped and the new fingerprint is added to ``PINNED``.
+* ``SessionState``'s fields are pinned by a fingerprint to ``STATE_VERSION`` and through it to the read-model
+  version (``READ_MODEL_VERSION``) and the snapshot format (``_FORMAT``): both store states encoded, so changing
+  the fields without bumping both would let an older table or snapshot decode into the new shape (or fail at a
+  user's). Changing the fields fails here until ``STATE_VERSION`` is bumped (which moves both) and the new
+  fingerprint is added to ``PINNED``.
 * ``_meta`` is built from one declaration (``SHOWN_IN_META``) and the diff compares by it: whatever state field
   changes the ``_meta`` a client sees, a ``session/update`` is sent.
 * The fold changes only what an event changes: every field an event does not touch is carried over.
@@ -30,15 +31,15 @@ from events.model import (
     TitleSource,
 )
 from registry.diffs import Updated, diff
-from registry.model import SessionState, session_info, visible_meta
+from registry.model import STATE_VERSION, SessionState, session_info, visible_meta
 from registry.projection import fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
 
-PINNED: list[tuple[str, int, int]] = [
-    # (fingerprint of SessionState's fields, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
-    ("0f391cc253363472", 3, 3),
-    ("3603b47edd4e986e", 5, 4),  # archived, agent, parent; read model 5: each row's state blob sealed by a digest
+PINNED: list[tuple[str, int, int, int]] = [
+    # (fingerprint of SessionState's fields, STATE_VERSION, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
+    ("0f391cc253363472", 1, 3, 3),
+    ("3603b47edd4e986e", 2, 5, 4),  # archived, agent, parent; read model 5: each row's state sealed by a digest
 ]
 
 
@@ -59,15 +60,15 @@ def fingerprint(struct: type[msgspec.Struct]) -> str:
 
 def test_the_state_fields_are_pinned_to_the_read_model_and_snapshot_versions() -> None:
     current = fingerprint(SessionState)
-    known = {fp: (model, snapshot) for fp, model, snapshot in PINNED}
+    known = {fp: versions for fp, *versions in PINNED}
     assert current in known, (
-        f"SessionState's fields changed (fingerprint {current}): bump READ_MODEL_VERSION "
-        "(registry/readmodel/tables.py) and _FORMAT (registry/snapshot.py), then pin the new fingerprint here"
+        f"SessionState's fields changed (fingerprint {current}): bump STATE_VERSION (registry/model.py), "
+        "then pin the new fingerprint here with the versions it gives"
     )
-    assert known[current] == (READ_MODEL_VERSION, _FORMAT), "the pinned versions are not the current ones"
+    assert known[current] == [STATE_VERSION, READ_MODEL_VERSION, _FORMAT], "the pinned versions are not the current"
     assert PINNED[-1][0] == current, "the newest pin must be the current shape"
-    for (_, model_before, snapshot_before), (_, model_after, snapshot_after) in itertools.pairwise(PINNED):
-        assert model_after > model_before and snapshot_after > snapshot_before, "a shape change without a bump"
+    for (_, *before), (_, *after) in itertools.pairwise(PINNED):
+        assert all(a > b for a, b in zip(after, before, strict=True)), "a shape change without a bump of each version"
 
 
 BASE = SessionState(

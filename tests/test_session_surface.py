@@ -13,7 +13,8 @@ from reactivex.testing import TestScheduler
 from events import ForkRef, MemoryStore, SessionArchived, SessionCreated, SessionUnarchived, SessionUpdated, TitleSource
 from registry import InvalidCursor, InvalidParams, SessionNotFound, SessionRegistry
 from registry.diffs import Added, ListChange, Removed, Updated
-from registry.model import META_AGENT, META_ARCHIVED, META_PARENT
+from registry.importers import AGENTS
+from registry.model import IMPORTED_AGENTS, META_AGENT, META_ARCHIVED, META_PARENT
 
 T0 = 1_700_000_000_000_000_000
 
@@ -53,6 +54,7 @@ def test_archive_hides_from_the_default_list_before_pagination(registry: Session
     assert _ids(registry, archived="include") == ["s4", "s3", "s2", "s1", "s0"]
     assert _ids(registry, "/w/1", archived="only") == ["s3", "s1"]
     assert _ids(registry, "/w/0", archived="only") == []
+    assert (registry.read_model.archived_count(), registry.read_model.archived_count("/w/0")) == (2, 0)
     assert registry.get("s1").archived is True and registry.get("s0").archived is UNSET
     assert registry.get("s1").meta[META_ARCHIVED] is True  # type: ignore[index]
     registry.unarchive("s1")
@@ -188,6 +190,10 @@ def test_the_list_stream_treats_archive_as_removal_and_updates_carry_it_in_meta(
         last = everything[2]
         assert isinstance(last, Updated) and META_ARCHIVED not in last.notification.update.meta  # type: ignore[operator]
         assert len(updates) == 3
+
+
+def test_the_derived_agent_names_are_the_importers() -> None:
+    assert set(AGENTS) == IMPORTED_AGENTS  # model.py cannot import the importers (they import it): kept equal here
 
 
 def test_old_records_without_an_agent_take_an_importers_prefix() -> None:

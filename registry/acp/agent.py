@@ -1,14 +1,20 @@
-"""``acp-registry serve``: a reference ACP v1 agent over stdio, backed by the registry.
+"""``acp-registry serve``: a reference ACP v1 agent over stdio, backed by the registry - the ``serve`` surface of
+the method table (``registry.acp.methods``).
 
 A minimal agent with a real session history: ``session/prompt`` streams the prompt's text back as
 ``agent_message_chunk``s and ends the turn; the first prompt names the session (``registry.commands.prompt_title``,
-the rule imported sessions share too); every turn is activity. ``session/list``, ``session/delete``,
-``session/load`` (replays the stored turns), resume and close work against the registry, and every title /
-``updatedAt`` / ``_meta`` change - this process's or another's on the same store - is pushed as a minimal
-``session_info_update`` with explicit nulls.
+the rule imported sessions share too); every turn is activity. ``initialize``, ``session/new``, ``load`` (replays
+the stored turns: a fork's start with its source's up to the fork point), ``resume``, ``close``, ``prompt`` and
+``cancel`` are this module's own handlers, bound to the table with ``bind``; everything the registry answers -
+``session/list``, ``delete``, ``set_title``, ``archive``, ``unarchive``, ``status``, ``fork``, ``_registry/rename``
+- is the table's, and what ``initialize`` advertises is derived from it. The sessions open in this process (one
+connection) are the table ``Context``'s ``open_sessions``: ``session/status`` reads them. Every title /
+``updatedAt`` / ``_meta`` change - this process's or another's on the same store, archived sessions included - is
+pushed as a minimal ``session_info_update`` with explicit nulls.
 
-Renaming from a client: the extension method ``_registry/rename {"sessionId", "title"}`` (``title: null``
-clears it) or a prompt ``/rename New title``. Both set a user title, which generated titles never replace.
+Renaming from a client: ``session/set_title``, the extension method ``_registry/rename {"sessionId", "title"}``
+(``title: null`` clears it) or a prompt ``/rename New title``. All set a user title, which generated titles never
+replace.
 
 Threads: the main thread reads stdin and answers requests in order; the registry's follower (the thread that tails
 the log) writes each change's ``session_info_update`` as it folds it; both write whole lines to stdout under one
@@ -181,17 +187,29 @@ class ReferenceAgent:
             log.warning("the change follower is %s s behind; answering anyway", _FLUSH_TIMEOUT)
 
     def _on_changes(self, changes: Sequence[Change]) -> None:
-        """On the follower's thread, in log order: each change the client must hear of, as one line."""
+        """On the follower's thread, in log order: each change the client must hear of, as one line.
+
+        A ``session_info_update`` goes out for every session, archived ones included ((un)archiving is a change of
+        its ``_meta``); the list-changes extension follows the default list, which archiving leaves."""
         directories = self.registry.additional_directories
         for change in changes:
-            item = diff(change.position, change.before, change.after, additional_directories=directories)
             try:
-                if isinstance(item, Updated):
-                    self._write(encode_session_update(item.notification))
-                elif self._list_changes and isinstance(item, Added):
+                update = diff(
+                    change.position,
+                    change.before,
+                    change.after,
+                    additional_directories=directories,
+                    include_archived=True,
+                )
+                if isinstance(update, Updated):
+                    self._write(encode_session_update(update.notification))
+                if not self._list_changes:
+                    continue
+                item = diff(change.position, change.before, change.after, additional_directories=directories)
+                if isinstance(item, Added):
                     info = msgspec.to_builtins(item.info)
                     self._write(encode_notification("_registry/session_added", {"session": info}))
-                elif self._list_changes and isinstance(item, Removed):
+                elif isinstance(item, Removed):
                     self._write(encode_notification("_registry/session_removed", {"sessionId": item.session_id}))
             except Exception:  # never let one change stop the follower; the client misses this update only
                 log.exception("could not send the update of session %s", change.after.session_id)

@@ -7,12 +7,15 @@ answers it, and what each surface does with it (``roles``):
 - ``Role.ANSWER``: the table's handler answers it from the registry (``session/list``, ``session/delete``, ...);
 - ``Role.OWN``: the surface's own code answers it (``serve``'s echo prompt; an SDK agent's ``new_session``),
   with the params struct the table names;
-- ``Role.FORWARD``: a proxy relays it to the agent it fronts (and observes the answer).
+- ``Role.FORWARD``: a proxy relays it to the agent it fronts (and observes the answer);
+- ``Role.FORWARD_OR_ANSWER``: a proxy relays it when its agent advertises the method's capability, and answers
+  it with the table's handler otherwise (``session/status``: "open" from what the proxy has seen).
 
 The surfaces: ``serve`` (``registry.acp.agent``) binds its own handlers with ``bind``; the SDK adapter
-(``registry.acp.sdk``) routes every ``ANSWER`` method the SDK's router lacks; a proxy answers its ``ANSWER``
-methods with ``Method.answer`` and forwards the rest. ``capabilities`` derives what a surface advertises. Adding a
-method is one ``Method`` entry and one handler.
+(``registry.acp.sdk``) routes every ``ANSWER`` method the agent does not answer itself; a proxy answers its
+``ANSWER`` methods with ``Method.answer`` and relays those ``Method.forwards`` says to. ``capabilities`` derives what
+a surface advertises (for a proxy, with its agent's). Adding a method is one ``Method`` entry, one handler and its
+params struct; the serve fuzz test then asks for a template of it.
 
 A handler gets a ``Context``: the registry, the agent the surface fronts (None for ``serve``: its own sessions)
 with the mapping between the ids the client sees and the store's (``X:<native id>`` for agent ``X``), and the
@@ -25,7 +28,9 @@ This module never imports the ``SessionRegistry`` facade: it needs only ``Sessio
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -34,18 +39,22 @@ from msgspec import UNSET, UnsetType
 
 from events.model import TitleSource
 from registry.acp.params import (
+    ARCHIVED_FILTERS,
     CancelParams,
     DeleteParams,
+    ForkParams,
     InitializeParams,
     ListParams,
     NewSessionParams,
     PromptParams,
     RenameParams,
+    SessionParams,
     SessionRef,
+    SetTitleParams,
     convert_params,
 )
 from registry.commands import check_session_id
-from registry.errors import MethodNotFound
+from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
 from registry.model import ListSessionsResult, SessionInfo, SessionState
 
 __all__ = [
@@ -69,7 +78,14 @@ Result = dict[str, Any]
 class SessionMethods(Protocol):
     """What the table's handlers need of a registry (``SessionRegistry`` has it)."""
 
-    def list(self, cwd: str | None = None, cursor: str | None = None) -> ListSessionsResult: ...
+    def list(
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        *,
+        archived: str = "exclude",
+        agent: str | None = None,
+    ) -> ListSessionsResult: ...
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None: ...
 
@@ -79,6 +95,22 @@ class SessionMethods(Protocol):
 
     def state(self, session_id: str) -> SessionState | None: ...
 
+    def set_title(self, session_id: str, title: str) -> str: ...
+
+    def archive(self, session_id: str) -> None: ...
+
+    def unarchive(self, session_id: str) -> None: ...
+
+    def fork(
+        self,
+        source_id: str,
+        cwd: str,
+        *,
+        additional_directories: Sequence[str] = (),
+        session_id: str | None = None,
+        agent: str | None = None,
+    ) -> SessionInfo: ...
+
 
 class Role(enum.Enum):
     """What a surface does with a method."""
@@ -86,6 +118,7 @@ class Role(enum.Enum):
     ANSWER = "answer"  # the table's handler answers it from the registry
     OWN = "own"  # the surface's own code answers it
     FORWARD = "forward"  # a proxy relays it to its agent
+    FORWARD_OR_ANSWER = "forward-or-answer"  # a proxy relays it if its agent advertises it, else answers it
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +147,9 @@ class Context:
     registry: SessionMethods
     agent: str | None = None
     open_sessions: set[str] = field(default_factory=set)
+    reports_archived: bool = True
+    """ACP: an agent advertising ``sessionCapabilities.archive`` MUST put ``archived`` on every listed session; the
+    registry's own rendering (``SessionRegistry.list``, ``handle``, ``list --json``) sends it only when true."""
 
     def store_id(self, wire_id: str) -> str:
         """The store's id of a session the client names ``wire_id``."""
@@ -152,6 +188,24 @@ class Method:
         """``params`` as this method's struct; ``InvalidParams`` (-32602) naming the field otherwise."""
         return convert_params(params, self.params)
 
+    def advertised_in(self, agent_capabilities: Any) -> bool:
+        """Whether an agent's ``agentCapabilities`` (as it answered ``initialize``) advertise this method: its
+        capability is present and not null or false. A method without a capability is always there."""
+        if self.capability is None:
+            return True
+        node = agent_capabilities
+        for key in self.capability.path:
+            if not isinstance(node, Mapping):
+                return False
+            node = node.get(key)
+        return node is not None and node is not False
+
+    def forwards(self, surface: Surface, agent_capabilities: Any) -> bool:
+        """Whether ``surface`` relays this method to its agent: ``FORWARD``, or ``FORWARD_OR_ANSWER`` when the
+        agent advertises it."""
+        role = self.role(surface)
+        return role is Role.FORWARD or (role is Role.FORWARD_OR_ANSWER and self.advertised_in(agent_capabilities))
+
     def answer(self, context: Context, params: Any) -> Result:
         """The result of this method for ``params``, from the registry in ``context``."""
         if self.handler is None:
@@ -162,31 +216,103 @@ class Method:
 # -- the handlers ---------------------------------------------------------------------------------------------
 
 
+@contextmanager
+def _stored(context: Context, wire_id: str) -> Iterator[str]:
+    """The store's id of ``wire_id`` (checked); a ``SessionNotFound`` inside names the id the client sent, so
+    -32002's ``data.sessionId`` is the requested one."""
+    store_id = context.store_id(check_session_id(wire_id))
+    try:
+        yield store_id
+    except SessionNotFound as exc:
+        if store_id == wire_id:
+            raise
+        raise SessionNotFound(wire_id, str(exc).replace(repr(store_id), repr(wire_id))) from None
+
+
 def _list(context: Context, request: ListParams) -> Result:
-    result: Result = msgspec.to_builtins(context.registry.list(cwd=request.cwd, cursor=request.cursor))
-    if context.agent is not None:
-        for info in result["sessions"]:
+    archived = "exclude" if request.archived is None else request.archived
+    if archived not in ARCHIVED_FILTERS:  # ACP: an unsupported value is refused, never read as "exclude"
+        choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
+        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
+    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=archived, agent=context.agent)
+    result: Result = msgspec.to_builtins(page)
+    for info in result["sessions"]:
+        if context.reports_archived:
+            info.setdefault("archived", False)
+        if context.agent is not None:
             info["sessionId"] = context.wire_id(info["sessionId"])
     return result
 
 
 def _delete(context: Context, request: DeleteParams) -> Result:
-    wire_id = check_session_id(request.session_id)
-    context.registry.delete(context.store_id(wire_id))
-    context.close(wire_id)
+    with _stored(context, request.session_id) as store_id:
+        context.registry.delete(store_id)
+    context.close(request.session_id)
     return {}
+
+
+def _set_title(context: Context, request: SetTitleParams) -> Result:
+    with _stored(context, request.session_id) as store_id:
+        return {"title": context.registry.set_title(store_id, request.title)}
 
 
 def _rename(context: Context, request: RenameParams) -> Result:
-    store_id = context.store_id(check_session_id(request.session_id))
-    context.registry.change_info(store_id, title=request.title, title_source=TitleSource.USER)
+    """``_registry/rename``: ``session/set_title`` under our older name, plus ``title: null`` to clear."""
+    with _stored(context, request.session_id) as store_id:
+        if request.title is None:
+            context.registry.change_info(store_id, title=None, title_source=TitleSource.USER)
+        else:
+            context.registry.set_title(store_id, request.title)
     return {}
+
+
+def _archive(context: Context, request: SessionParams) -> Result:
+    with _stored(context, request.session_id) as store_id:
+        if request.session_id in context.open_sessions:  # ACP: an active session is closed first
+            context.close(request.session_id)
+        context.registry.archive(store_id)
+    return {}
+
+
+def _unarchive(context: Context, request: SessionParams) -> Result:
+    with _stored(context, request.session_id) as store_id:
+        context.registry.unarchive(store_id)
+    return {}
+
+
+def _status(context: Context, request: SessionParams) -> Result:
+    """No side effects: "open" when live on this surface, "saved" when known and resumable, -32002 otherwise."""
+    with _stored(context, request.session_id) as store_id:
+        state = context.registry.state(store_id)
+        if state is None:
+            raise SessionNotFound(store_id)
+        if state.deleted:
+            raise SessionNotFound(store_id, f"session {store_id!r} was deleted; it has no status")
+    return {"status": "open" if request.session_id in context.open_sessions else "saved"}
+
+
+def _fork(context: Context, request: ForkParams) -> Result:
+    """A new session from the source's turns so far (the registry records the source and the position)."""
+    with _stored(context, request.session_id) as store_id:
+        new_id = None if context.agent is None else context.store_id(str(uuid.uuid4()))
+        info = context.registry.fork(
+            store_id,
+            request.cwd,
+            additional_directories=request.additional_directories or (),
+            session_id=new_id,
+            agent=context.agent,
+        )
+    wire_id = context.wire_id(info.session_id)
+    context.opened(wire_id)
+    return {"sessionId": wire_id}
 
 
 # -- the table ------------------------------------------------------------------------------------------------
 
 _AGENTS_OWN: Final[Mapping[Surface, Role]] = {"serve": Role.OWN, "sdk": Role.OWN, "proxy": Role.FORWARD}
 _REGISTRY: Final[Mapping[Surface, Role]] = {"serve": Role.ANSWER, "sdk": Role.ANSWER, "proxy": Role.ANSWER}
+_STATUS: Final[Mapping[Surface, Role]] = {"serve": Role.ANSWER, "sdk": Role.ANSWER, "proxy": Role.FORWARD_OR_ANSWER}
+_FORK: Final[Mapping[Surface, Role]] = {"serve": Role.ANSWER, "sdk": Role.ANSWER, "proxy": Role.FORWARD}
 
 
 def _session(name: str) -> Capability:
@@ -205,6 +331,11 @@ METHODS: Final[Mapping[str, Method]] = {
         Method("session/cancel", CancelParams, _AGENTS_OWN, notification=True),
         Method("session/list", ListParams, _REGISTRY, _list, _session("list")),
         Method("session/delete", DeleteParams, _REGISTRY, _delete, _session("delete")),
+        Method("session/set_title", SetTitleParams, _REGISTRY, _set_title, _session("title")),
+        Method("session/archive", SessionParams, _REGISTRY, _archive, _session("archive")),
+        Method("session/unarchive", SessionParams, _REGISTRY, _unarchive, _session("archive")),
+        Method("session/status", SessionParams, _STATUS, _status, _session("status")),
+        Method("session/fork", ForkParams, _FORK, _fork, _session("fork")),
         Method("_registry/rename", RenameParams, _REGISTRY, _rename),
     )
 }
@@ -213,17 +344,26 @@ METHODS: Final[Mapping[str, Method]] = {
 # -- surfaces -------------------------------------------------------------------------------------------------
 
 
-def served(surface: Surface, roles: Iterable[Role] = (Role.ANSWER, Role.OWN)) -> list[Method]:
+_SERVED: Final = (Role.ANSWER, Role.OWN, Role.FORWARD_OR_ANSWER)
+
+
+def served(surface: Surface, roles: Iterable[Role] = _SERVED) -> list[Method]:
     """The methods ``surface`` serves with one of ``roles``, in table order."""
     wanted = set(roles)
     return [method for method in METHODS.values() if method.role(surface) in wanted]
 
 
-def capabilities(surface: Surface, roles: Iterable[Role] = (Role.ANSWER, Role.OWN)) -> Result:
+def capabilities(surface: Surface, roles: Iterable[Role] = _SERVED, *, agent_capabilities: Any = None) -> Result:
     """The ``agentCapabilities`` that advertise the methods ``surface`` serves with ``roles``: ``loadSession``
-    and the ``sessionCapabilities`` entries. A proxy adds those of the methods it forwards as its agent has them."""
+    and the ``sessionCapabilities`` entries. With ``agent_capabilities`` (a proxy's agent's), the methods it
+    forwards are advertised as that agent advertises them (the rest of the agent's capabilities are the proxy's
+    to merge)."""
     advertised: Result = {"sessionCapabilities": {}}
-    for method in served(surface, roles):
+    chosen = served(surface, roles)
+    if agent_capabilities is not None:
+        forwarded = served(surface, (Role.FORWARD,))
+        chosen += [method for method in forwarded if method.advertised_in(agent_capabilities)]
+    for method in chosen:
         if method.capability is not None:
             *parents, key = method.capability.path
             node = advertised
@@ -243,7 +383,7 @@ def bind(
     if set(own) != owned:
         raise ValueError(f"{surface} must implement {sorted(owned)}; it has {sorted(own)}")
     bound: dict[str, Callable[[Any], Result]] = {}
-    for method in served(surface):
+    for method in served(surface, (Role.ANSWER, Role.OWN)):
         if method.role(surface) is Role.ANSWER:
             bound[method.name] = _answering(method, context)
         else:
@@ -261,8 +401,9 @@ def _owning(method: Method, handler: Callable[[Any], Result]) -> Callable[[Any],
 
 def handle(registry: SessionMethods, method: str, params: Any = None) -> Result:
     """Answer an ACP request from ``registry`` alone (``SessionRegistry.handle``): any method the table answers
-    from the registry, as no connection (no agent, nothing open); ``MethodNotFound`` for any other."""
+    from the registry, as no connection (no agent, nothing open; ``archived`` listed only when true, as
+    ``SessionRegistry.list`` renders it); ``MethodNotFound`` for any other."""
     entry = METHODS.get(method) if isinstance(method, str) else None
     if entry is None or entry.handler is None:
         raise MethodNotFound(method)
-    return entry.answer(Context(registry), params)
+    return entry.answer(Context(registry, reports_archived=False), params)

@@ -22,14 +22,18 @@ import msgspec
 from registry.errors import InvalidParams
 
 __all__ = [
+    "ARCHIVED_FILTERS",
     "CancelParams",
     "DeleteParams",
+    "ForkParams",
     "InitializeParams",
     "ListParams",
     "NewSessionParams",
     "PromptParams",
     "RenameParams",
+    "SessionParams",
     "SessionRef",
+    "SetTitleParams",
     "convert_params",
     "invalid_params",
 ]
@@ -93,17 +97,45 @@ class CancelParams(msgspec.Struct, rename="camel"):
     session_id: str
 
 
+ARCHIVED_FILTERS: Final = ("exclude", "include", "only")
+"""``session/list``'s ``archived`` values this version supports (omitted and null are ``exclude``)."""
+
+
 class ListParams(msgspec.Struct, rename="camel"):
-    """``session/list`` (its ``_meta`` is accepted and ignored)."""
+    """``session/list`` (its ``_meta`` is accepted and ignored). ``archived`` is a string here so that an
+    unsupported value is refused by name (-32602), never read as ``exclude``."""
 
     cwd: str | None = None
     cursor: str | None = None
+    archived: str | None = None
 
 
 class DeleteParams(msgspec.Struct, rename="camel"):
     """``session/delete``."""
 
     session_id: str
+
+
+class SessionParams(msgspec.Struct, rename="camel"):
+    """``session/archive``, ``session/unarchive``, ``session/status``: a session."""
+
+    session_id: str
+
+
+class SetTitleParams(msgspec.Struct, rename="camel"):
+    """``session/set_title``: the title is required and non-null (a clear is ``_registry/rename``'s)."""
+
+    session_id: str
+    title: str
+
+
+class ForkParams(msgspec.Struct, rename="camel"):
+    """``session/fork``: the new session's ``cwd`` and ``additionalDirectories`` (null is empty, as ACP says)."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] | None = None
+    mcp_servers: list[Any] | None = None
 
 
 class RenameParams(msgspec.Struct, rename="camel"):

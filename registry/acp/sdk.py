@@ -14,10 +14,15 @@ An SDK agent keeps its own prompt logic and gets its session history from the re
             return await self.sessions.list_sessions(cwd=cwd, cursor=cursor)
 
 ``attach`` routes every method the table answers from the registry (``Role.ANSWER`` for ``"sdk"``) that the
-agent does not answer itself: the SDK 0.12 has no ``session/delete`` route at all, and extension methods
-(``_registry/rename``) are answered before the agent's ``ext_method`` sees them. Params are checked by the table's
-structs, so errors read as they do from ``serve``. ``attach`` also watches the SDK's ``session/new``, ``load``,
-``resume``, ``close`` routes to keep the set of sessions open on the connection.
+agent does not answer itself: the SDK 0.12 has no route for ``session/delete``, ``session/set_title``,
+``session/archive``, ``session/unarchive`` or ``session/status``, and routes ``session/fork`` to the agent's
+``fork_session`` only when it has one (``RegistrySessions.fork_session`` answers it from the registry for an agent
+that wants its own); extension methods (``_registry/rename``) are answered before the agent's ``ext_method`` sees
+them. ``session/list`` is always routed from the table, raw: the SDK 0.12's models know no ``archived`` (neither
+the filter nor ``SessionInfo.archived``) and would drop it; ``list_sessions`` stays for an agent's own calls.
+Params are checked by the table's structs, so errors read as they do from ``serve``. ``attach`` also watches the
+SDK's ``session/new``, ``load``, ``resume`` and ``close`` routes to keep the set of sessions open on the
+connection (``session/status``), and adds the table's capabilities to the agent's ``initialize`` answer.
 
 The SDK's send path drops ``None`` (``exclude_none``), so a cleared title would go out as "unchanged": ``attach``
 therefore pushes the registry's change stream as raw JSON on the connection, where ``null`` survives. Both reach
@@ -35,7 +40,7 @@ import msgspec
 from acp import RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.router import Route
-from acp.schema import ListSessionsResponse
+from acp.schema import ForkSessionResponse, ListSessionsResponse
 from pydantic import BaseModel
 from reactivex.abc import DisposableBase
 
@@ -50,6 +55,9 @@ __all__ = ["RegistrySessions", "request_error", "send_session_update"]
 log = logging.getLogger(__name__)
 
 _OPENING = ("session/new", "session/load", "session/resume")
+# Routed from the table even when the agent has a handler: the SDK 0.12's pydantic models drop ``archived`` from
+# the request and from each listed session, so its own route cannot answer the archive filter.
+_RAW = frozenset({"session/list"})
 
 
 def request_error(exc: BaseException) -> RequestError:
@@ -96,6 +104,19 @@ class RegistrySessions:
     async def delete_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
         return await self.answer("session/delete", {"sessionId": session_id})
 
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **_meta: Any,
+    ) -> ForkSessionResponse:
+        """``session/fork`` from the registry: for an agent's own ``fork_session`` to call (and then set up
+        whatever it keeps per session). Without one, ``attach`` routes the table's."""
+        params = {"sessionId": session_id, "cwd": cwd, "additionalDirectories": additional_directories}
+        return ForkSessionResponse.model_validate(await self.answer("session/fork", params))
+
     def capabilities(self) -> dict[str, Any]:
         """The ``agentCapabilities`` entries of the methods this adapter answers; ``attach`` adds them to the
         agent's ``initialize`` answer."""
@@ -114,7 +135,7 @@ class RegistrySessions:
                 extensions[method.name[1:]] = method
                 continue
             route = router._requests.get(method.name)
-            if route is None or route.func is None:
+            if route is None or route.func is None or method.name in _RAW:
                 router.add_route(Route(method=method.name, func=self._route(method.name), kind="request"))
         if extensions:
             router._request_extensions = self._extensions(extensions, router._request_extensions)
@@ -176,8 +197,10 @@ class RegistrySessions:
 
         async def watched(params: Any) -> Any:
             result = await func(params)
-            if name == "session/new":
-                session_id = getattr(result, "session_id", None)
+            if name == "session/new":  # the agent's model, or a plain dict
+                session_id = (
+                    result.get("sessionId") if isinstance(result, dict) else getattr(result, "session_id", None)
+                )
             else:
                 session_id = params.get("sessionId") if isinstance(params, dict) else None
             if isinstance(session_id, str):

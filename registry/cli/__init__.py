@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("registry.cli.list_sessions", "the session/list view: most recent first (one page, or --all)"),
     "show": ("registry.cli.show", "a session's current info"),
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
+    "title": ("registry.cli.title", "set a session's title as its user (generated titles never replace it)"),
+    "archive": ("registry.cli.archive", "hide a session from default lists (its id and history stay)"),
+    "unarchive": ("registry.cli.unarchive", "bring an archived session back into default lists"),
+    "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
     "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, read model"),
@@ -95,7 +99,14 @@ class _CommandParser(_Parser):
         command = _module(self.module_name, self.prog)
         if not self._loaded:
             self._loaded = True
+            shared = list(self._actions)
             command.add_arguments(self)
+            for action in shared:
+                if not action.option_strings and action in self._actions:  # a shared option the module redefined
+                    self._remove_action(action)  # ("resolve" empties it, and it would show as a positional)
+                    for group in self._action_groups:
+                        if action in group._group_actions:
+                            group._group_actions.remove(action)
         return command
 
 

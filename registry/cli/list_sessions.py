@@ -23,27 +23,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every page (--json: one array of SessionInfo)")
     parser.add_argument("--cursor", help="the page after this nextCursor")
     parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
+    parser.add_argument(
+        "--archived",
+        choices=("exclude", "include", "only"),
+        default="exclude",
+        help="archived sessions: left out (exclude, the default), listed too (include), or only they (only)",
+    )
+    parser.add_argument("--agent", metavar="NAME", help="only the sessions of this agent (e.g. codex)")
 
 
 def run(args: argparse.Namespace) -> int:
     location = locate(args.store)
     cwd = cwd_option(args.cwd)
     with open_registry(location, create=False, follow=False, page_size=args.page_size) as registry:
-        page = registry.list(cwd=cwd, cursor=args.cursor)
+        filters = {"archived": args.archived, "agent": args.agent}
+        page = registry.list(cwd=cwd, cursor=args.cursor, **filters)
         pages = [page.sessions]
         while args.all and page.next_cursor is not UNSET:
-            page = registry.list(cwd=cwd, cursor=page.next_cursor)
+            page = registry.list(cwd=cwd, cursor=page.next_cursor, **filters)
             pages.append(page.sessions)
-        if not args.json:
+        total = sum(map(len, pages))  # the read model counts by cwd and archived, not by agent
+        if not args.json and args.agent is None:
             model = registry.read_model
-            total = model.count() if cwd is None else model.cwd_counts().get(cwd, 0)
+            live = model.count() if cwd is None else model.cwd_counts().get(cwd, 0)
+            archived = 0 if args.archived == "include" else model.archived_count(cwd)
+            total = {"include": live, "exclude": live - archived, "only": archived}[args.archived]
     if args.json:
         write_json([info for p in pages for info in p] if args.all else page)
         return 0
     console = stdout_console()
     count = sum(map(len, pages))
-    where = "" if cwd is None else f" in {cwd}"
+    where = ("" if cwd is None else f" in {cwd}") + ("" if args.agent is None else f" of {args.agent}")
+    where += {"exclude": "", "include": " (archived ones included)", "only": " (archived only)"}[args.archived]
     shown = f"{count:,} of {total:,}" if count < total else f"{count:,}"
+    if args.agent is not None and page.next_cursor is not UNSET:
+        shown = f"first {count:,}"  # no count by agent without a walk: say only that more follow
     heading = f"{shown} session{'s' if (total if count < total else count) != 1 else ''}{where}"
     console.print(SessionsTable(pages, title=printable(heading)))
     if page.next_cursor is not UNSET:

@@ -1,4 +1,5 @@
-"""``show``: one session's current info (its ``SessionInfo``) and what the registry knows besides.
+"""``show``: one session's current info (its ``SessionInfo``) and what the registry knows besides: its agent,
+whether it is archived, the session it was forked from and the sessions forked from it.
 
 SESSION is resolved as ``registry.cli.ids.resolve_session`` says: the stored id, the agent's own id, or a unique
 prefix of either.
@@ -35,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
                 f"(acp-registry history {session_id} shows its events)"
             )
         info: SessionInfo = session_info(state, additional_directories=registry.additional_directories)
+        forks = [] if args.json else registry.forks(session_id)
     if args.json:
         write_json(info)
     else:
-        stdout_console().print(SessionTable(info, state))
+        stdout_console().print(SessionTable(info, state, forks))
     return 0

@@ -17,7 +17,16 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
+from events.model import (
+    RecordedEvent,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUnarchived,
+    SessionUpdated,
+    TitleSource,
+)
 from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
@@ -123,6 +132,14 @@ def describe_event(
         parts.append(f"updatedAt {format_time(event.at)}")
         if event.meta is not None and with_meta:
             parts.append(f"_meta {_json.encode(event.meta).decode()}")
+        if after.agent is not None:
+            parts.append(f"agent {after.agent}" + ("" if event.agent is not None else " (from its id)"))
+        if event.parent is not None:
+            parts.append(f"forked from {event.parent.session_id} as of position {event.parent.position}")
+    elif isinstance(event, SessionArchived):
+        parts.append("archived" if before is None or not before.archived else "archived (it already was)")
+    elif isinstance(event, SessionUnarchived):
+        parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
     elif isinstance(event, SessionUpdated):
         parts.append(f"activity: updatedAt {format_time(event.at)}")
         if event.messages:
@@ -131,9 +148,15 @@ def describe_event(
             parts.append("with a payload")
     elif isinstance(event, SessionInfoChanged):
         parts.extend(_info_changes(event, before, with_meta=with_meta))
-    else:
-        assert isinstance(event, SessionDeleted)
+    elif isinstance(event, SessionDeleted):
         parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
+    else:  # an event this view has no words for yet: its tag and the state fields it changed
+        changed = [
+            field.name
+            for field in msgspec.structs.fields(after)
+            if field.name not in ("version", "position") and getattr(after, field.name) != getattr(before, field.name)
+        ]
+        parts.append(f"{type(event).__struct_config__.tag}" + (f": {', '.join(changed)} changed" if changed else ""))
     return ", ".join(parts)
 
 

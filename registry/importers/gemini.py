@@ -6,7 +6,8 @@ changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops tha
 The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
 else ``projects.json``, else - for the older ``tmp/<sha256 of the project root>/`` folders - the root whose hash
 is the folder's name, among the roots ``projects.json`` names and the working directories the registry knows:
-its store's sessions and this import's other agents', so Gemini is read after them). Titles:
+its store's sessions and this import's other agents', so Gemini is read after them; the hash is Gemini CLI's
+``getProjectHash`` in ``packages/core/src/utils/paths.ts``: the hex sha256 of the root's path). Titles:
 the AI summary (AGENT) > the first resumable user message (PROMPT) > the first user message even if it is a
 slash command (PROMPT); there is no user-set title.
 
@@ -47,6 +48,7 @@ __all__ = ["Gemini"]
 _SESSION_FILE = re.compile(r"^session-.+\.(jsonl|json)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _NOT_RESUMABLE: Final = ("/", "?", "<session_context>", "<hook_context>")
+_SETUP: Final = ("<session_context>", "<hook_context>")  # Gemini CLI's own context messages: not the user's words
 _SMALL_FILE: Final = 1 << 20
 
 
@@ -196,7 +198,7 @@ class Gemini(FileSource[_Fold, _Projects]):
             fold.commands.pop(message_id, None)
             if text and not text.startswith(_NOT_RESUMABLE):
                 fold.prompts[message_id] = prompt_title(text) or ""
-            elif text:
+            elif text and not text.startswith(_SETUP):
                 fold.commands[message_id] = prompt_title(text) or ""
         fold.saw_span(agent_time(timestamp))
 
@@ -242,8 +244,10 @@ class Gemini(FileSource[_Fold, _Projects]):
         skip = None
         if fold.kind == "subagent":
             skip = "subagent chat"
-        elif not any(kind in ("user", "gemini") for kind in fold.messages.values()):
-            skip = "no user or model message (Gemini CLI does not list it)"
+        elif not fold.prompts and "gemini" not in fold.messages.values():
+            # Gemini CLI lists a chat only when it has something to resume: a prompt (not a /command, ?help or its
+            # own <session_context>, which it writes into a chat file of its own on authenticate) or a model reply.
+            skip = "no prompt and no model message (Gemini CLI does not list it)"
         elif project_root is None:
             skip = "project root unknown (not in projects.json, no .project_root, no known directory hashes to it)"
         first_prompt = next((fold.prompts[i] for i in fold.messages if fold.prompts.get(i)), None)

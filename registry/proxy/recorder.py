@@ -19,17 +19,19 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from events.errors import RegistryError
 from events.model import TitleSource
 from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.proxy.names import stored_id
 from registry.service import SessionRegistry
 
-__all__ = ["MAX_BACKLOG", "Observation", "Recorder"]
+__all__ = ["MAX_BACKLOG", "MAX_EARLY_TITLES", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 MAX_BACKLOG: Final = 100_000
+MAX_EARLY_TITLES: Final = 1000
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
@@ -53,6 +55,7 @@ class Recorder:
         self._dropped = 0
         self._closed = False
         self.degraded: str | None = None
+        self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
         self._thread.start()
 
@@ -83,7 +86,8 @@ class Recorder:
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (within ``timeout``), then stop the thread."""
-        self.wait_idle(timeout)
+        if not self.wait_idle(timeout):
+            log.error("%d observations were not recorded (%s)", len(self._items), self.degraded or "the store is slow")
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -116,11 +120,13 @@ class Recorder:
             item(self)
         except (InvalidParams, SessionNotFound, SessionExists) as exc:
             log.warning("not recorded: %s", exc)
-        except Exception as exc:
+        except (RegistryError, OSError) as exc:  # the store failed: keep the observation, try again
             if self.degraded is None:
                 self.degraded = f"the registry cannot record ({type(exc).__name__}: {' '.join(str(exc).split())})"
                 log.error("%s; the conversation goes on, recording resumes when the store is back", self.degraded)
             return False
+        except Exception:  # a bug: this observation is lost, the others are not held up by it
+            log.exception("an observation could not be recorded")
         if self.degraded is not None:
             self.degraded = None
             dropped = f" ({self._dropped} observations beyond {MAX_BACKLOG} were dropped)" if self._dropped else ""
@@ -134,16 +140,23 @@ class Recorder:
     ) -> None:
         """A session of the agent is live (new, loaded, resumed, forked) or listed by it: known to the registry."""
         sid = stored_id(self.agent, native)
-        if self.registry.state(sid) is not None or cwd is None:
-            return
-        with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-            self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent)
+        if self.registry.state(sid) is None and cwd is not None:
+            with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
+                self.registry.create(
+                    cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent
+                )
+        self._apply_early_title(native)
+
+    def _apply_early_title(self, native: str) -> None:
+        if native in self._early_titles:
+            self.agent_title(native, self._early_titles.pop(native))
 
     def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
         """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
         source (else as a session of its own)."""
         sid = stored_id(self.agent, native)
         if self.registry.state(sid) is not None:
+            self._apply_early_title(native)
             return
         parent = self.registry.state(stored_id(self.agent, source))
         if parent is None or parent.deleted:
@@ -153,28 +166,36 @@ class Recorder:
             self.registry.fork(
                 parent.session_id, cwd, additional_directories=directories or (), session_id=sid, agent=self.agent
             )
+        self._apply_early_title(native)
 
-    def turn(self, native: str, text: str, *, answered: bool) -> None:
-        """A turn ended (answered or with an error): activity, and a title from its prompt where it has none."""
+    def turn(self, native: str, *, answered: bool) -> None:
+        """A turn ended (answered, or with an error): activity."""
         sid = stored_id(self.agent, native)
         state = self.registry.state(sid)
-        if state is None or state.deleted:
-            return
-        self.registry.record_activity(sid, messages=2 if answered else 1)
+        if state is not None and not state.deleted:
+            self.registry.record_activity(sid, messages=2 if answered else 1)
+
+    def prompt_title(self, native: str, text: str) -> None:
+        """After a turn: a title from its prompt for a session that has none, pushed to the client."""
         title = prompt_title(text)
-        if title is None or self.registry.state(sid) is None:
+        state = self.registry.state(stored_id(self.agent, native))
+        if title is None or state is None or state.deleted or state.title is not None:
             return
-        current = self.registry.state(sid)
-        if current is not None and current.title is None:
-            info = self.registry.change_info(sid, title=title, title_source=TitleSource.PROMPT)
-            if info.title == title:
-                self._push(native, {"sessionUpdate": "session_info_update", "title": title})
+        info = self.registry.change_info(state.session_id, title=title, title_source=TitleSource.PROMPT)
+        if info.title == title:
+            self._push(native, {"sessionUpdate": "session_info_update", "title": title})
 
     def agent_title(self, native: str, title: str | None) -> None:
-        """The agent titled (or untitled) a session: recorded as the agent's, never over the user's."""
+        """The agent titled (or untitled) a session: recorded as the agent's, never over the user's. A title sent
+        before the session is known (while ``session/new`` or ``load`` is being answered: agents replay their
+        titles on load) is kept until it is (at most ``MAX_EARLY_TITLES`` of them)."""
         sid = stored_id(self.agent, native)
         state = self.registry.state(sid)
-        if state is None or state.deleted:
+        if state is None:
+            if len(self._early_titles) < MAX_EARLY_TITLES:
+                self._early_titles[native] = title
+            return
+        if state.deleted:
             return
         if title is None and state.title_source is TitleSource.USER:
             return  # the agent clears its own titles only

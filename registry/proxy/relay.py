@@ -17,6 +17,7 @@ sent SIGTERM and, two seconds later, SIGKILL; ``run`` returns 0. The agent's std
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -28,6 +29,7 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
+from events.errors import RegistryError
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
@@ -45,7 +47,7 @@ _KILL_AFTER: Final = 2.0  # seconds between SIGTERM and SIGKILL for an agent tha
 _NOISE_SHOWN: Final = 10  # malformed agent lines reported one by one; after that, every 1000th
 
 
-class AgentExited(Exception):
+class AgentExited(RegistryError):
     """The agent process ended while the client was still there."""
 
 
@@ -121,6 +123,17 @@ class Proxy:
         self._to_agent = LineWriter(to_agent)
         self._from_agent = from_agent
         threading.Thread(target=self._agent_loop, name="acp-registry-proxy-agent", daemon=True).start()
+        threading.Thread(target=self._watch_exit, name="acp-registry-proxy-exit", daemon=True).start()
+
+    def _watch_exit(self) -> None:
+        """When the agent has exited but something it started still holds its stdout (its reader never sees EOF),
+        end its process group, so that the exit is noticed and reported."""
+        proc = self._proc
+        assert proc is not None
+        proc.wait()
+        if not self._ended.wait(self._grace + 2 * _KILL_AFTER):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def run(self) -> int:
         """Start the agent (unless started), relay until one side ends; the exit code (0: the client ended)."""
@@ -148,7 +161,7 @@ class Proxy:
                 for line in batch:
                     self._from_client(line, out)
                 if out and not self._send_agent(out):
-                    break
+                    return  # the agent is gone: its reader reports it and fails what is pending
         except Exception:  # a bug: the conversation cannot go on without this thread
             log.exception("relaying the client's messages failed")
         self._shutdown()
@@ -301,13 +314,20 @@ class Proxy:
         if self._to_agent is not None:
             self._to_agent.close()
         proc = self._proc
-        if proc is not None:
-            try:
-                proc.wait(timeout=self._grace)
-            except subprocess.TimeoutExpired:
-                self._kill()
         if proc is None:
             self._ended.set()
+            return
+        try:
+            proc.wait(timeout=self._grace)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        if not self._ended.wait(_KILL_AFTER):
+            # The agent has ended, but something it started still holds its stdout: end its whole group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if not self._ended.wait(_KILL_AFTER):
+                log.warning("the agent's stdout stays open after it ended; leaving it")
+                self._ended.set()
 
     def _kill(self) -> None:
         proc = self._proc

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, RequestId, parse
-from registry.errors import RpcError
+from registry.errors import INVALID_REQUEST, RpcError
 from registry.limits import MAX_MESSAGE_DEPTH
 
 __all__ = [
@@ -76,7 +76,7 @@ def peek_agent(line: bytes | OverlongLine) -> AgentLine | Invalid:
         if isinstance(checked, Invalid):
             return checked
         if isinstance(checked, list):
-            return Invalid(None, RpcError(-32600, "a batch from the agent"))
+            return Invalid(None, RpcError(INVALID_REQUEST, "a batch from the agent"))
     assert isinstance(line, bytes)  # an over-long line is always refused above
     try:
         message = _decoder.decode(line)
@@ -84,17 +84,17 @@ def peek_agent(line: bytes | OverlongLine) -> AgentLine | Invalid:
         checked = parse(line)
         if isinstance(checked, Invalid):
             return checked
-        return Invalid(None, RpcError(-32600, f"not a JSON-RPC message ({exc})"))
+        return Invalid(None, RpcError(INVALID_REQUEST, f"not a JSON-RPC message ({exc})"))
     if message.jsonrpc != "2.0":
-        return Invalid(_id_or_none(message.id), RpcError(-32600, '"jsonrpc" must be "2.0"'))
+        return Invalid(_id_or_none(message.id), RpcError(INVALID_REQUEST, '"jsonrpc" must be "2.0"'))
     if message.id is not UNSET and not _is_id(message.id):
-        return Invalid(None, RpcError(-32600, "the id is not a string, a number or null"))
+        return Invalid(None, RpcError(INVALID_REQUEST, "the id is not a string, a number or null"))
     if message.method is not UNSET and (not isinstance(message.method, str) or not message.method):
-        return Invalid(_id_or_none(message.id), RpcError(-32600, "the method is not a non-empty string"))
+        return Invalid(_id_or_none(message.id), RpcError(INVALID_REQUEST, "the method is not a non-empty string"))
     if message.method is UNSET and message.id is UNSET:
-        return Invalid(None, RpcError(-32600, "neither a method nor an id"))
+        return Invalid(None, RpcError(INVALID_REQUEST, "neither a method nor an id"))
     if message.method is UNSET and not (len(message.result) or len(message.error)):
-        return Invalid(_id_or_none(message.id), RpcError(-32600, "a response without result or error"))
+        return Invalid(_id_or_none(message.id), RpcError(INVALID_REQUEST, "a response without result or error"))
     return message
 
 

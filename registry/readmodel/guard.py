@@ -77,6 +77,22 @@ def fault_of(exc: BaseException) -> str | None:
     return None
 
 
+def _as_asked(page: Page, cwd: str | None, archived: Archived, agent: str | None) -> Page:
+    """``page`` if each of its states is one the query asked for: else a row's columns were edited apart from it."""
+    for state in page.states:
+        if (
+            state.deleted
+            or (cwd is not None and state.cwd != cwd)
+            or (agent is not None and state.agent != agent)
+            or (archived == "exclude" and state.archived)
+            or (archived == "only" and not state.archived)
+        ):
+            raise ReadModelFault(
+                f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+            )
+    return page
+
+
 class GuardedReadModel(ReadModel):
     """``model`` (tables), rebuilt from the log on a fault, else replaced by the fold of the log in memory."""
 
@@ -165,20 +181,18 @@ class GuardedReadModel(ReadModel):
     ) -> Page:
         def page(model: ReadModel) -> Page:
             found = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
-            for state in found.states:  # each row is what the query asked for: else its columns were edited
-                if (
-                    state.deleted
-                    or (cwd is not None and state.cwd != cwd)
-                    or (agent is not None and state.agent != agent)
-                    or (archived == "exclude" and state.archived)
-                    or (archived == "only" and not state.archived)
-                ):
-                    raise ReadModelFault(
-                        f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
-                    )
-            return found
+            return _as_asked(found, cwd, archived, agent)
 
         return self._serve(page)
+
+    def first_page(
+        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
+    ) -> tuple[int, Page]:
+        def first_page(model: ReadModel) -> tuple[int, Page]:
+            as_of, found = model.first_page(cwd=cwd, limit=limit, archived=archived, agent=agent)
+            return as_of, _as_asked(found, cwd, archived, agent)
+
+        return self._serve(first_page)
 
     def get(self, session_id: str) -> SessionState | None:
         def get(model: ReadModel) -> SessionState | None:
@@ -197,6 +211,9 @@ class GuardedReadModel(ReadModel):
 
     def cwd_counts(self) -> dict[str, int]:
         return self._serve(lambda m: m.cwd_counts())
+
+    def archived_count(self, cwd: str | None = None) -> int:
+        return self._serve(lambda m: m.archived_count(cwd))
 
     def states(self) -> Iterator[SessionState]:
         return self._serve(lambda m: iter(list(m.states())))

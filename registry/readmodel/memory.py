@@ -102,6 +102,10 @@ class MemoryReadModel(ReadModel):
         with self._lock:
             return self._projection.cwd_counts()
 
+    def archived_count(self, cwd: str | None = None) -> int:
+        with self._lock:
+            return self._projection.archived_count(cwd)
+
     def states(self) -> Iterator[SessionState]:
         with self._lock:
             return iter(list(self._projection.states().values()))

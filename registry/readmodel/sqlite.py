@@ -9,8 +9,8 @@ was told, and a catch-up lost to a power cut is simply folded again (its checkpo
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
+import itertools
 import logging
 import sqlite3
 import threading
@@ -115,8 +115,7 @@ _INSERT_PAST = (
 )
 
 
-@functools.cache
-def _page_query(*, cwd: bool, agent: bool, archived: bool, after: bool, as_of: bool, past: bool) -> str:
+def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:
     """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
     ``archived = :archived`` (else both values: the past rows of an ``include`` walk)."""
     where = ["live"]
@@ -138,6 +137,12 @@ def _page_query(*, cwd: bool, agent: bool, archived: bool, after: bool, as_of: b
         f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
         " ORDER BY rank, session_id LIMIT :n"
     )
+
+
+_PAGES: Final = {
+    shape: _page_query(*shape)
+    for shape in itertools.product((False, True), repeat=6)  # (cwd, agent, after, archived, as_of, past)
+}
 
 
 def _by_key(row: Keyed) -> tuple[int, str]:
@@ -445,10 +450,10 @@ class SqliteReadModel(ReadModel):
         archived: Archived = "exclude",
         agent: str | None = None,
     ) -> Page:
-        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1}
+        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "archived": 0}
         if after is not None:
             params["rank"], params["sid"] = after
-        shape = {"cwd": cwd is not None, "agent": agent is not None, "after": after is not None}
+        shape = (cwd is not None, agent is not None, after is not None)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -457,17 +462,16 @@ class SqliteReadModel(ReadModel):
                 checkpoint, floor = meta["checkpoint"], meta["floor"]
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
-                query = _page_query(archived=True, as_of=as_of < checkpoint, past=False, **shape)
-                halves = [
-                    db.execute(query, {**params, "archived": value}).fetchall()
-                    for value in ((0, 1) if archived == "include" else (int(archived == "only"),))
-                ]
-                current: Iterable[Keyed] = halves[0] if len(halves) == 1 else heapq.merge(*halves, key=_by_key)
+                query = _PAGES[(*shape, True, as_of < checkpoint, False)]
+                params["archived"] = int(archived == "only")
+                current: Iterable[Keyed] = db.execute(query, params).fetchall()
+                if archived == "include":  # the other half of the archived index, merged in list order
+                    params["archived"] = 1
+                    current = heapq.merge(current, db.execute(query, params).fetchall(), key=_by_key)
+                    params["archived"] = 0
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    params["archived"] = int(archived == "only")
-                    query = _page_query(archived=archived != "include", as_of=True, past=True, **shape)
-                    past = db.execute(query, params).fetchall()
+                    past = db.execute(_PAGES[(*shape, archived != "include", True, True)], params).fetchall()
             finally:
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit)
@@ -511,6 +515,15 @@ class SqliteReadModel(ReadModel):
             return dict(
                 self._reader().execute("SELECT cwd, count(*) FROM rm_sessions WHERE live GROUP BY cwd").fetchall()
             )
+
+    def archived_count(self, cwd: str | None = None) -> int:
+        query = (
+            "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_order WHERE live AND archived = 1"
+            if cwd is None
+            else "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_cwd WHERE live AND cwd = ? AND archived = 1"
+        )
+        with self._store.translate_errors():
+            return int(self._reader().execute(query, () if cwd is None else (cwd,)).fetchone()[0])
 
     def _dump(self, checkpoint: int) -> None:
         """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""

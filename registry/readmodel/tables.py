@@ -36,7 +36,7 @@ import msgspec
 
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from events.store import EventStore
-from registry.model import SessionState, sort_key
+from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
@@ -73,9 +73,12 @@ __all__ = [
     "unsealed",
 ]
 
-READ_MODEL_VERSION: Final = 5
-"""Bumped whenever the tables or the fold's meaning change: an older version is rebuilt from the log on open,
-a newer one is refused untouched."""
+_TABLES_REVISION: Final = 3
+"""Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
+row's state blob sealed by a digest."""
+READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
+"""The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
+of two numbers that only grow, so it grows whenever either does."""
 
 CHUNK: Final = 50_000
 """Events folded per transaction when a read model catches up a long stretch (memory stays bounded)."""

@@ -1,0 +1,79 @@
+"""The proxy's line reading: whole lines from a real pipe, in order, bounded, whatever the chunking."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from registry.acp.jsonrpc import OverlongLine
+from registry.proxy.lines import LineReader, LineWriter
+from registry.proxy.names import agent_name
+
+
+def _read_all(chunks: list[bytes], limit: int) -> list[bytes | OverlongLine]:
+    read, write = os.pipe()
+
+    def feed() -> None:
+        for chunk in chunks:
+            os.write(write, chunk)
+        os.close(write)
+
+    thread = threading.Thread(target=feed)
+    thread.start()
+    lines = [line for batch in LineReader(read, limit).batches() for line in batch]
+    thread.join()
+    os.close(read)
+    return lines
+
+
+def _shown(lines: list[bytes | OverlongLine]) -> list[object]:
+    return [(line.head[:4], line.size) if isinstance(line, OverlongLine) else line for line in lines]
+
+
+@pytest.mark.parametrize("split", [1, 3, 7, 1000])
+def test_lines_come_out_whole_and_in_order_however_the_bytes_arrive(split: int) -> None:
+    data = b"one\ntwo\n\nthree-is-longer\n" + b"x" * 40 + b"\nlast"
+    chunks = [data[i : i + split] for i in range(0, len(data), split)]
+    assert _shown(_read_all(chunks, 16)) == [b"one", b"two", b"", b"three-is-longer", (b"xxxx", 40), b"last"]
+
+
+def test_an_overlong_line_is_skipped_to_its_newline_across_reads_and_never_held() -> None:
+    chunks = [b"ok\n" + b"y" * 10, b"y" * 300_000, b"y" * 5 + b"\nafter\n"]
+    assert _shown(_read_all(chunks, 100)) == [b"ok", (b"yyyy", 300_015), b"after"]
+
+
+def test_an_overlong_last_line_without_a_newline_is_still_reported() -> None:
+    assert _shown(_read_all([b"a\n", b"z" * 500], 100)) == [b"a", (b"zzzz", 500)]
+
+
+def test_the_writer_writes_batches_whole_and_says_when_the_reader_has_gone() -> None:
+    read, write = os.pipe()
+    writer = LineWriter(write)
+    assert writer.write([b"a", b"b"])
+    assert os.read(read, 100) == b"a\nb\n"
+    os.close(read)
+    assert not writer.write([b"c"])
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("said", "name"),
+    [
+        ("@agentclientprotocol/claude-agent-acp", "claude-code"),
+        ("@zed-industries/claude-code-acp", "claude-code"),
+        ("claude-code-acp", "claude-code"),
+        ("codex-acp", "codex"),
+        ("gemini-cli", "gemini"),
+        ("qwen-code", "qwen"),
+        ("opencode", "opencode"),
+        ("Kimi CLI", "kimi"),
+        ("/usr/local/bin/codex-acp", "codex"),
+        ("fast-agent", "fast-agent"),
+        ("My Agent!", "my-agent"),
+        ("", "agent"),
+    ],
+)
+def test_agent_names_map_to_the_importers_names(said: str, name: str) -> None:
+    assert agent_name(said) == name
