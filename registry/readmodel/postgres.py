@@ -30,11 +30,11 @@ from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.postgres_sql import TABLES, Statements, lock_key
+from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
     CurrentRow,
     Fold,
-    FoundSchema,
     Keyed,
     PastRow,
     SnapshotPlan,
@@ -45,9 +45,7 @@ from registry.readmodel.tables import (
     decode_state,
     fold_stretch,
     merge_pages,
-    prepare_tables,
     record_log_shorter,
-    schema_problems,
     unsealed,
 )
 from registry.snapshot import EVERY, events_up_to, save_encoded_snapshot
