@@ -3,7 +3,10 @@
 ``session/list`` never needs them (the read model lives in the store); ``replay --at P`` does: it loads the
 nearest kept snapshot at or before P and folds the log from there. They are derived data and a cache: a
 missing, damaged, foreign or forged one only costs time - it is ignored (with a warning naming the file) and
-the fold starts earlier.
+the fold starts earlier. A snapshot file is opened ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` (a
+regular file of this user) before anything is read: a FIFO, device, directory or link planted there is ignored,
+never waited on. One beyond the log's head is evidence that records were cut from the log's end: it is recorded
+in the store (``registry.evidence``) when it is met. Where snapshots live is ``registry.backend``'s answer.
 
 Where: beside a SQLite store in ``<file>.snapshots/`` (0700), elsewhere in the user's cache directory under the
 store's id; each file ``<position>.snap`` (0600), written to a fresh temporary name in the same directory
