@@ -270,3 +270,21 @@ def test_a_registry_that_is_serving_records_a_cut_log_before_rebuilding(tmp_path
 
         (event,) = backend_for(registry.store).integrity_events()
         assert (event.seen_by, event.position, event.head, event.acknowledged) == ("read model", 5, 3, False)
+
+
+@pytest.mark.parametrize("damage", ["DROP TABLE rm_meta", "DELETE FROM rm_meta WHERE key = 'checkpoint'", None])
+def test_rebuild_works_from_any_state_of_the_tables_and_says_what_it_replaced(
+    tmp_path: Path, damage: str | None
+) -> None:
+    url = f"sqlite://{tmp_path}/log.db"
+    with SessionRegistry.open(url, follow=False) as registry:
+        _fill(registry)
+    if damage is not None:
+        tamper(url, damage)
+    done = _cli("--store", url, "rebuild")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "it replaced tables at" in said
+    if damage is not None:
+        assert "schema was not this version's" in said
+    assert _cli("--store", url, "verify").returncode == 0
