@@ -1,12 +1,16 @@
-"""Change stream figures: diffs per second with 1 and 10 subscribers, and cross-process latency on SQLite.
+"""Change stream figures: diffs per second with 1 and 10 subscribers, cross-process latency on SQLite, and what
+in-process subscribers cost a writer.
 
-    python -m benchmarks.change_stream [--changes 200000] [--json out.json]
+    python -m benchmarks.change_stream [--changes 200000] [--writes 300] [--json out.json]
 
 Diffs/s: the events are in the log already (and in the read model, which writers keep up for session/list); the
 clock runs from ``registry.sync()`` (the follower folds them from the log and hands each change to the stream)
 until every subscriber has received every item on its own thread: the stream from the log to its subscribers.
 Latency: another process appends activity stamped with its wall clock; the figure is the time until a
 subscriber here holds the ``session_info_update``.
+Writer: ``change_info`` calls on a SQLite store (synchronous=off: the disk is not what is measured) with 0, 10 and
+100 subscribers of ``list_changes`` in the same process; the rounds alternate between the counts and the fastest
+of each is kept, and the row that matters is the ratio to no subscriber (issue 24: at most 1.2x at 100).
 """
 
 from __future__ import annotations
@@ -91,10 +95,43 @@ def cross_process_latency(folder: Path, count: int) -> list[float]:
     return latencies
 
 
+def writer_seconds(subscribers: int, writes: int, folder: Path) -> float:
+    """Seconds for ``writes`` title changes with ``subscribers`` in-process subscribers (delivered on their own
+    threads, as by default), the subscribers caught up before and after."""
+    with SessionRegistry.open(f"sqlite://{folder}/writer-{subscribers}.db?synchronous=off") as registry:
+        for n in range(20):
+            registry.create("/work", session_id=f"s{n}")
+        subscriptions = [registry.list_changes().subscribe(lambda _item: None) for _ in range(subscribers)]
+        registry.wait_for_changes(timeout=60)
+        start = time.perf_counter()
+        for n in range(writes):
+            registry.change_info(f"s{n % 20}", title=f"title {n}")
+        elapsed = time.perf_counter() - start
+        registry.wait_for_changes(timeout=60)
+        for subscription in subscriptions:
+            subscription.dispose()
+    return elapsed
+
+
+def writer_rows(writes: int, rounds: int = 5) -> dict[str, float]:
+    counts = (0, 10, 100)
+    best = dict.fromkeys(counts, float("inf"))
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(rounds):
+            folder = Path(tmp) / f"r{round_}"
+            folder.mkdir()
+            for count in counts if round_ % 2 == 0 else tuple(reversed(counts)):
+                best[count] = min(best[count], writer_seconds(count, writes, folder))
+    rows = {f"writer_ms_per_write_{count}_subscribers": best[count] / writes * 1000 for count in counts}
+    rows["writer_ratio_100_to_0_subscribers"] = best[100] / best[0]
+    return rows
+
+
 def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--changes", type=int, default=200_000)
     parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument("--writes", type=int, default=300)
     args = parser.parse_args()
     results: dict[str, float] = {}
     for k in (1, 10):  # without a subscriber no follower runs: nothing to time
@@ -103,6 +140,7 @@ def main() -> None:
         latencies = sorted(cross_process_latency(Path(tmp), args.latency_samples))
     results["cross_process_p50_ms"] = statistics.median(latencies)
     results["cross_process_p99_ms"] = percentile(latencies, 0.99)
+    results.update(writer_rows(args.writes))
     print_results(results, args.json)
 
 

@@ -8,7 +8,8 @@ group gathers by itself: there is no timer and no added latency for a lone appen
 
 The store's ``commit`` function decides what each piece of work's outcome is (positions, or the exception it
 raises for that work alone, so a conflicting member fails without its neighbours); an exception from
-``commit`` itself (the transaction failed) is every member's outcome.
+``commit`` itself (the transaction failed) is every member's outcome, each member raising its own copy (caused by
+the original), never one object in several threads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ __all__ = ["GroupCommit"]
 
 W = TypeVar("W")  # one appender's work
 R = TypeVar("R")  # its result
+
+
+def _own_copy(exc: BaseException) -> BaseException:
+    """A copy of ``exc`` for one member's thread to raise (its cause: the original, with the leader's traceback):
+    one object raised in several threads at once would have its traceback rewritten under each of them."""
+    fresh = type(exc).__new__(type(exc), *exc.args)  # the same type and attributes, without running __init__
+    fresh.args = exc.args
+    if hasattr(exc, "__dict__"):
+        fresh.__dict__.update(exc.__dict__)
+    fresh.__traceback__ = None
+    fresh.__cause__ = exc
+    return fresh
 
 
 class _Slot(Generic[W, R]):
@@ -67,7 +80,7 @@ class GroupCommit(Generic[W, R]):
                 if len(outcomes) != len(group):
                     raise RuntimeError(f"a group commit gave {len(outcomes)} outcomes for {len(group)} appends")
             except BaseException as exc:  # the transaction failed: nothing of the group was committed
-                outcomes = [exc] * len(group)
+                outcomes = [_own_copy(exc) for _ in group]  # one exception object per thread that raises it
             for slot, outcome in zip(group, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     slot.error = outcome

@@ -10,6 +10,9 @@
 - The database file itself is never opened here: closing any descriptor of a file drops every POSIX lock this
   process holds on it, the locks of SQLite connections to the same store included (the -wal and -shm files
   are created here only when they did not exist, so no connection can hold locks on them).
+- A store file (or its -wal or -shm) that belongs to another user, or that others can write, is refused with one
+  line: its owner could read and change every event and the cursor secret. ``ACP_REGISTRY_FOREIGN_STORE=allow``
+  accepts it (a store shared on purpose).
 - A file (or directory, or file system) that cannot be written is opened read-only, and said so.
 """
 
@@ -23,13 +26,15 @@ from typing import Final, NamedTuple
 
 from events.errors import StoreError, StoreFormatError
 
-__all__ = ["StoreFile", "find_store_file", "say_how_opened"]
+__all__ = ["FOREIGN_STORE", "StoreFile", "find_store_file", "say_how_opened"]
 
 log = logging.getLogger("events.sqlite")
 
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _PRIVATE: Final = 0o600
+FOREIGN_STORE: Final = "ACP_REGISTRY_FOREIGN_STORE"
+"""Set to ``allow`` to open a store file of another user, or one others can write (refused otherwise)."""
 
 
 class StoreFile(NamedTuple):
@@ -80,6 +85,8 @@ def find_store_file(path: str, *, create: bool, follow_symlinks: bool) -> StoreF
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
         raise StoreFormatError(path, "is not a regular file; left untouched")
+    for checked in (path, *(path + suffix for suffix in ("-wal", "-shm"))):
+        _refuse_foreign(checked, info if checked == path else None)
     read_only = _why_read_only(path)
     immutable = False
     if read_only is None:
@@ -97,6 +104,29 @@ def find_store_file(path: str, *, create: bool, follow_symlinks: bool) -> StoreF
         immutable = True
     shared = info.st_mode & 0o777 if info.st_mode & 0o077 and info.st_uid == os.geteuid() else None
     return StoreFile(path, info.st_size == 0, read_only, immutable, shared, tuple(created))
+
+
+def _refuse_foreign(path: str, info: os.stat_result | None) -> None:
+    """A store file (or its -wal, -shm) of another user, or one others can write, is refused: whoever owns or can
+    write it reads and changes every event and the cursor secret (in a shared sticky directory, a file planted
+    there would otherwise become this user's store). ``ACP_REGISTRY_FOREIGN_STORE=allow`` accepts it."""
+    if info is None:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return
+    if os.environ.get(FOREIGN_STORE) == "allow":
+        return
+    if info.st_uid != os.geteuid():
+        raise StoreError(
+            f"{path}: belongs to another user (uid {info.st_uid}), who can read and change everything in it; "
+            f"refused (set {FOREIGN_STORE}=allow to use it anyway)"
+        )
+    if info.st_mode & 0o022:
+        raise StoreError(
+            f"{path}: other users can write it (mode {info.st_mode & 0o777:04o}); refused (run chmod 600 on it, or set "
+            f"{FOREIGN_STORE}=allow to use it anyway)"
+        )
 
 
 def say_how_opened(found: StoreFile) -> None:

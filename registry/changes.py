@@ -12,7 +12,8 @@ How items flow, and why:
   before the change: no per-subscriber copy of the list.
 * Subscribing registers a listener with the registry's follower at the position H it has folded to
   (``registry.follow``, atomic), replays (P, H] from the log, then drains what the listener buffered: no gap,
-  no duplicate.
+  no duplicate. A subscribe whose replay fails unregisters its listener before the error reaches the
+  subscriber: nothing stays registered, and a follower nobody needs stops.
 * The follower's thread only appends to a subscription's queue (writers never touch it). Items reach the
   subscriber on its scheduler (by default a thread of its own; ``loop=`` delivers on an asyncio loop), one at a
   time, in log order for each session. A subscriber that raises is detached and logged, and one that falls
@@ -243,7 +244,12 @@ def _raw_changes(
         if start > following.position:
             following.stop()
             raise ValueError(f"after={start} is beyond the log's head ({following.position})")
-        feed.release(_catch_up(source.store, following, start) if start < following.position else [])
+        try:
+            caught_up = _catch_up(source.store, following, start) if start < following.position else []
+        except BaseException:
+            following.stop()  # a failed subscribe leaves nothing registered (and stops an unneeded follower)
+            raise
+        feed.release(caught_up)
         return Disposable(feed.stop)
 
     return reactivex.create(subscribe)

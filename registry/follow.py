@@ -7,8 +7,10 @@ event onto the session's previous state, which it remembers for recently touched
 the read model for ("the session as of the position I have folded to"), or, past the read model's window, folds
 from the session's own stream. It runs only while someone listens.
 
-Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out, so
-a write costs the same with 0 or 100 subscribers. With ``live=False`` (deterministic tests and benchmarks) there
+Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out,
+spacing its fan-outs by the number of listeners (a burst of writes reaches each subscriber in a few batches), so
+a write costs the same with 0 or 100 subscribers. Its thread is joined when the last listener leaves and on
+``close``, outside its lock. With ``live=False`` (deterministic tests and benchmarks) there
 is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
 """
 
@@ -38,6 +40,23 @@ Listener = Callable[[Sequence[Change]], None]
 be quick and must not raise: queue the changes and deliver them elsewhere (``registry.changes`` does)."""
 
 _REMEMBERED: Final = 50_000  # sessions whose last state the follower keeps (the rest it looks up)
+FAN_OUT_PER_LISTENER: Final = 0.0005
+"""Seconds between two fan-outs of the follower's thread, per listener (changes of a burst are batched): each
+fan-out wakes every subscriber's delivery, so spacing them by the number of subscribers keeps the share of the
+process they take - and so a writer's cost - independent of how many there are."""
+MAX_FAN_OUT_INTERVAL: Final = 0.05
+"""The longest a change waits for its fan-out (at 100 subscribers and more)."""
+JOIN_TIMEOUT: Final = 5.0
+"""Seconds a stop waits for the follower's thread to end."""
+
+
+def _join(thread: threading.Thread | None) -> None:
+    """Wait for a stopped follower thread, within ``JOIN_TIMEOUT`` (it polls its subscription every second)."""
+    if thread is None or thread is threading.current_thread():
+        return
+    thread.join(JOIN_TIMEOUT)
+    if thread.is_alive():  # pragma: no cover - a listener stuck in user code
+        log.warning("the change follower did not stop within %s s (a listener is slow)", JOIN_TIMEOUT)
 
 
 class Following:
@@ -90,8 +109,8 @@ class Follower:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
-            if not self._listeners:
-                self._stop()
+            thread = self._stop() if not self._listeners else None
+        _join(thread)  # outside the lock: the thread may be waiting for it
 
     def _start(self) -> None:
         self._position = self._read_model.catch_up()
@@ -103,19 +122,26 @@ class Follower:
             )
             self._thread.start()
 
-    def _stop(self) -> None:
+    def _stop(self) -> threading.Thread | None:
+        """Under the lock: end the subscription; returns the thread for the caller to join once it let go of the
+        lock (joining while holding it would keep the thread from finishing a fold it is waiting to start)."""
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
+        return thread
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._listeners.clear()
-            self._stop()
+            thread = self._stop()
+        _join(thread)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The follower's thread while someone listens (for tests: it is joined when the last one leaves)."""
+        return self._thread
 
     # -- folding --------------------------------------------------------------------------------------
 
@@ -131,9 +157,20 @@ class Follower:
             return self._position
 
     def _run(self, subscription: Subscription) -> None:
+        last = 0.0
         while not subscription.closed:
             try:
                 records = subscription.poll(timeout=1.0)
+                if records and self._listeners:
+                    # A burst of writes is fanned out in a few batches, not one per write: every fan-out wakes
+                    # each subscriber's delivery thread, which would otherwise compete with the writer per write.
+                    pause = (
+                        last + min(MAX_FAN_OUT_INTERVAL, len(self._listeners) * FAN_OUT_PER_LISTENER) - time.monotonic()
+                    )
+                    if pause > 0:
+                        time.sleep(pause)
+                        records = records + subscription.poll(timeout=0)
+                    last = time.monotonic()
                 if records and self._acquire(subscription):
                     try:
                         if subscription is self._subscription:
@@ -147,8 +184,7 @@ class Follower:
                 time.sleep(1.0)
 
     def _acquire(self, subscription: Subscription) -> bool:
-        """Take the lock, or give up once ``subscription`` is closed: ``_stop`` closes it and joins this thread
-        while holding the lock, so waiting on the lock alone would stall the stop (by the join's timeout)."""
+        """Take the lock, or give up once ``subscription`` is closed (a stop is under way: no fold is wanted)."""
         while not self._lock.acquire(timeout=0.05):
             if subscription.closed:
                 return False

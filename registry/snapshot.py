@@ -3,7 +3,10 @@
 ``session/list`` never needs them (the read model lives in the store); ``replay --at P`` does: it loads the
 nearest kept snapshot at or before P and folds the log from there. They are derived data and a cache: a
 missing, damaged, foreign or forged one only costs time - it is ignored (with a warning naming the file) and
-the fold starts earlier.
+the fold starts earlier. A snapshot file is opened ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` (a
+regular file of this user) before anything is read: a FIFO, device, directory or link planted there is ignored,
+never waited on. One beyond the log's head is evidence that records were cut from the log's end: it is recorded
+in the store (``registry.evidence``) when it is met. Where snapshots live is ``registry.backend``'s answer.
 
 Where: beside a SQLite store in ``<file>.snapshots/`` (0700), elsewhere in the user's cache directory under the
 store's id; each file ``<position>.snap`` (0600), written to a fresh temporary name in the same directory
@@ -309,17 +312,20 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
     decoded, so a huge or hostile file costs neither memory nor a decode.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise SnapshotError("is gone") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SnapshotError("is a symlink (refused)") from None
         raise SnapshotError(f"cannot be read ({exc.strerror})") from exc
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
+    info = os.fstat(fd)  # O_NONBLOCK: a FIFO is never waited on; fstat says what was opened
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SnapshotError("is not a regular file")
+            raise SnapshotError("is not a regular file (a FIFO, device or directory is never read)")
+        raise SnapshotError(f"belongs to another user (uid {info.st_uid}); not read")
+    with os.fdopen(fd, "rb") as file:
         start = file.read(_START)
         if len(start) < _START or not start.startswith(_MAGIC):
             raise SnapshotError("is not a registry snapshot")

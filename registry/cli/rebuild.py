@@ -1,8 +1,10 @@
 """``rebuild``: throw the read model away and fold it again from the whole log.
 
-The read model is derived data, so this never loses anything; it is what to run when ``verify`` reports that
-the tables disagree with the log (a bug, or a hand edit). Other processes may keep serving meanwhile: the
-rebuild is one transaction per chunk, and a reader that finds the tables behind the log catches them up.
+The read model is derived data, so this never loses anything (whatever state its tables are in - missing,
+partial, garbage, another version - as long as the log reads), and it says what it replaced; it is what to run
+when ``verify`` reports that the tables disagree with the log (a bug, or a hand edit). Other processes may keep
+serving meanwhile: the rebuild is one transaction per chunk, and a reader that finds the tables behind the log
+catches them up.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import time
 
 import msgspec
 
+from events.errors import RegistryError
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import stdout_console, write_json
-from registry.readmodel import open_read_model
+from registry.readmodel import ReadModel, open_read_model
 
 __all__ = ["RebuildResult", "add_arguments", "run"]
 
@@ -24,10 +27,28 @@ class RebuildResult(msgspec.Struct, rename="camel"):
     checkpoint: int
     sessions_live: int
     seconds: float
+    replaced: str
+    """What was thrown away: the tables' checkpoint and how their schema departed from this version's."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """No options of its own (``--store``, ``--json``)."""
+
+
+def _what_is_there(read_model: ReadModel) -> str:
+    """The read model about to be thrown away, for people: its checkpoint and what was wrong with its schema."""
+    if read_model.kind != "tables":
+        return "nothing kept (the log is folded in memory)"
+    problems = read_model.schema_problems() or []
+    try:
+        checkpoint = read_model.stored_meta().get("checkpoint")
+    except RegistryError:
+        checkpoint = None
+    at = "an unknown checkpoint" if checkpoint is None else f"checkpoint {checkpoint}"
+    if not problems:
+        return f"tables at {at}"
+    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    return f"tables at {at} whose schema was not this version's ({shown})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         read_model = open_read_model(store, catch_up=False)
         try:
+            replaced = _what_is_there(read_model)
             checkpoint = read_model.rebuild()
-            result = RebuildResult(read_model.kind, checkpoint, read_model.count(), time.perf_counter() - started)
+            result = RebuildResult(
+                read_model.kind, checkpoint, read_model.count(), time.perf_counter() - started, replaced
+            )
         finally:
             read_model.close()
     if args.json:
@@ -44,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         stdout_console().print(
             f"rebuilt the read model ({result.kind}) from the log: position {result.checkpoint}, "
-            f"{result.sessions_live} live sessions, in {result.seconds:.2f} s",
+            f"{result.sessions_live} live sessions, in {result.seconds:.2f} s; it replaced {result.replaced}",
             markup=False,
         )
     return 0

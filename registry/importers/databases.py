@@ -40,6 +40,7 @@ import msgspec
 
 from events.errors import RegistryError
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
+from registry.importers.lines import open_regular
 
 __all__ = ["DatabaseSource", "Row", "SchemaError", "columns", "open_read_only"]
 
@@ -94,7 +95,7 @@ def open_read_only(path: Path, timeout: float) -> Iterator[sqlite3.Connection]:
 
 def _wal_mode(path: Path) -> bool:
     """Whether the database file says it is in WAL mode (header bytes 18-19, the read and write versions: 2)."""
-    with open(path, "rb") as f:
+    with open_regular(str(path)) as f:
         header = f.read(20)
     return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 

@@ -27,7 +27,16 @@ from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 import msgspec
 
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, env_path, home
-from registry.importers.lines import GLUED, LineStats, Tail, TailRead, compressed_lines, decode_lines, same_file
+from registry.importers.lines import (
+    GLUED,
+    LineStats,
+    Tail,
+    TailRead,
+    compressed_lines,
+    decode_lines,
+    open_regular,
+    same_file,
+)
 
 __all__ = [
     "Discovery",
@@ -285,7 +294,7 @@ class FileSource(abc.ABC, Generic[F, G]):
                     ctx.bytes_read += read.bytes_read
             else:
                 st = os.stat(found.path)
-                with open(found.path, "rb") as f:
+                with open_regular(found.path) as f:
                     data = f.read(_MAX_DOCUMENT + 1)
                 if len(data) > _MAX_DOCUMENT:
                     ctx.skip(found.path, f"larger than {_MAX_DOCUMENT >> 20} MiB")

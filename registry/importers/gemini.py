@@ -41,6 +41,7 @@ from registry.importers.base import (
     prompt_title,
 )
 from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
+from registry.importers.lines import open_regular
 
 __all__ = ["Gemini"]
 
@@ -293,7 +294,7 @@ def _text(content: object) -> str:
 
 def _small_file(path: Path) -> bytes | None:
     try:
-        with open(path, "rb") as f:
+        with open_regular(str(path)) as f:
             return f.read(_SMALL_FILE)
     except OSError:
         return None

@@ -49,6 +49,7 @@ from registry.importers.base import (
     prompt_title,
 )
 from registry.importers.files import Discovery, FileEntry, FileSource, Found, Group, Reading, folder_files, is_dir
+from registry.importers.lines import open_regular
 
 __all__ = ["Kimi"]
 
@@ -183,7 +184,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
     ) -> tuple[_WorkDirs | None, frozenset[str] | bool]:
         path = root / "kimi.json"
         try:
-            with open(path, "rb") as f:
+            with open_regular(str(path)) as f:
                 work_dirs = json.loads(f.read(_SMALL_FILE)).get("work_dirs")
         except FileNotFoundError:
             work_dirs = []

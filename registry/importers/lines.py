@@ -11,14 +11,25 @@ of the file it can drop when the file grows; a writer's torn line is not JSON an
 
 One bad line costs one line: a line that is not JSON, nests deeper than the decoder goes, or is longer than the
 cap is skipped and remembered with its line number and reason (``LineStats``), and the lines after it are read.
+
+Every file an importer reads is opened here (``open_regular``): ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` on the
+descriptor - a regular file of this user (or root) - so a FIFO, device, directory or link swapped in after the
+discovery looked is refused without being read and without blocking. A zstd file decompresses under the same
+limits: the decompressor is fed a few hundred bytes at a time (a block expands to at most 128 KiB, so one feed
+yields a bounded amount, whatever the ratio), a line over the cap streams by and is skipped and named like any
+other, and a file whose output passes ``MAX_DECOMPRESSED`` is given up with ``ValueError``.
+
 Two records glued onto one line (``}{``, no newline between them) are both read, and the line is named too
 (``GLUED``): the file is damaged even where nothing was lost.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from typing import IO, Final, Generic, Protocol, Self, TypeVar
 
@@ -32,6 +43,7 @@ __all__ = [
     "TailRead",
     "compressed_lines",
     "decode_lines",
+    "open_regular",
     "same_file",
     "signature",
 ]
@@ -43,7 +55,37 @@ _CHUNK: Final = 1 << 20
 _EXAMPLES: Final = 5
 GLUED: Final = "records glued on one line (no newline between them): each read"
 
+_FEED: Final = 256
+"""Compressed bytes given to the zstd decompressor at once: at most 64 blocks of 128 KiB (8 MiB) come out."""
+MAX_DECOMPRESSED: Final = 4 << 30
+"""Decompressed bytes read from one file at most (a bomb is given up, not followed to its end)."""
+
 T = TypeVar("T")
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """``path`` opened for reading, if it is a regular file of this user (or root), else ``OSError`` saying why.
+
+    ``O_NOFOLLOW | O_NONBLOCK``: neither a symbolic link nor a FIFO swapped in after the caller looked is followed
+    or waited on; the checks are made with ``fstat`` on the descriptor, so they hold for what is read."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link (not followed)", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory is never read)", path)
+        if st.st_uid not in (os.geteuid(), 0):
+            raise OSError(errno.EPERM, f"belongs to another user (uid {st.st_uid}); not read", path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Tail(msgspec.Struct, array_like=True, frozen=True):
@@ -97,7 +139,7 @@ class TailRead:
 
     def __init__(self, path: str, previous: Tail | None, *, cap: int) -> None:
         self.path = path
-        self._file: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by __exit__
+        self._file: IO[bytes] = open_regular(path)  # closed by __exit__
         try:
             st = os.fstat(self._file.fileno())
             self._stat = st
@@ -230,26 +272,32 @@ class _Zstd:
         self._raw = raw
         self._frame = zstandard.ZstdDecompressor().decompressobj()
         self._started = False
+        self._total = 0
 
     def read(self, size: int, /) -> bytes:
-        while True:
-            chunk = self._raw.read(size)
+        out: list[bytes] = []
+        length = 0
+        while length < size:  # fed a few bytes at a time: one feed yields a bounded amount, whatever the ratio
+            chunk = self._raw.read(_FEED)
             if not chunk:
                 if self._started and not self._frame.eof:
                     raise ValueError("the zstd stream ends in the middle of a frame (a file cut short)")
-                return b""
-            out = b""
+                break
             while chunk:
                 if self._frame.eof:  # the next frame of a multi-frame file
                     self._frame = zstandard.ZstdDecompressor().decompressobj()
                 self._started = True
                 try:
-                    out += self._frame.decompress(chunk)
+                    data = self._frame.decompress(chunk)
                 except zstandard.ZstdError as exc:
                     raise ValueError(f"not zstd data: {exc}") from exc
+                out.append(data)
+                length += len(data)
                 chunk = self._frame.unused_data if self._frame.eof else b""
-            if out:
-                return out
+        self._total += length
+        if self._total > MAX_DECOMPRESSED:
+            raise ValueError(f"decompresses to more than {MAX_DECOMPRESSED >> 30} GiB; given up")
+        return b"".join(out)
 
 
 def compressed_lines(path: str, *, cap: int) -> Iterator[bytes | None]:
@@ -259,7 +307,7 @@ def compressed_lines(path: str, *, cap: int) -> Iterator[bytes | None]:
     that is not zstd, or is cut short, raises ``ValueError`` once that is known, so the caller drops what it
     folded.
     """
-    with open(path, "rb") as raw:
+    with open_regular(path) as raw:
         yield from split_lines(_Zstd(raw), _StreamReading(cap), None)
 
 

@@ -12,7 +12,11 @@ checkpoint), and it can be rebuilt from the log at any time. Three implementatio
 
 A read model is caught up, never trusted: ``catch_up()`` folds whatever the log holds past the checkpoint
 (another process's appends, a writer killed between its append and its fold, an older version of this library
-that appended without folding) before an answer is given, in one transaction with the checkpoint.
+that appended without folding) before an answer is given, in one transaction with the checkpoint. The tables are
+checked at the boundary - their schema against the one declared in ``schema.py`` when they open, each row and
+blob when it is read (``tables.decode_state``, ``guard.py``) - and a fault rebuilds them from the log or folds the
+log in memory instead (``guard.GuardedReadModel``); ``check.py`` compares everything they hold with the log for
+``verify``. Which backend keeps which read model is ``registry.backend``'s answer.
 """
 
 from __future__ import annotations
@@ -181,9 +185,15 @@ def open_read_model(
             tables = backend.tables(window=window, catch_up=catch_up)
         except Exception as exc:
             why = fault_of(exc)
-            if why is None or not catch_up:
+            if why is None:
                 raise
-            tables = _rebuilt(backend, window, why)
+            if catch_up:
+                tables = _rebuilt(backend, window, why)
+            else:  # looked at as they are, and there are none to look at (they cannot even be made)
+                log.warning(
+                    "%s: the read model's tables cannot be made (%s); folding the log in memory", backend.location, why
+                )
+                tables = None
         if tables is not None:
             return GuardedReadModel(store, tables, location=backend.location) if catch_up else tables
     return MemoryReadModel(store, window=window)

@@ -28,7 +28,7 @@ from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import PastWindow, ReadModel, ReadModelFault
-from registry.readmodel.tables import LogShorter, record_log_shorter
+from registry.readmodel.tables import LogShorter, join_snapshot_threads, record_log_shorter
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -39,7 +39,13 @@ log = logging.getLogger("registry.readmodel")
 
 _T = TypeVar("_T")
 
-_MISSING_OBJECT: Final = ("no such table", "no such column", "no such index", "has no column named")
+_MISSING_OBJECT: Final = (
+    "no such table",
+    "no such column",
+    "no such index",
+    "has no column named",
+    "Could not decode to UTF-8",  # a blob column edited into text
+)
 _SQLITE_CANNOT_WRITE: Final = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN}
 _PG_MISSING_OBJECT: Final = {"42P01", "42703", "42704"}  # undefined table, column, object
 _PG_CANNOT_WRITE: Final = {"53100", "25006", "42501"}  # disk full, read-only transaction, insufficient privilege
@@ -69,6 +75,22 @@ def fault_of(exc: BaseException) -> str | None:
             return None
         cause = cause.__cause__
     return None
+
+
+def _as_asked(page: Page, cwd: str | None, archived: Archived, agent: str | None) -> Page:
+    """``page`` if each of its states is one the query asked for: else a row's columns were edited apart from it."""
+    for state in page.states:
+        if (
+            state.deleted
+            or (cwd is not None and state.cwd != cwd)
+            or (agent is not None and state.agent != agent)
+            or (archived == "exclude" and state.archived)
+            or (archived == "only" and not state.archived)
+        ):
+            raise ReadModelFault(
+                f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+            )
+    return page
 
 
 class GuardedReadModel(ReadModel):
@@ -157,17 +179,29 @@ class GuardedReadModel(ReadModel):
         archived: Archived = "exclude",
         agent: str | None = None,
     ) -> Page:
-        return self._serve(
-            lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
-        )
+        def page(model: ReadModel) -> Page:
+            found = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
+            return _as_asked(found, cwd, archived, agent)
+
+        return self._serve(page)
 
     def first_page(
         self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
     ) -> tuple[int, Page]:
-        return self._serve(lambda m: m.first_page(cwd=cwd, limit=limit, archived=archived, agent=agent))
+        def first_page(model: ReadModel) -> tuple[int, Page]:
+            as_of, found = model.first_page(cwd=cwd, limit=limit, archived=archived, agent=agent)
+            return as_of, _as_asked(found, cwd, archived, agent)
+
+        return self._serve(first_page)
 
     def get(self, session_id: str) -> SessionState | None:
-        return self._serve(lambda m: m.get(session_id))
+        def get(model: ReadModel) -> SessionState | None:
+            state = model.get(session_id)
+            if state is not None and state.session_id != session_id:
+                raise ReadModelFault(f"the read model's row of {session_id!r} holds another session's state")
+            return state
+
+        return self._serve(get)
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         return self._serve(lambda m: m.state_at(session_id, position))
@@ -205,4 +239,6 @@ class GuardedReadModel(ReadModel):
         return self._model.checkpoint_matches_log()
 
     def close(self) -> None:
+        """Release the tables (or the fold), once the snapshot being kept in the background is written."""
+        join_snapshot_threads(self._store)
         self._model.close()

@@ -23,13 +23,11 @@ from events.sqlite import SqliteStore
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.schema import FoundSchema, prepare_tables
+from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
     INITIAL_META,
-    TABLES,
-    CurrentRow,
-    FoundSchema,
     Keyed,
-    PastRow,
     SnapshotPlan,
     anchor_value,
     checked_meta,
@@ -38,60 +36,27 @@ from registry.readmodel.tables import (
     decode_state,
     fold_stretch,
     merge_pages,
-    prepare_tables,
     record_log_shorter,
-    schema_problems,
+    unsealed,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
+
+
+@contextlib.contextmanager
+def _as_they_are() -> Iterator[None]:
+    """Tables looked at as they are (``catch_up=False``): their faults are for ``verify`` to report, not to raise."""
+    try:
+        yield
+    except Exception as exc:
+        from registry.readmodel.guard import fault_of  # noqa: PLC0415 - the guard imports the tables' module
+
+        if fault_of(exc) is None:
+            raise
+
 
 __all__ = ["SqliteReadModel"]
 
 log = logging.getLogger(__name__)
-
-_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
-_SCHEMA: Final = (
-    "CREATE TABLE rm_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
-    # A rowid table: the list indexes find a row by its integer rowid, cheaper than by a text key (measured
-    # ~15% off a page against WITHOUT ROWID keyed by session id, for one more index to write per change).
-    """CREATE TABLE rm_sessions (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL UNIQUE,
-        cwd TEXT NOT NULL,
-        rank INTEGER NOT NULL,
-        live INTEGER NOT NULL,
-        valid_from INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        archived INTEGER NOT NULL,
-        agent TEXT
-    )""",
-    "CREATE INDEX rm_sessions_order ON rm_sessions (archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_agent ON rm_sessions (agent, archived, rank, session_id, valid_from)"
-    " WHERE live AND agent IS NOT NULL",
-    """CREATE TABLE rm_past (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        cwd TEXT NOT NULL,
-        rank INTEGER NOT NULL,
-        live INTEGER NOT NULL,
-        valid_from INTEGER NOT NULL,
-        valid_to INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        archived INTEGER NOT NULL,
-        agent TEXT
-    )""",
-    "CREATE INDEX rm_past_to ON rm_past (valid_to)",
-    "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
-)
-_OWN_COLUMNS: Final = {"rm_sessions": ("id",), "rm_past": ("id",)}
-"""Columns only this backend keeps beside the declared ones (``tables.TABLES``): the rowids."""
-_OWN_INDEXES: Final = {"rm_past_session": ("rm_past", ("session_id", "valid_from"))}
-"""Indexes only this backend keeps beside the declared ones (``tables.INDEXES``)."""
-
-
-def _problems(found: FoundSchema) -> list[str]:
-    return schema_problems(found, own_columns=_OWN_COLUMNS, own_indexes=_OWN_INDEXES)
-
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _CHECK = (
@@ -179,7 +144,7 @@ class SqliteReadModel(ReadModel):
         try:
             if writer is None:
                 reader = model._reader()
-                if _problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
+                if problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -195,7 +160,7 @@ class SqliteReadModel(ReadModel):
                 if catch_up:
                     model.catch_up()
                 else:
-                    with contextlib.suppress(ReadModelFault):  # tables as they are: verify reports what is wrong
+                    with _as_they_are():  # tables as they are: verify reports what is wrong
                         model._behind()  # learn the checkpoint
                 model._remove_hook = store.add_commit_hook(model)
         except BaseException:
@@ -206,31 +171,11 @@ class SqliteReadModel(ReadModel):
     # -- schema ---------------------------------------------------------------------------------------
 
     def _describe(self, db: sqlite3.Connection) -> FoundSchema:
-        """The ``rm_*`` tables, columns, indexes and ``rm_meta`` rows as they are in the file."""
         with self._store.translate_errors():
-            objects = db.execute(
-                "SELECT type, name, tbl_name FROM sqlite_master WHERE name LIKE 'rm\\_%' ESCAPE '\\'"
-            ).fetchall()
-            tables = {
-                name: tuple(row[1] for row in db.execute(f'PRAGMA table_info("{name}")'))
-                for kind, name, _ in objects
-                if kind == "table"
-            }
-            indexes = {
-                name: (table, tuple(row[2] for row in sorted(db.execute(f'PRAGMA index_info("{name}")'))))
-                for kind, name, table in objects
-                if kind == "index"
-            }
-        meta: dict[str, int] | None = None
-        if "rm_meta" in tables:
-            try:
-                meta = {key: value for key, value in db.execute("SELECT key, value FROM rm_meta") if type(value) is int}
-            except sqlite3.Error:
-                meta = None
-        return FoundSchema(tables, indexes, meta)
+            return describe(db)
 
     def schema_problems(self) -> list[str]:
-        return _problems(self._describe(self._reader()))
+        return problems(self._describe(self._reader()))
 
     def _matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -260,7 +205,7 @@ class SqliteReadModel(ReadModel):
         prepare_tables(
             self._store.path,
             describe=lambda: self._describe(db),
-            problems=_problems,
+            problems=problems,
             matches_log=lambda: self._matches_log(db),
             exclusively=exclusively,
             create=lambda: self._create(db),
@@ -270,17 +215,7 @@ class SqliteReadModel(ReadModel):
 
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
-        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-        found = [
-            name
-            for (name,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rm\\_%' ESCAPE '\\'"
-            )
-        ]
-        for table in sorted({*_TABLES, *found}):
-            db.execute(f'DROP TABLE IF EXISTS "{table}"')
-        for statement in _SCHEMA:
-            db.execute(statement)
+        create(db)
         db.executemany("INSERT INTO rm_meta (key, value) VALUES (?, ?)", INITIAL_META)
 
     # -- connections ----------------------------------------------------------------------------------
@@ -534,7 +469,7 @@ class SqliteReadModel(ReadModel):
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
-                rows = (state for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: in list order
+                rows = (unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: list order
                 save_encoded_snapshot(
                     self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
                 )
@@ -542,17 +477,16 @@ class SqliteReadModel(ReadModel):
             db.close()
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
         db = self._store.connect()
         try:
             with self._store.translate_errors():
-                yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
+                yield from stored_rows(db, table)
         finally:
             db.close()
 
     def stored_meta(self) -> dict[str, int]:
         with self._store.translate_errors():
-            return {k: v for k, v in self._reader().execute("SELECT key, value FROM rm_meta") if type(v) is int}
+            return stored_meta(self._reader())
 
     def checkpoint_matches_log(self) -> bool:
         """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
@@ -560,13 +494,8 @@ class SqliteReadModel(ReadModel):
             return self._matches_log(self._reader())
 
     def storage_problems(self) -> list[str]:
-        problems = []
         with self._store.translate_errors():
-            for table in TABLES:
-                for (line,) in self._reader().execute(f'PRAGMA integrity_check("{table}")'):
-                    if line != "ok":
-                        problems.append(f"{table}: {line}")
-        return problems
+            return storage_problems(self._reader())
 
     def states(self) -> Iterator[SessionState]:
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with

@@ -21,56 +21,53 @@ but the change stream may start from any position (``state_at``), and the rows t
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager
 from itertools import islice
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import msgspec
 
-from events.errors import StoreClosedError, StoreError, StoreFormatError
+from events.errors import StoreClosedError, StoreError
+from events.store import EventStore
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "INDEXES",
     "INITIAL_META",
-    "META_KEYS",
     "READ_MODEL_VERSION",
-    "TABLES",
     "CurrentRow",
     "Fold",
-    "FoundSchema",
     "LogShorter",
     "PastRow",
     "SnapshotPlan",
     "anchor_value",
     "checked_meta",
     "checked_positions",
+    "checked_row",
     "current_row",
     "decode_state",
     "encode_state",
     "fold_stretch",
+    "join_snapshot_threads",
     "merge_pages",
-    "newer_version",
     "past_row",
-    "prepare_tables",
     "record_log_shorter",
-    "schema_problems",
+    "unsealed",
 ]
 
-_TABLES_REVISION: Final = 2
-"""Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s)."""
+_TABLES_REVISION: Final = 3
+"""Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
+row's state blob sealed by a digest."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -80,16 +77,52 @@ CHUNK: Final = 50_000
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
-encode_state = _encoder.encode
+_encode = _encoder.encode
 _decode = _decoder.decode
+SEAL: Final = 8
+"""Bytes of the digest sealing each row's state blob (msgpack of the state, then ``blake2b`` of it)."""
+
+
+def _seal(body: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(body, digest_size=SEAL).digest()
+
+
+def encode_state(state: SessionState) -> bytes:
+    """A row's state blob: the state's msgpack, sealed by its digest (an edited or damaged blob is found when it
+    is read, not served)."""
+    body = _encode(state)
+    return body + _seal(body)
+
+
+def unsealed(blob: bytes) -> bytes:
+    """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
+    if not isinstance(blob, bytes):
+        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
+    body = memoryview(blob)[:-SEAL]
+    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
+        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
+    return bytes(body)
 
 
 def decode_state(blob: bytes) -> SessionState:
-    """A row's state; one that does not decode is a ``ReadModelFault`` (never the log's problem)."""
+    """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
+    log's problem)."""
+    if not isinstance(blob, bytes):  # a column edited into text or a number
+        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
+    body = memoryview(blob)[:-SEAL]
+    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
+        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
     try:
-        return _decode(blob)
+        return _decode(body)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+
+
+def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState:
+    """``state`` if a row's key columns are its own (a row edited apart from its state is a ``ReadModelFault``)."""
+    if state.session_id != session_id or sort_key(state)[0] != rank:
+        raise ReadModelFault(f"the read model's row of {session_id!r} does not match its state (edited or damaged)")
+    return state
 
 
 def checked_meta(rows: Iterable[tuple[str, object]]) -> dict[str, int]:
@@ -228,138 +261,8 @@ def fold_stretch(
     return Fold(current, past, live_delta, position)
 
 
-TABLES: Final[Mapping[str, tuple[str, ...]]] = {
-    "rm_meta": ("key", "value"),
-    "rm_sessions": CurrentRow._fields,
-    "rm_past": PastRow._fields,
-}
-"""The tables every backend keeps and their columns (the fields of the rows the fold writes): the schema a read
-model is checked against at open. A backend's ``CREATE`` statements must make exactly these (plus its ``own``
-columns, such as SQLite's rowid ``id``): ``ReadModelContract`` checks fresh tables against this declaration."""
-
-INDEXES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
-    "rm_sessions_order": ("rm_sessions", ("archived", "rank", "session_id", "valid_from")),
-    "rm_sessions_cwd": ("rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from")),
-    "rm_sessions_agent": ("rm_sessions", ("agent", "archived", "rank", "session_id", "valid_from")),
-    "rm_past_to": ("rm_past", ("valid_to",)),
-}
-"""The indexes the pages and the pruning rely on: index -> (table, columns)."""
-
-META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor")
-"""The rows of ``rm_meta``."""
-
-
-class FoundSchema(NamedTuple):
-    """What a backend found in the store: tables with their columns, indexes with their table and columns, and
-    ``rm_meta``'s rows (None when it cannot be read)."""
-
-    tables: dict[str, tuple[str, ...]]
-    indexes: dict[str, tuple[str, tuple[str, ...]]]
-    meta: dict[str, int] | None
-
-
-def schema_problems(
-    found: FoundSchema,
-    *,
-    own_columns: Mapping[str, tuple[str, ...]] | None = None,
-    own_indexes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
-) -> list[str]:
-    """How ``found`` departs from the declared schema (``TABLES``, ``INDEXES``, ``META_KEYS``, the version) and the
-    backend's own additions; [] when it is exactly what this version makes. A newer version is one problem,
-    named first (``prepare_tables`` refuses it untouched)."""
-    problems: list[str] = []
-    meta = found.meta
-    if meta is not None and "version" in meta and meta["version"] != READ_MODEL_VERSION:
-        return [f"version {meta['version']} (this version of acp-session-registry writes {READ_MODEL_VERSION})"]
-    for table, columns in TABLES.items():
-        if table not in found.tables:
-            problems.append(f"table {table} is missing")
-            continue
-        expected = set(columns) | set((own_columns or {}).get(table, ()))
-        have = set(found.tables[table])
-        problems += [f"column {table}.{name} is missing" for name in sorted(expected - have)]
-        problems += [f"column {table}.{name} is not one this version makes" for name in sorted(have - expected)]
-    for name in sorted(found.tables.keys() - TABLES.keys()):
-        problems.append(f"table {name} is not one this version makes")
-    for index, (table, columns) in {**INDEXES, **(own_indexes or {})}.items():
-        got = found.indexes.get(index)
-        if got is None:
-            problems.append(f"index {index} is missing")
-        elif got != (table, columns):
-            problems.append(f"index {index} is on {got[0]} ({', '.join(got[1])}), not {table} ({', '.join(columns)})")
-    if "rm_meta" in found.tables:
-        if meta is None:
-            problems.append("rm_meta cannot be read")
-        else:
-            problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
-            if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
-                problems.append("rm_meta holds a negative position or count")
-    return problems
-
-
-def newer_version(found: FoundSchema) -> int | None:
-    """The version of tables a newer acp-session-registry made (to be left untouched), else None."""
-    version = (found.meta or {}).get("version")
-    return version if version is not None and version > READ_MODEL_VERSION else None
-
-
 INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0))
 """``rm_meta`` of new, empty tables."""
-
-
-def prepare_tables(
-    location: str,
-    *,
-    describe: Callable[[], FoundSchema],
-    problems: Callable[[FoundSchema], list[str]],
-    matches_log: Callable[[], bool],
-    exclusively: Callable[[], AbstractContextManager[object]],
-    create: Callable[[], None],
-    repair: bool,
-    before_rebuild: Callable[[], None] = lambda: None,
-) -> bool:
-    """Make the tables usable, the same way on every backend: create them when missing, rebuild tables whose
-    schema is not exactly this version's (``problems``: tables, columns, indexes, ``rm_meta``'s rows, an older
-    version) and tables whose checkpoint does not match the log (``before_rebuild`` first records
-    that the log is shorter than they had seen) - all only with ``repair``: without it, existing tables are left as
-    they are, for ``verify`` to report; refuse a newer version untouched, with one line. The decision is
-    taken again ``exclusively`` (under the backend's lock), as another process may have just made them. Returns
-    whether the tables were (re)made."""
-    found = describe()
-    newer = newer_version(found)
-    if newer is not None:
-        raise StoreFormatError(
-            location,
-            f"its read model has version {newer}; this version of acp-session-registry knows up to "
-            f"{READ_MODEL_VERSION}. Upgrade it; the store was left untouched",
-        )
-    wrong = problems(found)
-    if not repair and found.tables:
-        return False  # looked at as they are (``verify`` reports what is wrong with them)
-    if not wrong and (not repair or matches_log()):
-        return False
-    if not wrong:
-        before_rebuild()  # outside the lock: the evidence is kept before anything is rebuilt
-    with exclusively():
-        found = describe()
-        wrong = problems(found)
-        if not wrong and (not repair or matches_log()):
-            return False
-        if found.tables:
-            if wrong:
-                log.warning(
-                    "%s: the read model's schema is not this version's (%s); rebuilding it from the log",
-                    location,
-                    "; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""),
-                )
-            else:
-                log.warning(
-                    "%s: the read model's checkpoint does not match the log (a log cut short or replaced?); "
-                    "rebuilding it from the log",
-                    location,
-                )
-        create()
-    return True
 
 
 def record_log_shorter(store: EventStore, meta: Mapping[str, int], head: int) -> None:
@@ -399,7 +302,7 @@ def merge_pages(current: Iterable[Keyed], past: Iterable[Keyed], limit: int) -> 
     """The first ``limit`` states of two row streams in sort-key order, and whether more follow."""
     rows = list(islice(heapq.merge(current, past, key=lambda row: (row[0], row[1])), limit + 1))
     more = len(rows) > limit
-    return [decode_state(row[2]) for row in rows[:limit]], more
+    return [checked_row(decode_state(row[2]), row[0], row[1]) for row in rows[:limit]], more
 
 
 def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]:
@@ -409,6 +312,12 @@ def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]
         if not chunk:
             return
         yield chunk
+
+
+SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
+"""Seconds a read model's ``close`` waits for the snapshot being written in the background."""
+_BACKGROUND: weakref.WeakKeyDictionary[EventStore, set[threading.Thread]] = weakref.WeakKeyDictionary()
+_BACKGROUND_LOCK = threading.Lock()
 
 
 class SnapshotPlan:
@@ -423,6 +332,7 @@ class SnapshotPlan:
 
     def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
+        self._store = store
         self._background = head - start < EVERY
         if store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
@@ -437,7 +347,10 @@ class SnapshotPlan:
             return
         self._targets = [t for t in self._targets if t > checkpoint]
         if self._background:
-            threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True).start()
+            thread = threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True)
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.setdefault(self._store, set()).add(thread)
+            thread.start()
         else:
             self._run(checkpoint)
 
@@ -448,3 +361,20 @@ class SnapshotPlan:
             log.debug("no snapshot at position %s: the store was closed first", checkpoint)
         except (OSError, SnapshotError, StoreError) as exc:
             log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
+        finally:
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.get(self._store, set()).discard(threading.current_thread())
+
+
+def join_snapshot_threads(store: EventStore, timeout: float = SNAPSHOT_JOIN_TIMEOUT) -> bool:
+    """Wait for the snapshots being kept in the background for ``store`` (a read model's ``close``), at most
+    ``timeout`` seconds in all; False (and a warning) when one is still running then."""
+    with _BACKGROUND_LOCK:
+        threads = list(_BACKGROUND.get(store, ()))
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = sum(thread.is_alive() for thread in threads)
+    if running:
+        log.warning("a snapshot was still being written after %s s; it is left to finish or be tidied", timeout)
+    return not running
