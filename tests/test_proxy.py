@@ -244,7 +244,7 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
     command = proxy_command(url, agent="claude-code")
     with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
         meta = proxy.result(0, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
-        assert meta == {"agent": "claude-code", "history": "importing"}
+        assert meta["agent"] == "claude-code" and meta["history"] in ("importing", "ready")  # a small tree: quick
         for attempt in range(200):
             listed = proxy.result(10 + attempt, "session/list", {})
             if listed["_meta"]["acp-session-registry/proxy"]["history"] != "importing":
