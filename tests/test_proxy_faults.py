@@ -201,6 +201,7 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
         assert first.close() == 0 and second.close() == 0
 
 
+@pytest.mark.slow
 def test_an_agent_that_crashes_leaving_a_child_holding_its_stdout_is_still_reported(url: str, tmp_path: Path) -> None:
     agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
     with ProxyProcess(proxy_command(url, command=agent)) as proxy:
