@@ -36,8 +36,8 @@ demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*
 	$(BIN)/acp-registry demo --store $(DEMO_STORE)
 
-# Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, gemini-cli) and the
-# TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents);
+# Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, codex-acp, gemini-cli)
+# and the TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents);
 # quick when they are there. Exit 3 when one could not be installed (its tests then skip).
 agents:
 	bash tests/agents/install.sh

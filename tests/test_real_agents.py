@@ -168,3 +168,40 @@ def test_fast_agent_sessions_from_before_the_proxy_are_listed_from_its_own_list(
         again = world.proxy(name="fast-agent")
         assert set(by_id(wait_for_list(again, lambda s: old in by_id(s), timeout=30))) == {old}  # still one
         assert again.close() == 0, again.stderr_tail()
+
+
+def test_codex_acp_history_listed_and_loaded_and_its_new_turns_recorded(tmp_path: Path) -> None:
+    with scene(tmp_path, peers.CODEX_ACP, stub=True) as world:
+        direct = world.direct()
+        assert direct.call("authenticate", {"methodId": "codex-api-key"}) == {}
+        old = world.new_session(direct)
+        world.turn(direct, old, "Port the scheduler")
+        direct.kill()  # codex-acp does not end on EOF
+        assert list((world.home / ".codex" / "sessions").rglob(f"rollout-*-{old}.jsonl"))
+
+        proxy = world.proxy()
+        assert {"list", "delete"} <= set(_capabilities(proxy.init_result))  # codex-acp has list, not delete
+        assert proxy.call("authenticate", {"methodId": "codex-api-key"}) == {}  # passed through
+        sessions = by_id(wait_for_list(proxy, lambda s: old in by_id(s), timeout=30))
+        assert set(sessions) == {old}
+        assert sessions[old]["title"] == "Port the scheduler"
+        assert sessions[old]["cwd"] == str(world.project)
+        world.load(proxy, old)  # the id listed is one codex-acp loads: it replays the turn
+        assert "Port the scheduler" in proxy.text(old, "user_message_chunk")
+
+        new = world.new_session(proxy)
+        world.turn(proxy, new, "Write the migration")
+        assert REPLY_PREFIX + "Write the migration" in proxy.text(new)
+        listed = list_all(proxy)
+        assert [s["sessionId"] for s in listed] == [new, old]
+        assert by_id(listed)[new]["title"] == "Write the migration"
+        assert proxy.call("session/delete", {"sessionId": old}) == {}  # codex-acp cannot delete: the proxy hides it
+        assert proxy.close() == 0, proxy.stderr_tail()
+
+        again = world.proxy()
+        time.sleep(3)  # the history import runs again in the background; the deleted session must stay deleted
+        assert set(by_id(list_all(again))) == {new}
+        with world.registry() as registry:
+            stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
+        assert stored == {f"codex:{new}"}
+        again.close()

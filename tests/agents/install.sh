@@ -83,6 +83,7 @@ else
     npm_in claude-agent-acp @agentclientprotocol/claude-agent-acp@0.101.0
     npm_in claude-code-acp @zed-industries/claude-code-acp@0.16.2
     npm_in gemini @google/gemini-cli@0.61.0
+    npm_in codex-acp @zed-industries/codex-acp@0.16.0
     npm_in ts-sdk @agentclientprotocol/sdk@2.4.0
 fi
 

@@ -1,19 +1,22 @@
 """A local stand-in for the LLM HTTP APIs, so that real agents finish real turns offline in the tests.
 
 It answers what claude-agent-acp / claude-code-acp (Anthropic ``POST /v1/messages`` and
-``/v1/messages/count_tokens``) and gemini-cli (Gemini ``:generateContent``, ``:streamGenerateContent`` with or
-without ``alt=sse``, ``:countTokens``) ask for, streaming and not. The reply is derived from the request - the
-last user text it holds, prefixed with ``REPLY_PREFIX`` - so a test can tell that the prompt it sent went
-through the agent to the model and the model's answer came back to the client. Every request is recorded
+``/v1/messages/count_tokens``), gemini-cli (Gemini ``:generateContent``, ``:streamGenerateContent`` with or
+without ``alt=sse``, ``:countTokens``) and codex-acp (OpenAI ``POST /v1/responses``) ask for, streaming and
+not. The reply is derived from the request - the last user text it holds, prefixed with ``REPLY_PREFIX`` - so a
+test can tell that the prompt it sent went through the agent to the model and the model's answer came back to
+the client. Every request is recorded
 (method, path, decoded body) for the tests to inspect; nothing is answered from a fixed transcript.
 
-Agents point at it with ``ANTHROPIC_BASE_URL=<url>`` or ``GOOGLE_GEMINI_BASE_URL=<url>`` and a dummy key.
+Agents point at it with ``ANTHROPIC_BASE_URL=<url>``, ``GOOGLE_GEMINI_BASE_URL=<url>`` or a codex
+``config.toml`` provider whose ``base_url`` is ``<url>/v1``, and a dummy key.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,7 +47,8 @@ def _texts(value: Any) -> Iterator[str]:
         yield value
     elif isinstance(value, list):
         for part in value:
-            if isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type", "text") == "text":
+            kind = part.get("type", "text") if isinstance(part, dict) else None
+            if kind in ("text", "input_text") and isinstance(part.get("text"), str):
                 yield part["text"]
 
 
@@ -52,7 +56,7 @@ def last_user_text(body: Any) -> str:
     """The last user turn's text in an Anthropic (``messages``) or Gemini (``contents``) request, or ``""``."""
     if not isinstance(body, dict):
         return ""
-    turns = body.get("messages") or body.get("contents") or []
+    turns = body.get("messages") or body.get("contents") or body.get("input") or []
     for turn in reversed(turns if isinstance(turns, list) else []):
         if isinstance(turn, dict) and turn.get("role") == "user":
             # Agents wrap the user's words in reminders (<system-reminder>...); the user's own text is the last part.
@@ -126,6 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json({"input_tokens": 1})
         elif path.endswith("/messages"):
             self._anthropic(body, reply)
+        elif path.endswith("/responses"):
+            self._responses(body, reply)
         elif path.endswith(":countTokens"):
             self._send_json({"totalTokens": 1})
         elif path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
@@ -170,6 +176,50 @@ class _Handler(BaseHTTPRequestHandler):
             ("content_block_stop", {"index": 0}),
             ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 2}}),
             ("message_stop", {}),
+        ):
+            self._event(data | {"type": name}, name)
+
+    def _responses(self, body: dict[str, Any], reply: str) -> None:
+        """OpenAI's Responses API (codex-acp), streaming and not."""
+        item = {
+            "type": "message",
+            "id": "msg_stub",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": reply, "annotations": []}],
+        }
+        usage = {
+            "input_tokens": 1,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 2,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 3,
+        }
+        response = {
+            "id": "resp_stub",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": body.get("model", "stub-model"),
+            "status": "completed",
+            "output": [item],
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            self._send_json(response)
+            return
+        self._start_events()
+        for name, data in (
+            ("response.created", {"response": response | {"status": "in_progress", "output": []}}),
+            (
+                "response.output_item.added",
+                {"output_index": 0, "item": item | {"status": "in_progress", "content": []}},
+            ),
+            (
+                "response.output_text.delta",
+                {"output_index": 0, "content_index": 0, "item_id": "msg_stub", "delta": reply},
+            ),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            ("response.completed", {"response": response}),
         ):
             self._event(data | {"type": name}, name)
 

@@ -74,6 +74,7 @@ CLAUDE_CODE_ACP = Agent(
 )
 # The default "auto" model first asks for a JSON classification the stub does not give; a fixed model does not.
 GEMINI = Agent("gemini", "@google/gemini-cli@0.61.0", "node_modules/.bin/gemini", ("--acp", "-m", "gemini-2.5-flash"))
+CODEX_ACP = Agent("codex-acp", "@zed-industries/codex-acp@0.16.0", "node_modules/.bin/codex-acp")
 TS_SDK = Agent("ts-sdk", "@agentclientprotocol/sdk@2.4.0", "node_modules/@agentclientprotocol/sdk/package.json")
 
 
@@ -108,6 +109,18 @@ def anthropic_env(env: dict[str, str], stub_url: str) -> dict[str, str]:
 
 def gemini_env(env: dict[str, str], stub_url: str) -> dict[str, str]:
     return env | {"GEMINI_API_KEY": "dummy", "GOOGLE_GEMINI_BASE_URL": stub_url}
+
+
+def codex_env(env: dict[str, str], stub_url: str) -> dict[str, str]:
+    """codex-acp with the stub as its model provider (``~/.codex/config.toml``) and a dummy key; the client still
+    has to ``authenticate`` with ``codex-api-key``."""
+    config = Path(env["HOME"]) / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        'model = "stub-model"\nmodel_provider = "stub"\n\n[model_providers.stub]\nname = "stub"\n'
+        f'base_url = "{stub_url}/v1"\nwire_api = "responses"\nenv_key = "CODEX_API_KEY"\n'
+    )
+    return env | {"CODEX_API_KEY": "sk-dummy"}
 
 
 def proxy_command(store_url: str, agent: Agent, *extra: str, name: str | None = None) -> list[str]:

@@ -40,6 +40,8 @@ class Scene:
             env = peers.anthropic_env(env, stub.url)
         elif stub is not None and agent is peers.GEMINI:
             env = peers.gemini_env(env, stub.url)
+        elif stub is not None and agent is peers.CODEX_ACP:
+            env = peers.codex_env(env, stub.url)
         self.env = env
         self.home = Path(env["HOME"])
         self.project = tmp / "project"
