@@ -134,6 +134,16 @@ def test_floods_and_large_messages_pass_in_order(url: str, tmp_path: Path) -> No
         assert proxy.close() == 0
 
 
+def test_an_agent_request_too_long_to_relay_is_answered_to_the_agent(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/prompt", prompt(session, "bigask 9000000")) == {"stopReason": "end_turn"}
+        (chunk,) = proxy.updates("agent_message_chunk")
+        assert json.loads(chunk["content"]["text"])["error"]["code"] == -32600
+        assert not proxy.requests  # nothing of it reached the client
+        assert proxy.close() == 0
+
+
 def test_lines_that_are_not_json_rpc_never_reach_the_clients_stdout(url: str, tmp_path: Path) -> None:
     proxy, session = started(url, "--banner", cwd=str(tmp_path))
     with proxy:
