@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
-from events.errors import RegistryError
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
@@ -39,16 +38,12 @@ from registry.proxy.surface import Pending, Surface
 from registry.proxy.wire import AgentLine, encode_error, encode_request, encode_response, peek_agent, title_update
 from registry.service import SessionRegistry
 
-__all__ = ["AgentExited", "Proxy"]
+__all__ = ["Proxy"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 _KILL_AFTER: Final = 2.0  # seconds between SIGTERM and SIGKILL for an agent that does not end
 _NOISE_SHOWN: Final = 10  # malformed agent lines reported one by one; after that, every 1000th
-
-
-class AgentExited(RegistryError):
-    """The agent process ended while the client was still there."""
 
 
 class Proxy:
