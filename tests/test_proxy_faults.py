@@ -86,6 +86,16 @@ def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None
     assert not marker.exists()
 
 
+def test_an_unreachable_postgresql_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
+    marker = tmp_path / "agent-started"
+    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    with ProxyProcess(proxy_command("postgresql://postgres@127.0.0.1:1/test", command=agent)) as proxy:
+        assert proxy.proc.wait(60) == 2
+        assert proxy.next() is None
+    assert len(proxy.stderr_lines) == 1 and "cannot open the store" in proxy.stderr_lines[0]
+    assert not marker.exists()
+
+
 def test_an_agent_that_cannot_start_is_one_line_exit_2(url: str, tmp_path: Path) -> None:
     with ProxyProcess(proxy_command(url, command=[str(tmp_path / "no-such-agent")])) as proxy:
         assert proxy.proc.wait(20) == 2
@@ -134,6 +144,51 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
     with SessionRegistry.open(f"sqlite://{path}") as reopened:
         state = reopened.state(f"scripted-agent:{session}")
         assert state is not None and state.messages == 2  # the turn made while the store was locked
+
+
+def test_postgresql_refusing_writes_degrades_the_list_never_the_conversation(
+    postgres_schemas: Callable[[], str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same on PostgreSQL: another connection holds the schema's append lock, so every append of the proxy's
+    gives up after 0.3 s (its ``lock_timeout``) - the conversation goes on, the list says so, and recording
+    resumes when the lock is released."""
+    import psycopg  # noqa: PLC0415 - the dev extra has it; the fixture skips without a server
+
+    from events.postgres import PostgresStore  # noqa: PLC0415
+    from events.postgres_sql import lock_key  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, _, query = url.partition("?")
+    schema = query.removeprefix("schema=")
+    registry = SessionRegistry(
+        PostgresStore(conninfo, schema=schema, lock_timeout=0.3, retry_timeout=0.5), owns_store=True
+    )
+    client = InProcessClient(registry, [sys.executable, AGENT])
+    try:
+        client.result(0, "initialize", {"protocolVersion": 1})
+        session = client.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        assert client.result(2, "session/list", {})["sessions"]
+        with psycopg.connect(conninfo) as blocker:
+            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("append", schema),))
+            assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
+            listed = client.call(4, "session/list", {})
+            said = listed.get("result", {}).get("_meta", {}).get("acp-session-registry/degraded") or listed.get(
+                "error", {}
+            ).get("data")
+            assert said, listed
+            blocker.rollback()
+        deadline = time.monotonic() + 30
+        while "acp-session-registry/degraded" in client.result(5, "session/list", {})["_meta"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert client.end() == 0
+    finally:
+        registry.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "acp_registry.proxy"]
+    assert len([m for m in messages if "cannot record" in m]) == 1, messages
+    with SessionRegistry.open(url) as reopened:
+        state = reopened.state(f"scripted-agent:{session}")
+        assert state is not None and state.messages == 2
 
 
 class InProcessClient:
@@ -201,6 +256,7 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
         assert first.close() == 0 and second.close() == 0
 
 
+@pytest.mark.slow
 def test_an_agent_that_crashes_leaving_a_child_holding_its_stdout_is_still_reported(url: str, tmp_path: Path) -> None:
     agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
     with ProxyProcess(proxy_command(url, command=agent)) as proxy:
