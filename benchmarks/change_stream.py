@@ -11,7 +11,6 @@ subscriber here holds the ``session_info_update``.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.args import bench_parser
 from benchmarks.store_throughput import percentile, print_results
 from events import MemoryStore, SessionCreated, SessionUpdated
 from registry import SessionRegistry
@@ -92,10 +92,9 @@ def cross_process_latency(folder: Path, count: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--changes", type=int, default=200_000)
     parser.add_argument("--latency-samples", type=int, default=200)
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, float] = {}
     for k in (1, 10):  # without a subscriber no follower runs: nothing to time

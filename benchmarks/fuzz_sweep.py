@@ -11,12 +11,13 @@ the exit code is non-zero when any seed failed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks.args import bench_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.fuzz_sweep", description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__.splitlines()[0], json=False, prog="python -m benchmarks.fuzz_sweep")
     parser.add_argument("--scale", type=int, default=10, help="examples: this many times make test's (10)")
     parser.add_argument("--seeds", type=_seeds, default=_seeds("0-4"), help="e.g. 0-4 or 1,5,9 (0-4)")
     parser.add_argument("-k", dest="select", default=None, help="only the fuzz tests matching (pytest -k)")

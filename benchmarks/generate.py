@@ -11,7 +11,6 @@ session is archived at its end (decided by its index, not drawn: the other draws
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import random
@@ -24,6 +23,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
+from benchmarks.args import bench_parser
 from events import (
     Event,
     SessionArchived,
@@ -355,7 +355,7 @@ def write_jsonl(folder: Path, histories: Iterator[History], files: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json=False)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--jsonl", type=Path, help="also write one JSONL file per live session here")

@@ -9,14 +9,13 @@ one core; the latency figures come from ``store_throughput.cross_process_latency
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
+from benchmarks.args import bench_parser
 from benchmarks.store_throughput import cross_process_latency, percentile, print_results
 
 _IDLE = """
@@ -45,11 +44,9 @@ def idle_cpu_percent(url: str, seconds: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, url=True)
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the idle process waits")
     parser.add_argument("--latency", type=int, default=200, help="cross-process appends to time")
-    parser.add_argument("--url", help="a store URL (default: a new SQLite file)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         url = args.url or f"sqlite://{tmp}/idle.db"

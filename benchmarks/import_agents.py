@@ -15,7 +15,6 @@ its snapshot) and from an open one (warm). Ratios compare each scan with those i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -28,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from benchmarks.args import bench_parser
 from events import open_store
 from registry import SessionRegistry
 from registry.importers import Importer, sources
@@ -167,11 +167,10 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--sessions", type=int, default=2000, help="session files (the issue's size: 10000)")
     parser.add_argument("--turns", type=int, default=20, help="turns per session (20 is ~100 KB per file)")
     parser.add_argument("--synchronous", choices=("full", "normal"), default="full", help="the store's durability")
-    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="import-bench-") as scratch:
         folder = Path(scratch)
@@ -224,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:45} {seconds:10.4f} {full / seconds:17.1f}x {lite / seconds:17.1f}x")
     if args.json:
         payload = {"sessions": args.sessions, "bytes": size, "synchronous": args.synchronous, "seconds": figures}
-        Path(args.json).write_bytes(msgspec.json.encode(payload))
+        args.json.write_bytes(msgspec.json.encode(payload))
     return 0
 
 

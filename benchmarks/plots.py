@@ -8,27 +8,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from benchmarks import registry_bench as reg
+from benchmarks import keys
 from benchmarks.figures import Figure, Latency, Throughput
-from benchmarks.report import (
-    ES_BULK,
-    ES_COMMAND,
-    ES_NOTIFICATIONS,
-    ES_REPOSITORY,
-    ES_SAVE,
-    FSYNC,
-    JSONL_LISTING,
-    OURS_BATCH,
-    OURS_LOAD,
-    OURS_READ,
-    OURS_SINGLE,
-    PAGE_FLOOR,
-    RAW_INSERT,
-    RAW_SCAN,
-    RAW_SINGLE,
-    Run,
-    rate_key,
-)
+from benchmarks.report import Run
 
 __all__ = ["plot_growth"]
 
@@ -39,30 +21,30 @@ _PANELS: tuple[tuple[str, tuple[_Series, ...]], ...] = (
     (
         "Durable single-event append",
         (
-            ("ours", rate_key(OURS_SINGLE), "o-", _OURS),
-            ("raw sqlite3 insert", rate_key(RAW_SINGLE), "s:", _RAW),
-            ("eventsourcing get+command+save", rate_key(ES_COMMAND), "^-", _ES),
-            ("disk: 100 B + fsync", rate_key(FSYNC), "x:", _DISK),
+            ("ours", keys.rate_key(keys.OURS_SINGLE), "o-", _OURS),
+            ("raw sqlite3 insert", keys.rate_key(keys.RAW_SINGLE), "s:", _RAW),
+            ("eventsourcing get+command+save", keys.rate_key(keys.ES_COMMAND), "^-", _ES),
+            ("disk: 100 B + fsync", keys.rate_key(keys.FSYNC), "x:", _DISK),
         ),
     ),
     (
         "Batched append (one session per transaction)",
         (
-            ("ours, durable", rate_key(OURS_BATCH), "o-", _OURS),
-            ("ours, synchronous=normal", OURS_LOAD, "o--", _OURS),
-            ("eventsourcing save, durable", rate_key(ES_SAVE), "^-", _ES),
-            ("eventsourcing, 1000 aggregates per save", ES_BULK, "^--", _ES),
-            ("raw sqlite3, 1000 sessions per transaction", RAW_INSERT, "s:", _RAW),
+            ("ours, durable", keys.rate_key(keys.OURS_BATCH), "o-", _OURS),
+            ("ours, synchronous=normal", keys.OURS_LOAD, "o--", _OURS),
+            ("eventsourcing save, durable", keys.rate_key(keys.ES_SAVE), "^-", _ES),
+            ("eventsourcing, 1000 aggregates per save", keys.ES_BULK, "^--", _ES),
+            ("raw sqlite3, 1000 sessions per transaction", keys.RAW_INSERT, "s:", _RAW),
         ),
     ),
     (
         "Replay: read and decode every event",
         (
-            ("ours iter_events()", OURS_READ, "o-", _OURS),
-            ("eventsourcing recorder + mapper", ES_NOTIFICATIONS, "^-", _ES),
-            ("eventsourcing repository.get", ES_REPOSITORY, "^--", _ES),
-            ("raw sqlite3 scan + decode", RAW_SCAN, "s:", _RAW),
-            ("registry projection rebuild", reg.REBUILD, "D-", _REGISTRY),
+            ("ours iter_events()", keys.OURS_READ, "o-", _OURS),
+            ("eventsourcing recorder + mapper", keys.ES_NOTIFICATIONS, "^-", _ES),
+            ("eventsourcing repository.get", keys.ES_REPOSITORY, "^--", _ES),
+            ("raw sqlite3 scan + decode", keys.RAW_SCAN, "s:", _RAW),
+            ("registry projection rebuild", keys.REBUILD, "D-", _REGISTRY),
         ),
     ),
 )
@@ -100,18 +82,21 @@ def plot_growth(run: Run, path: Path) -> None:
     guessed = [
         (s.live_sessions, f.p50_us / 1e3)
         for s in run.stages
-        if isinstance(f := s.figures.get(JSONL_LISTING), Latency) and f.extrapolated
+        if isinstance(f := s.figures.get(keys.JSONL_LISTING), Latency) and f.extrapolated
     ]
     if measured and guessed:
         ax.plot(*zip(measured[-1], *guessed, strict=True), "s:", color=_JSONL, alpha=0.5, label="JSONL (extrapolated)")
-    for label, key, style in (("session/list, first page", reg.LIST_FIRST, "o-"), ("deep page", reg.LIST_DEEP, "o--")):
+    for label, key, style in (
+        ("session/list, first page", keys.LIST_FIRST, "o-"),
+        ("deep page", keys.LIST_DEEP, "o--"),
+    ):
         points = [(s.sessions, y / 1e3) for s in run.stages if (y := _cost_us(s.figures.get(key))) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), style, color=_REGISTRY, label=label, markersize=5)
-    floor = run.stages[-1].figures.get(PAGE_FLOOR) if run.stages else None
+    floor = run.stages[-1].figures.get(keys.PAGE_FLOOR) if run.stages else None
     if isinstance(floor, Latency):
         ax.axhline(floor.p50_us / 1e3, color=_DISK, linestyle=":", label="encoding the page alone (floor)")
-    if not any(reg.LIST_FIRST in s.figures for s in run.stages):
+    if not any(keys.LIST_FIRST in s.figures for s in run.stages):
         ax.text(
             0.98,
             0.35,

@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from benchmarks.args import bench_parser, postgres_or_skip
 from benchmarks.store_throughput import (
     batch_import,
     batched_appends,
@@ -68,15 +69,13 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--url", default=os.environ.get("ACP_REGISTRY_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-    )
+    parser = bench_parser(__doc__, postgres=True)
     parser.add_argument("--events", type=int, default=100_000, help="events for the batched and read runs")
     parser.add_argument("--single", type=int, default=1000, help="single-event appends to time")
     parser.add_argument("--latency", type=int, default=200, help="cross-process appends to time")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if postgres_or_skip(args.url) is None:
+        return
     results: dict[str, float] = {}
     schemas = [f"bench_{uuid.uuid4().hex[:12]}" for _ in range(3)]
     sep = "&" if urllib.parse.urlsplit(args.url).query else "?"

@@ -1,6 +1,7 @@
 """What ``acp-registry proxy`` adds: latency per relayed message, notification throughput, start time.
 
-    python -m benchmarks.proxy_relay [--pings 2000] [--paced 2000] [--flood 200000] [--starts 5] [--json out.json]
+    python -m benchmarks.proxy_relay [--pings 2000] [--paced 2000] [--flood 200000] [--starts 5] [--sessions 1000]
+                                     [--json out.json]
 
 Every figure is measured twice in the same run - the client talking to the agent over a direct pipe, and through
 the proxy (on a fresh SQLite store) - and reported with the difference or the ratio, so the machine's load
@@ -15,6 +16,8 @@ lines so that it is not what limits the rate):
   client to the last one: notifications per second.
 - **start**: spawn to the ``initialize`` answer, the agent alone and behind the proxy (the history import runs in
   the background and is not waited for).
+- **session/list**: a first page of ``--sessions`` sessions through the proxy (the agent's sessions in its store)
+  beside the same page from ``acp-registry serve`` over stdio (its own sessions in its store).
 
 Targets (issue 23): p50 <= 0.3 ms and p99 <= 2 ms added per relayed message, >= 20,000 notifications/s through
 the proxy, start adds <= 0.2 s.
@@ -152,6 +155,43 @@ def flood(client: Client, count: int) -> float:
     return count / elapsed
 
 
+def list_pages(
+    folder: Path, sessions: int, count: int, proxied: Callable[[], list[str]], both: Callable[..., Any]
+) -> dict[str, float]:
+    """p50 of a first ``session/list`` page: from ``serve`` and through the proxy, on stores of ``sessions``."""
+    from registry import SessionRegistry  # noqa: PLC0415 - the benchmark's own process fills the stores
+
+    served = f"sqlite://{folder}/served.db"
+    command = proxied()
+    proxied_store = command[command.index("--store") + 1]
+    for url, agent, prefix in ((served, None, ""), (proxied_store, "bench-agent", "bench-agent:")):
+        with SessionRegistry.open(url) as registry:
+            for i in range(sessions):
+                registry.create(str(folder), session_id=f"{prefix}s{i}", agent=agent)
+
+    def pages(client: Client) -> float:
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            client.send("session/list", {})
+            client.line()
+            times.append((time.perf_counter() - started) * 1000)
+        return _percentile(times, 0.5)
+
+    results = {}
+    for name, cmd in (
+        ("serve", [sys.executable, "-m", "registry.cli", "serve", "--store", served]),
+        ("proxy", command),
+    ):
+        client = Client(cmd)
+        client.send("initialize", {"protocolVersion": 1})
+        client.line()
+        results[name] = pages(client)
+        client.close()
+    results["ratio"] = results["proxy"] / results["serve"]
+    return results
+
+
 def start_time(command: list[str]) -> float:
     started = time.perf_counter()
     client = Client(command)
@@ -197,6 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results[f"one_way_{key}_ms"] = {"direct": d, "proxy": p, "added": p - d}
     fl_direct, fl_proxy = both("flood", lambda c: flood(c, args.flood))
     results["notifications_per_s"] = {"direct": fl_direct, "proxy": fl_proxy, "ratio": fl_proxy / fl_direct}
+    results["list_first_page_ms"] = list_pages(folder, args.sessions, args.pings // 4, proxied, both)
     starts_direct = [start_time(direct) for _ in range(args.starts)]
     starts_proxy = [start_time(proxied()) for _ in range(args.starts)]
     d, p = statistics.median(starts_direct), statistics.median(starts_proxy)
@@ -210,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced", type=int, default=2000)
     parser.add_argument("--flood", type=int, default=200_000)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--json", default=None, metavar="FILE")
     args = parser.parse_args(argv)
     results = run(args)

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from benchmarks import keys
 from benchmarks.change_stream import sync_seconds
 from benchmarks.figures import Figure, Latency, Quantity, latency, repeat_rate, throughput
 from events import SessionCreated, SessionUpdated, SqliteStore
@@ -35,57 +36,7 @@ from registry.timetravel import projection_at
 
 _ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = [
-    "BUILD",
-    "CLI_LIST",
-    "CLI_SHOW",
-    "DIFFS_PER_S",
-    "FORK_10K",
-    "FULL_FOLD",
-    "HOOKS",
-    "LIST_ARCHIVED",
-    "LIST_DEEP",
-    "LIST_DEEP_CWD",
-    "LIST_FIRST",
-    "LIST_FIRST_CWD",
-    "REBUILD",
-    "REPLAY_HALF",
-    "SERVE_FIRST",
-    "SERVE_FIRST_1K",
-    "SERVE_FIRST_EMPTY",
-    "SERVE_FIRST_SNAPSHOT",
-    "SERVE_RSS",
-    "SERVE_RSS_1K",
-    "STDIO_LIST",
-    "WRITE_APPEND",
-    "WRITE_CREATE",
-    "Hook",
-    "StageContext",
-]
-
-# Figure keys the report knows (Latency unless said otherwise).
-LIST_FIRST = "registry.list_first"  # session/list first page, no cwd filter, in process
-LIST_DEEP = "registry.list_deep"  # a page reached by a cursor 90% of the way through the walk
-LIST_FIRST_CWD = "registry.list_first_cwd"
-LIST_DEEP_CWD = "registry.list_deep_cwd"
-STDIO_LIST = "registry.stdio_list"  # session/list round trip to a running `acp-registry serve`, over its pipes
-SERVE_FIRST = "registry.serve_first"  # a fresh `acp-registry serve` process until its first session/list answer
-SERVE_FIRST_1K = "registry.serve_first_1k"  # the same on a 1,000-session store, in the same stage
-SERVE_FIRST_EMPTY = "registry.serve_first_empty"  # the same on an empty store: Python's start-up and ours
-SERVE_FIRST_SNAPSHOT = "registry.serve_first_snapshot"  # the same folding in memory from the newest snapshot
-SERVE_RSS = "registry.serve_rss"  # Quantity: that process's resident memory after its first page
-SERVE_RSS_1K = "registry.serve_rss_1k"
-CLI_LIST = "registry.cli_list"  # `acp-registry list`, the whole process
-CLI_SHOW = "registry.cli_show"  # `acp-registry show SESSION`, the whole process
-BUILD = "registry.build"  # Throughput: events/s of building the tables from the whole log (first open)
-REBUILD = "registry.rebuild"  # Throughput: events/s of the in-memory reference fold of the whole log
-FULL_FOLD = "registry.full_fold"  # Latency (1 run): folding the whole log from its start, as replay did before
-REPLAY_HALF = "registry.replay_half"  # Latency: `replay --at head/2`, from the nearest kept snapshot
-WRITE_CREATE = "registry.write_create"  # Throughput: SessionRegistry.create, durable, read model kept up
-WRITE_APPEND = "registry.write_append"  # Throughput: the same store's bare durable append, for comparison
-DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 1 and 10 subscribers
-LIST_ARCHIVED = "registry.list_{page}_archived_{mode}"  # page first/deep, archived only/include (10% archived)
-FORK_10K = "registry.fork_10k"  # SessionRegistry.fork of a 10,000-event session, durable, tables kept up
+__all__ = ["HOOKS", "Hook", "StageContext"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +75,7 @@ def _timed(call: Callable[[], object], calls: int) -> list[float]:
 
 def read_model_build(ctx: StageContext) -> dict[str, Figure] | None:
     """The first open after the log grew by a bulk import: the tables catch up from their checkpoint (at the
-    first stage, built from the whole log), keeping snapshots for time travel on the way (BUILD, events/s)."""
+    first stage, built from the whole log), keeping snapshots for time travel on the way (keys.BUILD, events/s)."""
     with SqliteStore(ctx.store_path) as store:
         before = _checkpoint(ctx.store_path)
         head = store.head()
@@ -132,7 +83,7 @@ def read_model_build(ctx: StageContext) -> dict[str, Figure] | None:
         with SessionRegistry(store, follow=False):
             pass
         seconds = time.perf_counter() - start
-    return {BUILD: throughput(head - before, seconds, note=f"from position {before:,} to {head:,}")}
+    return {keys.BUILD: throughput(head - before, seconds, note=f"from position {before:,} to {head:,}")}
 
 
 def _checkpoint(path: Path) -> int:
@@ -170,10 +121,10 @@ def session_list_in_process(ctx: StageContext) -> dict[str, Figure] | None:
         deep = _deep_cursor(registry, None)
         deep_cwd = _deep_cursor(registry, cwd)
         cases: dict[str, Callable[[], bytes]] = {
-            LIST_FIRST: lambda: encode(registry.list()),
-            LIST_DEEP: lambda: encode(registry.list(cursor=deep)),
-            LIST_FIRST_CWD: lambda: encode(registry.list(cwd=cwd)),
-            LIST_DEEP_CWD: lambda: encode(registry.list(cwd=cwd, cursor=deep_cwd)),
+            keys.LIST_FIRST: lambda: encode(registry.list()),
+            keys.LIST_DEEP: lambda: encode(registry.list(cursor=deep)),
+            keys.LIST_FIRST_CWD: lambda: encode(registry.list(cwd=cwd)),
+            keys.LIST_DEEP_CWD: lambda: encode(registry.list(cwd=cwd, cursor=deep_cwd)),
         }
         figures: dict[str, Figure] = {}
         for key, call in cases.items():
@@ -212,8 +163,8 @@ def session_list_archived(ctx: StageContext) -> dict[str, Figure] | None:
         for mode in ("only", "include"):
             deep = _walk_cursors(registry, mode)
             cases: dict[str, Callable[[], bytes]] = {
-                LIST_ARCHIVED.format(page="first", mode=mode): functools.partial(_page, registry, None, mode),
-                LIST_ARCHIVED.format(page="deep", mode=mode): functools.partial(_page, registry, deep, mode),
+                keys.LIST_ARCHIVED.format(page="first", mode=mode): functools.partial(_page, registry, None, mode),
+                keys.LIST_ARCHIVED.format(page="deep", mode=mode): functools.partial(_page, registry, deep, mode),
             }
             for key, call in cases.items():
                 call()
@@ -234,7 +185,7 @@ def fork(ctx: StageContext) -> dict[str, Figure] | None:
         base = registry.store.head()
         samples = _timed(lambda: registry.fork("long", "/work/fork"), 20)
         assert len(registry.store.read_stream("long")) == 10_000 and registry.store.head() == base + 20
-    return {FORK_10K: latency(samples, note="20 forks of a 10,000-event session")}
+    return {keys.FORK_10K: latency(samples, note="20 forks of a 10,000-event session")}
 
 
 # -- fresh processes ---------------------------------------------------------------------------------------
@@ -263,7 +214,7 @@ def _rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")  # pragma: no cover - Linux only
 
 
-def _first_answer(url: str, kind: str) -> tuple[float, int]:
+def first_answer(url: str, kind: str) -> tuple[float, int]:
     """Seconds from spawning a serve process to its session/list answer (initialize first, as clients do), and
     its resident memory then."""
     start = time.perf_counter()
@@ -301,26 +252,26 @@ def _small_store(ctx: StageContext, sessions: int) -> Path:
 
 def serve_cold_start(ctx: StageContext) -> dict[str, Figure] | None:
     """A fresh ``acp-registry serve`` to its first ``session/list`` answer (imports and page cache charged as a
-    user sees them): on the stage's store (SERVE_FIRST), on a 1,000-session store (SERVE_FIRST_1K), on an empty
-    one (SERVE_FIRST_EMPTY), and folding in memory from the newest kept snapshot as every process did before the
-    tables (SERVE_FIRST_SNAPSHOT); resident memory after the answer (SERVE_RSS, SERVE_RSS_1K). Targets: flat
+    user sees them): on the stage's store (keys.SERVE_FIRST), on a 1,000-session store (keys.SERVE_FIRST_1K), on an
+    empty one (keys.SERVE_FIRST_EMPTY), and folding in memory from the newest kept snapshot as every process did before
+    the tables (keys.SERVE_FIRST_SNAPSHOT); resident memory after the answer (keys.SERVE_RSS, keys.SERVE_RSS_1K). Flat
     (<= 1.25x the 1k figure at 100k, <= 1.5x at 1M), <= 0.1x the snapshot path at 1M, RSS <= 1.3x / 1.5x."""
     runs = 5 if ctx.events < 2_000_000 else 3
     cases = {
-        SERVE_FIRST: (_url(ctx.store_path), "tables", SERVE_RSS),
-        SERVE_FIRST_1K: (_url(_small_store(ctx, 1_000)), "tables", SERVE_RSS_1K),
-        SERVE_FIRST_EMPTY: (_url(_small_store(ctx, 0)), "tables", None),
+        keys.SERVE_FIRST: (_url(ctx.store_path), "tables", keys.SERVE_RSS),
+        keys.SERVE_FIRST_1K: (_url(_small_store(ctx, 1_000)), "tables", keys.SERVE_RSS_1K),
+        keys.SERVE_FIRST_EMPTY: (_url(_small_store(ctx, 0)), "tables", None),
     }
     figures: dict[str, Figure] = {}
     for key, (url, kind, rss_key) in cases.items():
-        samples = [_first_answer(url, kind) for _ in range(runs)]
+        samples = [first_answer(url, kind) for _ in range(runs)]
         figures[key] = latency([s for s, _ in samples], note=f"{runs} fresh processes")
         if rss_key is not None:
             rss = statistics.median(r for _, r in samples)
             figures[rss_key] = Quantity(value=rss, unit="B", note=f"VmRSS after the first page, median of {runs}")
     snapshot_runs = 3 if ctx.events < 2_000_000 else 1
-    samples = [_first_answer(_url(ctx.store_path), "memory") for _ in range(snapshot_runs)]
-    figures[SERVE_FIRST_SNAPSHOT] = latency(
+    samples = [first_answer(_url(ctx.store_path), "memory") for _ in range(snapshot_runs)]
+    figures[keys.SERVE_FIRST_SNAPSHOT] = latency(
         [s for s, _ in samples],
         note=f"{snapshot_runs} fresh processes; RSS {statistics.median(r for _, r in samples) / 1e6:.0f} MB",
     )
@@ -328,7 +279,7 @@ def serve_cold_start(ctx: StageContext) -> dict[str, Figure] | None:
 
 
 def stdio_round_trip(ctx: StageContext) -> dict[str, Figure] | None:
-    """``session/list`` first page over the pipes of a running ``acp-registry serve`` (STDIO_LIST): JSON-RPC
+    """``session/list`` first page over the pipes of a running ``acp-registry serve`` (keys.STDIO_LIST): JSON-RPC
     framing and the process hop beside the in-process figure."""
     child = subprocess.Popen(
         _serve_command(_url(ctx.store_path), "tables"),
@@ -357,18 +308,19 @@ def stdio_round_trip(ctx: StageContext) -> dict[str, Figure] | None:
     finally:
         child.stdin.close()
         child.wait(60)
-    return {STDIO_LIST: latency(samples, note="first page, 500 requests after 100 to warm up")}
+    return {keys.STDIO_LIST: latency(samples, note="first page, 500 requests after 100 to warm up")}
 
 
 def cli_commands(ctx: StageContext) -> dict[str, Figure] | None:
-    """``acp-registry list`` and ``show SESSION`` as whole processes (CLI_LIST, CLI_SHOW). Target <= 0.5 s at 1M."""
+    """``acp-registry list`` and ``show SESSION`` as whole processes (keys.CLI_LIST, keys.CLI_SHOW). Target <= 0.5 s at
+    1M."""
     command = str(Path(sys.executable).with_name("acp-registry"))
     url = _url(ctx.store_path)
     with _registry(ctx.store_path) as registry:
         some = registry.list().sessions[-1].session_id
     env = {**os.environ, "COLUMNS": "120"}
     figures: dict[str, Figure] = {}
-    for key, argv in ((CLI_LIST, ["list"]), (CLI_SHOW, ["show", some])):
+    for key, argv in ((keys.CLI_LIST, ["list"]), (keys.CLI_SHOW, ["show", some])):
         samples = []
         for _ in range(5):
             start = time.perf_counter()
@@ -382,35 +334,37 @@ def cli_commands(ctx: StageContext) -> dict[str, Figure] | None:
 
 
 def folds(ctx: StageContext) -> dict[str, Figure] | None:
-    """The in-memory reference fold of the whole log through the lean read path (REBUILD, events/s; target >= 10x
-    eventsourcing's recorder read+decode); a full fold once (FULL_FOLD, as ``replay`` did for any position) and
-    ``replay --at head/2`` from the nearest kept snapshot (REPLAY_HALF; target <= 0.1x the full fold at 1M)."""
+    """The in-memory reference fold of the whole log through the lean read path (keys.REBUILD, events/s; target >= 10x
+    eventsourcing's recorder read+decode); a full fold once (keys.FULL_FOLD, as ``replay`` did for any position) and
+    ``replay --at head/2`` from the nearest kept snapshot (keys.REPLAY_HALF; target <= 0.1x the full fold at 1M)."""
 
     def fold() -> int:
         with SqliteStore(ctx.store_path) as store:
             projection = Projection(window=0)
             return projection.load(store.scan(0))
 
-    figures: dict[str, Figure] = {REBUILD: repeat_rate(fold, min_seconds=1.0, max_runs=3)}
+    figures: dict[str, Figure] = {keys.REBUILD: repeat_rate(fold, min_seconds=1.0, max_runs=3)}
     with SqliteStore(ctx.store_path) as store:
         head = store.head()
         start = time.perf_counter()
         Projection(window=0).load(store.scan(0, until=head))  # the whole log, no snapshot: what replay did before
-        figures[FULL_FOLD] = latency([time.perf_counter() - start], note="one fold of the whole log")
+        figures[keys.FULL_FOLD] = latency([time.perf_counter() - start], note="one fold of the whole log")
         samples = []
         for _ in range(3):
             start = time.perf_counter()
             travel = projection_at(store, head // 2, keep=False)
             samples.append(time.perf_counter() - start)
         note = f"from the snapshot at {travel.snapshot:,}" if travel.snapshot is not None else "no snapshot"
-        figures[REPLAY_HALF] = latency(samples, note=f"3 runs; {note}, {head // 2 - (travel.snapshot or 0):,} events")
+        figures[keys.REPLAY_HALF] = latency(
+            samples, note=f"3 runs; {note}, {head // 2 - (travel.snapshot or 0):,} events"
+        )
     return figures
 
 
 def writes(ctx: StageContext) -> dict[str, Figure] | None:
     """Durable writes with the read model kept up: ``SessionRegistry.create`` (the tables folded in the append's
-    own transaction: WRITE_CREATE) beside a bare durable ``append`` of the same event on the same file by a store
-    that keeps no read model (WRITE_APPEND), 300 of each, on a 10,000-session store kept in the work dir (hooks
+    own transaction: keys.WRITE_CREATE) beside a bare durable ``append`` of the same event on the same file by a store
+    that keeps no read model (keys.WRITE_APPEND), 300 of each, on a 10,000-session store kept in the work dir (hooks
     never grow the stage's own log). Target: >= 0.8x."""
     path = _small_store(ctx, 10_000)
     figures: dict[str, Figure] = {}
@@ -419,17 +373,17 @@ def writes(ctx: StageContext) -> dict[str, Figure] | None:
         start = time.perf_counter()
         for n in range(300):
             registry.create("/work/bench", session_id=f"w{base}-{n}")
-        figures[WRITE_CREATE] = throughput(300, time.perf_counter() - start, note="durable, tables caught up")
+        figures[keys.WRITE_CREATE] = throughput(300, time.perf_counter() - start, note="durable, tables caught up")
     with SqliteStore(path) as store:  # a store instance of its own: no read model folds in its transactions
         start = time.perf_counter()
         for n in range(300):
             store.append(f"a{base}-{n}", [SessionCreated(cwd="/work/bench", at=time.time_ns())], 0)
-        figures[WRITE_APPEND] = throughput(300, time.perf_counter() - start, note="durable, the log alone")
+        figures[keys.WRITE_APPEND] = throughput(300, time.perf_counter() - start, note="durable, the log alone")
     return figures
 
 
 def change_stream(ctx: StageContext) -> dict[str, Figure] | None:
-    """Diffs/s delivered end to end with 1 and 10 subscribers (DIFFS_PER_S.format(subscribers=n)): as many
+    """Diffs/s delivered end to end with 1 and 10 subscribers (keys.DIFFS_PER_S.format(subscribers=n)): as many
     activity events as the stage's log holds (2,000 to 100,000), on an in-memory log, from ``sync()`` (the
     follower's fold of the log; session/list's read model is kept up by the writers, outside the clock) until
     every subscriber, each on its own thread, has every diff. With n subscribers the rate is events/s (each of
@@ -438,7 +392,7 @@ def change_stream(ctx: StageContext) -> dict[str, Figure] | None:
     changes = max(2_000, min(100_000, ctx.events))
     for subscribers in (1, 10):  # without a subscriber no follower runs: there is no stream to time
         seconds = sync_seconds(subscribers, changes)
-        figures[DIFFS_PER_S.format(subscribers=subscribers)] = throughput(changes, seconds, note="each gets all")
+        figures[keys.DIFFS_PER_S.format(subscribers=subscribers)] = throughput(changes, seconds, note="each gets all")
     return figures
 
 

@@ -8,74 +8,17 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from benchmarks import registry_bench as reg
+from benchmarks import keys
 from benchmarks.figures import Figure, Latency, Quantity, Throughput
 from benchmarks.machine import Machine
+from benchmarks.targets import SPECS
 
-__all__ = [
-    "BOUNDS_FILE",
-    "ES_BULK",
-    "ES_COMMAND",
-    "ES_NOTIFICATIONS",
-    "ES_REPOSITORY",
-    "ES_SAVE",
-    "FSYNC",
-    "JSONL_LISTING",
-    "OURS_BATCH",
-    "OURS_IMPORT",
-    "OURS_LOAD",
-    "OURS_READ",
-    "OURS_SCAN",
-    "OURS_SINGLE",
-    "OURS_THREADS_1",
-    "OURS_THREADS_8",
-    "PAGE_FLOOR",
-    "RAW_INSERT",
-    "RAW_SCAN",
-    "RAW_SINGLE",
-    "SUBSCRIPTION",
-    "JsonlPoint",
-    "Ratio",
-    "Run",
-    "Stage",
-    "markdown",
-    "rate_key",
-    "ratios",
-    "read_bounds",
-]
-
-# Figure keys of one stage. A durable append's Latency sits under its key, its events/s under rate_key(key).
-FSYNC = "disk.fsync"
-RAW_INSERT = "raw.insert"
-RAW_SINGLE = "raw.single_durable"
-RAW_SCAN = "raw.scan"
-OURS_LOAD = "ours.batch_normal"
-OURS_BATCH = "ours.batch_durable"
-OURS_SINGLE = "ours.single_durable"
-OURS_READ = "ours.read"
-# Store figures of issue 14 (events helper): the lean scan, append_batch imports, group commit.
-OURS_SCAN = "ours.scan"
-OURS_IMPORT = "ours.import_batch"
-OURS_THREADS_1 = "ours.threads_1"
-OURS_THREADS_8 = "ours.threads_8"
-ES_BULK = "es.save_bulk"
-ES_SAVE = "es.save_each"
-ES_COMMAND = "es.command_each"
-ES_NOTIFICATIONS = "es.read_notifications"
-ES_REPOSITORY = "es.repository_get"
-PAGE_FLOOR = "floor.page_encode"
-JSONL_LISTING = "jsonl.listing"
-SUBSCRIPTION = "ours.subscription_cross_process"
-
-
-def rate_key(key: str) -> str:
-    return f"{key}.rate"
+__all__ = ["BOUNDS_FILE", "JsonlPoint", "Ratio", "Run", "Stage", "markdown", "ratios", "read_bounds"]
 
 
 class Stage(msgspec.Struct, kw_only=True):
@@ -122,313 +65,6 @@ class Run(msgspec.Struct, kw_only=True):
 # -- ratios -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Spec:
-    topic: str
-    measure: str
-    ours: str
-    baseline: str | None  # None: compare ``ours`` with the target itself
-    kind: Literal["rate", "time", "value", "size"]
-    target: float | None = None  # rate: ratio >= target; time: ratio <= target; value: see ``higher``
-    target_text: str = ""
-    field: Literal["p50_us", "p99_us"] = "p50_us"
-    higher: bool = False  # for a value: whether the target is a minimum (diffs/s) or a maximum (bytes)
-    judged_from: int = 0  # a target set "at 1M" is judged at that history size and above, not below
-
-
-_SPECS = (
-    _Spec(
-        "append",
-        "durable single-event append ÷ disk fsync",
-        rate_key(OURS_SINGLE),
-        rate_key(FSYNC),
-        "rate",
-        0.9,
-        "≥ 0.9x",
-    ),
-    _Spec(
-        "append",
-        "durable single-event append ÷ raw sqlite3 durable insert",
-        rate_key(OURS_SINGLE),
-        rate_key(RAW_SINGLE),
-        "rate",
-        0.8,
-        "≥ 0.8x",
-    ),
-    _Spec(
-        "append",
-        "8 threads appending durably ÷ 1 thread (group commit)",
-        OURS_THREADS_8,
-        OURS_THREADS_1,
-        "rate",
-        4.0,
-        "≥ 4x",
-    ),
-    _Spec(
-        "append",
-        "batched import (append_batch, 1000 sessions/tx, durable) ÷ eventsourcing bulk save",
-        OURS_IMPORT,
-        ES_BULK,
-        "rate",
-        5.0,
-        "≥ 5x",
-    ),
-    _Spec(
-        "append",
-        "durable single-event append ÷ eventsourcing get+command+save",
-        rate_key(OURS_SINGLE),
-        rate_key(ES_COMMAND),
-        "rate",
-    ),
-    _Spec(
-        "append",
-        "batched append, durable ÷ eventsourcing save per aggregate (durable)",
-        rate_key(OURS_BATCH),
-        rate_key(ES_SAVE),
-        "rate",
-        5.0,
-        "≥ 5x",
-    ),
-    _Spec(
-        "append",
-        "batched append, synchronous=normal ÷ eventsourcing save per aggregate (durable)",
-        OURS_LOAD,
-        rate_key(ES_SAVE),
-        "rate",
-    ),
-    _Spec(
-        "append",
-        "batched append, synchronous=normal ÷ raw sqlite3 bulk insert (ceiling)",
-        OURS_LOAD,
-        RAW_INSERT,
-        "rate",
-    ),
-    _Spec(
-        "replay",
-        "log read+decode ÷ eventsourcing recorder read+mapper decode",
-        OURS_READ,
-        ES_NOTIFICATIONS,
-        "rate",
-        None,
-        "(the ≥ 10x target is the rebuild's, below)",
-    ),
-    _Spec("replay", "log read+decode ÷ eventsourcing repository.get per aggregate", OURS_READ, ES_REPOSITORY, "rate"),
-    _Spec("replay", "log read+decode ÷ raw sqlite3 scan+msgspec decode (ceiling)", OURS_READ, RAW_SCAN, "rate"),
-    _Spec(
-        "replay",
-        "lean scan (for folds) ÷ raw sqlite3 scan+msgspec decode (ceiling)",
-        OURS_SCAN,
-        RAW_SCAN,
-        "rate",
-        0.5,
-        "≥ 0.5x",
-    ),
-    _Spec(
-        "replay",
-        "projection rebuild ÷ eventsourcing recorder read+decode",
-        reg.REBUILD,
-        ES_NOTIFICATIONS,
-        "rate",
-        10.0,
-        "≥ 10x",
-    ),
-    _Spec(
-        "replay",
-        "replay --at head/2 from kept snapshots ÷ full fold of the log (time)",
-        reg.REPLAY_HALF,
-        reg.FULL_FOLD,
-        "time",
-        0.1,
-        "≤ 0.1x at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "start",
-        "read-model tables built from the log (first open) ÷ the reference fold",
-        reg.BUILD,
-        reg.REBUILD,
-        "rate",
-    ),
-    _Spec(
-        "start",
-        "serve to first session/list ÷ the same at 1,000 sessions (time)",
-        reg.SERVE_FIRST,
-        reg.SERVE_FIRST_1K,
-        "time",
-        1.25,
-        "≤ 1.25x at 100k",
-        judged_from=100_000,
-    ),
-    _Spec(
-        "start",
-        "serve to first session/list ÷ the same at 1,000 sessions, at 1M (time)",
-        reg.SERVE_FIRST,
-        reg.SERVE_FIRST_1K,
-        "time",
-        1.5,
-        "≤ 1.5x at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "start",
-        "serve to first session/list ÷ folding in memory from the newest snapshot (time)",
-        reg.SERVE_FIRST,
-        reg.SERVE_FIRST_SNAPSHOT,
-        "time",
-        0.1,
-        "≤ 0.1x at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "start",
-        "serve to first session/list ÷ the same on an empty store (time)",
-        reg.SERVE_FIRST,
-        reg.SERVE_FIRST_EMPTY,
-        "time",
-    ),
-    _Spec(
-        "start",
-        "serve RSS after the first page ÷ the same at 1,000 sessions",
-        reg.SERVE_RSS,
-        reg.SERVE_RSS_1K,
-        "size",
-        1.3,
-        "≤ 1.3x at 100k",
-        judged_from=100_000,
-    ),
-    _Spec(
-        "start",
-        "serve RSS after the first page ÷ the same at 1,000 sessions, at 1M",
-        reg.SERVE_RSS,
-        reg.SERVE_RSS_1K,
-        "size",
-        1.5,
-        "≤ 1.5x at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec("start", "acp-registry list, whole process, p50 ms", reg.CLI_LIST, None, "value", 500_000.0, "≤ 0.5 s at 1M"),
-    _Spec("start", "acp-registry show, whole process, p50 ms", reg.CLI_SHOW, None, "value", 500_000.0, "≤ 0.5 s at 1M"),
-    _Spec(
-        "append",
-        "SessionRegistry.create (durable, tables kept up) ÷ bare durable append",
-        reg.WRITE_CREATE,
-        reg.WRITE_APPEND,
-        "rate",
-        0.8,
-        "≥ 0.8x",
-    ),
-    _Spec("list", "JSONL listing (agents today) ÷ page encode floor (time)", JSONL_LISTING, PAGE_FLOOR, "time"),
-    _Spec(
-        "list", "session/list first page ÷ page encode floor (time)", reg.LIST_FIRST, PAGE_FLOOR, "time", 2.0, "≤ 2x"
-    ),
-    _Spec("list", "session/list deep page ÷ page encode floor (time)", reg.LIST_DEEP, PAGE_FLOOR, "time", 2.0, "≤ 2x"),
-    _Spec(
-        "list",
-        "session/list first page ÷ JSONL listing (time)",
-        reg.LIST_FIRST,
-        JSONL_LISTING,
-        "time",
-        1 / 50_000,
-        "≤ 1/50,000 at 100k",
-        judged_from=100_000,
-    ),
-    _Spec(
-        "stream",
-        "cross-process notification p99 (store subscription), ms",
-        SUBSCRIPTION,
-        None,
-        "value",
-        50_000.0,
-        "≤ 50 ms",
-        "p99_us",
-    ),
-    _Spec(
-        "stream",
-        "change stream to 1 subscriber, diffs/s",
-        reg.DIFFS_PER_S.format(subscribers=1),
-        None,
-        "value",
-        200_000.0,
-        "≥ 200,000/s",
-        higher=True,
-    ),
-    _Spec(
-        "list",
-        "session/list first page, p50 µs",
-        reg.LIST_FIRST,
-        None,
-        "value",
-        300.0,
-        "≤ 300 µs at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "list",
-        "session/list deep page, p50 µs",
-        reg.LIST_DEEP,
-        None,
-        "value",
-        300.0,
-        "≤ 300 µs at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "list",
-        "session/list first page of one cwd, p50 µs",
-        reg.LIST_FIRST_CWD,
-        None,
-        "value",
-        300.0,
-        "≤ 300 µs at 1M",
-        judged_from=1_000_000,
-    ),
-    _Spec(
-        "list",
-        "session/list deep page of one cwd, p50 µs",
-        reg.LIST_DEEP_CWD,
-        None,
-        "value",
-        300.0,
-        "≤ 300 µs at 1M",
-        judged_from=1_000_000,
-    ),
-    *(
-        _Spec(
-            "list",
-            f"session/list {page} page, archived={mode} (10% archived), p50 µs",
-            reg.LIST_ARCHIVED.format(page=page, mode=mode),
-            None,
-            "value",
-            300.0,
-            "≤ 300 µs at 1M",
-            judged_from=1_000_000,
-        )
-        for mode in ("only", "include")
-        for page in ("first", "deep")
-    ),
-    _Spec(
-        "fork",
-        "SessionRegistry.fork of a 10,000-event session, p50 ms",
-        reg.FORK_10K,
-        None,
-        "value",
-        50_000.0,
-        "≤ 50 ms",
-    ),
-    _Spec("list", "session/list over stdio ÷ in process (time)", reg.STDIO_LIST, reg.LIST_FIRST, "time"),
-    _Spec(
-        "stream",
-        "change stream to 10 subscribers, diffs/s each",
-        reg.DIFFS_PER_S.format(subscribers=10),
-        None,
-        "value",
-        100_000.0,
-        "≥ 100,000/s",
-        higher=True,
-    ),
-)
-
-
 def _value(figure: Figure | None, field: str) -> float | None:
     if isinstance(figure, Throughput):
         return figure.per_s
@@ -442,7 +78,7 @@ def _value(figure: Figure | None, field: str) -> float | None:
 def ratios(stages: Sequence[Stage]) -> list[Ratio]:
     """Every spec at every stage; a figure not measured yet gives a row with ``ratio`` None (pending)."""
     rows: list[Ratio] = []
-    for spec in _SPECS:
+    for spec in SPECS:
         for stage in stages:
             ours = _value(stage.figures.get(spec.ours), spec.field)
             base = None if spec.baseline is None else _value(stage.figures.get(spec.baseline), spec.field)
@@ -516,7 +152,7 @@ def _figure_notes(stages: Sequence[Stage]) -> list[str]:
                 by_key.setdefault(key, []).append((stage.sessions, figure.note))
     notes = []
     for key, found in by_key.items():
-        name = _FIGURE_NAMES.get(key, key)
+        name = keys.NAMES.get(key, key)
         texts = {note for _, note in found}
         if len(texts) == 1:
             sizes = "" if len(found) == len(stages) else " (" + ", ".join(f"{n:,} sessions" for n, _ in found) + ")"
@@ -582,65 +218,6 @@ def _side(value: float | None, row: Ratio) -> str:
     return f"{_si(value)}/s" if row.kind == "rate" else _si(value)
 
 
-_FIGURE_NAMES = {
-    rate_key(FSYNC): "disk: write 100 B + fsync",
-    FSYNC: "disk: write 100 B + fsync, p50 / p99",
-    RAW_INSERT: "raw sqlite3: bulk insert (1000 sessions/tx, normal)",
-    rate_key(RAW_SINGLE): "raw sqlite3: durable single insert",
-    RAW_SINGLE: "raw sqlite3: durable single insert, p50 / p99",
-    RAW_SCAN: "raw sqlite3: scan + msgspec decode",
-    rate_key(OURS_SINGLE): "ours: durable single-event append",
-    OURS_SINGLE: "ours: durable single-event append, p50 / p99",
-    rate_key(OURS_BATCH): "ours: batched append (1 session/tx), durable",
-    OURS_BATCH: "ours: batched append, durable, p50 / p99 per batch",
-    OURS_LOAD: "ours: batched append (1 session/tx), synchronous=normal",
-    OURS_READ: "ours: iter_events() read + decode",
-    OURS_SCAN: "ours: scan() read + decode (position, session, version, event)",
-    OURS_IMPORT: "ours: append_batch, 1000 sessions per call, durable (import)",
-    OURS_THREADS_1: "ours: durable single-event appends, 1 thread",
-    OURS_THREADS_8: "ours: durable single-event appends, 8 threads (group commit)",
-    ES_BULK: "eventsourcing: save 1000 aggregates per call (bulk load)",
-    rate_key(ES_SAVE): "eventsourcing: save per aggregate (durable)",
-    ES_SAVE: "eventsourcing: save per aggregate, p50 / p99",
-    rate_key(ES_COMMAND): "eventsourcing: get + command + save (durable)",
-    ES_COMMAND: "eventsourcing: get + command + save, p50 / p99",
-    ES_NOTIFICATIONS: "eventsourcing: recorder read + mapper decode",
-    ES_REPOSITORY: "eventsourcing: repository.get (sampled aggregates)",
-    PAGE_FLOOR: "msgspec: encode one page of 50 SessionInfo, p50 / p99",
-    JSONL_LISTING: "JSONL directory: first page, p50 / p99",
-    SUBSCRIPTION: "ours: cross-process notification, p50 / p99",
-    reg.LIST_FIRST: "registry: session/list first page, p50 / p99",
-    reg.LIST_DEEP: "registry: session/list page 90% deep, p50 / p99",
-    reg.LIST_FIRST_CWD: "registry: session/list first page of one cwd, p50 / p99",
-    reg.LIST_DEEP_CWD: "registry: session/list deep page of one cwd, p50 / p99",
-    reg.BUILD: "registry: read-model tables built from the log (first open)",
-    reg.REBUILD: "registry: reference fold of the whole log (lean read path)",
-    reg.FULL_FOLD: "registry: full fold of the log from its start, once",
-    reg.REPLAY_HALF: "registry: replay --at head/2 from kept snapshots, p50 / p99",
-    reg.SERVE_FIRST: "registry: fresh `serve` to its first session/list answer, p50 / p99",
-    reg.SERVE_FIRST_1K: "registry: the same on a 1,000-session store, p50 / p99",
-    reg.SERVE_FIRST_EMPTY: "registry: the same on an empty store (start-up), p50 / p99",
-    reg.SERVE_FIRST_SNAPSHOT: "registry: the same folding in memory from the newest snapshot, p50 / p99",
-    reg.SERVE_RSS: "registry: that `serve` process's RSS after the first page",
-    reg.SERVE_RSS_1K: "registry: the same on a 1,000-session store",
-    reg.STDIO_LIST: "registry: session/list round trip over stdio, p50 / p99",
-    reg.CLI_LIST: "registry: `acp-registry list`, whole process, p50 / p99",
-    reg.CLI_SHOW: "registry: `acp-registry show`, whole process, p50 / p99",
-    reg.WRITE_CREATE: "registry: SessionRegistry.create, durable, tables kept up",
-    reg.WRITE_APPEND: "registry: the same store's bare durable append",
-    **{
-        reg.LIST_ARCHIVED.format(
-            page=page, mode=mode
-        ): f"registry: session/list {page} page, archived={mode}, p50 / p99"
-        for mode in ("only", "include")
-        for page in ("first", "deep")
-    },
-    reg.FORK_10K: "registry: fork of a 10,000-event session, p50 / p99",
-    reg.DIFFS_PER_S.format(subscribers=1): "registry: change stream, 1 subscriber (diffs/s)",
-    reg.DIFFS_PER_S.format(subscribers=10): "registry: change stream, 10 subscribers (diffs/s each)",
-}
-
-
 def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
     """The run as a markdown page; ``bounds`` says what bounds each target (default: ``BOUNDS_FILE``)."""
     bounds = read_bounds() if bounds is None else bounds
@@ -687,7 +264,7 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
         "| events in the log | " + " | ".join(f"{stage.events:,}" for stage in run.stages) + " |",
         "| live (not deleted) sessions | " + " | ".join(f"{stage.live_sessions:,}" for stage in run.stages) + " |",
     ]
-    for key, name in _FIGURE_NAMES.items():
+    for key, name in keys.NAMES.items():
         cells = [_figure(stage.figures[key]) if key in stage.figures else "—" for stage in run.stages]
         if any(cell != "—" for cell in cells):
             lines.append(f"| {name} | " + " | ".join(cells) + " |")

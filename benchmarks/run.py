@@ -32,7 +32,8 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks import baselines, registry_bench
+from benchmarks import baselines, keys, registry_bench
+from benchmarks.args import bench_parser
 from benchmarks.baselines import RawSqliteLog
 from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
 from benchmarks.figures import Figure, Latency, Stopwatch, Timer, interleave, latency, repeat_rate, throughput
@@ -46,34 +47,7 @@ from benchmarks.generate import (
 )
 from benchmarks.machine import DISTURBED_CORES, CpuMeter, describe_machine
 from benchmarks.plots import plot_growth
-from benchmarks.report import (
-    ES_BULK,
-    ES_COMMAND,
-    ES_NOTIFICATIONS,
-    ES_REPOSITORY,
-    ES_SAVE,
-    FSYNC,
-    JSONL_LISTING,
-    OURS_BATCH,
-    OURS_IMPORT,
-    OURS_LOAD,
-    OURS_READ,
-    OURS_SCAN,
-    OURS_SINGLE,
-    OURS_THREADS_1,
-    OURS_THREADS_8,
-    PAGE_FLOOR,
-    RAW_INSERT,
-    RAW_SCAN,
-    RAW_SINGLE,
-    SUBSCRIPTION,
-    JsonlPoint,
-    Run,
-    Stage,
-    markdown,
-    rate_key,
-    ratios,
-)
+from benchmarks.report import JsonlPoint, Run, Stage, markdown, ratios
 from events import Event, SessionDeleted, SessionUpdated
 
 __all__ = ["MODES", "Settings", "main", "run", "write_results"]
@@ -102,13 +76,13 @@ MODES = {
 
 
 _NOTES = {
-    OURS_BATCH: "one session per transaction, synchronous=FULL",
-    ES_SAVE: "one aggregate per save (durable: the library keeps SQLite's synchronous=FULL)",
-    OURS_SINGLE: "one event per transaction, synchronous=FULL",
-    RAW_SINGLE: "one event per transaction, synchronous=FULL, no index",
-    FSYNC: "100 B written + fsync, taking turns with the appends",
-    ES_COMMAND: "repository.get + command + save",
-    OURS_IMPORT: "append_batch of 1000 sessions per call, synchronous=FULL",
+    keys.OURS_BATCH: "one session per transaction, synchronous=FULL",
+    keys.ES_SAVE: "one aggregate per save (durable: the library keeps SQLite's synchronous=FULL)",
+    keys.OURS_SINGLE: "one event per transaction, synchronous=FULL",
+    keys.RAW_SINGLE: "one event per transaction, synchronous=FULL, no index",
+    keys.FSYNC: "100 B written + fsync, taking turns with the appends",
+    keys.ES_COMMAND: "repository.get + command + save",
+    keys.OURS_IMPORT: "append_batch of 1000 sessions per call, synchronous=FULL",
 }
 
 
@@ -175,7 +149,7 @@ def _single_events(sample: Sequence[History], count: int) -> list[tuple[str, Eve
 
 def _with_rate(figures: dict[str, Figure], key: str, measured: Latency, count: int) -> None:
     figures[key] = measured
-    figures[rate_key(key)] = throughput(count, measured.mean_us * measured.n / 1e6)
+    figures[keys.rate_key(key)] = throughput(count, measured.mean_us * measured.n / 1e6)
 
 
 def _jsonl_for(points: Sequence[JsonlPoint], files: int) -> Latency | None:
@@ -232,13 +206,13 @@ def _grow(
             logs.library.load(chunk)
         logs.counted(chunk)
         advance(len(chunk))
-    figures[OURS_LOAD] = throughput(ours.count - marks[0][0], ours.seconds - marks[0][1])
-    figures[RAW_INSERT] = throughput(raw.count - marks[1][0], raw.seconds - marks[1][1])
+    figures[keys.OURS_LOAD] = throughput(ours.count - marks[0][0], ours.seconds - marks[0][1])
+    figures[keys.RAW_INSERT] = throughput(raw.count - marks[1][0], raw.seconds - marks[1][1])
     if library:
-        figures[ES_BULK] = throughput(library.count - marks[2][0], library.seconds - marks[2][1])
+        figures[keys.ES_BULK] = throughput(library.count - marks[2][0], library.seconds - marks[2][1])
     loaded = logs.imported.loaded
-    figures[OURS_IMPORT] = throughput(
-        loaded.count - imported[0], loaded.seconds - imported[1], note=_NOTES[OURS_IMPORT]
+    figures[keys.OURS_IMPORT] = throughput(
+        loaded.count - imported[0], loaded.seconds - imported[1], note=_NOTES[keys.OURS_IMPORT]
     )
 
 
@@ -248,44 +222,44 @@ def _durable(logs: _Logs, sample: list[History], singles: list[tuple[str, Event]
     figures: dict[str, Figure] = {}
     sample_events = sum(len(events) for _, events in sample)
     with contextlib.ExitStack() as stack:
-        batches: dict[str, Timer[History]] = {OURS_BATCH: stack.enter_context(logs.ours.durable_batches())}
+        batches: dict[str, Timer[History]] = {keys.OURS_BATCH: stack.enter_context(logs.ours.durable_batches())}
         if logs.library:
-            batches[ES_SAVE] = stack.enter_context(logs.library.saves())
+            batches[keys.ES_SAVE] = stack.enter_context(logs.library.saves())
         for key, samples in interleave(batches, sample).items():
             _with_rate(figures, key, latency(samples, note=_NOTES[key]), sample_events)
     logs.raw.insert(sample)
     with contextlib.ExitStack() as stack:
         appends: dict[str, Timer[tuple[str, Event]]] = {
-            OURS_SINGLE: stack.enter_context(logs.ours.durable_appends()),
-            RAW_SINGLE: stack.enter_context(logs.raw.durable_inserts()),
-            FSYNC: stack.enter_context(baselines.fsync_timer(work)),
+            keys.OURS_SINGLE: stack.enter_context(logs.ours.durable_appends()),
+            keys.RAW_SINGLE: stack.enter_context(logs.raw.durable_inserts()),
+            keys.FSYNC: stack.enter_context(baselines.fsync_timer(work)),
         }
         if logs.library:
-            appends[ES_COMMAND] = stack.enter_context(logs.library.commands())
+            appends[keys.ES_COMMAND] = stack.enter_context(logs.library.commands())
         for key, samples in interleave(appends, singles).items():
             _with_rate(figures, key, latency(samples, note=_NOTES[key]), len(singles))
     logs.counted(sample, extra_events=len(singles))
     # Group commit, on the import store (the other logs keep holding one history): the same number of durable
     # single-event appends from one thread, then from eight.
-    figures[OURS_THREADS_1] = logs.imported.appenders(singles, 1)
-    figures[OURS_THREADS_8] = logs.imported.appenders(singles, 8)
+    figures[keys.OURS_THREADS_1] = logs.imported.appenders(singles, 1)
+    figures[keys.OURS_THREADS_8] = logs.imported.appenders(singles, 8)
     return figures
 
 
 def _replay(logs: _Logs, figures: dict[str, Figure], advance: Callable[[], object]) -> None:
     """Read and decode the whole history from every log."""
-    figures[OURS_READ] = repeat_rate(logs.ours.read_all)
-    figures[OURS_SCAN] = repeat_rate(logs.ours.scan_all)
+    figures[keys.OURS_READ] = repeat_rate(logs.ours.read_all)
+    figures[keys.OURS_SCAN] = repeat_rate(logs.ours.scan_all)
     advance()
-    figures[RAW_SCAN] = repeat_rate(logs.raw.scan)
+    figures[keys.RAW_SCAN] = repeat_rate(logs.raw.scan)
     advance()
     if logs.library:
-        figures[ES_NOTIFICATIONS] = repeat_rate(logs.library.read_notifications)
+        figures[keys.ES_NOTIFICATIONS] = repeat_rate(logs.library.read_notifications)
         advance()
         start = time.perf_counter()
         replayed = logs.library.reconstruct(logs.sampled.ids)
         note = f"{len(logs.sampled.ids):,} aggregates sampled uniformly per size"
-        figures[ES_REPOSITORY] = throughput(replayed, time.perf_counter() - start, note=note)
+        figures[keys.ES_REPOSITORY] = throughput(replayed, time.perf_counter() - start, note=note)
         advance()
 
 
@@ -315,7 +289,7 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
     histories = iter_histories(largest, settings.seed)
     try:
         for size in sorted(settings.sizes):
-            figures: dict[str, Figure] = {PAGE_FLOOR: floor}
+            figures: dict[str, Figure] = {keys.PAGE_FLOOR: floor}
             durable = min(settings.durable_sessions, max(1, size // 10))
             bulk = max(0, size - logs.sessions - durable)
             task = progress.add_task(f"history → {size:,} sessions", total=bulk)
@@ -362,9 +336,9 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
         # Compared at the stage's live sessions: an agent keeps one file per session it can list.
         listing = _jsonl_for(jsonl, stage.live_sessions)
         if listing is not None:
-            stage.figures[JSONL_LISTING] = listing
+            stage.figures[keys.JSONL_LISTING] = listing
     task = progress.add_task("cross-process notifications", total=1)
-    stages[-1].figures[SUBSCRIPTION] = subscription_latency(work, settings.subscription_events)
+    stages[-1].figures[keys.SUBSCRIPTION] = subscription_latency(work, settings.subscription_events)
     progress.advance(task)
 
     notes += [
@@ -442,7 +416,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, json=False)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="10k and 100k sessions")
     mode.add_argument("--full", action="store_const", dest="mode", const="full", help="10k, 100k and 1M sessions")

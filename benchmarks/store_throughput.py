@@ -8,7 +8,6 @@ any store URL (postgres_throughput.py runs them on PostgreSQL); this script runs
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import msgspec
 
+from benchmarks.args import bench_parser
 from events import ANY, AppendRequest, SessionCreated, SessionUpdated, open_store
 
 
@@ -160,10 +160,9 @@ def print_results(results: dict[str, float], json_path: Path | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--events", type=int, default=100_000, help="events for the batched and read runs")
     parser.add_argument("--single", type=int, default=500, help="durable single-event appends to time")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:

@@ -22,21 +22,21 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal, Protocol, cast
+from collections.abc import Callable, Iterator
+from typing import Final, Literal, cast
 
 import msgspec
 
 from events.chain import GENESIS, StoredRecord, links
 from events.codec import encode_event
-from events.errors import ConcurrencyError, StoreError, StoreFormatError
+from events.errors import StoreError, StoreFormatError
 from events.group_commit import GroupCommit
 from events.model import Event, LogEntry, RecordedEvent
 from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from events.sqlite_file import find_store_file, say_how_opened
+from events.sqlite_write import TIP, CommitHook, Unit, run_hooks, write_unit
 from events.store import (
-    ANY,
     Clock,
     EventStore,
     PreparedAppend,
@@ -44,7 +44,6 @@ from events.store import (
     Tip,
     _check_position,
     record_from_row,
-    retried_positions,
 )
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore"]
@@ -58,30 +57,12 @@ log = logging.getLogger(__name__)
 _COLUMNS = RECORD_COLUMNS
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
 _event_decoder = msgspec.msgpack.Decoder(Event)
-_Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
-_TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
-_INSERT: Final = (
-    "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _SCAN: Final = (
     "SELECT position, session_id, version, data FROM events WHERE position > ? AND position <= ? ORDER BY position"
     " LIMIT ?"
 )
 _LAST_POSITION: Final = 2**63 - 1
-_UPSERT_STREAM: Final = (
-    "INSERT INTO streams (session_id, stream, version) VALUES (?, ?, ?)"
-    " ON CONFLICT (session_id) DO UPDATE SET version = excluded.version"
-)
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
-
-
-class CommitHook(Protocol):
-    """Work done in an append's own transaction (see ``SqliteStore.add_commit_hook``)."""
-
-    def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None: ...
-
-    def committed(self) -> None: ...
 
 
 class SqliteStore(EventStore):
@@ -130,7 +111,7 @@ class SqliteStore(EventStore):
             self._writer.close()
             raise
         say_how_opened(found)
-        self._group: GroupCommit[_Unit, list[list[int]]] = GroupCommit(self._commit_group)
+        self._group: GroupCommit[Unit, list[list[int]]] = GroupCommit(self._commit_group)
         self._hooks: list[CommitHook] = []
         self._wal_pages = 0  # estimated, since the last background checkpoint was requested
         self._checkpointer: Checkpointer | None = None
@@ -267,7 +248,7 @@ class SqliteStore(EventStore):
     def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
         return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])
 
-    def _commit_group(self, units: list[_Unit]) -> list[list[list[int]] | BaseException]:
+    def _commit_group(self, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         """One transaction, one commit, for every unit the group commit queued (``events.group_commit``). Each
         unit (an append, or an ``append_batch``) is atomic on its own: it runs in a savepoint, and a unit that
         fails is rolled back to it and gets its error, while the others commit."""
@@ -276,19 +257,19 @@ class SqliteStore(EventStore):
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
-                head, previous = db.execute(_TIP).fetchone() or (0, GENESIS)
+                head, previous = db.execute(TIP).fetchone() or (0, GENESIS)
                 tip = Tip(head, previous or GENESIS, None)
                 for unit in units:
                     if len(units) == 1:  # its error rolls the whole transaction back (see the finally)
-                        outcomes.append(self._write_unit(db, tip, unit, alone=True))
+                        outcomes.append(write_unit(db, tip, unit, True, self._clock))
                         continue
                     try:
-                        outcomes.append(self._write_unit(db, tip, unit, alone=False))
+                        outcomes.append(write_unit(db, tip, unit, False, self._clock))
                     except (StoreError, ValueError) as exc:
                         outcomes.append(exc)
                     except sqlite3.Error as exc:
                         outcomes.append(self._store_error(exc))
-                hooks = self._run_hooks(db) if self._hooks else ()
+                hooks = run_hooks(db, self._hooks, self.path) if self._hooks else ()
                 db.execute("COMMIT")
             finally:
                 if db.in_transaction:
@@ -321,142 +302,6 @@ class SqliteStore(EventStore):
                     self._hooks.remove(hook)
 
         return remove
-
-    def _run_hooks(self, db: sqlite3.Connection) -> list[CommitHook]:
-        decode = _event_decoder.decode
-
-        def scan(after: int) -> Iterator[LogEntry]:
-            for position, session_id, version, data in db.execute(_SCAN, (after, _LAST_POSITION, -1)):
-                yield LogEntry(position, session_id, version, decode(data))
-
-        done = []
-        for hook in self._hooks:
-            db.execute("SAVEPOINT hook")
-            try:
-                hook.in_transaction(db, scan)
-                db.execute("RELEASE hook")
-                done.append(hook)
-            except Exception:
-                db.execute("ROLLBACK TO hook")
-                db.execute("RELEASE hook")
-                log.warning("%s: a commit hook failed; the appends commit without it", self.path, exc_info=True)
-        return done
-
-    def _write_unit(self, db: sqlite3.Connection, tip: Tip, unit: _Unit, alone: bool) -> list[list[int]]:
-        """Write one unit inside a savepoint (or, ``alone`` in its group, in the transaction itself: two statements
-        fewer on every lone append). A duplicate event id rolls the unit back: requests whose ids are all stored
-        already (retries, same content) then keep their original positions and the unit is written again without
-        them; anything else raises (``EventIdConflict``), and the unit writes nothing."""
-        retried: dict[int, list[int]] = {}
-        while True:
-            mark = tip.saved()
-            if not alone:
-                db.execute("SAVEPOINT unit")
-            try:
-                positions = self._write(db, tip, unit, retried)
-                if not alone:
-                    db.execute("RELEASE unit")
-                return positions
-            except BaseException as exc:
-                if not isinstance(exc, sqlite3.IntegrityError):
-                    if not alone:
-                        db.execute("ROLLBACK TO unit")
-                        db.execute("RELEASE unit")
-                        tip.restore(mark)
-                    raise  # alone: the caller rolls the transaction back
-                if alone:  # start over: another process may append while the write lock is let go
-                    db.execute("ROLLBACK")
-                    db.execute("BEGIN IMMEDIATE")
-                    head, previous = db.execute(_TIP).fetchone() or (0, GENESIS)
-                    tip.restore((head, previous or GENESIS, None))
-                else:
-                    db.execute("ROLLBACK TO unit")
-                    db.execute("RELEASE unit")
-                    tip.restore(mark)
-                found = self._retries(db, unit, retried)
-                if not found:
-                    raise
-                retried.update(found)
-
-    def _write(self, db: sqlite3.Connection, tip: Tip, unit: _Unit, retried: dict[int, list[int]]) -> list[list[int]]:
-        """The unit's requests in order, with one look-up of their streams and two bulk statements."""
-        streams = self._streams(db, {request.session_id for request, _ in unit})
-        changed: dict[str, tuple[int, int]] = {}
-        rows: list[tuple[object, ...]] = []
-        results = []
-        at = self._clock()
-        for n, (request, blobs) in enumerate(unit):
-            if n in retried:
-                results.append(retried[n])
-                continue
-            session_id = request.session_id
-            stream, actual = streams.get(session_id, (None, 0))
-            if request.expected_version != ANY and request.expected_version != actual:
-                retry = self._stored_positions(db, session_id, request.events, request.event_ids)
-                if retry is not None:
-                    results.append(retry)
-                    continue
-                raise ConcurrencyError(session_id, request.expected_version, actual)
-            if stream is None:
-                if tip.next_stream is None:
-                    tip.next_stream = (db.execute("SELECT max(stream) FROM streams").fetchone()[0] or 0) + 1
-                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
-            head = tip.head
-            records = [
-                (head + k, session_id, actual + k, event_id.bytes, at, blob)
-                for k, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
-            ]
-            chain = links(tip.previous, records)
-            rows += [(*record, link, stream) for record, link in zip(records, chain, strict=True)]
-            streams[session_id] = changed[session_id] = (stream, actual + len(records))
-            tip.head, tip.previous = head + len(records), chain[-1]
-            results.append(list(range(head + 1, head + 1 + len(records))))
-        if changed:
-            db.executemany(_UPSERT_STREAM, [(sid, stream, version) for sid, (stream, version) in changed.items()])
-            db.executemany(_INSERT, rows)
-        return results
-
-    def _streams(self, db: sqlite3.Connection, sessions: set[str]) -> dict[str, tuple[int | None, int]]:
-        found: dict[str, tuple[int | None, int]] = {}
-        keys = list(sessions)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            query = (
-                f"SELECT session_id, stream, version FROM streams WHERE session_id IN ({','.join('?' * len(chunk))})"
-            )
-            found.update((sid, (stream, version)) for sid, stream, version in db.execute(query, chunk))
-        return found
-
-    def _retries(self, db: sqlite3.Connection, unit: _Unit, known: dict[int, list[int]]) -> dict[int, list[int]]:
-        """The requests of a unit that are retries (their ids stored with the same content) and their original
-        positions; a request that mixes stored and new ids raises ``EventIdConflict``."""
-        found = {}
-        for n, (request, _) in enumerate(unit):
-            if n not in known:
-                positions = self._stored_positions(db, request.session_id, request.events, request.event_ids)
-                if positions is not None:
-                    found[n] = positions
-        return found
-
-    def _stored_positions(
-        self,
-        db: sqlite3.Connection,
-        session_id: str,
-        events: Sequence[Event],
-        event_ids: Sequence[uuid.UUID],
-    ) -> list[int] | None:
-        """Positions of a retried batch; None when none of its ids is stored."""
-        found: dict[uuid.UUID, RecordedEvent] = {}
-        keys = [i.bytes for i in event_ids]
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE event_id IN ({marks})", chunk):
-                record = record_from_row(row)
-                found[record.event_id] = record
-        return retried_positions(session_id, events, event_ids, found)
-
-    # -- reading --------------------------------------------------------------------------------------
 
     def _reader(self) -> sqlite3.Connection:
         self._check_open()

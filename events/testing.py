@@ -9,21 +9,13 @@ A backend's test module subclasses ``StoreContract`` and says how to build its s
 ``store_url`` may return None for a store that cannot be shared between processes (the cross-process
 and crash tests then skip). ``tamper`` may be overridden to run one SQL statement on the stored tables behind
 the store's back (``?`` parameters), as a damaged disk or a hand edit would; the tests that damage records
-skip without it.
+skip without it (``events.testing_integrity``).
 
-Run as ``python -m events.testing writer URL ...`` it is the child process of the cross-process tests;
-``python -m events.testing follower URL COUNT`` prints what a subscription in another process sees.
+The cross-process and crash tests, and the child processes they start, are ``events.testing_processes``.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
-import os
-import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -31,21 +23,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import msgspec
 import pytest
 
-from events.chain import GENESIS, LINK_SIZE, link
-from events.codec import encode_event, encode_record_json
 from events.errors import (
     ConcurrencyError,
-    CorruptEventError,
     EventIdConflict,
     StoreClosedError,
 )
 from events.model import Event, LogEntry, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
 from events.store import ANY, NO_STREAM, AppendRequest, EventStore
+from events.testing_integrity import IntegrityContract
+from events.testing_processes import ProcessContract, _activity, _assert_batches_do_not_interleave, _flat, check_log
 from events.urls import open_store
-from events.verify import verify_log
 
 __all__ = ["StoreContract", "check_log", "fake_clock"]
 
@@ -61,22 +50,7 @@ def fake_clock(start: int = 1_700_000_000_000_000_000, step: int = 1_000) -> Cal
     return clock
 
 
-def check_log(store: EventStore) -> list[RecordedEvent]:
-    """Read the whole log and assert the store's invariants; return it."""
-    report = verify_log(store)
-    assert report.healthy, report.problems
-    log = store.read()
-    positions = [r.position for r in log]
-    assert positions == sorted(set(positions)), "positions must strictly increase"
-    assert len({r.event_id for r in log}) == len(log), "an event id is stored twice"
-    return log
-
-
-def _activity(n: int, **payload: object) -> SessionUpdated:
-    return SessionUpdated(at=1_000 + n, messages=1, payload=payload or None)
-
-
-class StoreContract:
+class StoreContract(IntegrityContract, ProcessContract):
     """What every ``EventStore`` promises. Subclass and provide the ``store_url`` fixture."""
 
     @pytest.fixture
@@ -91,15 +65,6 @@ class StoreContract:
 
     def open(self, url: str | None) -> EventStore:
         return open_store(url or "memory://", clock=fake_clock())
-
-    def tamper(self, store: EventStore, statement: str, params: tuple[object, ...] = ()) -> None:
-        """Run ``statement`` (SQL on the tables ``events``, ``streams``..., ``?`` parameters) on the stored log
-        from outside the store (backends that can be edited so override this)."""
-        pytest.skip(f"{type(store).__name__} cannot be edited from outside")
-
-    def corrupt(self, store: EventStore, position: int) -> None:
-        """Damage the stored bytes of one record."""
-        self.tamper(store, "UPDATE events SET data = ? WHERE position = ?", (b"\xc1\xff\x00", position))
 
     # -- basics -------------------------------------------------------------------------------------
 
@@ -324,25 +289,6 @@ class StoreContract:
         assert [r.version for r in store.read_stream("counter")] == list(range(1, 62))
         check_log(store)
 
-    # -- damaged records ------------------------------------------------------------------------------
-
-    def test_a_corrupt_record_is_reported_with_its_position(self, store: EventStore) -> None:
-        positions = [p for n in range(4) for p in store.append("s", [_activity(n)])]
-        self.corrupt(store, positions[2])
-        with pytest.raises(CorruptEventError) as caught:
-            store.read()
-        assert caught.value.position == positions[2]
-        assert str(positions[2]) in str(caught.value)
-        assert [r.position for r in store.read(limit=2)] == positions[:2]
-        for read in (store.scan, store.iter_events):
-            seen: list[int] = []
-            with pytest.raises(CorruptEventError) as caught:
-                seen.extend(e.position for e in read(0, batch=2))
-            assert caught.value.position == positions[2] and seen == positions[:2]
-        report = verify_log(store)
-        assert [p.position for p in report.problems] == [positions[2]]
-        assert report.events == 3
-
     # -- the lean read path ----------------------------------------------------------------------------
 
     def test_scan_yields_what_a_fold_needs_in_position_order(self, store: EventStore) -> None:
@@ -482,196 +428,3 @@ class StoreContract:
         assert not [r for r in log if isinstance(r.event, SessionUpdated) and (r.event.payload or {}).get("stale")]
         for t in range(threads):
             assert [r.version for r in store.read_stream(f"t{t}")] == list(range(1, rounds + rounds // 5 + 1))
-
-    # -- the integrity chain ---------------------------------------------------------------------------
-
-    def test_each_record_carries_a_link_of_the_chain(self, store: EventStore) -> None:
-        positions = [p for n in range(6) for p in store.append(f"s{n % 2}", [_activity(n), _activity(n + 1)])]
-        assert store.chain_at(0) == GENESIS
-        chain = [store.chain_at(p) for p in positions]
-        assert all(isinstance(value, bytes) and len(value) == LINK_SIZE for value in chain)
-        assert len(set(chain)) == len(chain)
-        assert store.chain_at(positions[-1] + 1) is None
-        stored = store.stored_records()
-        assert [r.position for r in stored] == positions and [r.chain for r in stored] == chain
-        previous = GENESIS
-        for r in stored:  # a function of the stored records alone: the same log gives the same chain anywhere
-            previous = link(previous, r.position, r.session_id, r.version, r.event_id, r.recorded_at, r.data)
-            assert r.chain == previous
-        report = verify_log(store, batch=5)
-        assert report.healthy and report.chained and report.events == len(positions)
-
-    def test_verify_finds_a_changed_a_removed_and_a_moved_record(self, store: EventStore) -> None:
-        created = SessionCreated(cwd="/work/a", at=1, title="hello")
-        first = store.append("a", [created, _activity(1), _activity(2)])
-        middle = [p for n in range(3) for p in store.append(f"b{n}", [_activity(n)])]
-        last = [p for n in range(4) for p in store.append(f"c{n}", [_activity(n)])]
-        # One byte of a stored title: the record still decodes, as another valid event.
-        self.tamper(
-            store,
-            "UPDATE events SET data = ? WHERE position = ?",
-            (encode_event(msgspec.structs.replace(created, title="hellp")), first[0]),
-        )
-        self.tamper(store, "DELETE FROM events WHERE position = ?", (middle[1],))
-        for old, new in ((last[1], -1), (last[2], last[1]), (-1, last[2])):  # two records trade places
-            self.tamper(store, "UPDATE events SET position = ? WHERE position = ?", (new, old))
-        edited = store.read(limit=1)[0].event
-        assert isinstance(edited, SessionCreated) and edited.title == "hellp"
-        report = verify_log(store, batch=3)
-        # A moved record breaks three links: its own two places' and that of the record after them.
-        moved = [last[1], last[2], last[3]]
-        assert [p.position for p in report.problems] == [first[0], middle[2], *moved], report.problems
-        assert all("integrity link does not match" in p.problem for p in report.problems)
-
-    # -- other processes ------------------------------------------------------------------------------
-
-    def test_two_processes_append_to_one_store(self, store_url: str | None, store: EventStore) -> None:
-        if store_url is None:
-            pytest.skip("this store cannot be shared between processes")
-        children = [_spawn_writer(store_url, f"p{n}", batches=60) for n in range(2)]
-        seen: list[RecordedEvent] = []
-        with store.subscribe(after=0) as sub:
-            deadline = time.monotonic() + 120
-            while len(seen) < 2 * 60 * 3 and time.monotonic() < deadline:
-                seen.extend(sub.poll(timeout=1))
-        acknowledged = [_acknowledged(child.communicate(timeout=120)[0]) for child in children]
-        assert [child.returncode for child in children] == [0, 0]
-        log = check_log(store)
-        assert len(log) == 2 * 60 * 3
-        assert [r.position for r in seen] == [r.position for r in log], "a subscriber missed a remote append"
-        batches = [b for child in acknowledged for b in child]
-        assert sorted(p for b in batches for p in b) == [r.position for r in log]
-        _assert_batches_do_not_interleave(batches)
-
-    def test_acknowledged_appends_survive_sigkill(self, store_url: str | None) -> None:
-        if store_url is None:
-            pytest.skip("this store cannot be shared between processes")
-        rng = random.Random(20261202)
-        acknowledged: list[list[int]] = []
-        for run in range(20):
-            # Every other child appends from four threads: killed while a group commit is in flight.
-            child = _spawn_writer(store_url, f"crash{run}", batches=100_000, threads=1 if run % 2 else 4)
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-            time.sleep(rng.uniform(0.0, 0.25))
-            child.send_signal(signal.SIGKILL)
-            out, _ = child.communicate(timeout=30)
-            acknowledged.extend(_acknowledged(out))
-        store = self.open(store_url)
-        try:
-            log = check_log(store)
-            by_position = {r.position: r for r in log}
-            missing = [p for batch in acknowledged for p in batch if p not in by_position]
-            assert not missing, f"acknowledged events lost: {missing[:10]}"
-            sizes: dict[str, int] = defaultdict(int)
-            expected: dict[str, int] = {}
-            for r in log:
-                assert isinstance(r.event, SessionUpdated) and isinstance(r.event.payload, dict)
-                sizes[r.event.payload["batch"]] += 1
-                expected[r.event.payload["batch"]] = r.event.payload["size"]
-            partial = {b: n for b, n in sizes.items() if n != expected[b]}
-            assert not partial, f"partial batches in the log: {partial}"
-            assert len(acknowledged) >= 20, "the children were killed before acknowledging anything"
-        finally:
-            store.close()
-
-
-def _flat(kind: str, value: Any) -> list[int]:
-    """The positions an append (``ok``: a list) or a batch (a list of lists) acknowledged."""
-    return list(value) if kind == "ok" else [p for part in value for p in part]
-
-
-def _assert_batches_do_not_interleave(batches: list[list[int]]) -> None:
-    spans = sorted((min(b), max(b)) for b in batches)
-    for (_, end), (start, _) in itertools.pairwise(spans):
-        assert end < start, f"two batches interleave their positions: ...{end} and {start}..."
-
-
-def _spawn_writer(url: str, prefix: str, batches: int, threads: int = 1) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "events.testing", "writer", url, prefix, str(batches), "--threads", str(threads)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _acknowledged(out: str) -> list[list[int]]:
-    """Positions of each batch the child acknowledged (a line cut short by the kill is not one)."""
-    batches = []
-    for line in out.splitlines(keepends=True):
-        if line.startswith("ack ") and line.endswith("\n"):
-            batches.append([int(p) for p in line.split()[1:]])
-    return batches
-
-
-def _writer(url: str, prefix: str, batches: int, threads: int = 1) -> None:
-    """Append batches of 1-5 events (each knowing its batch and size) and print every acknowledgement, from
-    ``threads`` threads at once (then the store commits them in groups); every 7th batch goes to two sessions in
-    one ``append_batch`` in the crash tests (``batches`` over 1000)."""
-    store = open_store(url)
-    printing = threading.Lock()
-    print("ready", flush=True)
-
-    crash = batches > 1000  # the crash tests: random sizes, and some batches across sessions
-
-    def write(thread: int) -> None:
-        rng = random.Random(f"{prefix}{os.getpid()}-{thread}")
-        for n in range(batches):
-            batch_id = f"{prefix}-{os.getpid()}-{thread}-{n}"
-            size = rng.randint(1, 5) if crash else 3
-            sessions = [f"{prefix}-{thread}-{rng.randrange(5)}" for _ in range(2 if crash and n % 7 == 6 else 1)]
-            events = [_activity(n, batch=batch_id, size=size * len(sessions), i=i) for i in range(size)]
-            if len(sessions) == 1:
-                positions = store.append(sessions[0], events, ANY)
-            else:
-                split = store.append_batch([AppendRequest(session, events) for session in sessions])
-                positions = [p for part in split for p in part]
-            with printing:
-                print("ack", *positions, flush=True)
-
-    workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    store.close()
-
-
-def _follower(url: str, count: int, timeout: float) -> None:
-    """Subscribe from the start, say "ready", then print every event as it arrives ("event" and its JSON line)
-    until ``count`` events have come or ``timeout`` seconds have passed."""
-    store = open_store(url)
-    seen = 0
-    deadline = time.monotonic() + timeout
-    with store.subscribe(after=0) as sub:
-        print("ready", flush=True)
-        while seen < count and time.monotonic() < deadline:
-            records = sub.poll(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-            for record in records:
-                print("event", encode_record_json(record).decode())
-            seen += len(records)
-            sys.stdout.flush()
-    store.close()
-
-
-def _main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m events.testing")
-    sub = parser.add_subparsers(dest="command", required=True)
-    writer = sub.add_parser("writer", help="append batches and acknowledge each on stdout")
-    writer.add_argument("url")
-    writer.add_argument("prefix")
-    writer.add_argument("batches", type=int)
-    writer.add_argument("--threads", type=int, default=1)
-    follower = sub.add_parser("follower", help="subscribe from the start and print every event seen")
-    follower.add_argument("url")
-    follower.add_argument("count", type=int)
-    follower.add_argument("--timeout", type=float, default=120.0)
-    args = parser.parse_args()
-    if args.command == "follower":
-        _follower(args.url, args.count, args.timeout)
-    else:
-        _writer(args.url, args.prefix, args.batches, args.threads)
-
-
-if __name__ == "__main__":
-    _main()

@@ -68,13 +68,14 @@ def list_page(
     """One page of the sessions in ``cwd`` (canonical; None: all) that ``archived`` and ``agent`` select, after
     ``cursor`` (None: the first page). The filters apply before pagination; the cursor is bound to them."""
     if cursor is None:
-        as_of, after = read_model.catch_up(), None
+        as_of, page = read_model.first_page(cwd=cwd, limit=page_size, archived=archived, agent=agent)
     else:
         walk = cursors.decode(cursor, cwd, archived=archived, agent=agent)
         if walk.position > read_model.position and walk.position > read_model.catch_up():
             raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
-        as_of, after = walk.position, (walk.rank, walk.session_id)
-    page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size, archived=archived, agent=agent)
+        as_of = walk.position
+        after = (walk.rank, walk.session_id)
+        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size, archived=archived, agent=agent)
     result = ListSessionsResult([render(state) for state in page.states])
     if page.more:
         rank, last = sort_key(page.states[-1])

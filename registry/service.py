@@ -309,19 +309,28 @@ class SessionRegistry:
     def _write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
         """Append what ``make`` decides from the current state, with that state's version as expected."""
         check_session_id(session_id)
+        # The first try decides from the state this process last saw, without catching up (a round trip on a
+        # shared store): the append's expected version refuses a stale state (ConcurrencyError), and whatever a
+        # stale state would refuse or find nothing to do is decided again from a fresh read.
+        state, fresh = self._read_model.get(session_id), False
         for _ in range(_RETRIES):
-            state = self.state(session_id)
+            if not fresh and (state is None or state.deleted):
+                state, fresh = self.state(session_id), True
             if state is None or state.deleted:
                 if missing_ok:
                     return
                 raise SessionNotFound(session_id) if state is None else SessionDeletedError(session_id)
             events = make(state)
             if not events:
-                return
+                if fresh:
+                    return
+                state, fresh = self.state(session_id), True
+                continue
             try:
                 positions = self._store.append(session_id, events, state.version)
             except ConcurrencyError:
-                continue  # another writer was first: read again and decide again
+                state, fresh = self.state(session_id), True  # another writer was first: read again, decide again
+                continue
             self._applied(positions[-1])
             return
         raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention

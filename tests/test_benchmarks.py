@@ -16,7 +16,7 @@ import pytest
 # benchmarks/ is not an installed package (only events and registry are): import it from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import baselines
+from benchmarks import baselines, keys
 from benchmarks.event_log import EventLogBench
 from benchmarks.figures import Latency, Quantity, Throughput, interleave, latency
 from benchmarks.generate import (
@@ -27,19 +27,7 @@ from benchmarks.generate import (
     working_directories,
     write_jsonl,
 )
-from benchmarks.report import (
-    OURS_IMPORT,
-    OURS_READ,
-    OURS_SCAN,
-    OURS_THREADS_1,
-    OURS_THREADS_8,
-    RAW_SCAN,
-    Run,
-    Stage,
-    rate_key,
-    ratios,
-    read_bounds,
-)
+from benchmarks.report import Run, Stage, ratios, read_bounds
 from benchmarks.run import Settings, run, write_results
 from events import SessionArchived, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
@@ -175,11 +163,11 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     assert [stage.sessions for stage in result.stages] == [150, 300]
     assert result.stages[-1].events > result.stages[0].events > 150
     for stage in result.stages:
-        assert isinstance(read := stage.figures[OURS_READ], Throughput) and read.per_s > 0
-        assert isinstance(scan := stage.figures[RAW_SCAN], Throughput) and scan.per_s > 0
-        for key in (OURS_SCAN, OURS_IMPORT, OURS_THREADS_1, OURS_THREADS_8):
+        assert isinstance(read := stage.figures[keys.OURS_READ], Throughput) and read.per_s > 0
+        assert isinstance(scan := stage.figures[keys.RAW_SCAN], Throughput) and scan.per_s > 0
+        for key in (keys.OURS_SCAN, keys.OURS_IMPORT, keys.OURS_THREADS_1, keys.OURS_THREADS_8):
             assert isinstance(figure := stage.figures[key], Throughput) and figure.per_s > 0, key
-        assert isinstance(single := stage.figures[rate_key("ours.single_durable")], Throughput)
+        assert isinstance(single := stage.figures[keys.rate_key("ours.single_durable")], Throughput)
         assert single.count == 5
         assert stage.pending == []
         assert isinstance(first := stage.figures["registry.list_first"], Latency) and first.p50_us > 0

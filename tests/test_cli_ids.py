@@ -67,3 +67,12 @@ def test_an_ambiguous_or_unknown_id_says_which_sessions_are_near(run: Cli, store
     assert f"did you mean claude-code:{CLAUDE}?" in _one_error_line(typo)
     assert "no session 'zzzzzzzz' in this store (acp-registry list shows the sessions)" in _one_error_line(nothing)
     assert "no session '6b1'" in _one_error_line(short)
+
+
+def test_list_of_one_agent_says_first_n_when_more_follow(run: Cli, store: Path) -> None:
+    # The read model counts by cwd and archived, not by agent: a page of one agent's sessions says only "first N".
+    page, every = run.all(
+        ("list", "--agent", "claude-code", "--page-size", "1"), ("list", "--agent", "claude-code"), store=store
+    )
+    assert page.stdout.splitlines()[0].strip() == "first 1 session of claude-code"
+    assert every.stdout.splitlines()[0].strip() == "2 sessions of claude-code"

@@ -1,8 +1,9 @@
 """Importing agents' histories: Claude Code end to end, and what every source shares - incremental reads, torn
 lines, idempotency (a second pass, a lost state, a second host), deletes, hostile input, the command.
 
-Fixture trees are built here, synthetic, after ``../shared/spec/AGENT-HISTORIES.md``; the other agents' formats
-are in ``test_importers_agents.py``.
+Fixture trees are built here, synthetic, after the Claude Code format ``docs/agent-histories.md`` describes (the
+recorded shapes are in ``tests/fixtures/agents/``, each with its ``SOURCE.md``); the other agents' formats are in
+``test_importers_agents.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from events import MemoryStore, SessionDeleted, TitleSource, open_store
@@ -38,9 +40,9 @@ def run_import(store: EventStore, agent: str, root: Path, *, state: Path | None 
 
 
 def listing(store: EventStore) -> list[dict[str, Any]]:
-    """Every live session as ``session/list`` answers it (one page of up to 1000)."""
+    """Every live session - archived ones too - as ``session/list`` shows them (one page of up to 1000)."""
     with SessionRegistry(store, follow=False, page_size=1000) as registry:
-        result: list[dict[str, Any]] = registry.handle("session/list", {})["sessions"]
+        result: list[dict[str, Any]] = msgspec.to_builtins(registry.list(archived="include").sessions)
         return result
 
 

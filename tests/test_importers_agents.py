@@ -1,6 +1,7 @@
-"""Each other agent's format, from synthetic fixtures after ``../shared/spec/AGENT-HISTORIES.md``, with its
-pitfalls: local-time file names, archive and compression moves, re-emitted records and rewinds, glued lines,
-lossy or missing cwds, subagents, and SQLite files read in WAL mode, locked, or of a schema we do not know."""
+"""Each other agent's format, from synthetic fixtures after the formats ``docs/agent-histories.md`` describes
+(each parser module names the agent's own code it follows), with its pitfalls: local-time file names, archive
+and compression moves, re-emitted records and rewinds, glued lines, lossy or missing cwds, subagents, and SQLite
+files read in WAL mode, locked, or of a schema we do not know."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 import zstandard
 
 from events import MemoryStore
+from registry import SessionRegistry
 from registry.importers import Importer, sources
 from registry.importers.importer import META_ARCHIVED, META_GIT_BRANCH, META_PATH
 from registry.importers.lines import GLUED
@@ -122,6 +124,15 @@ def test_codex_session_index_rename_wins_when_newer_and_exec_runs_are_skipped(co
     )
     assert run_import(store, "codex", codex, state=state).agents[0].changed == 1  # the index alone changed
     assert only(store)["title"] == "refunds"
+    # A copy of the index that lost its final newline: its last line still counts, and again once it grows.
+    with open(codex / "session_index.jsonl", "a") as f:
+        f.write(json.dumps({"id": CODEX_ID, "thread_name": "no newline", "updated_at": "2026-03-02T12:01:00Z"}))
+    run_import(store, "codex", codex, state=state)
+    assert only(store)["title"] == "no newline"
+    with open(codex / "session_index.jsonl", "a") as f:
+        f.write("\n" + json.dumps({"id": CODEX_ID, "thread_name": "last", "updated_at": "2026-03-02T12:02:00Z"}) + "\n")
+    run_import(store, "codex", codex, state=state)
+    assert only(store)["title"] == "last"
 
 
 def test_codex_archive_and_compression_keep_the_session(codex: Path, tmp_path: Path) -> None:
@@ -134,7 +145,7 @@ def test_codex_archive_and_compression_keep_the_session(codex: Path, tmp_path: P
     (codex / "sessions" / "2026" / "03" / "02" / CODEX_NAME).rename(archived)  # same inode, another folder
     summary = run_import(store, "codex", codex, state=state)
     assert (summary.agents[0].changed, summary.agents[0].removed, summary.agents[0].added) == (1, 0, 0)
-    after = only(store)
+    after = only(store)  # listing() includes archived sessions
     assert after["_meta"][META_ARCHIVED] is True and after["_meta"][META_PATH] == str(archived)
     assert {k: after[k] for k in ("sessionId", "title", "updatedAt")} == {
         k: before[k] for k in ("sessionId", "title", "updatedAt")
@@ -150,6 +161,34 @@ def test_codex_archive_and_compression_keep_the_session(codex: Path, tmp_path: P
         k: before[k] for k in ("title", "updatedAt", "cwd")
     }
     assert compressed["_meta"][META_MESSAGES] == before["_meta"][META_MESSAGES]
+
+
+def test_the_agents_archive_is_the_registrys_archive_and_a_registry_unarchive_stays(
+    codex: Path, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    state = tmp_path / "state"
+    run_import(store, "codex", codex, state=state)
+    sid = only(store)["sessionId"]
+    active = codex / "sessions" / "2026" / "03" / "02" / CODEX_NAME
+    archived = codex / "archived_sessions" / CODEX_NAME
+    archived.parent.mkdir()
+    active.rename(archived)
+    run_import(store, "codex", codex, state=state)
+    with SessionRegistry(store, follow=False) as registry:
+        # Archived as the registry archives: out of the default list, in --archived only.
+        assert registry.list().sessions == []
+        assert [i.session_id for i in registry.list(archived="only").sessions] == [sid]
+        registry.unarchive(sid)  # the user brings it back in the registry
+    write_lines(archived, [_event("2026-03-02T12:00:00Z", type="agent_message", message="later")], mode="a")
+    run_import(store, "codex", codex, state=state)  # the agent's mark did not change: the user's unarchive stays
+    with SessionRegistry(store, follow=False) as registry:
+        assert [i.session_id for i in registry.list().sessions] == [sid]
+        registry.archive(sid)
+    archived.rename(active)  # unarchived in codex: unarchived here too
+    run_import(store, "codex", codex, state=state)
+    with SessionRegistry(store, follow=False) as registry:
+        assert [i.session_id for i in registry.list().sessions] == [sid]
 
 
 def test_codex_forked_rollout_uses_only_its_first_session_meta(tmp_path: Path) -> None:

@@ -54,7 +54,9 @@ def test_the_command_imports_prints_a_summary_and_counts_unchanged_sessions(
     code, out, _ = _run(capsys, *argv)
     again = msgspec.json.decode(out)["agents"][0]
     # Nothing was read again (no file moved), and every session the agent has is counted as unchanged.
-    assert (code, again["added"], again["changed"], again["unchanged"], again["files_read"]) == (0, 0, 0, 4, 0)
+    assert (code, again["added"], again["changed"], again["unchanged"], again["filesRead"]) == (0, 0, 0, 4, 0)
+    # camelCase keys, as every other --json of the command line.
+    assert set(again) >= {"agent", "root", "skipped", "filesRead", "bytesRead", "seconds", "unavailable"}
     code, out, _ = _run(capsys, *argv[:-1])
     assert code == 0 and "claude-code" in out and "unchanged" in out
 

@@ -382,7 +382,9 @@ def test_killed_connections_are_replaced_without_losing_anything(schema: str) ->
 
 
 def _events_module(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "events.testing", *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "events.testing_processes", *args], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_four_writer_processes_and_two_follower_processes(schema: str) -> None:
@@ -507,7 +509,7 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
 
 
 def test_an_opener_that_only_reads_creates_nothing(schema: str) -> None:
-    with pytest.raises(StoreError, match=rf"no store in schema '{schema}' \(create=False"):
+    with pytest.raises(StoreError, match=rf"no store in schema '{schema}' \(opened only to read"):
         open_store(_url(schema), create=False)
     assert _admin("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)) == [(0,)]
     _admin(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))

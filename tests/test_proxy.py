@@ -309,3 +309,20 @@ def test_fork_is_forwarded_to_an_agent_that_forks_and_recorded_with_its_parent(
         state = registry.state(f"scripted-agent:{fork}")
         assert state is not None and state.parent is not None
         assert state.parent.session_id == f"scripted-agent:{session}"
+
+
+def test_a_users_title_set_elsewhere_reaches_the_client_live_and_its_own_is_not_echoed(
+    url: str, tmp_path: Path
+) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "first turn"))  # the proxy's own title: pushed once
+        assert proxy.result(3, "session/set_title", {"sessionId": session, "title": "From this window"})
+        with SessionRegistry.open(url) as elsewhere:  # another process: a second window, the CLI, a host
+            elsewhere.set_title(f"scripted-agent:{session}", "From elsewhere")
+        deadline = time.monotonic() + 20
+        while "From elsewhere" not in [u["title"] for u in proxy.updates("session_info_update")]:
+            assert time.monotonic() < deadline, proxy.notifications
+            proxy.result(4, "session/list", {})  # reads on, collecting notifications
+        assert [u["title"] for u in proxy.updates("session_info_update")] == ["first turn", "From elsewhere"]
+        assert proxy.close() == 0

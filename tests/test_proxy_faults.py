@@ -191,7 +191,9 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
     with first, second:
         first.result(2, "session/prompt", prompt(a, "window one"))
         second.result(2, "session/prompt", prompt(b, "window two"))
-        for proxy in (second, first):  # the second lists first: its own recorder has written by then
+        first.result(6, "session/list", {})  # each list waits for its own proxy's recorder: both have written
+        second.result(6, "session/list", {})
+        for proxy in (second, first):
             listed = proxy.result(3, "session/list", {})["sessions"]
             assert [s["title"] for s in listed] == ["window two", "window one"]
         second.result(4, "session/delete", {"sessionId": a})

@@ -99,7 +99,14 @@ class _CommandParser(_Parser):
         command = _module(self.module_name, self.prog)
         if not self._loaded:
             self._loaded = True
+            shared = list(self._actions)
             command.add_arguments(self)
+            for action in shared:
+                if not action.option_strings and action in self._actions:  # a shared option the module redefined
+                    self._remove_action(action)  # ("resolve" empties it, and it would show as a positional)
+                    for group in self._action_groups:
+                        if action in group._group_actions:
+                            group._group_actions.remove(action)
         return command
 
 

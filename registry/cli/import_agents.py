@@ -4,7 +4,9 @@
 None for the usual lookup in ``registry.cli.stores``). Exit codes: 0 done (skips are reported, not failures;
 Ctrl-C ends a watch with 0), 2 a usage or input error (a ``--root`` that is not a folder, an unknown agent, a
 store that cannot be opened, an import state that is a folder or a symlink), 1 the store failed while writing.
-Errors are raised as ``CommandError``s: ``registry.cli.main`` prints them as one line.
+Errors are raised as ``CommandError``s: ``registry.cli.main`` prints them as one line. ``--json`` summaries use
+camelCase keys like every other ``--json``. A watch says on a terminal's stderr what it watches and that Ctrl-C
+stops it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import argparse
 import contextlib
 import logging
 import re
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -99,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         bars.close()
         _report(summary, location.url, args.json, out)
         if args.watch:
+            _say_watching(importer.roots, args.interval)
             said = _skips(summary)
             for _ in _wake_ups(importer.roots.values(), args.interval):
                 summary = importer.run()
@@ -119,6 +123,21 @@ def run(args: argparse.Namespace) -> int:
         bars.close()
         store.close()
     return EXIT_OK
+
+
+def _say_watching(roots: Mapping[str, Path], interval: float) -> None:
+    """On a terminal, what a watch watches and how it ends (as ``tail`` says it); stdout keeps only the summaries."""
+    if not sys.stderr.isatty():
+        return
+    there = [f"{agent} ({root})" for agent, root in roots.items() if root.is_dir()]
+    absent = [agent for agent, root in roots.items() if not root.is_dir()]
+    print(
+        f"watching {', '.join(there) or 'no agent folder yet'} for changes"
+        + (f", and looking for {', '.join(absent)} every {interval:g} s" if absent else "")
+        + " (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _skips(summary: Summary) -> set[tuple[str, str, int]]:

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     where = ("" if cwd is None else f" in {cwd}") + ("" if args.agent is None else f" of {args.agent}")
     where += {"exclude": "", "include": " (archived ones included)", "only": " (archived only)"}[args.archived]
     shown = f"{count:,} of {total:,}" if count < total else f"{count:,}"
+    if args.agent is not None and page.next_cursor is not UNSET:
+        shown = f"first {count:,}"  # no count by agent without a walk: say only that more follow
     heading = f"{shown} session{'s' if (total if count < total else count) != 1 else ''}{where}"
     console.print(SessionsTable(pages, title=printable(heading)))
     if page.next_cursor is not UNSET:

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     location = locate(args.store)
     store = open_log(location, create=True)  # a bad or unusable store: one line, exit 2, no agent started
     try:
-        registry = SessionRegistry(store, owns_store=True, page_size=args.page_size, follow=False)  # pushes nothing
+        registry = SessionRegistry(store, owns_store=True, page_size=args.page_size)
     except (RegistryError, OSError) as exc:
         store.close()
         raise InputError(f"cannot open the store {location.url}: {exc}") from None

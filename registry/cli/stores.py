@@ -159,10 +159,19 @@ def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> S
 
     store = open_log(location, create=create)
     try:
-        return SessionRegistry(store, owns_store=True, **options)
+        with _building(store):
+            return SessionRegistry(store, owns_store=True, **options)
     except BaseException:
         store.close()
         raise
+
+
+def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
+    """What a terminal shows while an open folds the log into the read model (a first open, after an import or an
+    upgrade: seconds on a large store); nothing when the open is quick."""
+    from registry.cli.terminal import waiting  # noqa: PLC0415
+
+    return waiting(f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
 
 
 def catch_up_read_model(store: EventStore) -> None:

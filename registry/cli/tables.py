@@ -65,103 +65,81 @@ def _overhead(columns: int) -> int:
 
 
 class SessionsTable:
-    """Sessions as ``session/list`` returned them, page by page (a rule separates pages)."""
+    """Sessions as ``session/list`` returned them, page by page (a rule separates pages). Drawn by
+    ``registry.cli.grid`` (plain lines, the same look as rich's tables, fast at any number of rows)."""
 
     def __init__(self, pages: Sequence[Sequence[SessionInfo]], *, title: str | None = None) -> None:
         self.pages = pages
         self.title = title
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = options.max_width
-        ids = (len(printable(info.session_id)) for page in self.pages for info in page)
-        longest = max([len("session id"), *ids])
+    def lines(self, width: int) -> Iterator[str]:
+        """The table's lines for a terminal ``width`` columns wide (see the module docstring for the layouts)."""
+        from registry.cli.grid import Column, grid_lines  # noqa: PLC0415
+
+        infos = [info for page in self.pages for info in page]
+        ends, seen = set(), 0
+        for page in self.pages:
+            seen += len(page)
+            ends.add(seen - 1)
+        ids = [printable(info.session_id) for info in infos]
+        longest = max([len("session id"), *map(len, ids)])
+        title = None if self.title is None else printable(self.title)
         if longest + _TIME + _MESSAGES + _ROOM + _overhead(5) <= width:
-            yield self._rows()
+            columns = [
+                Column("updated (UTC)"),
+                Column("messages", right=True),
+                Column("title", ratio=3),
+                Column("cwd", ratio=2),
+                Column("session id"),
+            ]
+            rows = [
+                [_updated(i), _messages(i), _title(i), printable(i.cwd), id_] for i, id_ in zip(infos, ids, strict=True)
+            ]
         elif longest + _TIME + _overhead(2) <= width:
-            yield self._stacked()
+            columns = [Column("session id · title · cwd", ratio=1), Column("updated (UTC)")]
+            rows = [
+                [_card(i, id_), f"{_updated(i)}\n{_messages(i) or 0} messages"]
+                for i, id_ in zip(infos, ids, strict=True)
+            ]
         else:
-            yield self._one_column()
+            columns = [Column("session id · title · cwd · updated (UTC)", ratio=1)]
+            rows = [
+                [f"{_card(i, id_)}\n{_updated(i)} · {_messages(i) or 0} messages"]
+                for i, id_ in zip(infos, ids, strict=True)
+            ]
+        return grid_lines(columns, rows, width, title=title, sections=frozenset(ends))
 
-    def _rows_of(self) -> Iterator[tuple[SessionInfo, bool]]:
-        for number, page in enumerate(self.pages, start=1):
-            for row, info in enumerate(page, start=1):
-                yield info, row == len(page) and number < len(self.pages)
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment  # noqa: PLC0415
 
-    def _table(self) -> Table:
-        from rich.table import Table  # noqa: PLC0415
-
-        return Table(title=self.title, title_justify="left")
-
-    def _rows(self) -> Table:
-        table = self._table()
-        table.add_column("updated (UTC)", no_wrap=True, min_width=_TIME)
-        table.add_column("messages", justify="right", no_wrap=True)
-        table.add_column("title", overflow="fold", ratio=3, min_width=len("title"))
-        table.add_column("cwd", overflow="fold", ratio=2, min_width=len("cwd"))
-        table.add_column("session id", no_wrap=True)
-        for info, last in self._rows_of():
-            table.add_row(_updated(info), _messages(info), _title(info), escaped(info.cwd), _id(info), end_section=last)
-        return table
-
-    def _stacked(self) -> Table:
-        from rich.text import Text  # noqa: PLC0415
-
-        table = self._table()
-        table.add_column("session id · title · cwd", overflow="fold")
-        table.add_column("updated (UTC)", no_wrap=True, min_width=_TIME)
-        for info, last in self._rows_of():
-            count = _messages(info).plain
-            when = Text.assemble(_updated(info), "\n", Text(f"{count or 0} messages", style="dim"))
-            table.add_row(_card(info), when, end_section=last)
-        return table
-
-    def _one_column(self) -> Table:
-        from rich.text import Text  # noqa: PLC0415
-
-        table = self._table()
-        table.add_column("session id · title · cwd · updated (UTC)", overflow="fold")
-        for info, last in self._rows_of():
-            count = _messages(info).plain
-            when = Text.assemble(_updated(info), Text(f" · {count or 0} messages", style="dim"))
-            table.add_row(Text.assemble(_card(info), "\n", when), end_section=last)
-        return table
+        for line in self.lines(options.max_width):
+            yield Segment(line)
+            yield Segment.line()
 
 
-def _id(info: SessionInfo) -> Text:
-    text = escaped(info.session_id)
-    text.no_wrap = True
-    return text
-
-
-def _title(info: SessionInfo) -> Text:
-    """The title, then dim markers: the agent (unless the id already starts with its name) and ``archived``."""
-    text = escaped(None if info.title is UNSET else info.title, missing="(untitled)")
+def _title(info: SessionInfo) -> str:
+    """The title, then markers: the agent (unless the id already starts with its name) and ``archived``."""
+    title = "(untitled)" if info.title is UNSET or info.title is None else printable(info.title)
     marks = []
     agent = info.agent
     if agent is not None and not info.session_id.startswith(f"{agent}:"):
         marks.append(printable(agent))
     if info.archived is True:
         marks.append("archived")
-    if marks:
-        text.append(f" [{' · '.join(marks)}]", style="dim")
-    return text
+    return f"{title} [{' · '.join(marks)}]" if marks else title
 
 
-def _updated(info: SessionInfo) -> Text:
-    return escaped(None if info.updated_at is UNSET else short_time(info.updated_at), missing="(cleared)")
+def _updated(info: SessionInfo) -> str:
+    return "(cleared)" if info.updated_at is UNSET or info.updated_at is None else short_time(info.updated_at)
 
 
-def _messages(info: SessionInfo) -> Text:
+def _messages(info: SessionInfo) -> str:
     meta = {} if info.meta is UNSET else info.meta
-    return escaped(str(meta.get(META_MESSAGES, "")))
+    return printable(str(meta.get(META_MESSAGES, "")))
 
 
-def _card(info: SessionInfo) -> Text:
-    from rich.text import Text  # noqa: PLC0415
-
-    cwd = escaped(info.cwd)
-    cwd.stylize("dim")
-    return Text.assemble(Text(printable(info.session_id), style="bold"), "\n", _title(info), "\n", cwd)
+def _card(info: SessionInfo, session_id: str) -> str:
+    return f"{session_id}\n{_title(info)}\n{printable(info.cwd)}"
 
 
 class SessionTable:

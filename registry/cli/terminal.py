@@ -10,8 +10,9 @@ import contextlib
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -86,6 +87,36 @@ def progress(description: str, total: int | None) -> Iterator[Callable[[int], No
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.update(task, completed=done)
+
+
+SLOW_OPEN: Final = 0.5
+"""Seconds an open may take before a terminal is told what it waits for."""
+
+
+@contextlib.contextmanager
+def waiting(description: str, delay: float = SLOW_OPEN) -> Iterator[None]:
+    """On a terminal, a spinner with ``description`` on stderr if the work inside takes longer than ``delay``
+    seconds (for work that reports no progress of its own); nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    done = threading.Event()
+
+    def show() -> None:
+        if done.wait(delay):
+            return
+        from rich.console import Console  # noqa: PLC0415
+
+        with Console(stderr=True).status(description):
+            done.wait()
+
+    spinner = threading.Thread(target=show, name="acp-registry-waiting", daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        done.set()
+        spinner.join()
 
 
 def human_size(size: int) -> str:

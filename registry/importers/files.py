@@ -383,7 +383,9 @@ def follow_index(
     ctx: ScanContext,
 ) -> tuple[Tail | None, dict[str, V], frozenset[str]] | None:
     """What is new in an append-only index beside the sessions (codex's ``session_index.jsonl``, Kimi Code's):
-    its tail, its entries after folding the new lines in, and the ids whose entry changed. None when nothing
+    its tail, its entries after folding the new lines in (a complete last line without its newline too; ``fold``
+    must be last-wins per id, as an index is, since that line is read again when the file grows), and the ids whose
+    entry changed. None when nothing
     changed, or the file could not be read (kept as it was; said in the summary); a missing file is empty."""
     try:
         st = os.stat(path)
@@ -397,6 +399,12 @@ def follow_index(
             fresh = {} if read.restart else dict(entries)
             for _, line in decode_lines(read.lines(), decoder, stats, first_line=read.first_line):
                 fold(fresh, line)
+            if read.pending is not None:  # a complete last line without its newline: an index folds last-wins,
+                scratch = LineStats(ctx.line_cap)  # so reading it again once the file grows changes nothing
+                last = list(decode_lines([read.pending], decoder, scratch, first_line=read.line_count + 1))
+                if last and not set(scratch.counts) - {GLUED}:
+                    for _, line in last:
+                        fold(fresh, line)
             new_tail = read.tail
     except OSError as exc:
         ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")

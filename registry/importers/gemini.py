@@ -6,7 +6,8 @@ changes (the last one wins, in its first place), ``{"$rewindTo": id}`` drops tha
 The cwd is not in the session: it is the project root the folder belongs to (``.project_root`` in the folder,
 else ``projects.json``, else - for the older ``tmp/<sha256 of the project root>/`` folders - the root whose hash
 is the folder's name, among the roots ``projects.json`` names and the working directories the registry knows:
-its store's sessions and this import's other agents', so Gemini is read after them). Titles:
+its store's sessions and this import's other agents', so Gemini is read after them; the hash is Gemini CLI's
+``getProjectHash`` in ``packages/core/src/utils/paths.ts``: the hex sha256 of the root's path). Titles:
 the AI summary (AGENT) > the first resumable user message (PROMPT) > the first user message even if it is a
 slash command (PROMPT); there is no user-set title.
 

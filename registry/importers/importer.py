@@ -28,9 +28,9 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from events.errors import ConcurrencyError, EventIdConflict
-from events.model import Event, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
 from events.store import AppendRequest, EventStore
-from registry.commands import check_meta, creation, info_change
+from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
@@ -39,6 +39,7 @@ from registry.projection import fold
 
 __all__ = [
     "META_AGENT",
+    "META_AGENT_ARCHIVED",
     "META_AGENT_MESSAGES",
     "META_AGENT_SESSION_ID",
     "META_ARCHIVED",
@@ -61,8 +62,20 @@ META_GIT_BRANCH: Final = f"{META_NAMESPACE}/gitBranch"
 META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
 """The agent's own count, which can shrink (a rewind); the registry's ``messageCount`` only ever grows."""
 META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
+"""Shown while the session is archived (``registry.model``: from its state; the importer no longer writes it)."""
+META_AGENT_ARCHIVED: Final = f"{META_NAMESPACE}/agentArchived"
+"""``true`` while the agent itself marks the session archived, as last imported: the registry's archive follows the
+agent's changes of that mark, and keeps an archive or unarchive made in the registry until the mark changes."""
 _OWN_KEYS: Final = frozenset(
-    {META_AGENT, META_AGENT_SESSION_ID, META_PATH, META_GIT_BRANCH, META_AGENT_MESSAGES, META_ARCHIVED}
+    {
+        META_AGENT,
+        META_AGENT_SESSION_ID,
+        META_PATH,
+        META_GIT_BRANCH,
+        META_AGENT_MESSAGES,
+        META_ARCHIVED,
+        META_AGENT_ARCHIVED,
+    }
 )
 _RETRIES: Final = 10
 _EXAMPLES: Final = 5
@@ -88,13 +101,13 @@ def append_sessions(store: EventStore, requests: Sequence[AppendRequest]) -> Non
     store.append_batch(requests)
 
 
-class SkipGroup(msgspec.Struct, kw_only=True):
+class SkipGroup(msgspec.Struct, kw_only=True, rename="camel"):
     reason: str
     count: int = 0
     examples: list[str] = msgspec.field(default_factory=list)
 
 
-class AgentSummary(msgspec.Struct, kw_only=True):
+class AgentSummary(msgspec.Struct, kw_only=True, rename="camel"):
     """What one pass did for one agent. ``unavailable`` says why the agent was not read at all."""
 
     agent: str
@@ -125,7 +138,7 @@ class AgentSummary(msgspec.Struct, kw_only=True):
         return sum(group.count for group in self.skipped)
 
 
-class Summary(msgspec.Struct, kw_only=True):
+class Summary(msgspec.Struct, kw_only=True, rename="camel"):
     agents: list[AgentSummary] = msgspec.field(default_factory=list)
 
     @property
@@ -389,10 +402,13 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
                 title=facts.title,
                 title_source=facts.title_source,
                 meta=meta,
+                agent=agent,
             )
         )
         if last > facts.created_at or facts.messages:
             events.append(SessionUpdated(at=last, messages=facts.messages))
+        if facts.archived:
+            events.append(SessionArchived())
     elif facts.gone is not None:
         events.append(SessionDeleted(reason=facts.gone))
     else:
@@ -409,6 +425,12 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
         )
         if change is not None:
             events.append(change)
+        meta_before = state.meta or {}
+        marked = meta_before.get(META_AGENT_ARCHIVED) is True or meta_before.get(META_ARCHIVED) is True  # or older
+        if facts.archived != marked:  # the agent archived or unarchived it since the last import
+            archiving = archive_change(state, facts.archived)
+            if archiving is not None:
+                events.append(archiving)
     base = "0" if state is None else str(state.version)
     digest = _digest(facts)
     return [(event, stable_uuid(sid, facts.locator, digest, base, str(i))) for i, event in enumerate(events)]
@@ -432,5 +454,5 @@ def _meta(agent: str, facts: SessionFacts, current: Mapping[str, Any] | None) ->
     if facts.git_branch:
         meta[META_GIT_BRANCH] = facts.git_branch
     if facts.archived:
-        meta[META_ARCHIVED] = True
+        meta[META_AGENT_ARCHIVED] = True
     return meta

@@ -24,17 +24,22 @@ The proxy is one more surface over the method table (``registry.acp.methods``, s
 
 from __future__ import annotations
 
+import collections
 import logging
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from registry.acp.jsonrpc import Incoming, RequestId, encode_result
+from events.model import TitleSource
+from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encode_result
 from registry.acp.methods import METHODS, Context, Method, Role
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
+from registry.follow import Following
 from registry.model import META_NAMESPACE, parse_time
+from registry.projection import Change
 from registry.proxy.names import agent_name
 from registry.proxy.wire import AgentLine, encode_error
 
@@ -49,6 +54,7 @@ LIST_WAIT: Final = 2.0
 META_PROXY: Final = f"{META_NAMESPACE}/proxy"
 META_DEGRADED: Final = f"{META_NAMESPACE}/degraded"
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
+_READS: Final = frozenset({"session/list", "session/status"})  # answered methods that write nothing
 _OPENING: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 _OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close", "authenticate"}
 
@@ -96,6 +102,10 @@ class Surface:
         self.history = "none"
         self.agent_capabilities: dict[str, Any] = {}
         self._history_thread: threading.Thread | None = None
+        self._own_writes = threading.Lock()
+        self._own_writes_at: collections.deque[int] = collections.deque(maxlen=256)
+        self._following: Following | None = None
+        self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
 
     def advertised(self, name: str) -> bool:
         """Whether the agent advertised method ``name`` in its ``initialize`` answer."""
@@ -131,7 +141,11 @@ class Surface:
             # What the client has seen happen is written first (not waited for while the store is failing).
             caught_up = self.recorder.degraded is None and self.recorder.wait_idle(LIST_WAIT)
             self.context.agent = self.proxy.agent
-            result = method.answer(self.context, message.params)
+            with self._own_writes:  # the change stream does not echo what this client just asked for
+                before = self.registry.position
+                result = method.answer(self.context, message.params)
+                if method.name not in _READS and self.registry.position != before:
+                    self._own_writes_at.append(self.registry.position)  # its one event is the last folded
             if method.name == "session/delete" and self.advertised("session/delete"):
                 return self._forward_delete(message)
             if method.name == "session/list":
@@ -235,12 +249,43 @@ class Surface:
             self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(capabilities))  # as the agent said
             _add_capabilities(capabilities, [m for m in METHODS.values() if self._answers(m)])
         self._start_history()
+        self._follow()
         meta = result.get("_meta")
         if meta is None:
             meta = result["_meta"] = {}
         if isinstance(meta, dict):
             meta[META_PROXY] = {"agent": self.proxy.agent, "history": self.history}
         return encode_result(client_id, result)
+
+    # -- titles set elsewhere ------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        if self._following is None:
+            threading.Thread(target=self._push_titles, name="acp-registry-proxy-titles", daemon=True).start()
+            self._following = self.registry.follow(self._changes.put)
+
+    def _push_titles(self) -> None:
+        """A user's title set elsewhere (another window, ``acp-registry title``, a host) for one of this agent's
+        sessions reaches the client as a ``session_info_update``. Only users' titles: the agent's reach the client
+        from the agent, the proxy's own from the recorder, a title this client set is in the answer it got, and
+        activity (``updatedAt``, counts) is not pushed. The follower's thread only queues the changes: this
+        thread waits for an answer being given to finish (it may be writing what would be echoed), and the
+        follower must never wait for that answer, which may be waiting for the follower."""
+        while True:
+            changes = self._changes.get()
+            if changes is None:
+                return
+            agent = self.proxy.agent
+            with self._own_writes:
+                own = set(self._own_writes_at)
+            for change in changes:
+                before, after = change.before, change.after
+                if before is None or after.agent != agent or after.deleted or change.position in own:
+                    continue
+                if after.title is None or after.title == before.title or after.title_source is not TitleSource.USER:
+                    continue
+                update = {"sessionUpdate": "session_info_update", "title": after.title}
+                self.proxy.send_client(_encode_update(self.context.wire_id(after.session_id), update))
 
     # -- the agent's past ---------------------------------------------------------------------------
 
@@ -316,6 +361,10 @@ class Surface:
             self.recorder.put(lambda r: r.agent_title(native, title))
 
     def close(self) -> None:
+        if self._following is not None:
+            self._following.stop()
+            self._following = None
+            self._changes.put(None)
         if self._history_thread is not None:
             self._history_thread.join(5.0)
 
@@ -326,6 +375,10 @@ def _prompt_text(prompt: Any) -> str:
     return "".join(
         b["text"] for b in prompt if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     )
+
+
+def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:
+    return encode_notification("session/update", {"sessionId": wire_id, "update": update})
 
 
 def _add_capabilities(capabilities: dict[str, Any], methods: list[Method]) -> None:

@@ -88,6 +88,14 @@ class ReadModel(abc.ABC):
         ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list without the
         sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
 
+    def first_page(
+        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
+    ) -> tuple[int, Page]:
+        """The first page of a walk: caught up to the log's head, and the position it is as of. A backend may
+        answer it with one query (PostgreSQL: the freshness check and the page in one statement)."""
+        as_of = self.catch_up()
+        return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
+
     @abc.abstractmethod
     def get(self, session_id: str) -> SessionState | None:
         """The session at the checkpoint (deleted ones included), or None."""

@@ -161,6 +161,11 @@ class GuardedReadModel(ReadModel):
             lambda m: m.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
         )
 
+    def first_page(
+        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
+    ) -> tuple[int, Page]:
+        return self._serve(lambda m: m.first_page(cwd=cwd, limit=limit, archived=archived, agent=agent))
+
     def get(self, session_id: str) -> SessionState | None:
         return self._serve(lambda m: m.get(session_id))
 

@@ -1,30 +1,39 @@
-"""The read model as tables in the PostgreSQL store's own schema (see ``tables.py`` for the layout and rules).
+"""The read model as tables in the PostgreSQL store's own schema (see ``tables.py`` for the layout and rules;
+``postgres_sql.py`` for the statements).
 
-Every process and host on the store shares these tables. A catch-up runs in one transaction under an advisory
-lock of its own (appends to the log never wait for it), reads the log through the store, and moves the
-checkpoint with the rows. A page is one statement, so it reads one snapshot of the tables: the current rows
-valid at P, the past rows valid at P, and the window's floor, together. Session ids and cwds compare with the
-"C" collation: code point order, as the registry sorts everywhere else.
+Every process and host on the store shares these tables. An append folds itself into them in its own transaction
+(the store's commit hook, ``events.postgres_write``): its reads go in the append's first exchange, its writes in
+the second with the events and the COMMIT - one transaction, one WAL flush, no round trip of its own. The
+append lock that orders positions orders these folds too; they only try the read model's own advisory lock, and
+leave their fold to a catch-up that holds it. A catch-up (a read model behind the log: appends by a store with
+no read model open, or the first open) runs in transactions of its own under that lock, reads the log through
+the store, and moves the checkpoint with the rows; appends never wait for it. A page is one statement, so it
+reads one snapshot: the current rows valid at P, the past rows valid at P, and the window's floor; a walk's
+first page adds the freshness check (is the checkpoint the log's head?) to the same statement.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import heapq
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, LiteralString
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, cast
 
+import msgspec
 import psycopg
 from psycopg import sql
 
+from events.model import Event, LogEntry
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.postgres_sql import TABLES, Statements, lock_key
 from registry.readmodel.tables import (
     INITIAL_META,
     CurrentRow,
+    Fold,
     FoundSchema,
     Keyed,
     PastRow,
@@ -40,7 +49,7 @@ from registry.readmodel.tables import (
     record_log_shorter,
     schema_problems,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import EVERY, events_up_to, save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -48,41 +57,16 @@ if TYPE_CHECKING:
     from events.postgres import PostgresStore
 
     Connection = psycopg.Connection[TupleRow]
+    Cursor = psycopg.Cursor[TupleRow]
 
 __all__ = ["PostgresReadModel"]
 
+log = logging.getLogger(__name__)
 
-_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
-_SCHEMA: Final[tuple[LiteralString, ...]] = (
-    "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
-    """CREATE TABLE {s}.rm_sessions (
-        session_id text COLLATE "C" PRIMARY KEY,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C"
-    )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
-    " WHERE live AND agent IS NOT NULL",
-    """CREATE TABLE {s}.rm_past (
-        session_id text COLLATE "C" NOT NULL,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        valid_to bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C",
-        PRIMARY KEY (session_id, valid_from)
-    )""",
-    "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
-)
+_IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
+_NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
+_RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
+_event_decoder = msgspec.msgpack.Decoder(Event)
 
 
 _COLUMNS: Final = (
@@ -98,92 +82,18 @@ _INDEXES: Final = (
 )
 
 
-def _lock_key(schema: str) -> int:
-    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class _Sql:
-    """Every statement, built once for one schema (identifiers quoted by psycopg)."""
-
-    def __init__(self, schema: str) -> None:
-        def q(template: LiteralString) -> bytes:
-            return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
-
-        self.create = [q(statement) for statement in _SCHEMA]
-        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in _TABLES]
-        self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
-        self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
-        self.check = q(
-            "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
-            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'),"
-            " (SELECT coalesce(max(position), 0) FROM {s}.events)"
-        )
-        self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.set_meta = q(
-            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
-        self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
-        self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
-            " archived = excluded.archived, agent = excluded.agent"
-        )
-        self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-        )
-        self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
-        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
-        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
-        self.state_at = q(
-            "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
-            " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
-            " WHERE session_id = %(sid)s AND valid_from <= %(p)s AND valid_to > %(p)s"
-            " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
-            " WHERE key IN ('floor', 'checkpoint')"
-        )
-        self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
-        self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
-        self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
-        self.states = q("SELECT state FROM {s}.rm_sessions")
-        self.in_list_order = q(
-            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
-            " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
-        )
-        self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
-        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
-        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
-        # (part 1), and the window's floor (part 2), in one round trip.
-        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
-        for cwd in (False, True):
-            for agent in (False, True):
-                for after in (False, True):
-                    where = (
-                        "live"
-                        + (" AND agent = %(agent)s" if agent else "")
-                        + (" AND cwd = %(cwd)s" if cwd else "")
-                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                    )
-                    for include in (False, True):
-                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
-                        current = " UNION ALL ".join(
-                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
-                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                            for part, value in halves
-                        )
-                        self.pages[(cwd, agent, after, include)] = q(
-                            current
-                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
-                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
-                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                            " ORDER BY rank, session_id LIMIT %(n)s)"
-                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                        )
+def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
+    """A page from the rows of a page query: current rows (parts 0 and 3), past rows (1), the floor (2)."""
+    parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
+    floor = 0
+    for part, rank, session_id, state in rows:
+        if part == 2:
+            floor = rank
+        else:
+            parts[part].append((rank, session_id, state))
+    current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
+    states, more = merge_pages(current, parts[1], limit)
+    return Page(states, more, as_of >= floor)
 
 
 class PostgresReadModel(ReadModel):
@@ -194,15 +104,26 @@ class PostgresReadModel(ReadModel):
     def __init__(self, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> None:
         self.window = window
         self._store = store
-        self._sql = _Sql(store.schema)
-        self._key = _lock_key(store.schema)
+        self._sql = Statements(store.schema)
+        self._key = lock_key(store.schema)
         self._position = 0
+        # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
+        self._pending: tuple[int, int, int, dict[str, bytes]] | None = None
+        # What this process's appends folded since another writer last moved the tables: checkpoint, floor, states.
+        self._recent: tuple[int, int, dict[str, bytes]] | None = None
+        self._known_writes: tuple[Fold, int, bytes] | None = None  # a fold from what is known, to queue
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
         else:
             with contextlib.suppress(ReadModelFault):  # tables as they are: verify reports what is wrong
                 self._position = self._meta()["checkpoint"]
+        self._remove_hook: Callable[[], None] = lambda: None
+        if not store.read_only:
+            self._remove_hook = store.add_commit_hook(self)
+
+    def close(self) -> None:
+        self._remove_hook()
 
     # -- schema ---------------------------------------------------------------------------------------
 
@@ -254,7 +175,7 @@ class PostgresReadModel(ReadModel):
     def _create(self, conn: Connection) -> None:
         """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
         stray = {table for table, _column in conn.execute(_COLUMNS, (self._store.schema,)).fetchall()}
-        for table in sorted(stray - set(_TABLES)):
+        for table in sorted(stray - set(TABLES)):
             conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
             )
@@ -330,7 +251,131 @@ class PostgresReadModel(ReadModel):
                 return folded.position, head
             return checkpoint, head  # pragma: no cover - positions up to the head are committed
 
+    # -- in the append's own transaction ----------------------------------------------------------------
+
+    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
+        """The commit hook's look-ups, queued in the append's first exchange (``events.postgres_write``): the read
+        model's lock, if free (a catch-up holding it folds these appends later instead), its checkpoint, and the
+        appended sessions' rows."""
+        return (
+            conn.execute(self._sql.try_lock, (self._key,)),
+            conn.execute(self._sql.meta),
+            conn.execute(self._sql.load, (session_ids,)),
+        )
+
+    def in_transaction(
+        self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
+    ) -> None:
+        """Fold the append's entries into the tables in its own transaction: the rows and the checkpoint commit
+        with the events, or not at all. Appends are serialised by the store's lock, so the fold needs no lock of
+        its own beyond excluding a concurrent catch-up; a read model found behind by at most ``_IN_TRANSACTION``
+        positions folds the gap here too, further behind it is left to ``catch_up``."""
+        self._pending = None
+        if not written:
+            return
+        locked, meta_rows, loaded = cast("tuple[Cursor, Cursor, Cursor]", looked_up)
+        row = locked.fetchone()
+        if row is None or not row[0]:
+            return
+        meta: dict[str, int] = dict(meta_rows.fetchall())
+        if not isinstance(meta.get("checkpoint"), int) or not isinstance(meta.get("floor"), int):
+            return  # damaged tables: the read model's guard finds them when it next reads, and mends them
+        checkpoint, floor = meta["checkpoint"], meta["floor"]
+        if checkpoint > head_before or head_before - checkpoint > _IN_TRANSACTION:
+            return
+        try:
+            states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
+            entries: list[LogEntry] = written
+            if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
+                gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
+                entries = [LogEntry(p, sid, v, _event_decoder.decode(d)) for p, sid, v, d in gap] + written
+                states = {}
+
+            def load(session_ids: list[str]) -> dict[str, SessionState]:
+                missing = [sid for sid in session_ids if sid not in states]
+                return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
+
+            position = written[-1].position
+            new_floor = position if checkpoint == 0 else max(floor, position - self.window)
+            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
+        except Exception:  # derived data: the append commits without it, and a catch-up folds it later
+            log.warning(
+                "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
+            )
+            return
+        with conn.cursor() as cursor:
+            self._queue(cursor, folded, floor, new_floor, chain)
+        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+
+    def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
+        """The commit hook's fold without reads, for an append sent in one exchange: possible when this process's
+        own last fold left the tables at ``head_before`` and it knows the state of every session appended to
+        (or the append creates it). False: the store reads first instead."""
+        self._pending = self._known_writes = None
+        recent = self._recent
+        if not written or recent is None or recent[0] != head_before:
+            return False
+        checkpoint, floor, rows = recent
+        first: dict[str, int] = {}
+        for entry in written:
+            first.setdefault(entry.session_id, entry.version)
+        if any(version != 1 and session_id not in rows for session_id, version in first.items()):
+            return False
+        position = written[-1].position
+        new_floor = max(floor, position - self.window)
+        try:
+            folded = fold_stretch(
+                written,
+                lambda ids: {sid: decode_state(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
+            )
+        except Exception:
+            log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
+            return False
+        self._known_writes = (folded, floor, chain)
+        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+        return True
+
+    def write_known(self, conn: Connection) -> None:
+        """Queue ``fold_known``'s writes, behind a guard that fails the transaction (serialization_failure: the
+        store then reads first) unless the read model's lock is free and the checkpoint and floor are still
+        what this process left - a catch-up or a rebuild elsewhere may have moved them."""
+        assert self._known_writes is not None and self._pending is not None
+        folded, floor, chain = self._known_writes
+        with conn.cursor() as cursor:
+            cursor.execute(self._sql.guard(self._key, self._pending[1], floor))
+            self._queue(cursor, folded, floor, self._pending[2], chain)
+
+    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes) -> None:
+        if folded.current:
+            cursor.executemany(self._sql.upsert, folded.current)
+        if folded.past:
+            cursor.executemany(self._sql.insert_past, folded.past)
+        if new_floor > floor:
+            cursor.execute(self._sql.prune, (new_floor,))
+        cursor.execute(
+            self._sql.set_all_meta,
+            {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
+        )
+
+    def committed(self) -> None:
+        pending, self._pending = self._pending, None
+        self._known_writes = None
+        if pending is None:
+            return
+        position, before, floor, rows = pending
+        recent = self._recent
+        if recent is not None and recent[0] == before and len(recent[2]) < _RECENT:
+            rows = {**recent[2], **rows}  # no other writer between this process's last fold and this one
+        self._recent = (position, floor, rows)
+        self._position = max(self._position, position)
+        if position // EVERY != before // EVERY:
+            SnapshotPlan(self._store, before, position, self._dump).passed(position)
+
     def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
+        if not session_ids:
+            return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
         return {session_id: decode_state(state) for session_id, state in rows}
 
@@ -375,18 +420,30 @@ class PostgresReadModel(ReadModel):
             params["rank"], params["sid"] = after
         query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
-        parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
-        floor = 0
-        for part, rank, session_id, state in rows:
-            if part == 2:
-                floor = rank
-            else:
-                parts[part].append((rank, session_id, state))
-        current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
-        states, more = merge_pages(current, parts[1], limit)
-        return Page(states, more, as_of >= floor)
+        return _cut(rows, as_of, limit)
+
+    def first_page(
+        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
+    ) -> tuple[int, Page]:
+        """The first page as of the head, with its freshness check, in one statement (one round trip) when the
+        tables are caught up; else a catch-up first."""
+        params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
+        query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
+        rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
+        found = [(int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4 and rank is not None]
+        if not found:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
+        checkpoint, head = found[0]
+        if checkpoint < head:
+            as_of = self.catch_up()
+            return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
+        self._position = max(self._position, checkpoint)
+        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit)
 
     def get(self, session_id: str) -> SessionState | None:
+        recent = self._recent
+        if recent is not None and recent[0] == self._position and session_id in recent[2]:
+            return decode_state(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
         return None if row is None else decode_state(row[0])
 

@@ -1,0 +1,159 @@
+"""Every figure a benchmark run records, declared once: the key it has in the results JSON and the name the report
+shows for it (a durable append's Latency sits under its key, its rate under ``rate_key(key)``, each with a name).
+Scripts read the keys from here (``keys.FSYNC``), the report reads ``NAMES``; adding a figure is one line."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "BUILD",
+    "CLI_LIST",
+    "CLI_SHOW",
+    "DIFFS_PER_S",
+    "ES_BULK",
+    "ES_COMMAND",
+    "ES_NOTIFICATIONS",
+    "ES_REPOSITORY",
+    "ES_SAVE",
+    "FORK_10K",
+    "FSYNC",
+    "FULL_FOLD",
+    "JSONL_LISTING",
+    "LIST_ARCHIVED",
+    "LIST_DEEP",
+    "LIST_DEEP_CWD",
+    "LIST_FIRST",
+    "LIST_FIRST_CWD",
+    "NAMES",
+    "OURS_BATCH",
+    "OURS_IMPORT",
+    "OURS_LOAD",
+    "OURS_READ",
+    "OURS_SCAN",
+    "OURS_SINGLE",
+    "OURS_THREADS_1",
+    "OURS_THREADS_8",
+    "PAGE_FLOOR",
+    "RAW_INSERT",
+    "RAW_SCAN",
+    "RAW_SINGLE",
+    "REBUILD",
+    "REPLAY_HALF",
+    "SERVE_FIRST",
+    "SERVE_FIRST_1K",
+    "SERVE_FIRST_EMPTY",
+    "SERVE_FIRST_SNAPSHOT",
+    "SERVE_RSS",
+    "SERVE_RSS_1K",
+    "STDIO_LIST",
+    "SUBSCRIPTION",
+    "WRITE_APPEND",
+    "WRITE_CREATE",
+    "rate_key",
+]
+
+NAMES: Final[dict[str, str]] = {}
+"""Every figure's name in the report, by key."""
+
+
+def rate_key(key: str) -> str:
+    return f"{key}.rate"
+
+
+def _figure(key: str, name: str | None = None, *, rate: str | None = None) -> str:
+    if name is not None:
+        NAMES[key] = name
+    if rate is not None:
+        NAMES[rate_key(key)] = rate
+    return key
+
+
+# -- the event store and its baselines (run.py, event_log.py, baselines.py) --
+
+FSYNC = _figure("disk.fsync", "disk: write 100 B + fsync, p50 / p99", rate="disk: write 100 B + fsync")
+RAW_INSERT = _figure("raw.insert", "raw sqlite3: bulk insert (1000 sessions/tx, normal)")
+RAW_SINGLE = _figure(
+    "raw.single_durable", "raw sqlite3: durable single insert, p50 / p99", rate="raw sqlite3: durable single insert"
+)
+RAW_SCAN = _figure("raw.scan", "raw sqlite3: scan + msgspec decode")
+OURS_LOAD = _figure("ours.batch_normal", "ours: batched append (1 session/tx), synchronous=normal")
+OURS_BATCH = _figure(
+    "ours.batch_durable",
+    "ours: batched append, durable, p50 / p99 per batch",
+    rate="ours: batched append (1 session/tx), durable",
+)
+OURS_SINGLE = _figure(
+    "ours.single_durable", "ours: durable single-event append, p50 / p99", rate="ours: durable single-event append"
+)
+OURS_READ = _figure("ours.read", "ours: iter_events() read + decode")
+OURS_SCAN = _figure("ours.scan", "ours: scan() read + decode (position, session, version, event)")
+OURS_IMPORT = _figure("ours.import_batch", "ours: append_batch, 1000 sessions per call, durable (import)")
+OURS_THREADS_1 = _figure("ours.threads_1", "ours: durable single-event appends, 1 thread")
+OURS_THREADS_8 = _figure("ours.threads_8", "ours: durable single-event appends, 8 threads (group commit)")
+ES_BULK = _figure("es.save_bulk", "eventsourcing: save 1000 aggregates per call (bulk load)")
+ES_SAVE = _figure(
+    "es.save_each", "eventsourcing: save per aggregate, p50 / p99", rate="eventsourcing: save per aggregate (durable)"
+)
+ES_COMMAND = _figure(
+    "es.command_each",
+    "eventsourcing: get + command + save, p50 / p99",
+    rate="eventsourcing: get + command + save (durable)",
+)
+ES_NOTIFICATIONS = _figure("es.read_notifications", "eventsourcing: recorder read + mapper decode")
+ES_REPOSITORY = _figure("es.repository_get", "eventsourcing: repository.get (sampled aggregates)")
+PAGE_FLOOR = _figure("floor.page_encode", "msgspec: encode one page of 50 SessionInfo, p50 / p99")
+JSONL_LISTING = _figure("jsonl.listing", "JSONL directory: first page, p50 / p99")
+SUBSCRIPTION = _figure("ours.subscription_cross_process", "ours: cross-process notification, p50 / p99")
+
+# -- the registry (registry_bench.py): Latency unless said otherwise --
+
+# session/list first page, no cwd filter, in process
+LIST_FIRST = _figure("registry.list_first", "registry: session/list first page, p50 / p99")
+# a page reached by a cursor 90% of the way through the walk
+LIST_DEEP = _figure("registry.list_deep", "registry: session/list page 90% deep, p50 / p99")
+LIST_FIRST_CWD = _figure("registry.list_first_cwd", "registry: session/list first page of one cwd, p50 / p99")
+LIST_DEEP_CWD = _figure("registry.list_deep_cwd", "registry: session/list deep page of one cwd, p50 / p99")
+# session/list round trip to a running `acp-registry serve`, over its pipes
+STDIO_LIST = _figure("registry.stdio_list", "registry: session/list round trip over stdio, p50 / p99")
+# a fresh `acp-registry serve` process until its first session/list answer
+SERVE_FIRST = _figure("registry.serve_first", "registry: fresh `serve` to its first session/list answer, p50 / p99")
+# the same on a 1,000-session store, in the same stage
+SERVE_FIRST_1K = _figure("registry.serve_first_1k", "registry: the same on a 1,000-session store, p50 / p99")
+# the same on an empty store: Python's start-up and ours
+SERVE_FIRST_EMPTY = _figure("registry.serve_first_empty", "registry: the same on an empty store (start-up), p50 / p99")
+# the same folding in memory from the newest snapshot
+SERVE_FIRST_SNAPSHOT = _figure(
+    "registry.serve_first_snapshot", "registry: the same folding in memory from the newest snapshot, p50 / p99"
+)
+# Quantity: that process's resident memory after its first page
+SERVE_RSS = _figure("registry.serve_rss", "registry: that `serve` process's RSS after the first page")
+SERVE_RSS_1K = _figure("registry.serve_rss_1k", "registry: the same on a 1,000-session store")
+# `acp-registry list`, the whole process
+CLI_LIST = _figure("registry.cli_list", "registry: `acp-registry list`, whole process, p50 / p99")
+# `acp-registry show SESSION`, the whole process
+CLI_SHOW = _figure("registry.cli_show", "registry: `acp-registry show`, whole process, p50 / p99")
+# Throughput: events/s of building the tables from the whole log (first open)
+BUILD = _figure("registry.build", "registry: read-model tables built from the log (first open)")
+# Throughput: events/s of the in-memory reference fold of the whole log
+REBUILD = _figure("registry.rebuild", "registry: reference fold of the whole log (lean read path)")
+# Latency (1 run): folding the whole log from its start, as replay did before
+FULL_FOLD = _figure("registry.full_fold", "registry: full fold of the log from its start, once")
+# Latency: `replay --at head/2`, from the nearest kept snapshot
+REPLAY_HALF = _figure("registry.replay_half", "registry: replay --at head/2 from kept snapshots, p50 / p99")
+# Throughput: SessionRegistry.create, durable, read model kept up
+WRITE_CREATE = _figure("registry.write_create", "registry: SessionRegistry.create, durable, tables kept up")
+# Throughput: the same store's bare durable append, for comparison
+WRITE_APPEND = _figure("registry.write_append", "registry: the same store's bare durable append")
+DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 1 and 10 subscribers
+NAMES[DIFFS_PER_S.format(subscribers=1)] = "registry: change stream, 1 subscriber (diffs/s)"
+NAMES[DIFFS_PER_S.format(subscribers=10)] = "registry: change stream, 10 subscribers (diffs/s each)"
+# page first/deep, archived only/include (10% of the generated sessions are archived)
+LIST_ARCHIVED = "registry.list_{page}_archived_{mode}"
+for _mode in ("only", "include"):
+    for _page in ("first", "deep"):
+        NAMES[LIST_ARCHIVED.format(page=_page, mode=_mode)] = (
+            f"registry: session/list {_page} page, archived={_mode}, p50 / p99"
+        )
+# SessionRegistry.fork of a 10,000-event session, durable, tables kept up
+FORK_10K = _figure("registry.fork_10k", "registry: fork of a 10,000-event session, p50 / p99")

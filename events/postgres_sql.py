@@ -1,0 +1,124 @@
+"""The PostgreSQL store's SQL, built once per schema (identifiers quoted by psycopg, never by hand), and the small
+helpers every part of the store shares: the advisory lock keys, which failures are worth a retry."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final, LiteralString
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.rows import TupleRow
+
+from events.errors import StoreError
+from events.schema import RECORD_COLUMNS, postgres_ddl
+
+__all__ = ["Statements", "lock_key", "one", "transient"]
+
+# Failures after which running the same operation again is worth it: the connection broke (class 08, or no
+# SQLSTATE at all), the server is shutting down or starting up, too many connections, a rolled-back transaction.
+_TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+
+
+class Statements:
+    """Every statement, built once for one schema (identifiers quoted by psycopg, never by hand)."""
+
+    def __init__(self, schema: str) -> None:
+        def q(template: LiteralString, **names: str) -> bytes:
+            identifiers = {k: sql.Identifier(v) for k, v in names.items()}
+            return sql.SQL(template).format(s=sql.Identifier(schema), **identifiers).as_bytes()
+
+        self.append_key = lock_key("append", schema)
+        # Channel names are identifiers (63 bytes at most); one shared by two schemas only wakes readers needlessly.
+        channel = f"{schema}_appended"[:63]
+        self.listen = q("LISTEN {channel}", channel=channel)
+        self.notify = q("NOTIFY {channel}", channel=channel)
+        self.create_schema = q("CREATE SCHEMA IF NOT EXISTS {s}")
+        self.create_tables = [q(statement) for statement in postgres_ddl("{s}")]
+        self.insert_meta = q("INSERT INTO {s}.registry_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING")
+        self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
+        self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
+        self.lock = b"SELECT pg_advisory_xact_lock(%s)"
+        self.tip = q(
+            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)"
+            " FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
+        )
+        self.tip_and_stream = q(
+            "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams),"
+            " st.stream, st.version FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true"
+            " LEFT JOIN {s}.streams AS st ON st.session_id = %s"
+        )
+        self.insert_stream = q("INSERT INTO {s}.streams (session_id, stream, version) VALUES (%s, %s, %s)")
+        self.update_stream = q("UPDATE {s}.streams SET version = %s WHERE session_id = %s")
+        self.insert_lone = q(
+            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
+            " %(session)s, data, chain"
+            " FROM unnest(%(ids)b::uuid[], %(blobs)b::bytea[], %(chain)b::bytea[])"
+            " WITH ORDINALITY AS batch (id, data, chain, n)"
+        )
+        self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
+        self.upsert_streams = q(
+            "INSERT INTO {s}.streams (session_id, stream, version)"
+            " SELECT * FROM unnest(%b::text[], %b::bigint[], %b::integer[])"
+            " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version"
+        )
+        self.insert_events = q(
+            "INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::integer[], %b::uuid[], %b::bigint[], %b::text[],"
+            " %b::bytea[], %b::bytea[])"
+        )
+        self.read_only = q(
+            "SELECT pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
+            " OR (%s AND NOT has_table_privilege(current_user, "
+            + f"'{schema}.events'"  # checked name: a lowercase identifier (check_schema)
+            + ", 'INSERT'))"
+        )
+        self.add_chain = q("ALTER TABLE {s}.events ADD COLUMN IF NOT EXISTS chain bytea")
+        self.read_rows = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
+        self.set_chain = q(
+            "UPDATE {s}.events AS e SET chain = u.chain FROM unnest(%b::bigint[], %b::bytea[]) AS u (position, chain)"
+            " WHERE e.position = u.position"
+        )
+        self.set_version = q("UPDATE {s}.registry_meta SET value = %s WHERE key = 'schema_version'")
+        self.scan = q(
+            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
+            " ORDER BY position LIMIT %s"
+        )
+        self.chain_at = q("SELECT chain FROM {s}.events WHERE position = %s")
+        self.stored = q(
+            f"SELECT {RECORD_COLUMNS}, chain FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s"
+        )
+        self.select_ids = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE event_id = ANY(%b)")
+        self.read = q(f"SELECT {RECORD_COLUMNS} FROM {{s}}.events WHERE position > %s ORDER BY position LIMIT %s")
+        self.read_stream = q(
+            "SELECT e.position, e.session_id, e.version, e.event_id, e.recorded_at, e.data"
+            " FROM {s}.streams AS s JOIN {s}.events AS e ON e.stream = s.stream"
+            " WHERE s.session_id = %s AND e.version > %s ORDER BY e.version"
+        )
+        self.head = q("SELECT coalesce(max(position), 0) FROM {s}.events")
+
+
+def one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreError("a query that always returns a row returned none")
+    return row
+
+
+def transient(exc: psycopg.Error) -> bool:
+    """A failure after which the same operation may well succeed: the connection or the server went away."""
+    if isinstance(exc, psycopg_pool.PoolClosed):
+        return False
+    if exc.sqlstate is None:
+        return isinstance(exc, psycopg.OperationalError)
+    return exc.sqlstate.startswith("08") or exc.sqlstate in _TRANSIENT_STATES
+
+
+def lock_key(purpose: str, schema: str) -> int:
+    """An advisory lock key (bigint) for one purpose in one schema; advisory locks are per database already."""
+    digest = hashlib.blake2b(f"acp-session-registry/{purpose}/{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)

@@ -1,0 +1,431 @@
+"""The PostgreSQL store's write path: one transaction per append (or per group of appends), and the commit hooks
+that keep tables derived from the log in that same transaction.
+
+Positions: every writer takes one transaction-level advisory lock per schema before it reads the head, and holds
+it to its commit, so positions are assigned and committed in one order (and the integrity chain, which links
+each record to the one before, is computed in that order). A reader that has seen position P never later finds
+a committed event below P; readers still ask for ``> last``, never ``last + 1``.
+
+Commit hooks (the registry's read model): a hook queues its look-ups right after the lock, in the same pipelined
+exchange as the head's (no round trip of its own), gets the entries the transaction wrote, and queues its writes
+with the events' before the COMMIT: a lone append stays two round trips and one WAL flush, read model included.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol, TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from events.chain import GENESIS, links
+from events.errors import ConcurrencyError, StoreError
+from events.model import Event, LogEntry
+from events.postgres_sql import Statements, one
+from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
+
+__all__ = ["CommitHook", "Connection", "Unit", "Writer"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+# Failures of a hook's own statements that leave the append worth writing without it: its table, column or
+# object is gone, or it cannot write (disk full, read-only, no privilege).
+_HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "42501"})
+_KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
+
+Connection = psycopg.Connection[TupleRow]
+Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
+
+
+class CommitHook(Protocol):
+    """Work done in an append's own transaction (see ``PostgresStore.add_commit_hook``)."""
+
+    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
+        """Queue the statements whose answers ``in_transaction`` needs (pipeline mode: do not fetch them here);
+        the append lock is held. Returns what ``in_transaction`` gets back as ``looked_up``."""
+        ...
+
+    def in_transaction(
+        self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
+    ) -> None:
+        """Queue this transaction's writes: ``written`` are its new entries (positions after ``head_before``;
+        none for a retry), ``chain`` the log's link at its last position."""
+        ...
+
+    def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
+        """Prepare the writes for ``written`` without reading anything (the append goes in one exchange); False
+        when the hook does not know enough, and the append reads first."""
+        ...
+
+    def write_known(self, conn: Connection) -> None:
+        """Queue what ``fold_known`` prepared, with a guard that fails the transaction with serialization_failure
+        if the hook's data moved meanwhile."""
+        ...
+
+    def committed(self) -> None:
+        """The transaction that last ran ``in_transaction`` or ``write_known`` committed."""
+        ...
+
+
+class Writer:
+    """Appends for one store: the transaction's statements, in as few round trips as they can go."""
+
+    def __init__(self, statements: Statements, clock: Callable[[], int], location: str) -> None:
+        self._sql = statements
+        self._clock = clock
+        self._location = location
+        self.hooks: tuple[CommitHook, ...] = ()
+        self._known: _Known | None = None  # the log's end as this process's last append left it
+        self._active: tuple[CommitHook, ...] = ()  # the hooks of the append being written
+
+    def forget(self) -> None:
+        """Another writer may have appended: the next append reads the log's end first."""
+        self._known = None
+
+    def append_alone(
+        self,
+        conn: Connection,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int]:
+        """A lone append (the common case: no other thread of this process appending). When this process's last
+        append left the log's end known and nobody else has appended since (as far as the last append saw), it
+        goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
+        (``_append_reading``)."""
+
+        def append() -> list[int]:
+            known = self._known
+            if known is not None and not known.contended:
+                positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
+                if positions is not None:
+                    return positions
+            return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+
+        return self._with_hooks(append)
+
+    def _with_hooks(self, write: Callable[[], _T]) -> _T:
+        """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
+        not writable), once more without them: derived data never costs an append (its owner finds the fault
+        and mends it when it next reads)."""
+        self._active = self.hooks
+        try:
+            return write()
+        except psycopg.Error as exc:
+            if not self._active or exc.sqlstate not in _HOOK_FAULTS:
+                raise
+            log.warning("%s: a commit hook failed (%s); the append commits without it", self._location, exc)
+            self._known = None
+            self._active = ()
+            return write()
+
+    def _append_known(
+        self,
+        conn: Connection,
+        known: _Known,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int] | None:
+        """One exchange: the lock, the writes and the COMMIT, computed from the log's end this process knows. If
+        another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
+        written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
+        stream, actual = known.streams.get(session_id, (None, 0))
+        if (stream is None and expected_version not in (ANY, 0)) or (
+            expected_version not in (ANY, actual) and stream is not None
+        ):
+            return None  # the store decides a conflict, from what it reads
+        hooks = self._active
+        at = self._clock()
+        positions = list(range(known.head + 1, known.head + 1 + len(events)))
+        chain = links(
+            known.previous,
+            [
+                (position, session_id, actual + n, event_id.bytes, at, blob)
+                for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+            ],
+        )
+        written = [
+            LogEntry(position, session_id, actual + n, event)
+            for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
+        ]
+        if not all(hook.fold_known(written, known.head, chain[-1]) for hook in hooks):
+            return None
+        new_stream = stream is None
+        if stream is None:
+            stream = known.next_stream
+        last = actual + len(events)
+        try:
+            with conn.pipeline(), conn.transaction():
+                conn.execute(self._sql.lock, (self._sql.append_key,))
+                if new_stream:
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
+                conn.execute(
+                    self._sql.insert_lone,
+                    {
+                        "head": known.head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": at,
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                        "chain": chain,
+                    },
+                )
+                for hook in hooks:
+                    hook.write_known(conn)
+                conn.execute(self._sql.notify)
+        except (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure):
+            self._known = None  # the log (or a hook's data) moved: read it
+            return None
+        known.advance(session_id, stream, last, positions[-1], chain[-1], new_stream)
+        _committed(hooks)
+        return positions
+
+    def _append_reading(
+        self,
+        conn: Connection,
+        session_id: str,
+        events: list[Event],
+        expected_version: int,
+        event_ids: list[uuid.UUID],
+        blobs: list[bytes],
+    ) -> list[int]:
+        """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a
+        duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
+        conflict: ConcurrencyError | None = None
+        positions: list[int] = []
+        hooks = self._active
+        try:
+            # Two round trips: the pipeline sends BEGIN, the lock and the look-ups together, then the writes, the
+            # hooks' writes, the NOTIFY and COMMIT together.
+            with conn.pipeline(), conn.transaction():
+                # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
+                # append committed before; positions are therefore assigned and committed in one order.
+                conn.execute(self._sql.lock, (self._sql.append_key,))
+                looked_up = [hook.look_up(conn, [session_id]) for hook in hooks]
+                head, previous, next_stream, stream, actual = one(
+                    conn.execute(self._sql.tip_and_stream, (session_id,), binary=True)
+                )
+                actual = actual or 0
+                if expected_version != ANY and expected_version != actual:
+                    conflict = ConcurrencyError(session_id, expected_version, actual)
+                    raise psycopg.Rollback
+                last = actual + len(events)
+                positions = list(range(head + 1, head + 1 + len(events)))
+                if stream is None:
+                    stream = next_stream
+                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
+                else:
+                    conn.execute(self._sql.update_stream, (last, session_id))
+                at = self._clock()
+                chain = links(
+                    previous or GENESIS,
+                    [
+                        (position, session_id, actual + n, event_id.bytes, at, blob)
+                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
+                    ],
+                )
+                conn.execute(
+                    self._sql.insert_lone,
+                    {
+                        "head": head,
+                        "stream": stream,
+                        "actual": actual,
+                        "at": at,
+                        "session": session_id,
+                        "ids": event_ids,
+                        "blobs": blobs,
+                        "chain": chain,
+                    },
+                )
+                written = [
+                    LogEntry(position, session_id, actual + n, event)
+                    for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
+                ]
+                self._run_hooks(conn, hooks, looked_up, written, head, chain[-1])
+                conn.execute(self._sql.notify)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id":
+                raise
+            # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
+        else:
+            if conflict is None:
+                self._learn(head, session_id, stream, actual + len(events), positions[-1], chain[-1], next_stream)
+                _committed(hooks)
+                return positions
+        self._known = None
+        retried = self._stored_positions(conn, session_id, events, event_ids)
+        if retried is not None:
+            return retried
+        if conflict is not None:
+            raise conflict
+        raise StoreError(f"{self._location}: an append collided with stored event ids that cannot be read back")
+
+    def _learn(
+        self, head: int, session_id: str, stream: int, version: int, last: int, link: bytes, next_stream: int
+    ) -> None:
+        """After an append that read the log's end: what it knows now, and whether another writer had appended
+        since this process's previous append (contended: then the next append reads first too)."""
+        before = self._known
+        contended = before is None or before.head != head
+        streams = {} if contended or before is None else before.streams
+        if len(streams) >= _KNOWN_STREAMS:
+            streams = {}
+        known = _Known(head, GENESIS, next_stream, streams, contended=contended)
+        known.advance(session_id, stream, version, last, link, stream == next_stream)
+        self._known = known
+
+    def _stored_positions(
+        self, conn: Connection, session_id: str, events: Sequence[Event], event_ids: Sequence[uuid.UUID]
+    ) -> list[int] | None:
+        """Positions of a retried batch; None when none of its ids is stored."""
+        rows = conn.execute(self._sql.select_ids, (list(event_ids),), binary=True).fetchall()
+        found = {record.event_id: record for record in map(record_from_row, rows)}
+        return retried_positions(session_id, events, event_ids, found)
+
+    def commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
+        self._known = None  # several appends at once: the next lone append reads the log's end again
+        return self._with_hooks(lambda: self._commit_once(conn, units))
+
+    def _commit_once(self, conn: Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
+        """One transaction and one commit for every unit the group commit queued (``events.group_commit``); each
+        unit (an append or an ``append_batch``) runs in a savepoint of its own when there are several, so a unit
+        that fails writes nothing and gets its error while the others commit."""
+        outcomes: list[list[list[int]] | BaseException] = []
+        hooks = self._active
+        # The pipeline sends the statements whose results are not needed at once with the next that is.
+        with conn.pipeline(), conn.transaction():
+            conn.execute(self._sql.lock, (self._sql.append_key,))
+            session_ids = list({request.session_id for unit in units for request, _ in unit})
+            looked_up = [hook.look_up(conn, session_ids) for hook in hooks]
+            head, previous, next_stream = one(conn.execute(self._sql.tip, binary=True))
+            tip = Tip(head, previous or GENESIS, next_stream)
+            written: list[LogEntry] = []
+            if len(units) == 1:
+                outcomes.append(self._write_unit(conn, tip, units[0], written))  # its error rolls everything back
+            else:
+                for unit in units:
+                    mark = tip.saved()
+                    mine: list[LogEntry] = []
+                    try:
+                        with conn.transaction():
+                            outcomes.append(self._write_unit(conn, tip, unit, mine))
+                    except (StoreError, ValueError) as exc:
+                        tip.restore(mark)
+                        outcomes.append(exc)
+                    else:
+                        written += mine
+            self._run_hooks(conn, hooks, looked_up, written, head, tip.previous)
+            conn.execute(self._sql.notify)
+        _committed(hooks)
+        return outcomes
+
+    def _write_unit(self, conn: Connection, tip: Tip, unit: Unit, written: list[LogEntry]) -> list[list[int]]:
+        """Write one unit's requests with two look-ups (stored ids, streams) and two bulk statements; the entries
+        it writes are added to ``written``."""
+        stored_rows = conn.execute(self._sql.select_ids, ([i for r, _ in unit for i in r.event_ids],), binary=True)
+        stream_rows = conn.execute(self._sql.select_streams, (list({r.session_id for r, _ in unit}),), binary=True)
+        stored = {record.event_id: record for record in map(record_from_row, stored_rows.fetchall())}
+        streams: dict[str, tuple[int | None, int]] = {sid: (n, v) for sid, n, v in stream_rows.fetchall()}
+        changed: dict[str, tuple[int, int]] = {}
+        columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
+        results = []
+        entries: list[LogEntry] = []
+        at = self._clock()
+        for request, blobs in unit:
+            session_id = request.session_id
+            known = {i: stored[i] for i in request.event_ids if i in stored}
+            retried = retried_positions(session_id, request.events, request.event_ids, known)
+            if retried is not None:
+                results.append(retried)
+                continue
+            stream, actual = streams.get(session_id, (None, 0))
+            if request.expected_version != ANY and request.expected_version != actual:
+                raise ConcurrencyError(session_id, request.expected_version, actual)
+            if stream is None:
+                assert tip.next_stream is not None
+                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
+            head, count = tip.head, len(blobs)
+            rows = [
+                (head + n, session_id, actual + n, event_id.bytes, at, blob)
+                for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
+            ]
+            chain = links(tip.previous, rows)
+            values: tuple[Sequence[object], ...] = (
+                [head + n for n in range(1, count + 1)],
+                [stream] * count,
+                [actual + n for n in range(1, count + 1)],
+                request.event_ids,
+                [at] * count,
+                [session_id] * count,
+                blobs,
+                chain,
+            )
+            for column, more in zip(columns, values, strict=True):
+                column.extend(more)
+            entries += [LogEntry(head + n, session_id, actual + n, event) for n, event in enumerate(request.events, 1)]
+            streams[session_id] = changed[session_id] = (stream, actual + count)
+            tip.head, tip.previous = head + count, chain[-1]
+            results.append(list(range(head + 1, head + count + 1)))
+        if changed:
+            conn.execute(
+                self._sql.upsert_streams,
+                (list(changed), [n for n, _ in changed.values()], [v for _, v in changed.values()]),
+            )
+            conn.execute(self._sql.insert_events, columns)
+        written += entries
+        return results
+
+    def _run_hooks(
+        self,
+        conn: Connection,
+        hooks: tuple[CommitHook, ...],
+        looked_up: list[object],
+        written: list[LogEntry],
+        head_before: int,
+        chain: bytes,
+    ) -> None:
+        for hook, answers in zip(hooks, looked_up, strict=True):
+            hook.in_transaction(conn, answers, written, head_before, chain)
+
+
+def _committed(hooks: tuple[CommitHook, ...]) -> None:
+    for hook in hooks:
+        try:
+            hook.committed()
+        except Exception:  # derived data: its owner catches up later; the append is committed and stays so
+            log.warning("a commit hook failed after the commit", exc_info=True)
+
+
+class _Known:
+    """The log's end as this process's last append left it: the head and its link, the next new stream number,
+    and the (stream, version) of the sessions this process appended to since."""
+
+    __slots__ = ("contended", "head", "next_stream", "previous", "streams")
+
+    def __init__(
+        self, head: int, previous: bytes, next_stream: int, streams: dict[str, tuple[int, int]], *, contended: bool
+    ) -> None:
+        self.head = head
+        self.previous = previous
+        self.next_stream = next_stream
+        self.streams = streams
+        self.contended = contended
+
+    def advance(self, session_id: str, stream: int, version: int, last: int, link: bytes, new_stream: bool) -> None:
+        self.head, self.previous = last, link
+        self.streams[session_id] = (stream, version)
+        if new_stream:
+            self.next_stream = stream + 1

@@ -1,0 +1,168 @@
+"""The PostgreSQL read model's tables and every statement on them, built once per schema (identifiers quoted by
+psycopg). Session ids and cwds compare with the "C" collation: code point order, as the registry sorts everywhere
+else."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final, LiteralString
+
+from psycopg import sql
+
+__all__ = ["TABLES", "Statements", "lock_key"]
+
+TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
+_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
+    """CREATE TABLE {s}.rm_sessions (
+        session_id text COLLATE "C" PRIMARY KEY,
+        cwd text COLLATE "C" NOT NULL,
+        rank bigint NOT NULL,
+        live boolean NOT NULL,
+        valid_from bigint NOT NULL,
+        state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C"
+    )""",
+    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
+    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
+    " WHERE live AND agent IS NOT NULL",
+    """CREATE TABLE {s}.rm_past (
+        session_id text COLLATE "C" NOT NULL,
+        cwd text COLLATE "C" NOT NULL,
+        rank bigint NOT NULL,
+        live boolean NOT NULL,
+        valid_from bigint NOT NULL,
+        valid_to bigint NOT NULL,
+        state bytea NOT NULL,
+        archived boolean NOT NULL,
+        agent text COLLATE "C",
+        PRIMARY KEY (session_id, valid_from)
+    )""",
+    "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
+)
+
+
+def lock_key(schema: str) -> int:
+    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class Statements:
+    """Every statement, built once for one schema (identifiers quoted by psycopg)."""
+
+    def __init__(self, schema: str) -> None:
+        def q(template: LiteralString) -> bytes:
+            return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
+
+        self.create = [q(statement) for statement in _SCHEMA]
+        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in TABLES]
+        self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
+        self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
+        self.check = q(
+            "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
+            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'),"
+            " (SELECT coalesce(max(position), 0) FROM {s}.events)"
+        )
+        self.meta = q("SELECT key, value FROM {s}.rm_meta")
+        self.set_meta = q(
+            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
+        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
+        self.upsert = q(
+            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
+            " archived = excluded.archived, agent = excluded.agent"
+        )
+        self.insert_past = q(
+            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+        )
+        self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to <= %s")
+        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
+        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
+        self.state_at = q(
+            "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
+            " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
+            " WHERE session_id = %(sid)s AND valid_from <= %(p)s AND valid_to > %(p)s"
+            " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
+            " WHERE key IN ('floor', 'checkpoint')"
+        )
+        self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
+        # Each IF is a statement of its own, so the meta rows are read after the lock is granted.
+        self._guard = q(
+            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock(KEY) THEN"
+            " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
+            " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') <> CHECKPOINT"
+            " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') <> FLOOR THEN"
+            " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
+        )
+        self.set_all_meta = q(
+            "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
+            " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
+        )
+        self.scan = q(
+            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
+            " ORDER BY position"
+        )
+        self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
+        self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
+        self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
+        self.states = q("SELECT state FROM {s}.rm_sessions")
+        self.in_list_order = q(
+            "(SELECT state FROM {s}.rm_sessions WHERE live ORDER BY archived, rank, session_id)"
+            " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
+        )
+        self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
+        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
+        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
+        # (part 1), and the window's floor (part 2), in one round trip.
+        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
+        # A first page is "as of now": every current row is valid and no past row is, so it is the current rows
+        # alone, with whether the checkpoint is the log's head (part 4), in one statement - one round trip, one
+        # snapshot.
+        self.first_pages: dict[tuple[bool, bool, bool], bytes] = {}
+        for cwd in (False, True):
+            for agent in (False, True):
+                for after in (False, True):
+                    where = (
+                        "live"
+                        + (" AND agent = %(agent)s" if agent else "")
+                        + (" AND cwd = %(cwd)s" if cwd else "")
+                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
+                    )
+                    for include in (False, True):
+                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
+                        current = " UNION ALL ".join(
+                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
+                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
+                            for part, value in halves
+                        )
+                        if not after:
+                            self.first_pages[(cwd, agent, include)] = q(
+                                current
+                                + " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)"
+                                "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
+                            )
+                        self.pages[(cwd, agent, after, include)] = q(
+                            current
+                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
+                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
+                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+                            " ORDER BY rank, session_id LIMIT %(n)s)"
+                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+                        )
+
+    def guard(self, key: int, checkpoint: int, floor: int) -> bytes:
+        """A statement that fails the transaction (serialization_failure) unless the read model's lock is free
+        and its checkpoint and floor are these (integers: formatted, never user text)."""
+        values = {b"KEY": key, b"CHECKPOINT": checkpoint, b"FLOOR": floor}
+        statement = self._guard
+        for name, value in values.items():
+            statement = statement.replace(name, str(int(value)).encode())
+        return statement

@@ -1,0 +1,115 @@
+"""What the command line says to a newcomer: help without phantom arguments, a watch that says what it watches,
+messages in the user's terms, and the README's import-agents lines running as written on a fresh machine."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from events import SessionCreated, open_store
+from events.store import AppendRequest
+from tests.test_cli import Cli, _one_error_line
+from tests.test_importers import prompt, session_file, write_lines
+from tests.test_readme import _blocks, _env
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "data")
+
+
+def test_demo_help_shows_no_phantom_positional(run: Cli) -> None:
+    result = run("demo", "--help")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0] == "usage: acp-registry demo [-h] [--json] [--store URL]"
+    assert "\n  URL " not in result.stdout  # the shared --store, redefined by demo, once showed as a positional
+
+
+def test_a_missing_postgresql_schema_is_said_in_the_users_terms(run: Cli, postgres_schemas: Callable[[], str]) -> None:
+    line = _one_error_line(run("list", store=postgres_schemas()))
+    assert "no store in schema" in line and "opened only to read" in line
+    assert "create=False" not in line  # a keyword argument of the library, not something a CLI user typed
+
+
+def test_import_agents_watch_says_what_it_watches_and_how_it_stops(run: Cli, tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    write_lines(session_file(claude), [prompt("2026-03-02T09:00:00Z", "hello")])
+    controller, terminal = pty.openpty()
+    agents = ["--agent", "claude-code", "--agent", "codex", "--root", f"claude-code={claude}", "--watch"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{tmp_path}/reg.db", "import-agents", *agents],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env={**run.env, "HOME": str(tmp_path / "home")},
+    )
+    os.close(terminal)
+    said = b""
+    deadline = time.monotonic() + 20
+    with contextlib.suppress(OSError):
+        while b"Ctrl-C stops" not in said and time.monotonic() < deadline:
+            if select.select([controller], [], [], 0.5)[0]:  # never block: a watch that says nothing must fail
+                said += os.read(controller, 4096)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    os.close(controller)
+    text = said.decode()
+    assert f"watching claude-code ({claude}) for changes" in text, text
+    assert "looking for codex every 2 s" in text and "(Ctrl-C stops)" in text
+    assert process.returncode == 0 and b"claude-code" in out  # the summary on stdout, the words on the terminal
+
+
+def test_the_readmes_import_agents_lines_run_as_written_on_a_fresh_machine(tmp_path: Path) -> None:
+    (block,) = [text for _, text in _blocks("sh") if text.startswith("acp-registry import-agents")]
+    lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+    env = _env(tmp_path / "home")
+    assert len(lines) == 3
+    for line in lines:
+        process = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, stdout=subprocess.PIPE, text=True)
+        if "--watch" in line:
+            time.sleep(2)
+            process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, (line, out)
+
+
+@pytest.mark.slow
+def test_a_slow_first_open_says_what_it_waits_for_on_a_terminal(run: Cli, tmp_path: Path) -> None:
+    # A store written straight to its log (as import and import-agents do): its read model is built at first open,
+    # which takes seconds at 60,000 sessions: the terminal is told once an open takes longer than half a second.
+    path = tmp_path / "cold.db"
+    with open_store(f"sqlite://{path}?synchronous=off") as store:
+        for start in range(0, 60_000, 5_000):
+            ids = range(start, start + 5_000)
+            store.append_batch(
+                [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w/{n % 50}", at=10**18 + n)]) for n in ids]
+            )
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{path}", "list", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={**run.env, "COLUMNS": "120"},
+            timeout=120,
+            check=True,
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with contextlib.suppress(OSError):
+        while select.select([controller], [], [], 1)[0] and (chunk := os.read(controller, 65536)):
+            shown += chunk
+    os.close(controller)
+    assert b"bringing the read model up to the log (60,000 events" in shown, shown
+    assert len(json.loads(result.stdout)["sessions"]) == 50  # stdout holds only the answer

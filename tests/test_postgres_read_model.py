@@ -1,0 +1,204 @@
+"""The read model on PostgreSQL is kept in the append's own transaction: the events and the rows they change commit
+together; a read model found behind folds the gap in that transaction; a catch-up holding the read model's lock
+makes appends leave their fold to it, never fold twice; the first page is fresh in one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from events import ConcurrencyError, SessionCreated, SessionUpdated
+from events.postgres import PostgresStore
+from events.urls import split_postgres_url
+from registry import SessionRegistry
+from registry.readmodel import open_read_model
+from registry.readmodel.check import check_read_model
+from registry.readmodel.guard import GuardedReadModel
+from registry.readmodel.postgres import PostgresReadModel
+
+
+def _checkpoint_and_head(conninfo: str, schema: str) -> tuple[int, int]:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            f"SELECT (SELECT value FROM {schema}.rm_meta WHERE key = 'checkpoint'),"
+            f" (SELECT coalesce(max(position), 0) FROM {schema}.events)"
+        ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+
+def test_an_append_commits_its_read_model_rows_in_the_same_transaction(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store:
+        guarded = open_read_model(store)
+        assert isinstance(guarded, GuardedReadModel)
+        model = guarded.inner
+        assert isinstance(model, PostgresReadModel)
+        # Straight to the store: nobody calls catch_up, yet the rows are there when the append returns.
+        store.append("a", [SessionCreated(cwd="/w", at=1)])
+        store.append("a", [SessionUpdated(at=5, messages=2)])
+        assert _checkpoint_and_head(conninfo, schema) == (2, 2)
+        assert model.position == 2
+        state = model.get("a")
+        assert state is not None and state.messages == 2
+        model.close()
+        # A read model opened elsewhere sees the same rows without folding anything.
+        with PostgresStore.from_url(url) as other:
+            again = open_read_model(other, catch_up=False)
+            assert again.position == 2 and again.count() == 1
+            found = again.get("a")
+            assert found is not None and found.updated_at == 5
+            again.close()
+
+
+def test_a_read_model_behind_the_log_is_caught_up_by_the_next_append(postgres_schemas: Callable[[], str]) -> None:
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as bare:
+        model = open_read_model(store)
+        for n in range(5):  # a store with no read model open: appends that do not fold
+            bare.append(f"s{n}", [SessionCreated(cwd="/w", at=n + 1)])
+        assert _checkpoint_and_head(conninfo, schema) == (0, 5)
+        store.append("s0", [SessionUpdated(at=10)])
+        assert _checkpoint_and_head(conninfo, schema) == (6, 6)
+        assert model.count() == 5
+        assert check_read_model(store, model).mismatches == []
+        model.close()
+
+
+def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(postgres_schemas: Callable[[], str]) -> None:
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store:
+        guarded = open_read_model(store)
+        assert isinstance(guarded, GuardedReadModel)
+        model = guarded.inner
+        assert isinstance(model, PostgresReadModel)
+        store.append("a", [SessionCreated(cwd="/w", at=1)])
+        with psycopg.connect(conninfo) as holder:  # as a catch-up in another process would, mid-transaction
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (model._key,))
+            store.append("b", [SessionCreated(cwd="/w", at=2)])
+            store.append("a", [SessionUpdated(at=3, messages=1)])
+            assert _checkpoint_and_head(conninfo, schema) == (1, 3)
+            holder.rollback()
+        assert model.catch_up() == 3
+        assert model.count() == 2
+        store.append("c", [SessionCreated(cwd="/w", at=4)])
+        assert _checkpoint_and_head(conninfo, schema) == (4, 4)
+        assert model.count() == 3
+        assert check_read_model(store, model).mismatches == []
+        model.close()
+
+
+def test_the_first_page_is_fresh_across_processes(postgres_schemas: Callable[[], str]) -> None:
+    url = postgres_schemas()
+    with SessionRegistry.open(url, follow=False) as one, SessionRegistry.open(url, follow=False) as two:
+        one.create("/w", session_id="x")
+        assert [s.session_id for s in two.list().sessions] == ["x"]
+        two.create("/w", session_id="y", at=10**18)
+        two.record_activity("x", at=2 * 10**18)
+        assert [s.session_id for s in one.list().sessions] == ["x", "y"]
+        assert [s.session_id for s in one.list(cwd="/w").sessions] == ["x", "y"]
+        # Bypassing both read models (an older library, say): the next first page catches up before answering.
+        with PostgresStore.from_url(url) as bare:
+            bare.append("z", [SessionCreated(cwd="/w", at=3 * 10**18)])
+        assert [s.session_id for s in one.list().sessions] == ["z", "x", "y"]
+
+
+def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    from events import ConcurrencyError  # noqa: PLC0415
+
+    url = postgres_schemas()
+    with PostgresStore.from_url(url) as one, PostgresStore.from_url(url) as two:
+        first, second = open_read_model(one), open_read_model(two)
+        one.append("s", [SessionCreated(cwd="/w", at=1)])
+        one.append("s", [SessionUpdated(at=2, messages=1)], 1)
+        with pytest.raises(ConcurrencyError):
+            two.append("s", [SessionUpdated(at=3, messages=5)], 1)
+        assert second.catch_up() == 2
+        state = second.get("s")
+        assert state is not None and state.messages == 1 and state.version == 2
+        assert check_read_model(two, second).mismatches == []
+        first.close()
+        second.close()
+
+
+@pytest.mark.parametrize("batch", [1, 40])
+def test_append_batch_and_group_commits_fold_in_their_transaction(
+    postgres_schemas: Callable[[], str], batch: int
+) -> None:
+    from events import AppendRequest  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store:
+        model = open_read_model(store)
+        store.append_batch([AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w{n % 3}", at=n + 1)]) for n in range(batch)])
+        assert _checkpoint_and_head(conninfo, schema) == (batch, batch)
+        assert model.count() == batch
+        assert model.cwd_counts() == {f"/w{k}": len(range(k, batch, 3)) for k in range(min(batch, 3))}
+        assert check_read_model(store, model).mismatches == []
+        model.close()
+
+
+def test_a_command_decided_on_a_stale_state_is_decided_again(postgres_schemas: Callable[[], str]) -> None:
+    from registry.errors import SessionDeletedError  # noqa: PLC0415
+
+    url = postgres_schemas()
+    with SessionRegistry.open(url, follow=False) as one, SessionRegistry.open(url, follow=False) as two:
+        one.create("/w", session_id="s", title="A")
+        one.create("/w", session_id="gone")
+        assert two.get("s").title == "A" and two.get("gone").session_id == "gone"  # two has seen both
+        one.record_activity("s", messages=2)
+        two.record_activity("s", messages=3)  # two's state is a version behind: refused, read again, written
+        one.change_info("s", title="B")
+        two.change_info("s", title="A")  # "no change" on two's stale state; a fresh read says there is one
+        one.delete("gone")
+        with pytest.raises(SessionDeletedError):
+            two.record_activity("gone", messages=1)
+        one.sync()
+        state = one.state("s")
+        assert state is not None and state.messages == 5 and state.title == "A"
+        assert check_read_model(one.store, one.read_model).mismatches == []
+
+
+def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    from events.testing import check_log  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as mine, PostgresStore.from_url(url) as other:
+        model, theirs = open_read_model(mine), open_read_model(other)
+        assert mine.append("a", [SessionCreated(cwd="/w", at=1)]) == [1]  # reads the log's end first
+        assert mine.append("a", [SessionUpdated(at=2)], 1) == [2]  # known end, no other writer: one exchange
+        assert mine.append("b", [SessionCreated(cwd="/w", at=3)]) == [3]
+        known = mine._writer._known
+        assert known is not None and not known.contended and known.head == 3
+        assert other.append("a", [SessionUpdated(at=4, messages=7)], 2) == [4]  # the log moves behind mine's back
+        assert mine.append("b", [SessionUpdated(at=5)], 1) == [5]  # collides on position 4, reads, appends
+        with pytest.raises(ConcurrencyError):
+            mine.append("a", [SessionUpdated(at=6)], 2)  # a's version is 3 now: the read says so
+        assert mine.append("a", [SessionUpdated(at=6)], 3) == [6]
+        assert mine.append("a", [SessionUpdated(at=7)], 4) == [7]
+        theirs.rebuild()  # the tables moved (same checkpoint, another floor): the guard sends mine to read
+        assert mine.append("b", [SessionUpdated(at=8)], 2) == [8]
+        assert _checkpoint_and_head(conninfo, schema) == (8, 8)
+        assert [r.position for r in check_log(mine)] == list(range(1, 9))
+        for store, read_model in ((mine, model), (other, theirs)):
+            read_model.catch_up()
+            assert check_read_model(store, read_model).mismatches == []
+        state = model.get("a")
+        assert state is not None and state.messages == 7 and state.version == 5
+        assert theirs.window_floor() == model.window_floor() == 7  # the rebuild's floor, not lowered by mine
+        model.close()
+        theirs.close()
