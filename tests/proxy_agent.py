@@ -8,6 +8,7 @@ A prompt's first text block is a script:
   the agent's own ids (0, 1, ... - the same ids clients use), and replies with the client's answer;
 - ``flood N [SIZE]``: N ``agent_message_chunk`` notifications (SIZE characters each), then ends the turn;
 - ``big N``: one chunk of N characters;
+- ``bigask N``: an ``fs/write_text_file`` request of N characters to the client, then replies with its answer;
 - ``title T``: a ``session_info_update`` with title T;
 - ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
 - ``exit``: one chunk, then exits with code 3 mid-turn;
@@ -182,6 +183,9 @@ class Agent:
             piece = "x" * int(size or 8)
             for _ in range(int(count)):
                 self.chunk(session_id, piece)
+        elif word == "bigask":  # a request to the client too long for any relay: the agent must get an answer
+            answer = self.ask("fs/write_text_file", {"sessionId": session_id, "path": "/x", "content": "z" * int(rest)})
+            self.chunk(session_id, json.dumps(answer))
         elif word == "big":
             self.chunk(session_id, "y" * int(rest))
         elif word == "title":

@@ -134,6 +134,16 @@ def test_floods_and_large_messages_pass_in_order(url: str, tmp_path: Path) -> No
         assert proxy.close() == 0
 
 
+def test_an_agent_request_too_long_to_relay_is_answered_to_the_agent(url: str, tmp_path: Path) -> None:
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        assert proxy.result(2, "session/prompt", prompt(session, "bigask 9000000")) == {"stopReason": "end_turn"}
+        (chunk,) = proxy.updates("agent_message_chunk")
+        assert json.loads(chunk["content"]["text"])["error"]["code"] == -32600
+        assert not proxy.requests  # nothing of it reached the client
+        assert proxy.close() == 0
+
+
 def test_lines_that_are_not_json_rpc_never_reach_the_clients_stdout(url: str, tmp_path: Path) -> None:
     proxy, session = started(url, "--banner", cwd=str(tmp_path))
     with proxy:
@@ -244,7 +254,7 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
     command = proxy_command(url, agent="claude-code")
     with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
         meta = proxy.result(0, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
-        assert meta == {"agent": "claude-code", "history": "importing"}
+        assert meta["agent"] == "claude-code" and meta["history"] in ("importing", "ready")  # a small tree: quick
         for attempt in range(200):
             listed = proxy.result(10 + attempt, "session/list", {})
             if listed["_meta"]["acp-session-registry/proxy"]["history"] != "importing":

@@ -86,6 +86,16 @@ def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None
     assert not marker.exists()
 
 
+def test_an_unreachable_postgresql_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
+    marker = tmp_path / "agent-started"
+    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    with ProxyProcess(proxy_command("postgresql://postgres@127.0.0.1:1/test", command=agent)) as proxy:
+        assert proxy.proc.wait(60) == 2
+        assert proxy.next() is None
+    assert len(proxy.stderr_lines) == 1 and "cannot open the store" in proxy.stderr_lines[0]
+    assert not marker.exists()
+
+
 def test_an_agent_that_cannot_start_is_one_line_exit_2(url: str, tmp_path: Path) -> None:
     with ProxyProcess(proxy_command(url, command=[str(tmp_path / "no-such-agent")])) as proxy:
         assert proxy.proc.wait(20) == 2
@@ -201,6 +211,7 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
         assert first.close() == 0 and second.close() == 0
 
 
+@pytest.mark.slow
 def test_an_agent_that_crashes_leaving_a_child_holding_its_stdout_is_still_reported(url: str, tmp_path: Path) -> None:
     agent = ["sh", "-c", f"sleep 60 & exec {sys.executable} {AGENT}"]
     with ProxyProcess(proxy_command(url, command=agent)) as proxy:

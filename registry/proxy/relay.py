@@ -253,17 +253,24 @@ class Proxy:
         out.append(self.surface.response(pending, message) or encode_response(pending.client_id, message))
 
     def _refused(self, line: bytes | OverlongLine, refusal: Invalid, out: list[bytes]) -> None:
+        """An agent's line that is not relayed. A request of the agent's (its id and a ``"method"`` member are
+        readable) is answered with the error ``serve`` would give, so the agent is not left waiting; an answer to a
+        pending request is replaced by an error naming the agent."""
+        size = line.size if isinstance(line, OverlongLine) else len(line)
+        self._report_noise(f"a line of {size} bytes from the agent was not relayed: {refusal.error.message}")
+        head = line.head if isinstance(line, OverlongLine) else line[:65536]
+        if refusal.id is not None and b'"method"' in head:
+            self._send_agent([encode_error(refusal.id, refusal.error)])
+            return
         pending = None
         if isinstance(refusal.id, int):
             with self._lock:
                 pending = self._pending.pop(refusal.id, None)
-        size = line.size if isinstance(line, OverlongLine) else len(line)
         if pending is not None and pending.own is None:
             error = RpcError(INTERNAL_ERROR, f"the agent {self.agent}'s answer was refused: {refusal.error.message}")
             out.append(encode_error(pending.client_id, error))
         elif pending is not None and pending.own is not None:
             pending.own(None)
-        self._report_noise(f"a line of {size} bytes from the agent was not relayed: {refusal.error.message}")
 
     def _report_noise(self, what: str) -> None:
         self._noise += 1
