@@ -1,5 +1,5 @@
 """A real agent behind the proxy in the middle of a turn: asking the client for permission, cancelled by the
-client, killed by the OS; and two real agents recording into one store.
+client, killed by the OS; two real agents recording into one store; two editor windows on one agent and store.
 
 claude-agent-acp sits in a turn for as long as the test wants: the LLM stub holds the model's answer to a prompt
 that starts with ``(hold)``, and answers one that starts with ``(tool)`` with a Bash tool call that the agent
@@ -19,7 +19,7 @@ from registry import SessionRegistry
 from tests.agents import peers
 from tests.agents.acp_client import AcpProcess
 from tests.agents.llm_stub import HOLD, REPLY_PREFIX, TOOL, TOOL_COMMAND, TOOL_DONE
-from tests.agents.scene import by_id, list_all, scene, text_prompt
+from tests.agents.scene import by_id, list_all, scene, text_prompt, wait_for_list
 
 pytestmark = pytest.mark.real_agents
 
@@ -137,3 +137,32 @@ def test_two_real_agents_record_into_one_store(tmp_path: Path) -> None:
         with SessionRegistry.open(claude.store_url, follow=False) as registry:
             ids = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
         assert ids == {f"fast-agent:{fast_sid}", f"claude-code:{claude_sid}"}
+
+
+def test_two_editor_windows_on_one_real_agent_and_one_store(tmp_path: Path) -> None:
+    # Two proxies in front of two fast-agent processes (one per window), same project, same store.
+    with scene(tmp_path, peers.FAST_AGENT) as world:
+        one = world.proxy(name="fast-agent")
+        two = world.proxy(name="fast-agent")
+        first = world.new_session(one)
+        world.turn(one, first, "Window one work")
+        second = world.new_session(two)
+        world.turn(two, second, "Window two work")
+        expected = [(second, "Window two work"), (first, "Window one work")]
+        for window in (one, two):  # each window lists both, newest first, with their titles
+            # The other window's proxy records on a thread of its own: its writes land a moment after its turn.
+            listed = wait_for_list(
+                window, lambda s: [(i["sessionId"], i.get("title")) for i in s] == expected, timeout=10
+            )
+            assert [(i["sessionId"], i.get("title")) for i in listed] == expected
+        # fast-agent refuses to load a session another of its processes holds; its error reaches the client as is.
+        params = {"sessionId": first, "cwd": str(world.project), "mcpServers": []}
+        refused = two.request("session/load", params)["error"]
+        assert refused["code"] == -32003 and first in refused["message"], refused
+        assert one.close() == 0, one.stderr_tail()  # window one closes: its agent lets the session go
+        world.load(two, first)
+        assert "Window one work" in two.text(first)
+        assert two.call("session/delete", {"sessionId": first}) == {}
+        three = world.proxy(name="fast-agent")  # a window opened later sees the delete
+        assert set(by_id(list_all(three))) == {second}
+        assert two.close() == 0 and three.close() == 0

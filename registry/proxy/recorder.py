@@ -168,12 +168,15 @@ class Recorder:
             )
         self._apply_early_title(native)
 
-    def turn(self, native: str, *, answered: bool) -> None:
-        """A turn ended (answered, or with an error): activity."""
+    def turn(self, native: str, *, answered: bool, at: int | None = None) -> None:
+        """A turn ended (answered, or with an error) at ``at`` (default: now): activity. Stamped with the time the
+        relay saw it end, not the time this thread writes it, so that sessions of several proxies on one store sort
+        by when their turns really ended; never before the session's last activity."""
         sid = stored_id(self.agent, native)
         state = self.registry.state(sid)
         if state is not None and not state.deleted:
-            self.registry.record_activity(sid, messages=2 if answered else 1)
+            when = None if at is None else max(at, state.updated_at or 0)
+            self.registry.record_activity(sid, messages=2 if answered else 1, at=when)
 
     def prompt_title(self, native: str, text: str) -> None:
         """After a turn: a title from its prompt for a session that has none, pushed to the client."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from events.codec import now_ns
 from events.model import TitleSource
 from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encode_result
 from registry.acp.methods import METHODS, Context, Method, Role
@@ -195,7 +196,8 @@ class Surface:
             turn_of = params.get("sessionId")
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
-                self.recorder.put(lambda r: r.turn(turn_of, answered=ok))
+                ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
+                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
         if ok and method == "authenticate" and self.history == "failed" and self._history_thread is not None:
