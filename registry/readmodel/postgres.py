@@ -29,7 +29,8 @@ from events.model import Event, LogEntry
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
-from registry.readmodel.postgres_sql import TABLES, Statements, lock_key
+from registry.readmodel.guard import as_they_are
+from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements, lock_key
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
@@ -59,18 +60,6 @@ if TYPE_CHECKING:
     Cursor = psycopg.Cursor[TupleRow]
 
 
-@contextlib.contextmanager
-def _as_they_are() -> Iterator[None]:
-    """Tables looked at as they are (``catch_up=False``): their faults are for ``verify`` to report, not to raise."""
-    try:
-        yield
-    except Exception as exc:
-        from registry.readmodel.guard import fault_of  # noqa: PLC0415 - the guard imports the tables' module
-
-        if fault_of(exc) is None:
-            raise
-
-
 __all__ = ["PostgresReadModel"]
 
 log = logging.getLogger(__name__)
@@ -79,19 +68,6 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
-
-
-_COLUMNS: Final = (
-    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
-    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
-)
-_INDEXES: Final = (
-    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
-    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
-    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
-    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
-    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
-)
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -128,7 +104,7 @@ class PostgresReadModel(ReadModel):
         if catch_up:
             self.catch_up()
         else:
-            with _as_they_are():  # tables as they are: verify reports what is wrong
+            with as_they_are():  # tables as they are: verify reports what is wrong
                 self._position = self._meta()["checkpoint"]
         self._remove_hook: Callable[[], None] = lambda: None
         if not store.read_only:
@@ -143,9 +119,9 @@ class PostgresReadModel(ReadModel):
         """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
         schema = self._store.schema
         tables: dict[str, tuple[str, ...]] = {}
-        for table, column in conn.execute(_COLUMNS, (schema,)).fetchall():
+        for table, column in conn.execute(COLUMNS, (schema,)).fetchall():
             tables[table] = (*tables.get(table, ()), column)
-        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(_INDEXES, (schema,))}
+        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(INDEXES, (schema,))}
         meta: dict[str, int] | None = None
         if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
             meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
@@ -186,7 +162,7 @@ class PostgresReadModel(ReadModel):
 
     def _create(self, conn: Connection) -> None:
         """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-        stray = {table for table, _column in conn.execute(_COLUMNS, (self._store.schema,)).fetchall()}
+        stray = {table for table, _column in conn.execute(COLUMNS, (self._store.schema,)).fetchall()}
         for table in sorted(stray - set(TABLES)):
             conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
