@@ -9,6 +9,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+# Under pytest-xdist (make test) a worker's environment has COLUMNS=80 and LINES=24 that a plain run has not: the
+# command line's tables would then be squeezed to 80 columns in some tests and not others. Tests see the same
+# environment whichever way they run (the tests about widths set COLUMNS themselves).
+if os.environ.get("PYTEST_XDIST_WORKER") and (os.environ.get("COLUMNS"), os.environ.get("LINES")) == ("80", "24"):
+    del os.environ["COLUMNS"], os.environ["LINES"]
+
 POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 _START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 
