@@ -27,9 +27,10 @@ from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, links
 from events.errors import ConcurrencyError, StoreError
+from events.group_commit import Unit
 from events.model import Event, LogEntry
 from events.postgres_sql import Statements, one
-from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
+from events.store import ANY, Tip, record_from_row, retried_positions
 
 __all__ = ["CommitHook", "Connection", "Unit", "Writer"]
 
@@ -42,7 +43,6 @@ _HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "4
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
-Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
 
 
 class CommitHook(Protocol):
