@@ -39,6 +39,7 @@ from registry.readmodel.tables import (
     PastRow,
     SnapshotPlan,
     anchor_value,
+    as_they_are,
     checked_meta,
     checked_positions,
     chunks,
@@ -57,18 +58,6 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[TupleRow]
     Cursor = psycopg.Cursor[TupleRow]
-
-
-@contextlib.contextmanager
-def _as_they_are() -> Iterator[None]:
-    """Tables looked at as they are (``catch_up=False``): their faults are for ``verify`` to report, not to raise."""
-    try:
-        yield
-    except Exception as exc:
-        from registry.readmodel.guard import fault_of  # noqa: PLC0415 - the guard imports the tables' module
-
-        if fault_of(exc) is None:
-            raise
 
 
 __all__ = ["PostgresReadModel"]
@@ -128,7 +117,7 @@ class PostgresReadModel(ReadModel):
         if catch_up:
             self.catch_up()
         else:
-            with _as_they_are():  # tables as they are: verify reports what is wrong
+            with as_they_are():  # tables as they are: verify reports what is wrong
                 self._position = self._meta()["checkpoint"]
         self._remove_hook: Callable[[], None] = lambda: None
         if not store.read_only:

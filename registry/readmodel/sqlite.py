@@ -30,6 +30,7 @@ from registry.readmodel.tables import (
     Keyed,
     SnapshotPlan,
     anchor_value,
+    as_they_are,
     checked_meta,
     checked_positions,
     chunks,
@@ -40,19 +41,6 @@ from registry.readmodel.tables import (
     unsealed,
 )
 from registry.snapshot import events_up_to, save_encoded_snapshot
-
-
-@contextlib.contextmanager
-def _as_they_are() -> Iterator[None]:
-    """Tables looked at as they are (``catch_up=False``): their faults are for ``verify`` to report, not to raise."""
-    try:
-        yield
-    except Exception as exc:
-        from registry.readmodel.guard import fault_of  # noqa: PLC0415 - the guard imports the tables' module
-
-        if fault_of(exc) is None:
-            raise
-
 
 __all__ = ["SqliteReadModel"]
 
@@ -160,7 +148,7 @@ class SqliteReadModel(ReadModel):
                 if catch_up:
                     model.catch_up()
                 else:
-                    with _as_they_are():  # tables as they are: verify reports what is wrong
+                    with as_they_are():  # tables as they are: verify reports what is wrong
                         model._behind()  # learn the checkpoint
                 model._remove_hook = store.add_commit_hook(model)
         except BaseException:
