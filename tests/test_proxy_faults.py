@@ -245,6 +245,7 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
     second, b = started(url, cwd=str(tmp_path))
     with first, second:
         first.result(2, "session/prompt", prompt(a, "window one"))
+        time.sleep(0.01)  # the list orders by updatedAt to the millisecond (then by id): two turns, two milliseconds
         second.result(2, "session/prompt", prompt(b, "window two"))
         first.result(6, "session/list", {})  # each list waits for its own proxy's recorder: both have written
         second.result(6, "session/list", {})

@@ -29,7 +29,7 @@ from events.model import Event, LogEntry
 from registry.model import Archived, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
-from registry.readmodel.postgres_sql import TABLES, Statements, lock_key
+from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements, lock_key
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
@@ -68,19 +68,6 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
-
-
-_COLUMNS: Final = (
-    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
-    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
-)
-_INDEXES: Final = (
-    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
-    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
-    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
-    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
-    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
-)
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -132,9 +119,9 @@ class PostgresReadModel(ReadModel):
         """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
         schema = self._store.schema
         tables: dict[str, tuple[str, ...]] = {}
-        for table, column in conn.execute(_COLUMNS, (schema,)).fetchall():
+        for table, column in conn.execute(COLUMNS, (schema,)).fetchall():
             tables[table] = (*tables.get(table, ()), column)
-        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(_INDEXES, (schema,))}
+        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(INDEXES, (schema,))}
         meta: dict[str, int] | None = None
         if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
             meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
@@ -175,7 +162,7 @@ class PostgresReadModel(ReadModel):
 
     def _create(self, conn: Connection) -> None:
         """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-        stray = {table for table, _column in conn.execute(_COLUMNS, (self._store.schema,)).fetchall()}
+        stray = {table for table, _column in conn.execute(COLUMNS, (self._store.schema,)).fetchall()}
         for table in sorted(stray - set(TABLES)):
             conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))

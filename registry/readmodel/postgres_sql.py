@@ -9,7 +9,7 @@ from typing import Final, LiteralString
 
 from psycopg import sql
 
-__all__ = ["TABLES", "Statements", "lock_key"]
+__all__ = ["COLUMNS", "INDEXES", "TABLES", "Statements", "lock_key"]
 
 TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
@@ -41,6 +41,20 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         PRIMARY KEY (session_id, valid_from)
     )""",
     "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
+)
+
+
+# What the tables are, as found (schema checks): columns in order, and indexes with their columns.
+COLUMNS: Final = (
+    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
+    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
+)
+INDEXES: Final = (
+    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
+    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
+    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
+    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
+    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
 )
 
 
