@@ -50,9 +50,7 @@ def _walk(model: ReadModel, as_of: int, where: ListFilter, limit: int) -> tuple[
     after = None
     consistent = True
     while True:
-        page = model.page(
-            as_of=as_of, after=after, cwd=where.cwd, limit=limit, archived=where.archived, agent=where.agent
-        )
+        page = model.page(as_of=as_of, after=after, where=where, limit=limit)
         consistent = consistent and page.consistent
         seen.extend(s.session_id for s in page.states)
         if not page.more:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from events.model import RecordedEvent
 from events.store import EventStore
 from registry.cursor import Cursor, CursorCodec
-from registry.model import ListSessionsResult, session_info, sort_key
+from registry.model import ListFilter, ListSessionsResult, session_info, sort_key
 from registry.projection import Projection
 
 __all__ = ["LogFold", "fold_log", "list_pages"]
@@ -60,7 +60,7 @@ def list_pages(
     position = projection.position
     after = None
     while True:
-        page = projection.page(as_of=position, after=after, cwd=cwd, limit=page_size)
+        page = projection.page(as_of=position, after=after, where=ListFilter(cwd), limit=page_size)
         result = ListSessionsResult([session_info(state) for state in page.states])
         if page.more:
             after = sort_key(page.states[-1])
