@@ -47,6 +47,19 @@ def table_sizes(server: str, schema: str) -> dict[str, Any]:
     }
 
 
+def _fanout_figures(listeners: int, commits: list[float], delays: list[float]) -> dict[str, Any]:
+    """A fan-out run's figures (NOTIFY or NATS alike): commit/publish and delivery latencies, deliveries made."""
+    commit, delivery = latency(commits), latency(delays)
+    return {
+        "listeners": listeners,
+        "commit_p50_us": commit.p50_us,
+        "commit_p99_us": commit.p99_us,
+        "delivery_p50_us": delivery.p50_us,
+        "delivery_p99_us": delivery.p99_us,
+        "delivered": len(delays),
+    }
+
+
 def notify_fanout(server: str, listeners: int) -> dict[str, Any]:
     import psycopg  # noqa: PLC0415
 
@@ -87,15 +100,7 @@ def notify_fanout(server: str, listeners: int) -> dict[str, Any]:
     thread.join()
     for conn in conns:
         conn.close()
-    commit, delivery = latency(commits), latency(delays)
-    return {
-        "listeners": listeners,
-        "commit_p50_us": commit.p50_us,
-        "commit_p99_us": commit.p99_us,
-        "delivery_p50_us": delivery.p50_us,
-        "delivery_p99_us": delivery.p99_us,
-        "delivered": len(delays),
-    }
+    return _fanout_figures(listeners, commits, delays)
 
 
 def _nats_connect(address: tuple[str, int]) -> socket.socket:
@@ -165,15 +170,7 @@ def nats_fanout(address: tuple[str, int], listeners: int) -> dict[str, Any]:
     thread.join()
     for sock in [*subs, publisher]:
         sock.close()
-    commit, delivery = latency(commits), latency(delays)
-    return {
-        "listeners": listeners,
-        "commit_p50_us": commit.p50_us,
-        "commit_p99_us": commit.p99_us,
-        "delivery_p50_us": delivery.p50_us,
-        "delivery_p99_us": delivery.p99_us,
-        "delivered": len(delays),
-    }
+    return _fanout_figures(listeners, commits, delays)
 
 
 def main() -> None:
