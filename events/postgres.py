@@ -29,7 +29,6 @@ import contextlib
 import functools
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeVar
 
@@ -55,6 +54,7 @@ from events.schema import (
 )
 from events.store import (
     Clock,
+    PreparedAppend,
     StoreIdentity,
     Subscription,
     _check_position,
@@ -247,20 +247,11 @@ class PostgresStore(GroupCommitStore):
         # retry returns their positions.
         if len(units) == 1 and len(units[0]) == 1:
             request, blobs = units[0][0]
-            args = (request.session_id, request.events, request.expected_version, request.event_ids, blobs)
-            return [[self._run(lambda conn: self._append_alone(conn, *args))]]
+            return [[self._run(lambda conn: self._append_alone(conn, request, blobs))]]
         return self._run(lambda conn: self._commit_once(conn, units))
 
-    def _append_alone(
-        self,
-        conn: _Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
-        return self._writer.append_alone(conn, session_id, events, expected_version, event_ids, blobs)
+    def _append_alone(self, conn: _Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
+        return self._writer.append_alone(conn, request, blobs)
 
     def _commit_once(self, conn: _Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         return self._writer.commit_once(conn, units)

@@ -30,7 +30,7 @@ from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
 from events.postgres_sql import Statements, one
-from events.store import ANY, Tip, record_from_row, retried_positions
+from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
 __all__ = ["CommitHook", "Connection", "Unit", "Writer"]
 
@@ -90,15 +90,7 @@ class Writer:
         """Another writer may have appended: the next append reads the log's end first."""
         self._known = None
 
-    def append_alone(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
+    def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """A lone append (the common case: no other thread of this process appending). When this process's last
         append left the log's end known and nobody else has appended since (as far as the last append saw), it
         goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
@@ -107,10 +99,10 @@ class Writer:
         def append() -> list[int]:
             known = self._known
             if known is not None and not known.contended:
-                positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
+                positions = self._append_known(conn, known, request, blobs)
                 if positions is not None:
                     return positions
-            return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+            return self._append_reading(conn, request, blobs)
 
         return self._with_hooks(append)
 
@@ -130,18 +122,12 @@ class Writer:
             return write()
 
     def _append_known(
-        self,
-        conn: Connection,
-        known: _Known,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
+        self, conn: Connection, known: _Known, request: PreparedAppend, blobs: list[bytes]
     ) -> list[int] | None:
         """One exchange: the lock, the writes and the COMMIT, computed from the log's end this process knows. If
         another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
         written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
+        session_id, events, expected_version, event_ids = _fields(request)
         stream, actual = known.streams.get(session_id, (None, 0))
         if (stream is None and expected_version not in (ANY, 0)) or (
             expected_version not in (ANY, actual) and stream is not None
@@ -197,17 +183,10 @@ class Writer:
         _committed(hooks)
         return positions
 
-    def _append_reading(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
+    def _append_reading(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a
         duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
+        session_id, events, expected_version, event_ids = _fields(request)
         conflict: ConcurrencyError | None = None
         positions: list[int] = []
         hooks = self._active
@@ -403,6 +382,10 @@ class Writer:
     ) -> None:
         for hook, answers in zip(hooks, looked_up, strict=True):
             hook.in_transaction(conn, answers, written, head_before, chain)
+
+
+def _fields(request: PreparedAppend) -> tuple[str, list[Event], int, list[uuid.UUID]]:
+    return request.session_id, request.events, request.expected_version, request.event_ids
 
 
 def _committed(hooks: tuple[CommitHook, ...]) -> None:
