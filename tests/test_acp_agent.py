@@ -114,6 +114,7 @@ def test_sessions_pages_filters_errors_and_delete(tmp_path: Path) -> None:
             for n in range(8):
                 cwd = list(made)[n % 3]
                 made[cwd].append((await conn.new_session(cwd=cwd + "/", mcp_servers=[])).session_id)
+                await asyncio.sleep(0.002)  # each in its own millisecond: the list orders ties by id, not by creation
             everything = await _walk(conn)
             assert sorted(everything) == sorted(s for ids in made.values() for s in ids)
             assert everything == list(reversed([s for n in range(8) for s in [made[list(made)[n % 3]][n // 3]]]))
