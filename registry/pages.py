@@ -65,11 +65,10 @@ def list_page(
 ) -> ListSessionsResult:
     """One page of the sessions ``where`` selects (its ``cwd`` canonical), after ``cursor`` (None: the first
     page). The filters apply before pagination; the cursor is bound to them."""
-    cwd, archived, agent = where
     if cursor is None:
         as_of, page = read_model.first_page(where=where, limit=page_size)
     else:
-        walk = cursors.decode(cursor, cwd, archived=archived, agent=agent)
+        walk = cursors.decode(cursor, where)
         if walk.position > read_model.position and walk.position > read_model.catch_up():
             raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
         as_of = walk.position
@@ -78,7 +77,7 @@ def list_page(
     result = ListSessionsResult([render(state) for state in page.states])
     if page.more:
         rank, last = sort_key(page.states[-1])
-        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), cwd, archived=archived, agent=agent)
+        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), where)
     if not page.consistent:
         result.meta = dict(_PAST_WINDOW_META)
     return result
