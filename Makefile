@@ -29,8 +29,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite on every core (pytest-xdist), then the tests marked serial alone: one restarts the PostgreSQL server
+# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto -m 'not real_agents and not serial'
+	$(BIN)/pytest -m 'serial and not real_agents'
 
 demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*

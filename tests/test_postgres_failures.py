@@ -230,6 +230,7 @@ def _restart_command() -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # restarts the server every PostgreSQL test shares: never beside them
 def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None:
     restart = _restart_command()
     url = _url(schema)

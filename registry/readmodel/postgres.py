@@ -29,6 +29,7 @@ from events.model import Event, LogEntry
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements, lock_key
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
@@ -39,7 +40,6 @@ from registry.readmodel.tables import (
     PastRow,
     SnapshotPlan,
     anchor_value,
-    as_they_are,
     checked_meta,
     checked_positions,
     chunks,

@@ -23,6 +23,7 @@ from events.sqlite import SqliteStore
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel.guard import as_they_are
 from registry.readmodel.schema import FoundSchema, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
@@ -30,7 +31,6 @@ from registry.readmodel.tables import (
     Keyed,
     SnapshotPlan,
     anchor_value,
-    as_they_are,
     checked_meta,
     checked_positions,
     chunks,

@@ -21,13 +21,12 @@ but the change stream may start from any position (``state_at``), and the rows t
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import heapq
 import logging
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Final, NamedTuple
@@ -52,7 +51,6 @@ __all__ = [
     "PastRow",
     "SnapshotPlan",
     "anchor_value",
-    "as_they_are",
     "checked_meta",
     "checked_positions",
     "checked_row",
@@ -67,9 +65,9 @@ __all__ = [
     "unsealed",
 ]
 
-_TABLES_REVISION: Final = 3
+_TABLES_REVISION: Final = 4
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
-row's state blob sealed by a digest."""
+row's state blob sealed by a digest, 4: by its CRC-32 (one call to check)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -81,51 +79,37 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
 _encode = _encoder.encode
 _decode = _decoder.decode
-SEAL: Final = 8
-"""Bytes of the digest sealing each row's state blob (msgpack of the state, then ``blake2b`` of it)."""
-
-
-@contextlib.contextmanager
-def as_they_are() -> Iterator[None]:
-    """Tables looked at as they are (``catch_up=False``): their faults are for ``verify`` to report, not to raise."""
-    try:
-        yield
-    except Exception as exc:
-        from registry.readmodel.guard import fault_of  # noqa: PLC0415 - the guard imports the tables' module
-
-        if fault_of(exc) is None:
-            raise
-
-
-def _seal(body: bytes | memoryview) -> bytes:
-    return hashlib.blake2b(body, digest_size=SEAL).digest()
+SEAL: Final = 4
+"""Bytes sealing each row's state blob: the msgpack of the state, then its CRC-32 (little-endian)."""
+_RESIDUE: Final = 0x2144DF1C
+"""The CRC-32 of any bytes followed by their own CRC-32 (little-endian): one call checks a seal."""
+_NOT_SEALED: Final = "a session's state in the read model does not match its seal (edited or damaged)"
 
 
 def encode_state(state: SessionState) -> bytes:
-    """A row's state blob: the state's msgpack, sealed by its digest (an edited or damaged blob is found when it
-    is read, not served)."""
+    """A row's state blob: the state's msgpack, sealed by its CRC-32 (an edited or damaged blob is found when it is
+    read, not served; a check against damage and hand edits, not against someone who recomputes it)."""
     body = _encode(state)
-    return body + _seal(body)
+    return body + zlib.crc32(body).to_bytes(SEAL, "little")
+
+
+def _checked(blob: object) -> memoryview:
+    if not isinstance(blob, bytes):  # a column edited into text or a number
+        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
+    if len(blob) <= SEAL or zlib.crc32(blob) != _RESIDUE:
+        raise ReadModelFault(_NOT_SEALED)
+    return memoryview(blob)[:-SEAL]
 
 
 def unsealed(blob: bytes) -> bytes:
     """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
-    if not isinstance(blob, bytes):
-        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
-    body = memoryview(blob)[:-SEAL]
-    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
-        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
-    return bytes(body)
+    return bytes(_checked(blob))
 
 
 def decode_state(blob: bytes) -> SessionState:
     """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
     log's problem)."""
-    if not isinstance(blob, bytes):  # a column edited into text or a number
-        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
-    body = memoryview(blob)[:-SEAL]
-    if len(blob) <= SEAL or _seal(body) != blob[-SEAL:]:
-        raise ReadModelFault("a session's state in the read model does not match its seal (edited or damaged)")
+    body = _checked(blob)
     try:
         return _decode(body)
     except msgspec.DecodeError as exc:  # ValidationError included
