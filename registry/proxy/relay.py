@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
-from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
+from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
 from registry.proxy.names import agent_name
@@ -150,15 +150,11 @@ class Proxy:
         self._shutdown()
 
     def _from_client(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
-        if isinstance(line, bytes) and not line.strip():
+        message = incoming(line)
+        if message is None:
             return
-        message = parse(line)
-        if isinstance(message, list):
-            if message:
-                self.send_client(encode_batch(message))
-            return
-        if isinstance(message, Invalid):
-            self.send_client(encode_error(message.id, message.error))
+        if isinstance(message, bytes):
+            self.send_client(message)  # a refusal: an invalid message or a batch
             return
         if message.is_response or not message.has_id:
             assert isinstance(line, bytes)
