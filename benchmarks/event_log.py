@@ -6,12 +6,12 @@ appenders are timed against one (group commit)."""
 from __future__ import annotations
 
 import contextlib
-import threading
+import functools
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from benchmarks.figures import Latency, Stopwatch, Throughput, Timer, latency, throughput
+from benchmarks.figures import Latency, Stopwatch, Throughput, Timer, latency, run_together, throughput
 from benchmarks.generate import History
 from benchmarks.store_throughput import cross_process_latency
 from events import ANY, NO_STREAM, AppendRequest, Event, SqliteStore
@@ -96,21 +96,13 @@ class ImportBench:
     def appenders(self, items: Sequence[tuple[str, Event]], threads: int) -> Throughput:
         """``items`` appended durably one event per call, split over ``threads`` threads started together."""
         parts = [items[n::threads] for n in range(threads)]
-        gate = threading.Barrier(threads + 1)
 
         def work(part: Sequence[tuple[str, Event]]) -> None:
-            gate.wait()
             for session_id, event in part:
                 self._store.append(session_id, [event], ANY)
 
-        workers = [threading.Thread(target=work, args=(part,)) for part in parts]
-        for worker in workers:
-            worker.start()
-        gate.wait()
-        start = time.perf_counter()
-        for worker in workers:
-            worker.join()
-        return throughput(len(items), time.perf_counter() - start, note=f"{threads} thread(s), synchronous=FULL")
+        seconds = run_together([functools.partial(work, part) for part in parts])
+        return throughput(len(items), seconds, note=f"{threads} thread(s), synchronous=FULL")
 
     def close(self) -> None:
         self._store.close()

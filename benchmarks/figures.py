@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -24,6 +25,7 @@ __all__ = [
     "interleave",
     "latency",
     "repeat_rate",
+    "run_together",
     "throughput",
 ]
 
@@ -84,6 +86,25 @@ def latency(samples_s: Sequence[float], *, note: str = "") -> Latency:
         mean_us=statistics.fmean(ordered) * 1e6,
         note=note,
     )
+
+
+def run_together(works: Sequence[Callable[[], object]]) -> float:
+    """Run each of ``works`` on a thread of its own, all released at once: the seconds from the release until the
+    last one ended (threads starting up are not timed)."""
+    gate = threading.Barrier(len(works) + 1)
+
+    def run(work: Callable[[], object]) -> None:
+        gate.wait()
+        work()
+
+    workers = [threading.Thread(target=run, args=(work,)) for work in works]
+    for worker in workers:
+        worker.start()
+    gate.wait()
+    start = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - start
 
 
 def repeat_rate(run: Callable[[], int], *, min_seconds: float = 1.0, max_runs: int = 5) -> Throughput:

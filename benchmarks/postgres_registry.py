@@ -147,6 +147,8 @@ def _timed(call: Callable[[], object]) -> Callable[[object], float]:
 
 def _deep(registry: Any, cwd: str | None, pages: int) -> tuple[str | None, tuple[int, str] | None]:
     """A cursor about ``pages`` pages deep and the sort key it continues after."""
+    from registry.model import ListFilter  # noqa: PLC0415
+
     cursor = None
     for _ in range(pages):
         page = registry.list(cwd=cwd, cursor=cursor)
@@ -155,7 +157,7 @@ def _deep(registry: Any, cwd: str | None, pages: int) -> tuple[str | None, tuple
         cursor = page.next_cursor
     if cursor is None:
         return None, None
-    walk = registry._cursors.decode(cursor, cwd)
+    walk = registry._cursors.decode(cursor, ListFilter(cwd))
     return cursor, (walk.rank, walk.session_id)
 
 

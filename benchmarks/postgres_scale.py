@@ -47,6 +47,28 @@ def table_sizes(server: str, schema: str) -> dict[str, Any]:
     }
 
 
+def _await_deliveries(delays: list[float], expected: int, done: threading.Event, thread: threading.Thread) -> None:
+    """Give the listeners up to 10 s to receive every message, then stop the thread that reads for them."""
+    deadline = time.monotonic() + 10
+    while len(delays) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done.set()
+    thread.join()
+
+
+def _fanout_figures(listeners: int, commits: list[float], delays: list[float]) -> dict[str, Any]:
+    """A fan-out run's figures (NOTIFY or NATS alike): commit/publish and delivery latencies, deliveries made."""
+    commit, delivery = latency(commits), latency(delays)
+    return {
+        "listeners": listeners,
+        "commit_p50_us": commit.p50_us,
+        "commit_p99_us": commit.p99_us,
+        "delivery_p50_us": delivery.p50_us,
+        "delivery_p99_us": delivery.p99_us,
+        "delivered": len(delays),
+    }
+
+
 def notify_fanout(server: str, listeners: int) -> dict[str, Any]:
     import psycopg  # noqa: PLC0415
 
@@ -80,22 +102,10 @@ def notify_fanout(server: str, listeners: int) -> dict[str, Any]:
                 sender.execute(f"NOTIFY {channel}, '{n}'")
             commits.append(time.perf_counter() - start)
             time.sleep(0.005)
-    deadline = time.monotonic() + 10
-    while len(delays) < MESSAGES * listeners and time.monotonic() < deadline:
-        time.sleep(0.01)
-    done.set()
-    thread.join()
+    _await_deliveries(delays, MESSAGES * listeners, done, thread)
     for conn in conns:
         conn.close()
-    commit, delivery = latency(commits), latency(delays)
-    return {
-        "listeners": listeners,
-        "commit_p50_us": commit.p50_us,
-        "commit_p99_us": commit.p99_us,
-        "delivery_p50_us": delivery.p50_us,
-        "delivery_p99_us": delivery.p99_us,
-        "delivered": len(delays),
-    }
+    return _fanout_figures(listeners, commits, delays)
 
 
 def _nats_connect(address: tuple[str, int]) -> socket.socket:
@@ -158,22 +168,10 @@ def nats_fanout(address: tuple[str, int], listeners: int) -> dict[str, Any]:
         _read_until(publisher, b"PONG\r\n")  # the server has taken it: the "commit"
         commits.append(time.perf_counter() - start)
         time.sleep(0.005)
-    deadline = time.monotonic() + 10
-    while len(delays) < MESSAGES * listeners and time.monotonic() < deadline:
-        time.sleep(0.01)
-    done.set()
-    thread.join()
+    _await_deliveries(delays, MESSAGES * listeners, done, thread)
     for sock in [*subs, publisher]:
         sock.close()
-    commit, delivery = latency(commits), latency(delays)
-    return {
-        "listeners": listeners,
-        "commit_p50_us": commit.p50_us,
-        "commit_p99_us": commit.p99_us,
-        "delivery_p50_us": delivery.p50_us,
-        "delivery_p99_us": delivery.p99_us,
-        "delivered": len(delays),
-    }
+    return _fanout_figures(listeners, commits, delays)
 
 
 def main() -> None:

@@ -15,7 +15,9 @@ lines so that it is not what limits the rate):
 - **throughput**: a ``session/update`` flood of ``--flood`` notifications (about 200 bytes each) read by the
   client to the last one: notifications per second.
 - **start**: spawn to the ``initialize`` answer, the agent alone and behind the proxy (the history import runs in
-  the background and is not waited for).
+  the background and is not waited for), for the bench agent and for ``acp-registry serve``, runs interleaved;
+  medians and p90s (``--only-start`` measures only this). The package's bytecode is compiled first, as an
+  installed package has it (with ``PYTHONDONTWRITEBYTECODE`` set every run would compile every module again).
 - **session/list**: a first page of ``--sessions`` sessions through the proxy (the agent's sessions in its store)
   beside the same page from ``acp-registry serve`` over stdio (its own sessions in its store).
 
@@ -238,10 +240,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fl_direct, fl_proxy = both("flood", lambda c: flood(c, args.flood))
     results["notifications_per_s"] = {"direct": fl_direct, "proxy": fl_proxy, "ratio": fl_proxy / fl_direct}
     results["list_first_page_ms"] = list_pages(folder, args.sessions, args.pings // 4, proxied, both)
-    starts_direct = [start_time(direct) for _ in range(args.starts)]
-    starts_proxy = [start_time(proxied()) for _ in range(args.starts)]
-    d, p = statistics.median(starts_direct), statistics.median(starts_proxy)
-    results["start_s"] = {"direct": d, "proxy": p, "added": p - d}
+    results.update(starts(folder, direct, args.starts))
+    return results
+
+
+def starts(folder: Path, direct: list[str], count: int) -> dict[str, dict[str, float]]:
+    """Spawn to the ``initialize`` answer, the agent alone and behind the proxy, runs interleaved (direct, proxy,
+    direct, ...) so that a load that comes and goes falls on both: medians and p90s, the difference and the
+    ratio. Two agents: the small bench agent (stdlib only) and ``acp-registry serve`` (a store of its own). The
+    proxy's store is one per agent, made by an untimed first run (a proxy's store outlives its runs); so is
+    serve's."""
+    served = [sys.executable, "-m", "registry.cli", "serve", "--store", f"sqlite://{folder}/start-served.db"]
+    import compileall  # noqa: PLC0415
+
+    for package in ("events", "registry"):
+        compileall.compile_dir(Path(__file__).parents[1] / package, quiet=2)
+    results = {}
+    for name, agent in (("start_s", direct), ("start_serve_s", served)):
+        proxied = [sys.executable, "-m", "registry.cli", "proxy", "--store", f"sqlite://{folder}/{name}.db", "--"]
+        start_time([*proxied, *agent])
+        alone: list[float] = []
+        behind: list[float] = []
+        for _ in range(count):
+            alone.append(start_time(agent))
+            behind.append(start_time([*proxied, *agent]))
+        d, p = statistics.median(alone), statistics.median(behind)
+        d90, p90 = _percentile(alone, 0.9), _percentile(behind, 0.9)
+        results[name] = {
+            "direct": d,
+            "proxy": p,
+            "added": p - d,
+            "ratio": p / d,
+            "direct_p90": d90,
+            "proxy_p90": p90,
+            "added_p90": p90 - d90,
+        }
     return results
 
 
@@ -253,8 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--json", default=None, metavar="FILE")
+    parser.add_argument("--only-start", action="store_true", help="measure only the start time")
     args = parser.parse_args(argv)
-    results = run(args)
+    if args.only_start:
+        folder = Path(tempfile.mkdtemp(prefix="proxy-start-"))
+        (folder / "agent.py").write_text(_AGENT)
+        results = starts(folder, [sys.executable, str(folder / "agent.py")], args.starts)
+    else:
+        results = run(args)
     for name, figures in results.items():
         shown = ", ".join(f"{k} {v:,.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items())
         print(f"{name:28} {shown}")

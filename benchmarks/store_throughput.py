@@ -8,19 +8,20 @@ any store URL (postgres_throughput.py runs them on PostgreSQL); this script runs
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import msgspec
 
 from benchmarks.args import bench_parser
+from benchmarks.figures import run_together
 from events import ANY, AppendRequest, SessionCreated, SessionUpdated, open_store
 
 
@@ -63,21 +64,13 @@ def batched_appends(url: str, events: int, batch: int) -> float:
 def threaded_appends(url: str, count: int, threads: int) -> float:
     """``count`` single-event appends split over ``threads`` threads started together (group commit)."""
     with open_store(url) as store:
-        gate = threading.Barrier(threads + 1)
 
         def work(t: int) -> None:
-            gate.wait()
             for n in range(count // threads):
                 store.append(f"t{t}-{n % 10}", [SessionUpdated(at=n, messages=1)], ANY)
 
-        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-        for worker in workers:
-            worker.start()
-        gate.wait()
-        start = time.perf_counter()
-        for worker in workers:
-            worker.join()
-        return threads * (count // threads) / (time.perf_counter() - start)
+        seconds = run_together([functools.partial(work, t) for t in range(threads)])
+        return threads * (count // threads) / seconds
 
 
 def batch_import(url: str, sessions: int, per_call: int = 1000) -> float:

@@ -14,11 +14,20 @@ the original), never one object in several threads.
 
 from __future__ import annotations
 
+import abc
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Generic, TypeVar, cast
 
-__all__ = ["GroupCommit"]
+from events.codec import encode_event
+from events.model import Event
+from events.store import EventStore, PreparedAppend
+
+__all__ = ["GroupCommit", "GroupCommitStore", "Unit"]
+
+Unit = list[tuple[PreparedAppend, list[bytes]]]
+"""One ``append`` or ``append_batch`` of a ``GroupCommitStore``: its requests, each with its events encoded."""
 
 W = TypeVar("W")  # one appender's work
 R = TypeVar("R")  # its result
@@ -96,3 +105,24 @@ class GroupCommit(Generic[W, R]):
                     self._leading = False
             for slot in group:
                 slot.ready.set()
+
+
+class GroupCommitStore(EventStore):
+    """A store whose appends share durable transactions through a ``GroupCommit``: it encodes each append's events
+    on the appender's thread and queues them as one ``Unit``; a backend sets ``_group`` (built on its
+    ``_commit_group``) and writes the units of a group in one transaction."""
+
+    _group: GroupCommit[Unit, list[list[int]]]
+
+    @abc.abstractmethod
+    def _commit_group(self, units: list[Unit]) -> list[list[list[int]] | BaseException]:
+        """Write ``units`` in one transaction: each one's positions, or the exception that fails it alone."""
+
+    def _append(
+        self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
+    ) -> list[int]:
+        request = PreparedAppend(session_id, events, expected_version, event_ids)
+        return self._group.submit([(request, [encode_event(e) for e in events])])[0]
+
+    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
+        return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])

@@ -29,7 +29,6 @@ import contextlib
 import functools
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeVar
 
@@ -39,9 +38,9 @@ import psycopg_pool
 from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, StoredRecord, links
-from events.codec import decode_event, encode_event
+from events.codec import decode_event
 from events.errors import StoreClosedError, StoreError, StoreFormatError
-from events.group_commit import GroupCommit
+from events.group_commit import GroupCommit, GroupCommitStore
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.model import Event, LogEntry, RecordedEvent
 from events.postgres_sql import Statements, lock_key, one, transient
@@ -55,7 +54,6 @@ from events.schema import (
 )
 from events.store import (
     Clock,
-    EventStore,
     PreparedAppend,
     StoreIdentity,
     Subscription,
@@ -74,7 +72,7 @@ _event_decoder = msgspec.msgpack.Decoder(Event)
 _TABLES = tuple(table.name for table in TABLES)
 
 
-class PostgresStore(EventStore):
+class PostgresStore(GroupCommitStore):
     """An event store in one schema of a PostgreSQL database; any number of processes may append at once.
 
     ``conninfo`` is a libpq connection string or URL; ``create`` makes the store's tables (and schema) when there
@@ -244,34 +242,16 @@ class PostgresStore(EventStore):
 
     # -- writing --------------------------------------------------------------------------------------
 
-    def _append(
-        self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
-    ) -> list[int]:
-        request = PreparedAppend(session_id, events, expected_version, event_ids)
-        return self._group.submit([(request, [encode_event(e) for e in events])])[0]
-
-    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
-        return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])
-
     def _commit_group(self, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         # Safe to run again after a lost connection: if the first attempt committed, its ids are stored and the
         # retry returns their positions.
         if len(units) == 1 and len(units[0]) == 1:
             request, blobs = units[0][0]
-            args = (request.session_id, request.events, request.expected_version, request.event_ids, blobs)
-            return [[self._run(lambda conn: self._append_alone(conn, *args))]]
+            return [[self._run(lambda conn: self._append_alone(conn, request, blobs))]]
         return self._run(lambda conn: self._commit_once(conn, units))
 
-    def _append_alone(
-        self,
-        conn: _Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
-        return self._writer.append_alone(conn, session_id, events, expected_version, event_ids, blobs)
+    def _append_alone(self, conn: _Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
+        return self._writer.append_alone(conn, request, blobs)
 
     def _commit_once(self, conn: _Connection, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         return self._writer.commit_once(conn, units)

@@ -27,6 +27,7 @@ from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, links
 from events.errors import ConcurrencyError, StoreError
+from events.group_commit import Unit
 from events.model import Event, LogEntry
 from events.postgres_sql import Statements, one
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
@@ -42,7 +43,6 @@ _HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "4
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
-Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
 
 
 class CommitHook(Protocol):
@@ -90,15 +90,7 @@ class Writer:
         """Another writer may have appended: the next append reads the log's end first."""
         self._known = None
 
-    def append_alone(
-        self,
-        conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
-    ) -> list[int]:
+    def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """A lone append (the common case: no other thread of this process appending). When this process's last
         append left the log's end known and nobody else has appended since (as far as the last append saw), it
         goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
@@ -107,10 +99,10 @@ class Writer:
         def append() -> list[int]:
             known = self._known
             if known is not None and not known.contended:
-                positions = self._append_known(conn, known, session_id, events, expected_version, event_ids, blobs)
+                positions = self._append_known(conn, known, request, blobs)
                 if positions is not None:
                     return positions
-            return self._append_reading(conn, session_id, events, expected_version, event_ids, blobs)
+            return self._append_reading(conn, request, blobs)
 
         return self._with_hooks(append)
 
@@ -130,18 +122,12 @@ class Writer:
             return write()
 
     def _append_known(
-        self,
-        conn: Connection,
-        known: _Known,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
-        blobs: list[bytes],
+        self, conn: Connection, known: _Known, request: PreparedAppend, blobs: list[bytes]
     ) -> list[int] | None:
         """One exchange: the lock, the writes and the COMMIT, computed from the log's end this process knows. If
         another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
         written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
+        session_id, events, expected_version = request.session_id, request.events, request.expected_version
         stream, actual = known.streams.get(session_id, (None, 0))
         if (stream is None and expected_version not in (ANY, 0)) or (
             expected_version not in (ANY, actual) and stream is not None
@@ -149,18 +135,7 @@ class Writer:
             return None  # the store decides a conflict, from what it reads
         hooks = self._active
         at = self._clock()
-        positions = list(range(known.head + 1, known.head + 1 + len(events)))
-        chain = links(
-            known.previous,
-            [
-                (position, session_id, actual + n, event_id.bytes, at, blob)
-                for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
-            ],
-        )
-        written = [
-            LogEntry(position, session_id, actual + n, event)
-            for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
-        ]
+        positions, chain, written = _laid_out(request, blobs, known.head, actual, at, known.previous)
         if not all(hook.fold_known(written, known.head, chain[-1]) for hook in hooks):
             return None
         new_stream = stream is None
@@ -174,19 +149,7 @@ class Writer:
                     conn.execute(self._sql.insert_stream, (session_id, stream, last))
                 else:
                     conn.execute(self._sql.update_stream, (last, session_id))
-                conn.execute(
-                    self._sql.insert_lone,
-                    {
-                        "head": known.head,
-                        "stream": stream,
-                        "actual": actual,
-                        "at": at,
-                        "session": session_id,
-                        "ids": event_ids,
-                        "blobs": blobs,
-                        "chain": chain,
-                    },
-                )
+                self._insert(conn, request, blobs, known.head, stream, actual, at, chain)
                 for hook in hooks:
                     hook.write_known(conn)
                 conn.execute(self._sql.notify)
@@ -197,17 +160,25 @@ class Writer:
         _committed(hooks)
         return positions
 
-    def _append_reading(
+    def _insert(
         self,
         conn: Connection,
-        session_id: str,
-        events: list[Event],
-        expected_version: int,
-        event_ids: list[uuid.UUID],
+        request: PreparedAppend,
         blobs: list[bytes],
-    ) -> list[int]:
+        head: int,
+        stream: int,
+        actual: int,
+        at: int,
+        chain: list[bytes],
+    ) -> None:
+        """Queue the insert of a lone append's events after ``head``, on ``stream`` at version ``actual``."""
+        params = {"head": head, "stream": stream, "actual": actual, "at": at, "session": request.session_id}
+        conn.execute(self._sql.insert_lone, {**params, "ids": request.event_ids, "blobs": blobs, "chain": chain})
+
+    def _append_reading(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a
         duplicate id shows as a unique violation, and only then are the stored ids looked up)."""
+        session_id, events, expected_version = request.session_id, request.events, request.expected_version
         conflict: ConcurrencyError | None = None
         positions: list[int] = []
         hooks = self._active
@@ -227,37 +198,14 @@ class Writer:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
                     raise psycopg.Rollback
                 last = actual + len(events)
-                positions = list(range(head + 1, head + 1 + len(events)))
+                at = self._clock()
+                positions, chain, written = _laid_out(request, blobs, head, actual, at, previous or GENESIS)
                 if stream is None:
                     stream = next_stream
                     conn.execute(self._sql.insert_stream, (session_id, stream, last))
                 else:
                     conn.execute(self._sql.update_stream, (last, session_id))
-                at = self._clock()
-                chain = links(
-                    previous or GENESIS,
-                    [
-                        (position, session_id, actual + n, event_id.bytes, at, blob)
-                        for n, (position, event_id, blob) in enumerate(zip(positions, event_ids, blobs, strict=True), 1)
-                    ],
-                )
-                conn.execute(
-                    self._sql.insert_lone,
-                    {
-                        "head": head,
-                        "stream": stream,
-                        "actual": actual,
-                        "at": at,
-                        "session": session_id,
-                        "ids": event_ids,
-                        "blobs": blobs,
-                        "chain": chain,
-                    },
-                )
-                written = [
-                    LogEntry(position, session_id, actual + n, event)
-                    for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
-                ]
+                self._insert(conn, request, blobs, head, stream, actual, at, chain)
                 self._run_hooks(conn, hooks, looked_up, written, head, chain[-1])
                 conn.execute(self._sql.notify)
         except psycopg.errors.UniqueViolation as exc:
@@ -270,7 +218,7 @@ class Writer:
                 _committed(hooks)
                 return positions
         self._known = None
-        retried = self._stored_positions(conn, session_id, events, event_ids)
+        retried = self._stored_positions(conn, session_id, events, request.event_ids)
         if retried is not None:
             return retried
         if conflict is not None:
@@ -403,6 +351,27 @@ class Writer:
     ) -> None:
         for hook, answers in zip(hooks, looked_up, strict=True):
             hook.in_transaction(conn, answers, written, head_before, chain)
+
+
+def _laid_out(
+    request: PreparedAppend, blobs: list[bytes], head: int, actual: int, at: int, previous: bytes
+) -> tuple[list[int], list[bytes], list[LogEntry]]:
+    """Where a lone append's events go after ``head`` on a stream at version ``actual``: their positions, their
+    chain links (from the ``previous`` one) and the log entries the hooks fold."""
+    session_id, events = request.session_id, request.events
+    positions = list(range(head + 1, head + 1 + len(events)))
+    chain = links(
+        previous,
+        [
+            (position, session_id, actual + n, event_id.bytes, at, blob)
+            for n, (position, event_id, blob) in enumerate(zip(positions, request.event_ids, blobs, strict=True), 1)
+        ],
+    )
+    written = [
+        LogEntry(position, session_id, actual + n, event)
+        for n, (position, event) in enumerate(zip(positions, events, strict=True), 1)
+    ]
+    return positions, chain, written
 
 
 def _committed(hooks: tuple[CommitHook, ...]) -> None:

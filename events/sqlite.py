@@ -28,9 +28,8 @@ from typing import Final, Literal, cast
 import msgspec
 
 from events.chain import GENESIS, StoredRecord, links
-from events.codec import encode_event
 from events.errors import StoreError, StoreFormatError
-from events.group_commit import GroupCommit
+from events.group_commit import GroupCommit, GroupCommitStore
 from events.model import Event, LogEntry, RecordedEvent
 from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
@@ -38,8 +37,6 @@ from events.sqlite_file import find_store_file, say_how_opened
 from events.sqlite_write import TIP, CommitHook, Unit, run_hooks, write_unit
 from events.store import (
     Clock,
-    EventStore,
-    PreparedAppend,
     StoreIdentity,
     Tip,
     _check_position,
@@ -65,7 +62,7 @@ _LAST_POSITION: Final = 2**63 - 1
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
 
 
-class SqliteStore(EventStore):
+class SqliteStore(GroupCommitStore):
     """An event store in one SQLite file. Several processes may open and append to the same file.
 
     ``create``: make the store when there is none (a missing or empty file); False for callers that only read.
@@ -238,15 +235,6 @@ class SqliteStore(EventStore):
         return identity_from_meta(rows, self.path)
 
     # -- writing --------------------------------------------------------------------------------------
-
-    def _append(
-        self, session_id: str, events: list[Event], expected_version: int, event_ids: list[uuid.UUID]
-    ) -> list[int]:
-        request = PreparedAppend(session_id, events, expected_version, event_ids)
-        return self._group.submit([(request, [encode_event(e) for e in events])])[0]
-
-    def _append_batch(self, requests: list[PreparedAppend]) -> list[list[int]]:
-        return self._group.submit([(r, [encode_event(e) for e in r.events]) for r in requests])
 
     def _commit_group(self, units: list[Unit]) -> list[list[list[int]] | BaseException]:
         """One transaction, one commit, for every unit the group commit queued (``events.group_commit``). Each

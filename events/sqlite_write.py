@@ -14,15 +14,15 @@ import msgspec
 
 from events.chain import GENESIS, links
 from events.errors import ConcurrencyError
+from events.group_commit import Unit
 from events.model import Event, LogEntry, RecordedEvent
 from events.schema import RECORD_COLUMNS
-from events.store import ANY, Clock, PreparedAppend, Tip, record_from_row, retried_positions
+from events.store import ANY, Clock, Tip, record_from_row, retried_positions
 
 __all__ = ["TIP", "CommitHook", "Unit", "run_hooks", "write_unit"]
 
 log = logging.getLogger("events.sqlite")
 
-Unit = list[tuple[PreparedAppend, list[bytes]]]  # one append or append_batch, its events encoded
 TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
 _COLUMNS: Final = RECORD_COLUMNS
 _INSERT: Final = (

@@ -27,7 +27,7 @@ from events.store import ANY, AppendRequest, EventStore
 from events.urls import open_store
 from events.verify import verify_log
 
-__all__ = ["ProcessContract", "check_log"]
+__all__ = ["ProcessContract", "acknowledged_batches", "assert_no_partial_batches", "check_log"]
 
 
 def check_log(store: EventStore) -> list[RecordedEvent]:
@@ -60,7 +60,7 @@ class ProcessContract:
             deadline = time.monotonic() + 120
             while len(seen) < 2 * 60 * 3 and time.monotonic() < deadline:
                 seen.extend(sub.poll(timeout=1))
-        acknowledged = [_acknowledged(child.communicate(timeout=120)[0]) for child in children]
+        acknowledged = [acknowledged_batches(child.communicate(timeout=120)[0]) for child in children]
         assert [child.returncode for child in children] == [0, 0]
         log = check_log(store)
         assert len(log) == 2 * 60 * 3
@@ -82,21 +82,14 @@ class ProcessContract:
             time.sleep(rng.uniform(0.0, 0.25))
             child.send_signal(signal.SIGKILL)
             out, _ = child.communicate(timeout=30)
-            acknowledged.extend(_acknowledged(out))
+            acknowledged.extend(acknowledged_batches(out))
         store = self.open(store_url)
         try:
             log = check_log(store)
             by_position = {r.position: r for r in log}
             missing = [p for batch in acknowledged for p in batch if p not in by_position]
             assert not missing, f"acknowledged events lost: {missing[:10]}"
-            sizes: dict[str, int] = defaultdict(int)
-            expected: dict[str, int] = {}
-            for r in log:
-                assert isinstance(r.event, SessionUpdated) and isinstance(r.event.payload, dict)
-                sizes[r.event.payload["batch"]] += 1
-                expected[r.event.payload["batch"]] = r.event.payload["size"]
-            partial = {b: n for b, n in sizes.items() if n != expected[b]}
-            assert not partial, f"partial batches in the log: {partial}"
+            assert_no_partial_batches(log)
             assert len(acknowledged) >= 20, "the children were killed before acknowledging anything"
         finally:
             store.close()
@@ -131,13 +124,25 @@ def _spawn_writer(url: str, prefix: str, batches: int, threads: int = 1) -> subp
     )
 
 
-def _acknowledged(out: str) -> list[list[int]]:
-    """Positions of each batch the child acknowledged (a line cut short by the kill is not one)."""
+def acknowledged_batches(out: str) -> list[list[int]]:
+    """Positions of each batch a writer child acknowledged (a line cut short by the kill is not one)."""
     batches = []
     for line in out.splitlines(keepends=True):
         if line.startswith("ack ") and line.endswith("\n"):
             batches.append([int(p) for p in line.split()[1:]])
     return batches
+
+
+def assert_no_partial_batches(log: list[RecordedEvent]) -> None:
+    """Every batch a writer child appended is in ``log`` whole or not at all (its events carry the batch's size)."""
+    sizes: dict[str, int] = defaultdict(int)
+    expected: dict[str, int] = {}
+    for record in log:
+        assert isinstance(record.event, SessionUpdated) and isinstance(record.event.payload, dict)
+        sizes[record.event.payload["batch"]] += 1
+        expected[record.event.payload["batch"]] = record.event.payload["size"]
+    partial = {batch: n for batch, n in sizes.items() if n != expected[batch]}
+    assert not partial, f"partial batches in the log: {partial}"
 
 
 def _writer(url: str, prefix: str, batches: int, threads: int = 1) -> None:

@@ -4,8 +4,8 @@ shapes it answers with, the change stream's items, and the errors.
 The public surface is ``__all__`` below (a test lists it, so a change to it is a visible decision). Modules not
 re-exported here (``registry.readmodel``, ``registry.projection``, ``registry.cursor``, ``registry.snapshot``,
 ...) are importable on their own and documented, but their insides may change between versions.
-``import registry`` stays light: reactivex loads with the first change stream, psycopg with the first
-PostgreSQL store.
+``import registry`` stays light: its names load when first read (``from registry import SessionRegistry``
+loads the facade), reactivex with the first change stream, psycopg with the first PostgreSQL store.
 """
 
 __version__ = "0.2.0"
@@ -20,24 +20,27 @@ if getattr(_events, "__distribution__", None) != "acp-session-registry":  # prag
         "virtual environment of its own, or remove the other one (pip uninstall Events)"
     )
 
-from events.errors import RegistryError
-from registry.diffs import Added, ListChange, Removed, SessionInfoUpdate, SessionNotification, Updated
-from registry.errors import (
-    InvalidCursor,
-    InvalidParams,
-    MethodNotFound,
-    RpcError,
-    SessionDeletedError,
-    SessionExists,
-    SessionNotFound,
-    SubscriberTooSlow,
-    rpc_error,
-)
-from registry.follow import Following
-from registry.model import ListSessionsResult, SessionInfo, SessionState
-from registry.paths import normalise_cwd
-from registry.projection import Change
-from registry.service import SessionRegistry
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from events.errors import RegistryError
+    from registry.diffs import Added, ListChange, Removed, SessionInfoUpdate, SessionNotification, Updated
+    from registry.errors import (
+        InvalidCursor,
+        InvalidParams,
+        MethodNotFound,
+        RpcError,
+        SessionDeletedError,
+        SessionExists,
+        SessionNotFound,
+        SubscriberTooSlow,
+        rpc_error,
+    )
+    from registry.follow import Following
+    from registry.model import ListSessionsResult, SessionInfo, SessionState
+    from registry.paths import normalise_cwd
+    from registry.projection import Change
+    from registry.service import SessionRegistry
 
 __all__ = [
     "Added",
@@ -64,3 +67,47 @@ __all__ = [
     "normalise_cwd",
     "rpc_error",
 ]
+
+_HOMES = {
+    "Added": "registry.diffs",
+    "Change": "registry.projection",
+    "Following": "registry.follow",
+    "InvalidCursor": "registry.errors",
+    "InvalidParams": "registry.errors",
+    "ListChange": "registry.diffs",
+    "ListSessionsResult": "registry.model",
+    "MethodNotFound": "registry.errors",
+    "RegistryError": "events.errors",
+    "Removed": "registry.diffs",
+    "RpcError": "registry.errors",
+    "SessionDeletedError": "registry.errors",
+    "SessionExists": "registry.errors",
+    "SessionInfo": "registry.model",
+    "SessionInfoUpdate": "registry.diffs",
+    "SessionNotFound": "registry.errors",
+    "SessionNotification": "registry.diffs",
+    "SessionRegistry": "registry.service",
+    "SessionState": "registry.model",
+    "SubscriberTooSlow": "registry.errors",
+    "Updated": "registry.diffs",
+    "normalise_cwd": "registry.paths",
+    "rpc_error": "registry.errors",
+}
+"""Each public name -> the module it lives in, imported when the name is first read (PEP 562): ``import
+registry.cli`` (every ``acp-registry`` command) or ``import registry.errors`` does not pay for the whole facade,
+and ``acp-registry proxy`` starts its agent before it loads what only the relay needs."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'registry' has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

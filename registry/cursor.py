@@ -29,6 +29,7 @@ import msgspec
 
 from events.store import StoreIdentity
 from registry.errors import InvalidCursor
+from registry.model import ListFilter
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
@@ -86,7 +87,9 @@ class CursorCodec:
     def _mac(self, data: bytes) -> bytes:
         return hmac.digest(self._secret, data, "sha256")[:_MAC_BYTES]
 
-    def encode(self, cursor: Cursor, cwd: str | None, *, archived: str = "exclude", agent: str | None = None) -> str:
+    def encode(self, cursor: Cursor, where: ListFilter) -> str:
+        """A token for ``cursor``, bound to this store and to the list ``where`` selects."""
+        cwd, archived, agent = where
         body = _encoder.encode(
             _Body(
                 self._store,
@@ -103,8 +106,9 @@ class CursorCodec:
         data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
         return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
 
-    def decode(self, token: str, cwd: str | None, *, archived: str = "exclude", agent: str | None = None) -> Cursor:
-        """The cursor a token holds, if this store made it for this filter; else ``InvalidCursor``."""
+    def decode(self, token: str, where: ListFilter) -> Cursor:
+        """The cursor a token holds, if this store made it for the list ``where`` selects; else ``InvalidCursor``."""
+        cwd, archived, agent = where
         if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
             token = token[:-1]
         try:

@@ -14,7 +14,7 @@ from registry.cursor import Cursor, CursorCodec
 from registry.errors import InvalidCursor
 from registry.model import (
     META_CONSISTENCY,
-    Archived,
+    ListFilter,
     ListSessionsResult,
     SessionInfo,
     SessionState,
@@ -58,28 +58,26 @@ def list_page(
     read_model: ReadModel,
     cursors: CursorCodec,
     *,
-    cwd: str | None,
+    where: ListFilter,
     cursor: str | None,
     page_size: int,
     render: Renderer,
-    archived: Archived = "exclude",
-    agent: str | None = None,
 ) -> ListSessionsResult:
-    """One page of the sessions in ``cwd`` (canonical; None: all) that ``archived`` and ``agent`` select, after
-    ``cursor`` (None: the first page). The filters apply before pagination; the cursor is bound to them."""
+    """One page of the sessions ``where`` selects (its ``cwd`` canonical), after ``cursor`` (None: the first
+    page). The filters apply before pagination; the cursor is bound to them."""
     if cursor is None:
-        as_of, page = read_model.first_page(cwd=cwd, limit=page_size, archived=archived, agent=agent)
+        as_of, page = read_model.first_page(where=where, limit=page_size)
     else:
-        walk = cursors.decode(cursor, cwd, archived=archived, agent=agent)
+        walk = cursors.decode(cursor, where)
         if walk.position > read_model.position and walk.position > read_model.catch_up():
             raise InvalidCursor("foreign", "the cursor is ahead of this store's log")
         as_of = walk.position
         after = (walk.rank, walk.session_id)
-        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=page_size, archived=archived, agent=agent)
+        page = read_model.page(as_of=as_of, after=after, where=where, limit=page_size)
     result = ListSessionsResult([render(state) for state in page.states])
     if page.more:
         rank, last = sort_key(page.states[-1])
-        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), cwd, archived=archived, agent=agent)
+        result.next_cursor = cursors.encode(Cursor(as_of, rank, last), where)
     if not page.consistent:
         result.meta = dict(_PAST_WINDOW_META)
     return result

@@ -36,7 +36,7 @@ from events.model import (
     SessionUpdated,
     TitleSource,
 )
-from registry.model import UNDATED_RANK, Archived, ListFilter, SessionState, agent_of, sort_key, title_replaces
+from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
 
 __all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
@@ -237,24 +237,15 @@ class Projection:
             return ()
         return index if after is None else index.irange(minimum=after, inclusive=(False, True))
 
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: SortKey | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
-        """Up to ``limit`` sessions following ``after`` in the list (of ``cwd``, ``archived``, ``agent``) as it was
-        at position ``as_of``.
+    def page(self, *, as_of: int, after: SortKey | None, where: ListFilter, limit: int) -> Page:
+        """Up to ``limit`` sessions following ``after`` in the list ``where`` selects as it was
+         at position ``as_of``.
 
         Within the consistency window the page is exact. Past it, the walk goes on in the current list in
         the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
         """
         self._fresh()
-        where = ListFilter(cwd, archived, agent)
+        cwd, agent = where.cwd, where.agent
         current: Iterable[SortKey] = self._ordered(where, after)
         sessions = self._sessions
         if cwd is not None and agent is not None:

@@ -413,14 +413,7 @@ class SessionRegistry:
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
         )
         return list_page(
-            self._read_model,
-            self._cursors,
-            cwd=where.cwd,
-            cursor=cursor,
-            page_size=self.page_size,
-            render=self._render,
-            archived=where.archived,
-            agent=where.agent,
+            self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render
         )
 
     def __len__(self) -> int:

@@ -26,7 +26,7 @@ from events.testing import fake_clock
 from events.urls import open_store
 from registry.backend import Backend, backend_for
 from registry.evidence import log_shorter
-from registry.model import sort_key
+from registry.model import ListFilter, sort_key
 from registry.projection import Projection
 from registry.readmodel import ReadModel, open_read_model
 
@@ -46,7 +46,7 @@ def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -
     ids: list[str] = []
     after = None
     while True:
-        page = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit)
+        page = model.page(as_of=as_of, after=after, where=ListFilter(cwd), limit=limit)
         ids.extend(state.session_id for state in page.states)
         if not page.more:
             return ids

@@ -106,13 +106,17 @@ class ProxyProcess:
                 raise EOFError(f"the proxy ended before answering {until!r}; stderr: {self.stderr_lines[-5:]}")
             if isinstance(item, list):
                 raise AssertionError(f"a batch: {item}")
-            if "method" in item and "id" in item:
-                self.requests.append(item)
-            elif "method" in item:
-                self.notifications.append(item)
-            else:
-                self._responses[item["id"]] = item
+            self._keep(item)
         return self._responses.pop(until)
+
+    def _keep(self, item: Message) -> None:
+        """File a message read from the proxy: an agent's request, a notification or a response."""
+        if "method" in item and "id" in item:
+            self.requests.append(item)
+        elif "method" in item:
+            self.notifications.append(item)
+        else:
+            self._responses[item["id"]] = item
 
     def call(self, request_id: Any, method: str, params: Any = None, timeout: float = 20.0) -> Message:
         message: Message = {"id": request_id, "method": method}
@@ -136,12 +140,7 @@ class ProxyProcess:
             item = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             if item is None or isinstance(item, list):
                 raise AssertionError(f"no {method} request: {item}")
-            if "method" in item and "id" in item:
-                self.requests.append(item)
-            elif "method" in item:
-                self.notifications.append(item)
-            else:
-                self._responses[item["id"]] = item
+            self._keep(item)
 
     def updates(self, kind: str) -> list[Message]:
         return [

@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import queue
+import select
 import signal
 import sqlite3
 import stat
@@ -132,6 +133,30 @@ class Cli:
     ) -> list[subprocess.CompletedProcess[str]]:
         """Several commands at once (each is a process of its own: running them side by side saves time)."""
         return [self.finish(process) for process in [self.start(*command, store=store) for command in commands]]
+
+    def on_terminal(
+        self, *args: str, store: str, columns: int = 100, timeout: float = 60
+    ) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+        """Runs a command with its stderr on a terminal (a pty) and stdout piped: what it answered, and what the
+        terminal showed (progress bars and messages meant for a person)."""
+        controller, terminal = pty.openpty()
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "registry.cli", "--store", store, *args],
+                stdout=subprocess.PIPE,
+                stderr=terminal,
+                env={**self.env, "COLUMNS": str(columns)},
+                timeout=timeout,
+                check=True,
+            )
+        finally:
+            os.close(terminal)
+        shown = b""
+        with contextlib.suppress(OSError):  # the terminal's other end is closed once everything is read
+            while select.select([controller], [], [], 1)[0] and (chunk := os.read(controller, 65536)):
+                shown += chunk
+        os.close(controller)
+        return result, shown
 
     @staticmethod
     def finish(process: subprocess.Popen[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -360,23 +385,7 @@ def test_replay_shows_the_first_page_and_all_writes_every_page(run: Cli, populat
 
 
 def test_replay_shows_a_progress_bar_on_a_terminal_while_it_folds(run: Cli, populated: Populated) -> None:
-    controller, terminal = pty.openpty()
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "registry.cli", "--store", populated.url, "replay", "--at", str(populated.middle)],
-            stdout=subprocess.PIPE,
-            stderr=terminal,
-            env={**run.env, "COLUMNS": "100"},
-            timeout=60,
-            check=True,
-        )
-    finally:
-        os.close(terminal)
-    shown = b""
-    with contextlib.suppress(OSError):  # the terminal's other end is closed once everything is read
-        while chunk := os.read(controller, 65536):
-            shown += chunk
-    os.close(controller)
+    result, shown = run.on_terminal("replay", "--at", str(populated.middle), store=populated.url)
     assert b"replaying the log" in shown and f"0/{populated.middle}".encode() in shown
     assert b"replaying" not in result.stdout  # piped output holds only the answer
 

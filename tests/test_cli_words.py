@@ -94,22 +94,6 @@ def test_a_slow_first_open_says_what_it_waits_for_on_a_terminal(run: Cli, tmp_pa
             store.append_batch(
                 [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w/{n % 50}", at=10**18 + n)]) for n in ids]
             )
-    controller, terminal = pty.openpty()
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{path}", "list", "--json"],
-            stdout=subprocess.PIPE,
-            stderr=terminal,
-            env={**run.env, "COLUMNS": "120"},
-            timeout=120,
-            check=True,
-        )
-    finally:
-        os.close(terminal)
-    shown = b""
-    with contextlib.suppress(OSError):
-        while select.select([controller], [], [], 1)[0] and (chunk := os.read(controller, 65536)):
-            shown += chunk
-    os.close(controller)
+    result, shown = run.on_terminal("list", "--json", store=f"sqlite://{path}", columns=120, timeout=120)
     assert b"bringing the read model up to the log (60,000 events" in shown, shown
     assert len(json.loads(result.stdout)["sessions"]) == 50  # stdout holds only the answer

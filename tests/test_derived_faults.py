@@ -22,6 +22,7 @@ import pytest
 from events.store import EventStore
 from registry import SessionRegistry
 from registry.testing import reference_fold
+from tests.test_read_model import list_read_only
 
 DAMAGE = {
     "rm_past dropped": "DROP TABLE IF EXISTS rm_past",
@@ -120,18 +121,7 @@ def test_commands_succeed_once_and_answer_the_fold_while_the_tables_are_broken(
     assert "Traceback" not in caplog.text
 
 
-_READ_ONLY_LISTER = """
-import json, sys
-from registry import SessionRegistry
-with SessionRegistry.open(sys.argv[1], create=False, follow=False) as registry:
-    ids = [s.session_id for s in registry.list().sessions]
-    print(json.dumps({"kind": registry.read_model.kind, "ids": ids}))
-"""
-
-
 def test_tables_that_cannot_be_rebuilt_are_replaced_by_the_fold_in_memory(tmp_path: Path) -> None:
-    from tests.test_sqlite_store import _without_root_overrides  # noqa: PLC0415 - a user who cannot write
-
     folder = tmp_path / "ro"
     folder.mkdir()
     url = f"sqlite://{folder}/log.db"
@@ -139,20 +129,7 @@ def test_tables_that_cannot_be_rebuilt_are_replaced_by_the_fold_in_memory(tmp_pa
         _fill(registry)
         want = expected(registry.store)
     tamper(url, "UPDATE rm_sessions SET state = x'c1ff00'")
-    for item in (*folder.iterdir(), folder):
-        item.chmod(0o555 if item.is_dir() else 0o444)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _READ_ONLY_LISTER, url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            preexec_fn=_without_root_overrides,
-            check=False,
-        )
-    finally:
-        for item in (folder, *folder.iterdir()):
-            item.chmod(0o700 if item.is_dir() else 0o600)
+    done = list_read_only(folder, url)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"kind": "memory", "ids": want}
     assert "Traceback" not in done.stderr and "folded in memory" in done.stderr

@@ -40,6 +40,7 @@ from registry.readmodel.check import check_read_model
 from registry.testing import reference_fold
 from registry.timetravel import projection_at
 from tests.fuzzing import fuzz_settings
+from tests.test_derived_faults import listed
 
 CASE_SECONDS = 60.0
 """A case that takes longer hangs (the time is generous: the machine may be loaded)."""
@@ -150,25 +151,14 @@ def _bounded(work: Callable[[], None]) -> None:
         raise failure[0]
 
 
-def _walk(registry: SessionRegistry, cwd: str | None) -> list[str]:
-    ids: list[str] = []
-    cursor = None
-    while True:
-        page = registry.list(cwd, cursor)
-        ids.extend(s.session_id for s in page.sessions)
-        if not isinstance(page.next_cursor, str):
-            return ids
-        cursor = page.next_cursor
-
-
 def _answers_the_fold(registry: SessionRegistry) -> None:
     """Every read equals the fold of the log, or fails with one clear line."""
     try:
         reference = reference_fold(registry.store)
         live = list(reference.sessions())
-        assert _walk(registry, None) == [s.session_id for s in live if not s.archived]
+        assert listed(registry, None) == [s.session_id for s in live if not s.archived]
         for cwd in sorted({s.cwd for s in live}):
-            assert _walk(registry, cwd) == [s.session_id for s in live if s.cwd == cwd and not s.archived]
+            assert listed(registry, cwd) == [s.session_id for s in live if s.cwd == cwd and not s.archived]
         for state in reference.states().values():
             assert registry.state(state.session_id) == state
         FOUND.answered += 1

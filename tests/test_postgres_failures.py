@@ -29,6 +29,7 @@ from events import (
 )
 from events.codec import decode_record_json
 from events.testing import check_log
+from events.testing_processes import acknowledged_batches, assert_no_partial_batches
 
 try:
     import psycopg
@@ -40,7 +41,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - the dev extras inst
     pytest.skip(f"psycopg is not installed ({missing}): pip install -e '.[dev]'", allow_module_level=True)
 
 from tests import test_postgres_store as base
-from tests.test_postgres_store import SERVER, _acks, _admin, _assert_no_partial_batches, _url, _wait_for
+from tests.test_postgres_store import SERVER, _admin, _url, _wait_for
 
 server = base.server  # the fixtures: the server (or a skip saying how to start one), a schema per test
 schema = base.schema
@@ -168,7 +169,7 @@ def test_four_writer_processes_and_two_follower_processes(schema: str) -> None:
     for follower in followers:
         assert follower.stdout is not None and follower.stdout.readline() == "ready\n"
     writers = [_events_module("writer", url, f"w{n}", str(batches)) for n in range(4)]
-    acknowledged = [b for w in writers for b in _acks(w.communicate(timeout=60)[0].splitlines(keepends=True))]
+    acknowledged = [b for w in writers for b in acknowledged_batches(w.communicate(timeout=60)[0])]
     seen = [
         [decode_record_json(line.removeprefix("event ")) for line in f.communicate(timeout=60)[0].splitlines()]
         for f in followers
@@ -273,10 +274,10 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
                 reader.join(30)
             log = check_log(store)
             stored = {r.position for r in log}
-            acknowledged = [p for batch in _acks(lines) for p in batch]
+            acknowledged = [p for batch in acknowledged_batches("".join(lines)) for p in batch]
             assert len(acknowledged) > 40
             assert not [p for p in acknowledged if p not in stored], "an acknowledged event was lost"
-            _assert_no_partial_batches([r for r in log if r.session_id != "here"])
+            assert_no_partial_batches([r for r in log if r.session_id != "here"])
             _wait_for(lambda: bool(seen) and seen[-1].position == log[-1].position, 60, "the tail to catch up")
         finally:
             stop.set()

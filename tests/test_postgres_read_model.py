@@ -30,16 +30,22 @@ def _checkpoint_and_head(conninfo: str, schema: str) -> tuple[int, int]:
         return row[0], row[1]
 
 
+def _tables(store: PostgresStore) -> PostgresReadModel:
+    """The store's read model itself (``open_read_model`` wraps it in the guard), to reach what only it has."""
+    guarded = open_read_model(store)
+    assert isinstance(guarded, GuardedReadModel)
+    model = guarded.inner
+    assert isinstance(model, PostgresReadModel)
+    return model
+
+
 def test_an_append_commits_its_read_model_rows_in_the_same_transaction(
     postgres_schemas: Callable[[], str],
 ) -> None:
     url = postgres_schemas()
     conninfo, schema = split_postgres_url(url)
     with PostgresStore.from_url(url) as store:
-        guarded = open_read_model(store)
-        assert isinstance(guarded, GuardedReadModel)
-        model = guarded.inner
-        assert isinstance(model, PostgresReadModel)
+        model = _tables(store)
         # Straight to the store: nobody calls catch_up, yet the rows are there when the append returns.
         store.append("a", [SessionCreated(cwd="/w", at=1)])
         store.append("a", [SessionUpdated(at=5, messages=2)])
@@ -76,10 +82,7 @@ def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(postgres_schemas:
     url = postgres_schemas()
     conninfo, schema = split_postgres_url(url)
     with PostgresStore.from_url(url) as store:
-        guarded = open_read_model(store)
-        assert isinstance(guarded, GuardedReadModel)
-        model = guarded.inner
-        assert isinstance(model, PostgresReadModel)
+        model = _tables(store)
         store.append("a", [SessionCreated(cwd="/w", at=1)])
         with psycopg.connect(conninfo) as holder:  # as a catch-up in another process would, mid-transaction
             holder.execute("SELECT pg_advisory_xact_lock(%s)", (model._key,))

@@ -14,7 +14,6 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any, LiteralString
 
@@ -23,7 +22,6 @@ import pytest
 from events import (
     NO_STREAM,
     EventStore,
-    RecordedEvent,
     SessionCreated,
     SessionUpdated,
     StoreError,
@@ -85,22 +83,6 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
         time.sleep(0.01)
-
-
-def _acks(lines: list[str]) -> list[list[int]]:
-    """Positions of each batch a writer child acknowledged (a line cut short by a kill is not one)."""
-    return [[int(p) for p in line.split()[1:]] for line in lines if line.startswith("ack ") and line.endswith("\n")]
-
-
-def _assert_no_partial_batches(log: list[RecordedEvent]) -> None:
-    sizes: dict[str, int] = defaultdict(int)
-    expected: dict[str, int] = {}
-    for record in log:
-        assert isinstance(record.event, SessionUpdated) and isinstance(record.event.payload, dict)
-        sizes[record.event.payload["batch"]] += 1
-        expected[record.event.payload["batch"]] = record.event.payload["size"]
-    partial = {batch: n for batch, n in sizes.items() if n != expected[batch]}
-    assert not partial, f"partial batches in the log: {partial}"
 
 
 class TestPostgresStore(StoreContract):

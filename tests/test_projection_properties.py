@@ -7,6 +7,7 @@ timestamps, so ties on ``updatedAt`` are common.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,7 @@ from events import (
 )
 from events.model import Event
 from registry import SessionRegistry, SessionState
-from registry.model import META_CONSISTENCY, Archived, ListFilter
+from registry.model import META_CONSISTENCY, Archived, ListFilter, ListSessionsResult
 from registry.projection import Projection
 
 SESSIONS = [*(f"s{n}" for n in range(5)), "codex:s5"]  # an importer's prefix: the agent is derived from it
@@ -137,6 +138,28 @@ def _live_at(
     return [s.session_id for s in projection.sessions() if where.matches(s)]
 
 
+def _walk(
+    registry: SessionRegistry,
+    store: MemoryStore,
+    during: list[list[tuple[str, list[Event]]]],
+    *,
+    cwd: str | None = None,
+    archived: Archived = "exclude",
+    agent: str | None = None,
+) -> Iterator[ListSessionsResult]:
+    """The pages of one walk through the list; before each page after the first, the next writes of ``during``."""
+    page = registry.list(cwd=cwd, archived=archived, agent=agent)
+    writes = iter(during)
+    while True:
+        yield page
+        if page.next_cursor is UNSET:
+            return
+        _write(store, next(writes, []))
+        registry.sync()
+        assert isinstance(page.next_cursor, str)
+        page = registry.list(cwd=cwd, cursor=page.next_cursor, archived=archived, agent=agent)
+
+
 @FAST
 @given(
     before=history,
@@ -159,19 +182,11 @@ def test_a_walk_returns_the_list_as_of_its_start_once_each(
     registry = SessionRegistry(store, page_size=page_size, follow=False)
     start = registry.position
     seen: list[str] = []
-    page = registry.list(cwd=cwd, archived=archived, agent=agent)
-    writes = iter(during)
-    while True:
+    for page in _walk(registry, store, during, cwd=cwd, archived=archived, agent=agent):
         assert page.sessions or page.next_cursor is UNSET, "an empty page with a nextCursor"
         assert len(page.sessions) <= page_size
         assert page.meta is UNSET
         seen.extend(info.session_id for info in page.sessions)
-        if page.next_cursor is UNSET:
-            break
-        _write(store, next(writes, []))
-        registry.sync()
-        assert isinstance(page.next_cursor, str)
-        page = registry.list(cwd=cwd, cursor=page.next_cursor, archived=archived, agent=agent)
     assert seen == _live_at(store.read(), start, cwd, archived, agent)
     registry.close()
 
@@ -195,17 +210,9 @@ def test_past_the_window_a_walk_goes_on_without_repeating_a_session(
     start = registry.position
     log_at_start = store.read()
     seen: list[str] = []
-    page = registry.list()
-    writes = iter(during)
-    while True:
+    for number, page in enumerate(_walk(registry, store, during)):
         seen.extend(info.session_id for info in page.sessions)
-        if page.next_cursor is UNSET:
-            break
-        _write(store, next(writes, []))
-        registry.sync()
-        assert isinstance(page.next_cursor, str)
-        page = registry.list(cursor=page.next_cursor)
-        if page.meta is not UNSET:
+        if number > 0 and page.meta is not UNSET:
             assert page.meta[META_CONSISTENCY] == "current"
     assert len(seen) == len(set(seen)), "a session was shown twice"
     live_then = _live_at(log_at_start, start, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,28 @@ FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 @pytest.fixture
 def url(tmp_path: Path) -> str:
     return f"sqlite://{tmp_path}/sessions.db"
+
+
+def test_the_proxy_never_loads_rich_reactivex_platformdirs_or_the_importers(url: str, tmp_path: Path) -> None:
+    """What makes the agent wait for the proxy at start is what the proxy imports: a whole conversation (initialize,
+    a session, a turn, a title, the list, the agent's own list walked for its past) loads none of these."""
+    heavy = ("rich", "reactivex", "platformdirs", "psycopg", "registry.importers", "registry.cli.terminal")
+    code = (
+        "import atexit, sys, registry.cli\n"
+        f"heavy = {heavy!r}\n"
+        "atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules if m.startswith(heavy)),"
+        " file=sys.stderr))\n"
+        "sys.exit(registry.cli.main(sys.argv[1:]))\n"
+    )
+    with ProxyProcess([sys.executable, "-c", code, *proxy_command(url, "--list")[3:]]) as proxy:
+        assert (
+            "list" in proxy.result(0, "initialize", {"protocolVersion": 1})["agentCapabilities"]["sessionCapabilities"]
+        )
+        session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        assert proxy.result(2, "session/prompt", prompt(session, "title Mine"))["stopReason"] == "end_turn"
+        assert [s["sessionId"] for s in proxy.result(3, "session/list", {})["sessions"]] == [session]
+        assert proxy.close() == 0
+    assert "loaded: []" in proxy.stderr_lines
 
 
 def test_initialize_adds_list_and_delete_and_keeps_what_the_agent_said(url: str) -> None:

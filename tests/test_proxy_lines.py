@@ -9,7 +9,7 @@ import pytest
 
 from registry.acp.jsonrpc import OverlongLine
 from registry.proxy.lines import LineReader, LineWriter
-from registry.proxy.names import agent_name
+from registry.proxy.names import IMPORTED, agent_name
 
 
 def _read_all(chunks: list[bytes], limit: int) -> list[bytes | OverlongLine]:
@@ -77,3 +77,10 @@ def test_the_writer_writes_batches_whole_and_says_when_the_reader_has_gone() -> 
 )
 def test_agent_names_map_to_the_importers_names(said: str, name: str) -> None:
     assert agent_name(said) == name
+
+
+def test_the_agents_the_proxy_imports_are_the_importers_agents() -> None:
+    """The proxy knows which agents have an importer without importing the importers (``names.IMPORTED``)."""
+    from registry.importers import AGENTS  # noqa: PLC0415 - the check is that names.py does without it
+
+    assert set(AGENTS) == IMPORTED

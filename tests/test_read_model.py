@@ -50,9 +50,7 @@ def _walk(model: ReadModel, as_of: int, where: ListFilter, limit: int) -> tuple[
     after = None
     consistent = True
     while True:
-        page = model.page(
-            as_of=as_of, after=after, cwd=where.cwd, limit=limit, archived=where.archived, agent=where.agent
-        )
+        page = model.page(as_of=as_of, after=after, where=where, limit=limit)
         consistent = consistent and page.consistent
         seen.extend(s.session_id for s in page.states)
         if not page.more:
@@ -392,13 +390,33 @@ _READ_ONLY_LISTER = """
 import json, sys
 from registry import SessionRegistry
 with SessionRegistry.open(sys.argv[1], create=False, follow=False) as registry:
-    print(json.dumps({"kind": registry.read_model.kind, "ids": [s.session_id for s in registry.list().sessions]}))
+    ids = [s.session_id for s in registry.list().sessions]  # first: the list may find the tables broken
+    print(json.dumps({"kind": registry.read_model.kind, "ids": ids}))
 """
 
 
-def test_a_read_only_store_is_listed_from_its_tables_or_folded_in_memory_when_they_lag(tmp_path: Path) -> None:
+def list_read_only(folder: Path, url: str) -> subprocess.CompletedProcess[str]:
+    """The first page of the list, read by another process as a user who cannot write ``folder`` (the store's,
+    made read-only for the run): it prints its read model's kind and the ids as JSON."""
     from tests.test_sqlite_store import _without_root_overrides  # noqa: PLC0415 - a user who cannot write
 
+    for item in (*folder.iterdir(), folder):
+        item.chmod(0o555 if item.is_dir() else 0o444)
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", _READ_ONLY_LISTER, url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_without_root_overrides,
+            check=False,
+        )
+    finally:
+        for item in (folder, *folder.iterdir()):
+            item.chmod(0o700 if item.is_dir() else 0o600)
+
+
+def test_a_read_only_store_is_listed_from_its_tables_or_folded_in_memory_when_they_lag(tmp_path: Path) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     path = folder / "log.db"
@@ -407,20 +425,8 @@ def test_a_read_only_store_is_listed_from_its_tables_or_folded_in_memory_when_th
             registry.create("/w", session_id=f"s{n}", at=(n + 1) * 1_000_000)
 
     def listed() -> tuple[dict[str, Any], str]:
-        for item in (*folder.iterdir(), folder):
-            item.chmod(0o555 if item.is_dir() else 0o444)
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", _READ_ONLY_LISTER, f"sqlite://{path}"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                preexec_fn=_without_root_overrides,
-                check=True,
-            )
-        finally:
-            for item in (folder, *folder.iterdir()):
-                item.chmod(0o700 if item.is_dir() else 0o600)
+        done = list_read_only(folder, f"sqlite://{path}")
+        assert done.returncode == 0, done.stderr
         return json.loads(done.stdout), done.stderr
 
     result, _ = listed()

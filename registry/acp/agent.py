@@ -40,14 +40,12 @@ from events.model import TitleSource
 from registry.acp.content import ContentBlock, TextContent, prompt_blocks
 from registry.acp.jsonrpc import (
     Incoming,
-    Invalid,
     OverlongLine,
     RequestId,
-    encode_batch,
     encode_error,
     encode_notification,
     encode_result,
-    parse,
+    incoming,
     read_lines,
 )
 from registry.acp.methods import METHODS, Context, bind, capabilities
@@ -122,17 +120,13 @@ class ReferenceAgent:
 
     def receive(self, line: bytes | OverlongLine) -> None:
         """Handle one input line; answers what needs an answer, never raises."""
-        if isinstance(line, bytes) and not line.strip():
-            return
         request_id: RequestId = None
         try:
-            message = parse(line)
-            if isinstance(message, list):
-                if message:
-                    self._write(encode_batch(message))
+            message = incoming(line)
+            if message is None:
                 return
-            if isinstance(message, Invalid):
-                self._write(encode_error(message.id, message.error))
+            if isinstance(message, bytes):
+                self._write(message)  # a refusal: an invalid message or a batch
                 return
             if message.is_response:
                 return  # this agent sends no requests; a stray response is ignored

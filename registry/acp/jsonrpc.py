@@ -37,6 +37,7 @@ __all__ = [
     "encode_error",
     "encode_notification",
     "encode_result",
+    "incoming",
     "parse",
     "read_lines",
 ]
@@ -145,6 +146,20 @@ def parse(line: bytes | OverlongLine) -> Incoming | Invalid | list[Invalid]:
     if isinstance(message, list):
         return _batch(message)
     return _message(message)
+
+
+def incoming(line: bytes | OverlongLine) -> Incoming | bytes | None:
+    """One line as a peer that answers requests reads it (``serve``'s agent, the proxy facing its client): the
+    message to handle, or the refusal to write back in its place (bytes: an invalid message's error, a batch's
+    array of errors), or None when there is nothing to answer (a blank line, a batch of notifications)."""
+    if isinstance(line, bytes) and not line.strip():
+        return None
+    message = parse(line)
+    if isinstance(message, list):
+        return encode_batch(message) if message else None
+    if isinstance(message, Invalid):
+        return encode_error(message.id, message.error)
+    return message
 
 
 def _message(message: Any) -> Incoming | Invalid:

@@ -8,6 +8,10 @@ JSON-RPC; the agent's stderr and the proxy's logs go to stderr.
 Exit codes: 0 when the client ended (EOF on stdin, SIGTERM, Ctrl-C) and the agent was ended; 1 when the agent
 exited or crashed first (one line on stderr names it); 2 when the store cannot be opened (unavailable, corrupt,
 not a registry store) or the agent cannot be started - the agent is then not started.
+
+Start: the store is opened (and so checked) first, then the agent is started at once, and the relay, the
+registry's facade and the read model's catch-up with the log load while the agent starts (``import registry`` and
+``import registry.proxy`` are light for this). A read model that then fails to open ends the agent (exit 2).
 """
 
 from __future__ import annotations
@@ -51,22 +55,32 @@ def run(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-registry proxy: %(message)s")
     from events.errors import RegistryError  # noqa: PLC0415
-    from registry.proxy import Proxy  # noqa: PLC0415
-    from registry.service import SessionRegistry  # noqa: PLC0415
+    from registry.proxy.spawn import spawn  # noqa: PLC0415 - stdlib only: the relay loads while the agent starts
 
     location = locate(args.store)
     store = open_log(location, create=True)  # a bad or unusable store: one line, exit 2, no agent started
     try:
+        agent = spawn(command)
+    except OSError as exc:
+        store.close()
+        raise InputError(f"cannot start the agent {command[0]!r}: {exc.strerror or exc}") from None
+    # The agent starts while the relay and the registry load and the read model catches up with the log.
+    from registry.proxy import Proxy  # noqa: PLC0415
+    from registry.service import SessionRegistry  # noqa: PLC0415
+
+    try:
         registry = SessionRegistry(store, owns_store=True, page_size=args.page_size)
     except (RegistryError, OSError) as exc:
+        agent.kill()
         store.close()
         raise InputError(f"cannot open the store {location.url}: {exc}") from None
+    except BaseException:
+        agent.kill()
+        store.close()
+        raise
     try:
         proxy = Proxy(registry, command, agent=args.agent, import_history=not args.no_history)
-        try:
-            proxy.start()
-        except OSError as exc:
-            raise InputError(f"cannot start the agent {command[0]!r}: {exc.strerror or exc}") from None
+        proxy.start(agent)
         previous = _on_signals(proxy)
         try:
             return proxy.run()

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from events.model import RecordedEvent
 from events.store import EventStore
 from registry.cursor import Cursor, CursorCodec
-from registry.model import ListSessionsResult, session_info, sort_key
+from registry.model import ListFilter, ListSessionsResult, session_info, sort_key
 from registry.projection import Projection
 
 __all__ = ["LogFold", "fold_log", "list_pages"]
@@ -57,14 +57,14 @@ def list_pages(
 ) -> Iterator[ListSessionsResult]:
     """Every ``session/list`` page as of the projection's position, each with the cursor to the next, cut one
     at a time as the caller asks for it (the first page always comes, empty when no session is live)."""
-    position = projection.position
+    position, where = projection.position, ListFilter(cwd)
     after = None
     while True:
-        page = projection.page(as_of=position, after=after, cwd=cwd, limit=page_size)
+        page = projection.page(as_of=position, after=after, where=where, limit=page_size)
         result = ListSessionsResult([session_info(state) for state in page.states])
         if page.more:
             after = sort_key(page.states[-1])
-            result.next_cursor = codec.encode(Cursor(position, *after), cwd)
+            result.next_cursor = codec.encode(Cursor(position, *after), where)
         yield result
         if not page.more:
             return

@@ -30,7 +30,7 @@ import os
 import re
 from typing import Final
 
-__all__ = ["ALIASES", "agent_name", "native_id", "stored_id"]
+__all__ = ["ALIASES", "IMPORTED", "agent_name", "native_id", "stored_id"]
 
 ALIASES: Final[dict[str, str]] = {
     "claude-agent-acp": "claude-code",
@@ -51,6 +51,10 @@ ALIASES: Final[dict[str, str]] = {
     "goose": "goose",
 }
 """A known agent's name (lower case, npm scope and spaces normalised) -> the importers' name for it."""
+
+IMPORTED: Final = frozenset(ALIASES.values())
+"""The agents whose history files an importer reads (``registry.importers.AGENTS``, known here without importing
+the importers, which the proxy does only on its history thread, off the path to the ``initialize`` answer)."""
 
 _OTHER: Final = re.compile(r"[^a-z0-9._-]+")
 

@@ -29,11 +29,12 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
-from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_batch, encode_notification, parse
+from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.lines import LineReader, LineWriter
 from registry.proxy.names import agent_name
 from registry.proxy.recorder import Recorder
+from registry.proxy.spawn import Spawned, spawn
 from registry.proxy.surface import Pending, Surface
 from registry.proxy.wire import AgentLine, encode_error, encode_request, encode_response, peek_agent, title_update
 from registry.service import SessionRegistry
@@ -96,25 +97,12 @@ class Proxy:
 
     # -- running --------------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the agent (``OSError`` when it cannot be started) and the agent's reader thread."""
-        agent_in, to_agent = os.pipe()
-        from_agent, agent_out = os.pipe()
-        try:
-            self._proc = subprocess.Popen(
-                self.command,
-                stdin=agent_in,
-                stdout=agent_out,
-                env=self._env,
-                cwd=self._cwd,
-                start_new_session=True,  # its own process group, ended as a whole
-            )
-        except BaseException:
-            for fd in (agent_in, to_agent, from_agent, agent_out):
-                os.close(fd)
-            raise
-        os.close(agent_in)
-        os.close(agent_out)
+    def start(self, spawned: Spawned | None = None) -> None:
+        """Start the agent (``OSError`` when it cannot be started), or take over one ``spawn`` started with this
+        proxy's command, and start the agent's reader thread."""
+        if spawned is None:
+            spawned = spawn(self.command, env=self._env, cwd=self._cwd)
+        self._proc, to_agent, from_agent = spawned
         self._to_agent = LineWriter(to_agent)
         self._from_agent = from_agent
         threading.Thread(target=self._agent_loop, name="acp-registry-proxy-agent", daemon=True).start()
@@ -162,15 +150,11 @@ class Proxy:
         self._shutdown()
 
     def _from_client(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
-        if isinstance(line, bytes) and not line.strip():
+        message = incoming(line)
+        if message is None:
             return
-        message = parse(line)
-        if isinstance(message, list):
-            if message:
-                self.send_client(encode_batch(message))
-            return
-        if isinstance(message, Invalid):
-            self.send_client(encode_error(message.id, message.error))
+        if isinstance(message, bytes):
+            self.send_client(message)  # a refusal: an invalid message or a batch
             return
         if message.is_response or not message.has_id:
             assert isinstance(line, bytes)

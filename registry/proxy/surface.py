@@ -41,7 +41,7 @@ from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.follow import Following
 from registry.model import META_NAMESPACE, parse_time
 from registry.projection import Change
-from registry.proxy.names import agent_name
+from registry.proxy.names import IMPORTED, agent_name
 from registry.proxy.wire import AgentLine, encode_error
 
 if TYPE_CHECKING:
@@ -294,10 +294,8 @@ class Surface:
     def _start_history(self) -> None:
         if not self._import_history or self._history_thread is not None:
             return
-        from registry.importers import AGENTS  # noqa: PLC0415 - only a proxy in front of a known agent needs it
-
         agent = self.proxy.agent
-        if agent in AGENTS:
+        if agent in IMPORTED:  # not registry.importers.AGENTS: importing the importers waits for the history thread
             target: Callable[[], None] = lambda: self._import(agent)  # noqa: E731
         elif self.advertised("session/list"):
             target = self._walk_agent_list

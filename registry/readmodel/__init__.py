@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from registry.errors import ReadModelFault
-from registry.model import Archived, SessionState
+from registry.model import ListFilter, SessionState
 from registry.projection import Page
 
 if TYPE_CHECKING:
@@ -78,27 +78,16 @@ class ReadModel(abc.ABC):
         """Walks that started at or after this position are served exactly."""
 
     @abc.abstractmethod
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: tuple[int, str] | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
-        """Up to ``limit`` live sessions after the sort key ``after`` in the list (of ``cwd``, ``archived``, and
-        ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list without the
-        sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
+    def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
+        """Up to ``limit`` live sessions after the sort key ``after`` in the list ``where`` selects (its ``cwd``,
+        ``archived`` and ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list
+        without the sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
 
-    def first_page(
-        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
-    ) -> tuple[int, Page]:
+    def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page of a walk: caught up to the log's head, and the position it is as of. A backend may
         answer it with one query (PostgreSQL: the freshness check and the page in one statement)."""
         as_of = self.catch_up()
-        return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
+        return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
 
     @abc.abstractmethod
     def get(self, session_id: str) -> SessionState | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
-from registry.model import SessionState, sort_key
+from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault
 from registry.readmodel.tables import CurrentRow, PastRow, current_row, decode_state, past_row
@@ -275,7 +275,7 @@ def _walk(read_model: ReadModel, as_of: int, cwd: str | None) -> list[str]:
     walked: list[str] = []
     after = None
     while True:
-        page = read_model.page(as_of=as_of, after=after, cwd=cwd, limit=1000, archived="include")
+        page = read_model.page(as_of=as_of, after=after, where=ListFilter(cwd, "include"), limit=1000)
         walked.extend(s.session_id for s in page.states)
         if not page.more:
             return walked

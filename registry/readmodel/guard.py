@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
-from registry.model import Archived, SessionState
+from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.tables import LogShorter, join_snapshot_threads, record_log_shorter
@@ -78,16 +78,10 @@ def fault_of(exc: BaseException) -> str | None:
     return None
 
 
-def _as_asked(page: Page, cwd: str | None, archived: Archived, agent: str | None) -> Page:
+def _as_asked(page: Page, where: ListFilter) -> Page:
     """``page`` if each of its states is one the query asked for: else a row's columns were edited apart from it."""
     for state in page.states:
-        if (
-            state.deleted
-            or (cwd is not None and state.cwd != cwd)
-            or (agent is not None and state.agent != agent)
-            or (archived == "exclude" and state.archived)
-            or (archived == "only" and not state.archived)
-        ):
+        if state.deleted or not where.matches(state):
             raise ReadModelFault(
                 f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
             )
@@ -180,28 +174,16 @@ class GuardedReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._serve(lambda m: m.window_floor())
 
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: tuple[int, str] | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
+    def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
         def page(model: ReadModel) -> Page:
-            found = model.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
-            return _as_asked(found, cwd, archived, agent)
+            return _as_asked(model.page(as_of=as_of, after=after, where=where, limit=limit), where)
 
         return self._serve(page)
 
-    def first_page(
-        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
-    ) -> tuple[int, Page]:
+    def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         def first_page(model: ReadModel) -> tuple[int, Page]:
-            as_of, found = model.first_page(cwd=cwd, limit=limit, archived=archived, agent=agent)
-            return as_of, _as_asked(found, cwd, archived, agent)
+            as_of, found = model.first_page(where=where, limit=limit)
+            return as_of, _as_asked(found, where)
 
         return self._serve(first_page)
 

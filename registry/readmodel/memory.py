@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from registry.model import Archived, SessionState
+from registry.model import ListFilter, SessionState
 from registry.projection import Page, Projection, paused_gc
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.snapshot import load_snapshot
@@ -69,18 +69,9 @@ class MemoryReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._projection.window_floor
 
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: tuple[int, str] | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
+    def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
         with self._lock:
-            return self._projection.page(as_of=as_of, after=after, cwd=cwd, limit=limit, archived=archived, agent=agent)
+            return self._projection.page(as_of=as_of, after=after, where=where, limit=limit)
 
     def get(self, session_id: str) -> SessionState | None:
         return self._projection.get(session_id)

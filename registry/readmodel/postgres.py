@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 
 from events.model import Event, LogEntry
-from registry.model import Archived, SessionState
+from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
@@ -385,16 +385,8 @@ class PostgresReadModel(ReadModel):
     def window_floor(self) -> int:
         return self._meta()["floor"]
 
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: tuple[int, str] | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
+    def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
+        cwd, archived, agent = where
         params: dict[str, Any] = {
             "cwd": cwd,
             "agent": agent,
@@ -410,11 +402,10 @@ class PostgresReadModel(ReadModel):
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
         return _cut(rows, as_of, limit)
 
-    def first_page(
-        self, *, cwd: str | None, limit: int, archived: Archived = "exclude", agent: str | None = None
-    ) -> tuple[int, Page]:
+    def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the
         tables are caught up; else a catch-up first."""
+        cwd, archived, agent = where
         params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
         query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
         rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
@@ -424,7 +415,7 @@ class PostgresReadModel(ReadModel):
         checkpoint, head = found[0]
         if checkpoint < head:
             as_of = self.catch_up()
-            return as_of, self.page(as_of=as_of, after=None, cwd=cwd, limit=limit, archived=archived, agent=agent)
+            return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
         self._position = max(self._position, checkpoint)
         return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit)
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 from events.errors import StoreFormatError
 from events.model import LogEntry
 from events.sqlite import SqliteStore
-from registry.model import Archived, SessionState
+from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
@@ -362,16 +362,8 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             return self._meta(self._reader())["floor"]
 
-    def page(
-        self,
-        *,
-        as_of: int,
-        after: tuple[int, str] | None,
-        cwd: str | None,
-        limit: int,
-        archived: Archived = "exclude",
-        agent: str | None = None,
-    ) -> Page:
+    def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
+        cwd, archived, agent = where
         params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "archived": 0}
         if after is not None:
             params["rank"], params["sid"] = after
