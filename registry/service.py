@@ -43,10 +43,10 @@ from registry.commands import (
     list_filter,
 )
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, SessionDeletedError, SessionExists, SessionNotFound
+from registry.errors import InvalidParams, SessionExists
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
-from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
+from registry.model import ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
@@ -308,12 +308,7 @@ class SessionRegistry:
 
     def get(self, session_id: str) -> SessionInfo:
         """A session's ACP info. ``SessionNotFound`` (or its subclass ``SessionDeletedError``) otherwise."""
-        state = self.state(session_id)
-        if state is None:
-            raise SessionNotFound(session_id)
-        if state.deleted:
-            raise SessionDeletedError(session_id)
-        return session_info(state, additional_directories=self._additional_directories)
+        return self._writer.info(session_id, self.state(session_id))
 
     def state(self, session_id: str) -> SessionState | None:
         """Everything the registry knows of a session, deleted ones included."""

@@ -99,8 +99,12 @@ class CommandWriter:
                 state = fold(state, recorded) or state
         if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
             state = self.fresh_state(session_id)
-            if state is None:
-                raise SessionNotFound(session_id)
-            if state.deleted:
-                raise SessionDeletedError(session_id)
+        return self.info(session_id, state)
+
+    def info(self, session_id: str, state: SessionState | None) -> SessionInfo:
+        """A live session's ACP info; ``SessionNotFound`` (or its subclass ``SessionDeletedError``) otherwise."""
+        if state is None:
+            raise SessionNotFound(session_id)
+        if state.deleted:
+            raise SessionDeletedError(session_id)
         return session_info(state, additional_directories=self._additional_directories)
