@@ -233,6 +233,10 @@ def _restart_command() -> list[str]:
 @pytest.mark.serial  # restarts the server every PostgreSQL test shares: never beside them
 def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None:
     restart = _restart_command()
+    # A fast shutdown first finishes the checkpoint in progress: after a busy run (thousands of test schemas'
+    # files to sync on a loaded machine) that took 20-30 s here, longer than the writer's 30 s of retries.
+    # Checkpointing now makes the restart below the quick one this test means.
+    _admin("CHECKPOINT")
     url = _url(schema)
     started = _admin("SELECT pg_postmaster_start_time()")
     with open_store(url) as store, open_store(url) as tail_store:
@@ -253,27 +257,27 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
 
         follower = threading.Thread(target=follow)
         follower.start()
-        writer = _events_module("writer", url, "r", "1000000")
-        reader = threading.Thread(target=collect, args=(writer,))
-        reader.start()
-        try:
-            _wait_for(lambda: len(lines) > 20, 30, "the writer to start")
-            subprocess.run(restart, check=True, timeout=120, capture_output=True)
-            assert _admin("SELECT pg_postmaster_start_time()") != started
-            resumed_from = len(lines)
-            _wait_for(lambda: len(lines) > resumed_from + 20, 60, "the writer to resume after the restart")
-            store.append("here", [SessionUpdated(at=1)])  # this process's pool reconnects too
-        finally:
-            writer.send_signal(signal.SIGKILL)
-            writer.wait(30)
-            reader.join(30)
-        log = check_log(store)
-        stored = {r.position for r in log}
-        acknowledged = [p for batch in acknowledged_batches("".join(lines)) for p in batch]
-        assert len(acknowledged) > 40
-        assert not [p for p in acknowledged if p not in stored], "an acknowledged event was lost"
-        assert_no_partial_batches([r for r in log if r.session_id != "here"])
-        try:
+        try:  # the follower stops whatever fails: a thread left polling would keep pytest from exiting
+            writer = _events_module("writer", url, "r", "1000000")
+            reader = threading.Thread(target=collect, args=(writer,))
+            reader.start()
+            try:
+                _wait_for(lambda: len(lines) > 20, 30, "the writer to start")
+                subprocess.run(restart, check=True, timeout=120, capture_output=True)
+                assert _admin("SELECT pg_postmaster_start_time()") != started
+                resumed_from = len(lines)
+                _wait_for(lambda: len(lines) > resumed_from + 20, 60, "the writer to resume after the restart")
+                store.append("here", [SessionUpdated(at=1)])  # this process's pool reconnects too
+            finally:
+                writer.send_signal(signal.SIGKILL)
+                writer.wait(30)
+                reader.join(30)
+            log = check_log(store)
+            stored = {r.position for r in log}
+            acknowledged = [p for batch in acknowledged_batches("".join(lines)) for p in batch]
+            assert len(acknowledged) > 40
+            assert not [p for p in acknowledged if p not in stored], "an acknowledged event was lost"
+            assert_no_partial_batches([r for r in log if r.session_id != "here"])
             _wait_for(lambda: bool(seen) and seen[-1].position == log[-1].position, 60, "the tail to catch up")
         finally:
             stop.set()
