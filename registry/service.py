@@ -6,23 +6,22 @@ processes and hosts. After an append the read model is caught up to it before th
 its own writes), and every query catches it up to the log's head first (so it sees every process's writes).
 Changes reach listeners through the follower (``registry.follow``), which runs only while someone listens.
 
-Where the rest lives: ``model.py`` (the session's shape), ``commands.py`` (checks and decisions), ``forks.py``
-(a fork's parent and history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``session/list``
-pages and cursors), ``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/``
-(JSON-RPC).
+Where the rest lives: ``model.py`` (the session's shape), ``commands.py`` (checks and decisions),
+``writing.py`` (appending a command's events, retries, read-your-writes), ``forks.py`` (a fork's parent and
+history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``session/list`` pages and cursors),
+``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/`` (JSON-RPC).
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Self
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.errors import ConcurrencyError, StoreClosedError
+from events.errors import ConcurrencyError
 from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
@@ -44,14 +43,14 @@ from registry.commands import (
     list_filter,
 )
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, SessionDeletedError, SessionExists, SessionNotFound
+from registry.errors import InvalidParams, SessionExists
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
-from registry.model import ListSessionsResult, SessionInfo, SessionState, session_info
+from registry.model import ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
-from registry.projection import fold
 from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
+from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
     import asyncio
@@ -62,10 +61,6 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
     from registry.diffs import ListChange, SessionNotification
 
 __all__ = ["SessionRegistry"]
-
-_RETRIES: Final = 20
-
-log = logging.getLogger(__name__)
 
 
 class SessionRegistry:
@@ -102,6 +97,9 @@ class SessionRegistry:
         self._render = Renderer(additional_directories=additional_directories)
         self._read_model = open_read_model(store, window=window, kind=read_model)
         self._follower = Follower(store, self._read_model, live=follow)
+        self._writer = CommandWriter(
+            store, self._read_model, self._follower, additional_directories=additional_directories
+        )
         self._closed = False
 
     @classmethod
@@ -203,8 +201,8 @@ class SessionRegistry:
             positions = self._store.append(session_id, [event], NO_STREAM)
         except ConcurrencyError:
             raise SessionExists(session_id) from None
-        self._applied(positions[-1])
-        return self._written(session_id)
+        self._writer.applied(positions[-1])
+        return self._writer.written(session_id)
 
     def record_activity(
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
@@ -213,8 +211,8 @@ class SessionRegistry:
         check_messages(messages)
         check_payload(payload)
         when = check_time(self._clock() if at is None else at, "at")
-        self._write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
-        return self._written(session_id)
+        self._writer.write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
+        return self._writer.written(session_id)
 
     def change_info(
         self,
@@ -242,8 +240,8 @@ class SessionRegistry:
             change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=new_meta)
             return [] if change is None else [change]
 
-        self._write(session_id, events)
-        return self._written(session_id)
+        self._writer.write(session_id, events)
+        return self._writer.written(session_id)
 
     def set_title(self, session_id: str, title: str) -> str:
         """Set a user title (``session/set_title``): never replaced by a generated one afterwards. Returns the
@@ -267,7 +265,7 @@ class SessionRegistry:
             change = archive_change(state, archived)
             return [] if change is None else [change]
 
-        self._write(session_id, events)
+        self._writer.write(session_id, events)
 
     def fork(
         self,
@@ -304,81 +302,18 @@ class SessionRegistry:
         check_session_id(session_id)
         if reason is not None:
             check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
-        self._write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
-
-    def _write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
-        """Append what ``make`` decides from the current state, with that state's version as expected."""
-        check_session_id(session_id)
-        # The first try decides from the state this process last saw, without catching up (a round trip on a
-        # shared store): the append's expected version refuses a stale state (ConcurrencyError), and whatever a
-        # stale state would refuse or find nothing to do is decided again from a fresh read.
-        state, fresh = self._read_model.get(session_id), False
-        for _ in range(_RETRIES):
-            if not fresh and (state is None or state.deleted):
-                state, fresh = self.state(session_id), True
-            if state is None or state.deleted:
-                if missing_ok:
-                    return
-                raise SessionNotFound(session_id) if state is None else SessionDeletedError(session_id)
-            events = make(state)
-            if not events:
-                if fresh:
-                    return
-                state, fresh = self.state(session_id), True
-                continue
-            try:
-                positions = self._store.append(session_id, events, state.version)
-            except ConcurrencyError:
-                state, fresh = self.state(session_id), True  # another writer was first: read again, decide again
-                continue
-            self._applied(positions[-1])
-            return
-        raise ConcurrencyError(session_id, -1, -1)  # pragma: no cover - only under endless contention
-
-    def _applied(self, position: int) -> None:
-        """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``.
-
-        The log decides what was committed: once the append returned, the command succeeds even if the read model
-        cannot be brought up to it now (it is stale, and caught up - or rebuilt - before the next answer)."""
-        try:
-            self._read_model.catch_up(position)
-        except Exception as exc:
-            if isinstance(exc, StoreClosedError):
-                raise
-            log.warning("the read model is behind a committed write (%s); it catches up before the next answer", exc)
-        self._follower.pump()
-
-    def _written(self, session_id: str) -> SessionInfo:
-        """The info of a session this registry has just written (the read model holds it: no catch-up first;
-        a read model that cannot say folds the session's own events from the log instead)."""
-        try:
-            state = self._read_model.get(session_id)
-        except Exception as exc:
-            if isinstance(exc, StoreClosedError):
-                raise
-            state = None
-            for recorded in self._store.read_stream(session_id):
-                state = fold(state, recorded) or state
-        if state is None or state.deleted:  # pragma: no cover - deleted or gone between the write and now
-            return self.get(session_id)
-        return session_info(state, additional_directories=self._additional_directories)
+        self._writer.write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
 
     # -- queries --------------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> SessionInfo:
         """A session's ACP info. ``SessionNotFound`` (or its subclass ``SessionDeletedError``) otherwise."""
-        state = self.state(session_id)
-        if state is None:
-            raise SessionNotFound(session_id)
-        if state.deleted:
-            raise SessionDeletedError(session_id)
-        return session_info(state, additional_directories=self._additional_directories)
+        return self._writer.info(session_id, self.state(session_id))
 
     def state(self, session_id: str) -> SessionState | None:
         """Everything the registry knows of a session, deleted ones included."""
         check_session_id(session_id)
-        self._read_model.catch_up()
-        return self._read_model.get(session_id)
+        return self._writer.fresh_state(session_id)
 
     def activity(self, session_id: str) -> list[SessionUpdated]:
         """A session's activity events in order (each turn's ``messages`` and opaque ``payload``, e.g. to replay
