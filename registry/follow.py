@@ -10,9 +10,9 @@ from the session's own stream. It runs only while someone listens.
 Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out,
 spacing its fan-outs by the number of listeners (a burst of writes reaches each subscriber in a few batches).
 The subscribers' delivery threads still compete with a writer for the process (measured: 2.5-3.3x a write's
-cost with 100 subscribers on a quiet 2-core machine; ``benchmarks/change_stream.py``). Its thread is joined when the last listener leaves and on
-``close``, outside its lock. With ``live=False`` (deterministic tests and benchmarks) there
-is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
+cost with 100 subscribers on a quiet 2-core machine; ``benchmarks/change_stream.py``). Its thread is joined
+when the last listener leaves and on ``close``, outside its lock. With ``live=False`` (deterministic tests and
+benchmarks) there is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
 """
 
 from __future__ import annotations
