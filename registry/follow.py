@@ -9,8 +9,9 @@ from the session's own stream. It runs only while someone listens.
 
 Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out,
 spacing its fan-outs by the number of listeners (a burst of writes reaches each subscriber in a few batches).
-The subscribers' delivery threads still compete with a writer for the process (measured: 2.5-3.3x a write's
-cost with 100 subscribers on a quiet 2-core machine; ``benchmarks/change_stream.py``). Its thread is joined
+A writer's cost does not grow with the number of subscribers, but folding and delivering each change shares
+the process with the writer (measured, idle 2-core machine: about 2x a back-to-back write's cost with 1 to 100
+subscribers against none; ``benchmarks/change_stream.py``). Its thread is joined
 when the last listener leaves and on ``close``, outside its lock. With ``live=False`` (deterministic tests and
 benchmarks) there is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
 """
