@@ -27,7 +27,7 @@ __all__ = ["CommandWriter"]
 
 _RETRIES: Final = 20
 
-log = logging.getLogger("registry.service")
+log = logging.getLogger(__name__)
 
 
 class CommandWriter:
