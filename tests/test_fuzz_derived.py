@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,10 +283,15 @@ def _case(
     _bounded(case)
 
 
-def test_the_suite_reports_what_it_ran(capsys: pytest.CaptureFixture[str]) -> None:
-    """Runs after the property (file order): what the cases found, for the report."""
-    with capsys.disabled():
-        print(
-            f"\nfault injection: {FOUND.cases} cases, {FOUND.answered} reads answered the fold, {FOUND.refused} "
-            f"refused with one line, {FOUND.verify_found} damages found by verify"
-        )
+@pytest.fixture(scope="module", autouse=True)
+def _report(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What the cases found, said once this module's tests are done in this process (with pytest-xdist, the
+    worker that ran the property). A report, not a test: it cannot fail, so it is not written as one."""
+    yield
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if FOUND.cases and capture is not None:
+        with capture.global_and_fixture_disabled():
+            print(
+                f"\nfault injection: {FOUND.cases} cases, {FOUND.answered} reads answered the fold, "
+                f"{FOUND.refused} refused with one line, {FOUND.verify_found} damages found by verify"
+            )
