@@ -211,8 +211,8 @@ def test_a_log_cut_short_is_recorded_before_the_read_model_forgets_it(tmp_path: 
     path = tmp_path / "log.db"
     url = f"sqlite://{path}"
     with SessionRegistry.open(url, follow=False) as registry:
-        for n in range(5):
-            registry.create("/w", session_id=f"s{n}")
+        for n in range(5):  # a second apart: the list's newest-first order is not a tie broken by id
+            registry.create("/w", session_id=f"s{n}", at=(n + 1) * 1_000_000_000)
     with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("DELETE FROM events WHERE position > 3")
         db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
