@@ -24,6 +24,7 @@ __all__ = [
     "Timer",
     "interleave",
     "latency",
+    "rate_of",
     "repeat_rate",
     "run_together",
     "throughput",
@@ -86,6 +87,12 @@ def latency(samples_s: Sequence[float], *, note: str = "") -> Latency:
         mean_us=statistics.fmean(ordered) * 1e6,
         note=note,
     )
+
+
+def rate_of(measured: Latency, count: int | None = None) -> Throughput:
+    """The rate the timed calls of ``measured`` add up to: ``count`` items (default: one a call) over the time
+    spent inside the calls."""
+    return throughput(measured.n if count is None else count, measured.mean_us * measured.n / 1e6)
 
 
 def run_together(works: Sequence[Callable[[], object]]) -> float:

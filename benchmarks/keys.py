@@ -20,6 +20,7 @@ __all__ = [
     "FSYNC",
     "FULL_FOLD",
     "JSONL_LISTING",
+    "LIST",
     "LIST_ARCHIVED",
     "LIST_DEEP",
     "LIST_DEEP_CWD",
@@ -34,7 +35,27 @@ __all__ = [
     "OURS_SINGLE",
     "OURS_THREADS_1",
     "OURS_THREADS_8",
+    "PAGES",
     "PAGE_FLOOR",
+    "PG_APPEND",
+    "PG_BUILD",
+    "PG_CREATE",
+    "PG_IMPORT",
+    "PG_LIST",
+    "PG_NOTIFY",
+    "PG_RAW_COPY",
+    "PG_RAW_FIRST",
+    "PG_RAW_INSERT",
+    "PG_RAW_LIST",
+    "PG_RAW_NOTIFY",
+    "PG_RAW_RSS",
+    "PG_RAW_WRITERS",
+    "PG_RECORD",
+    "PG_SERVE_FIRST",
+    "PG_SERVE_RSS",
+    "PG_WRITERS",
+    "PG_WRITERS_CPU",
+    "PG_WRITERS_WAITS",
     "RAW_INSERT",
     "RAW_SCAN",
     "RAW_SINGLE",
@@ -48,6 +69,7 @@ __all__ = [
     "SERVE_RSS_1K",
     "STDIO_LIST",
     "SUBSCRIPTION",
+    "WRITER_COUNTS",
     "WRITE_APPEND",
     "WRITE_CREATE",
     "rate_key",
@@ -67,6 +89,25 @@ def _figure(key: str, name: str | None = None, *, rate: str | None = None) -> st
     if rate is not None:
         NAMES[rate_key(key)] = rate
     return key
+
+
+PAGES: Final = {
+    "first": "first page",
+    "deep": "page 90% deep",
+    "first_cwd": "first page of one cwd",
+    "deep_cwd": "deep page of one cwd",
+}
+"""The session/list pages measured, by the suffix of their keys."""
+
+
+def _pages(key: str, name: str, what: str = "") -> dict[str, str]:
+    """The key of every page in ``PAGES`` (``key`` + page), named ``name`` + the page's name + ``what``."""
+    return {page: _figure(key + page, f"{name}{title}{what}, p50 / p99") for page, title in PAGES.items()}
+
+
+def _durable(key: str, name: str) -> str:
+    """A durable write's figures: its Latency (p50 / p99 a call) under ``key``, its rate under ``rate_key(key)``."""
+    return _figure(key, f"{name}, p50 / p99", rate=name)
 
 
 # -- the event store and its baselines (run.py, event_log.py, baselines.py) --
@@ -108,12 +149,10 @@ SUBSCRIPTION = _figure("ours.subscription_cross_process", "ours: cross-process n
 
 # -- the registry (registry_bench.py): Latency unless said otherwise --
 
-# session/list first page, no cwd filter, in process
-LIST_FIRST = _figure("registry.list_first", "registry: session/list first page, p50 / p99")
-# a page reached by a cursor 90% of the way through the walk
-LIST_DEEP = _figure("registry.list_deep", "registry: session/list page 90% deep, p50 / p99")
-LIST_FIRST_CWD = _figure("registry.list_first_cwd", "registry: session/list first page of one cwd, p50 / p99")
-LIST_DEEP_CWD = _figure("registry.list_deep_cwd", "registry: session/list deep page of one cwd, p50 / p99")
+# session/list in process: the first page and one reached by a cursor 90% of the way through the walk, of every
+# session and of one cwd's (the pages the SQLite and PostgreSQL rows both measure, by page)
+LIST: Final = _pages("registry.list_", "registry: session/list ")
+LIST_FIRST, LIST_DEEP, LIST_FIRST_CWD, LIST_DEEP_CWD = LIST.values()
 # session/list round trip to a running `acp-registry serve`, over its pipes
 STDIO_LIST = _figure("registry.stdio_list", "registry: session/list round trip over stdio, p50 / p99")
 # a fresh `acp-registry serve` process until its first session/list answer
@@ -157,3 +196,39 @@ for _mode in ("only", "include"):
         )
 # SessionRegistry.fork of a 10,000-event session, durable, tables kept up
 FORK_10K = _figure("registry.fork_10k", "registry: fork of a 10,000-event session, p50 / p99")
+
+# -- the registry on PostgreSQL (postgres_registry.py), each beside raw psycopg measured in the same run --
+
+PG_RAW_INSERT = _durable("pg.raw_insert_commit", "raw psycopg: one-row INSERT + COMMIT")
+PG_APPEND = _durable("pg.append", "postgres: durable append of one event")
+PG_CREATE = _durable("pg.create", "postgres: SessionRegistry.create")
+PG_RECORD = _durable("pg.record_activity", "postgres: SessionRegistry.record_activity")
+# Throughput, sessions/s: append_batch of 1,000 sessions a call, and COPY of rows of the same size
+PG_IMPORT = _figure("pg.import", "postgres: append_batch import, 1,000 sessions a call (sessions/s)")
+PG_RAW_COPY = _figure("pg.raw_copy", "raw psycopg: COPY of the same events' bytes, 1,000 sessions a tx (sessions/s)")
+# Throughput, events/s: the read model catching up with the imported log (first open after the import)
+PG_BUILD = _figure("pg.read_model_build", "postgres: read model built from the imported log (first open)")
+PG_LIST = _pages("pg.list_", "postgres: session/list ")
+PG_RAW_LIST = _pages("pg.raw_list_", "raw psycopg: ", " (keyset query of the same rows)")
+# a fresh `acp-registry serve` to its first page, beside a fresh process that imports psycopg and queries the page
+PG_SERVE_FIRST = _figure("pg.serve_first", "postgres: fresh `serve` to its first session/list answer, p50 / p99")
+PG_RAW_FIRST = _figure("pg.raw_first", "raw psycopg: a fresh process to the same page (connect, query), p50 / p99")
+PG_SERVE_RSS = _figure("pg.serve_rss", "postgres: that `serve` process's RSS after the first page")
+PG_RAW_RSS = _figure("pg.raw_rss", "raw psycopg: that process's RSS after the page")
+# another process's commit to this process's wake-up, under the load of writer processes
+PG_NOTIFY = _figure("pg.notification", "postgres: cross-host notification (store subscription), p50 / p99")
+PG_RAW_NOTIFY = _figure("pg.raw_notification", "raw psycopg: INSERT + pg_notify to a LISTEN connection, p50 / p99")
+WRITER_COUNTS: Final = (1, 2, 4, 8)
+# writer processes on sessions of their own: Latency per operation under the key, ops/s under its rate_key
+PG_WRITERS = "pg.writers_{count}"
+PG_RAW_WRITERS = "pg.raw_writers_{count}"
+PG_WRITERS_CPU = "pg.writers_{count}.cpu_busy"  # Quantity: the machine's CPU busy meanwhile (server included)
+PG_WRITERS_WAITS = "pg.writers_{count}.lock_waiters"  # Quantity: backends waiting for a lock, sampled
+for _count in WRITER_COUNTS:
+    _durable(
+        PG_WRITERS.format(count=_count),
+        f"postgres: {_count} writer processes (create, then 4 record_activity), per operation",
+    )
+    _durable(PG_RAW_WRITERS.format(count=_count), f"raw psycopg: {_count} processes of INSERT + COMMIT, per operation")
+    _figure(PG_WRITERS_CPU.format(count=_count), f"postgres: {_count} writer processes, machine CPU busy")
+    _figure(PG_WRITERS_WAITS.format(count=_count), f"postgres: {_count} writer processes, backends waiting for a lock")

@@ -6,19 +6,19 @@ whole run to the next. Every ratio below divides two figures taken at the same h
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
 from benchmarks import keys
-from benchmarks.figures import Figure, Latency, Quantity, Throughput
+from benchmarks.figures import Figure, Latency, Throughput
 from benchmarks.machine import Machine
-from benchmarks.targets import SPECS
+from benchmarks.targets import SPECS, Ratio, Spec
 
-__all__ = ["BOUNDS_FILE", "JsonlPoint", "Ratio", "Run", "Stage", "markdown", "ratios", "read_bounds"]
+__all__ = ["BOUNDS_FILE", "JsonlPoint", "PostgresPart", "Ratio", "Run", "Stage", "markdown", "ratios", "read_bounds"]
 
 
 class Stage(msgspec.Struct, kw_only=True):
@@ -36,18 +36,21 @@ class JsonlPoint(msgspec.Struct, frozen=True, kw_only=True):
     listing: Latency
 
 
-class Ratio(msgspec.Struct, frozen=True, kw_only=True):
-    """``ours / baseline``: a rate ratio (> 1 is faster) or a time ratio (< 1 is faster), per ``kind``."""
+class PostgresPart(msgspec.Struct, kw_only=True):
+    """The registry on PostgreSQL beside raw psycopg (``postgres_registry.py``): stages of its own history sizes in
+    one schema grown stage by stage, or why it was skipped (no server answered)."""
 
-    topic: str
-    measure: str
-    sessions: int
-    kind: Literal["rate", "time", "value", "size"]
-    ours: float | None
-    baseline: float | None
-    ratio: float | None
-    target: str
-    met: bool | None
+    skipped: str = ""
+    server: str = ""  # the server's version
+    date: str = ""
+    stages: list[Stage] = msgspec.field(default_factory=list)
+    ratios: list[Ratio] = msgspec.field(default_factory=list)
+    wall_seconds: float = 0.0
+    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    cpu_busy: float = 0.0  # the machine's CPU busy during the part, as a fraction (the server's included)
+    settings: dict[str, int | float | list[int] | str] = msgspec.field(default_factory=dict)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 class Run(msgspec.Struct, kw_only=True):
@@ -60,73 +63,43 @@ class Run(msgspec.Struct, kw_only=True):
     wall_seconds: float = 0.0
     notes: list[str] = msgspec.field(default_factory=list)
     ratios: list[Ratio] = msgspec.field(default_factory=list)
+    postgres: PostgresPart | None = None
 
 
 # -- ratios -----------------------------------------------------------------------------------------------
 
 
-def _value(figure: Figure | None, field: str) -> float | None:
-    if isinstance(figure, Throughput):
-        return figure.per_s
-    if isinstance(figure, Latency):
-        return float(getattr(figure, field))
-    if isinstance(figure, Quantity):
-        return figure.value
-    return None
-
-
-def ratios(stages: Sequence[Stage]) -> list[Ratio]:
+def ratios(stages: Sequence[Stage], specs: Sequence[Spec] = SPECS) -> list[Ratio]:
     """Every spec at every stage; a figure not measured yet gives a row with ``ratio`` None (pending)."""
     rows: list[Ratio] = []
-    for spec in SPECS:
+    for spec in specs:
         for stage in stages:
-            ours = _value(stage.figures.get(spec.ours), spec.field)
-            base = None if spec.baseline is None else _value(stage.figures.get(spec.baseline), spec.field)
-            if spec.baseline is None:
-                ratio = ours  # an absolute check: the figure itself against the target
-            elif ours is None or not base:
-                ratio = None
-            else:
-                ratio = ours / base
-            met = None
-            if ratio is not None and spec.target is not None and stage.sessions >= spec.judged_from:
-                at_least = spec.kind == "rate" or (spec.kind == "value" and spec.higher)
-                met = ratio >= spec.target if at_least else ratio <= spec.target
-            if ours is None and stage is not stages[-1]:
+            row = spec.judge(stage.sessions, stage.figures)
+            if row.ours is None and stage is not stages[-1]:
                 continue  # pending, or measured once per run: one row says so
-            rows.append(
-                Ratio(
-                    topic=spec.topic,
-                    measure=spec.measure,
-                    sessions=stage.sessions,
-                    kind=spec.kind,
-                    ours=ours,
-                    baseline=base,
-                    ratio=ratio,
-                    target=spec.target_text,
-                    met=met,
-                )
-            )
+            rows.append(row)
     return rows
 
 
 # -- markdown ---------------------------------------------------------------------------------------------
 
 
+_NUMBER = ((100.0, 1.0, "{:,.0f}"), (10.0, 1.0, "{:.1f}"), (-math.inf, 1.0, "{:.2f}"))
+_MICROSECONDS = ((1e6, 1e6, "{:.2f} s"), (1e3, 1e3, "{:.2f} ms"), (-math.inf, 1.0, "{:.1f} µs"))
+
+
+def _scaled(value: float, steps: Sequence[tuple[float, float, str]]) -> str:
+    """``value`` written by the first step whose floor it reaches: divided by the step's divisor, in its format."""
+    _, divisor, text = next(step for step in steps if value >= step[0])
+    return text.format(value / divisor)
+
+
 def _si(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
+    return _scaled(value, _NUMBER)
 
 
 def _time(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
+    return _scaled(us, _MICROSECONDS)
 
 
 def _figure(figure: Figure) -> str:
@@ -174,7 +147,7 @@ def read_bounds(path: Path = BOUNDS_FILE) -> dict[str, str]:
     return {measure: str(entry.get("bound", "")).strip() for measure, entry in table.items()}
 
 
-def _unmet(rows: Sequence[Ratio], bounds: Mapping[str, str]) -> list[str]:
+def _unmet(rows: Sequence[Ratio], bounds: Mapping[str, str], heading: str = "##") -> list[str]:
     """A section naming every unmet target once, at the sizes it was missed, and what bounds it."""
     missed: dict[str, list[Ratio]] = {}
     for row in rows:
@@ -184,7 +157,7 @@ def _unmet(rows: Sequence[Ratio], bounds: Mapping[str, str]) -> list[str]:
         return []
     lines = [
         "",
-        "## Unmet targets and what bounds them",
+        f"{heading} Unmet targets and what bounds them",
         "",
         f"From `benchmarks/{BOUNDS_FILE.name}`, keyed by measure; a target without an entry there says so.",
         "",
@@ -218,8 +191,70 @@ def _side(value: float | None, row: Ratio) -> str:
     return f"{_si(value)}/s" if row.kind == "rate" else _si(value)
 
 
+def _ratio_table(rows: Sequence[Ratio]) -> list[str]:
+    lines = [
+        "Rate ratios: > 1 means ours is faster. Time ratios: < 1 means ours is faster.",
+        "",
+        "| topic | measure | sessions | ours | baseline | ratio | target | met |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | :---: |",
+    ]
+    for row in rows:
+        met = "" if row.met is None else ("yes" if row.met else "**no**")
+        lines.append(
+            f"| {row.topic} | {row.measure} | {row.sessions:,} | {_side(row.ours, row)} | "
+            f"{_side(row.baseline, row)} | {_ratio_cell(row)} | {row.target} | {met} |"
+        )
+    return lines
+
+
+def _figure_table(stages: Sequence[Stage], what: str) -> list[str]:
+    """Every named figure measured at some stage, a column a stage, then the figures' notes."""
+    lines = [
+        what,
+        "",
+        "| measure | " + " | ".join(f"{stage.sessions:,} sessions" for stage in stages) + " |",
+        "| --- |" + " ---: |" * len(stages),
+        "| events in the log | " + " | ".join(f"{stage.events:,}" for stage in stages) + " |",
+        "| live (not deleted) sessions | " + " | ".join(f"{stage.live_sessions:,}" for stage in stages) + " |",
+    ]
+    for key, name in keys.NAMES.items():
+        cells = [_figure(stage.figures[key]) if key in stage.figures else "—" for stage in stages]
+        if any(cell != "—" for cell in cells):
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, "", *[f"- {note}" for note in _figure_notes(stages)]]
+
+
+def _postgres(part: PostgresPart | None, bounds: Mapping[str, str]) -> list[str]:
+    lines = ["", "## PostgreSQL, beside raw psycopg", ""]
+    if part is None:
+        return [*lines, "Not measured in this run (it predates the PostgreSQL part of the harness)."]
+    if part.skipped:
+        return [*lines, f"Skipped: {part.skipped}"]
+    lines += [
+        f"{part.date}, PostgreSQL {part.server} on the same machine. Wall time {part.wall_seconds:,.0f} s; load "
+        f"average {part.load_before[0]:.2f} before, {part.load_after[0]:.2f} after; the machine's CPU was "
+        f"{part.cpu_busy:.0%} busy during the part (the server's work included). Every ratio divides two figures "
+        "taken at the same history size in this part, interleaved call by call where they are latencies.",
+        "",
+        *[f"- {note}" for note in part.notes],
+        "",
+        "### Ratios against raw psycopg",
+        "",
+        *_ratio_table(part.ratios),
+        *_unmet(part.ratios, bounds, "###"),
+        "",
+        "### PostgreSQL figures",
+        "",
+        *_figure_table(
+            part.stages, "Rates are operations/s (imports: sessions/s, the build: events/s); times are p50 / p99."
+        ),
+    ]
+    return lines
+
+
 def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
-    """The run as a markdown page; ``bounds`` says what bounds each target (default: ``BOUNDS_FILE``)."""
+    """The run as a markdown page; ``bounds`` says what bounds each target (default: ``BOUNDS_FILE``). A run of
+    the PostgreSQL part alone (no SQLite stages) is its PostgreSQL section under the same heading."""
     bounds = read_bounds() if bounds is None else bounds
     m = run.machine
     lines = [
@@ -236,39 +271,15 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
         "",
     ]
     lines += [f"- {note}" for note in run.notes]
-    lines += [
-        "",
-        "## Ratios against baselines",
-        "",
-        "Rate ratios: > 1 means ours is faster. Time ratios: < 1 means ours is faster.",
-        "",
-        "| topic | measure | sessions | ours | baseline | ratio | target | met |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- | :---: |",
-    ]
-    for row in run.ratios:
-        met = "" if row.met is None else ("yes" if row.met else "**no**")
-        lines.append(
-            f"| {row.topic} | {row.measure} | {row.sessions:,} | {_side(row.ours, row)} | "
-            f"{_side(row.baseline, row)} | {_ratio_cell(row)} | {row.target} | {met} |"
-        )
-    lines += _unmet(run.ratios, bounds)
-    sizes = [stage.sessions for stage in run.stages]
+    if not run.stages:
+        return "\n".join(lines + _postgres(run.postgres, bounds)) + "\n"
+    lines += ["", "## Ratios against baselines", "", *_ratio_table(run.ratios), *_unmet(run.ratios, bounds)]
     lines += [
         "",
         "## Figures",
         "",
-        "Rates are events/s (fsync: syncs/s); times are p50 / p99.",
-        "",
-        "| measure | " + " | ".join(f"{s:,} sessions" for s in sizes) + " |",
-        "| --- |" + " ---: |" * len(sizes),
-        "| events in the log | " + " | ".join(f"{stage.events:,}" for stage in run.stages) + " |",
-        "| live (not deleted) sessions | " + " | ".join(f"{stage.live_sessions:,}" for stage in run.stages) + " |",
+        *_figure_table(run.stages, "Rates are events/s (fsync: syncs/s); times are p50 / p99."),
     ]
-    for key, name in keys.NAMES.items():
-        cells = [_figure(stage.figures[key]) if key in stage.figures else "—" for stage in run.stages]
-        if any(cell != "—" for cell in cells):
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {note}" for note in _figure_notes(run.stages)]]
     lines += [
         "",
         "## JSONL listing (what agents do today)",
@@ -288,4 +299,5 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
             "",
             "Not measured yet (extension points in `benchmarks/registry_bench.py`): " + ", ".join(pending) + ".",
         ]
+    lines += _postgres(run.postgres, bounds)
     return "\n".join(lines) + "\n"

@@ -36,7 +36,17 @@ from benchmarks import baselines, keys, registry_bench
 from benchmarks.args import bench_parser
 from benchmarks.baselines import RawSqliteLog
 from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
-from benchmarks.figures import Figure, Latency, Stopwatch, Timer, interleave, latency, repeat_rate, throughput
+from benchmarks.figures import (
+    Figure,
+    Latency,
+    Stopwatch,
+    Timer,
+    interleave,
+    latency,
+    rate_of,
+    repeat_rate,
+    throughput,
+)
 from benchmarks.generate import (
     DEFAULT_SEED,
     History,
@@ -149,7 +159,7 @@ def _single_events(sample: Sequence[History], count: int) -> list[tuple[str, Eve
 
 def _with_rate(figures: dict[str, Figure], key: str, measured: Latency, count: int) -> None:
     figures[key] = measured
-    figures[keys.rate_key(key)] = throughput(count, measured.mean_us * measured.n / 1e6)
+    figures[keys.rate_key(key)] = rate_of(measured, count)
 
 
 def _jsonl_for(points: Sequence[JsonlPoint], files: int) -> Latency | None:
