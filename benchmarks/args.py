@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-__all__ = ["DEFAULT_POSTGRES", "bench_parser", "postgres_or_skip"]
+__all__ = ["DEFAULT_POSTGRES", "bench_parser", "postgres_or_skip", "postgres_unreachable"]
 
 DEFAULT_POSTGRES = os.environ.get(
     "ACP_REGISTRY_BENCH_POSTGRES",
@@ -31,16 +31,23 @@ def bench_parser(
     return parser
 
 
-def postgres_or_skip(url: str) -> str | None:
-    """``url`` when a PostgreSQL server answers there; None, having said why this benchmark skips, otherwise."""
+def postgres_unreachable(url: str) -> str | None:
+    """None when a PostgreSQL server answers at ``url``; else why a benchmark that needs one skips."""
     try:
         import psycopg  # noqa: PLC0415
     except ImportError:
-        print("skipped: this benchmark needs PostgreSQL and psycopg is not installed")
-        return None
+        return "this benchmark needs PostgreSQL and psycopg is not installed"
     try:
         with psycopg.connect(url, connect_timeout=3):
-            return url
+            return None
     except psycopg.Error as exc:
-        print(f"skipped: this benchmark needs PostgreSQL and none answers at {url} ({str(exc).strip()})")
+        return f"this benchmark needs PostgreSQL and none answers at {url} ({' '.join(str(exc).split())})"
+
+
+def postgres_or_skip(url: str) -> str | None:
+    """``url`` when a PostgreSQL server answers there; None, having said why this benchmark skips, otherwise."""
+    why = postgres_unreachable(url)
+    if why is not None:
+        print(f"skipped: {why}")
         return None
+    return url

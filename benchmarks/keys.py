@@ -225,10 +225,8 @@ PG_RAW_WRITERS = "pg.raw_writers_{count}"
 PG_WRITERS_CPU = "pg.writers_{count}.cpu_busy"  # Quantity: the machine's CPU busy meanwhile (server included)
 PG_WRITERS_WAITS = "pg.writers_{count}.lock_waiters"  # Quantity: backends waiting for a lock, sampled
 for _count in WRITER_COUNTS:
-    _durable(
-        PG_WRITERS.format(count=_count),
-        f"postgres: {_count} writer processes (create, then 4 record_activity), per operation",
-    )
-    _durable(PG_RAW_WRITERS.format(count=_count), f"raw psycopg: {_count} processes of INSERT + COMMIT, per operation")
-    _figure(PG_WRITERS_CPU.format(count=_count), f"postgres: {_count} writer processes, machine CPU busy")
-    _figure(PG_WRITERS_WAITS.format(count=_count), f"postgres: {_count} writer processes, backends waiting for a lock")
+    _writers = f"{_count} writer process{'es' if _count > 1 else ''}"
+    _durable(PG_WRITERS.format(count=_count), f"postgres: {_writers} (create, then 4 record_activity), per operation")
+    _durable(PG_RAW_WRITERS.format(count=_count), f"raw psycopg: {_writers} of INSERT + COMMIT, per operation")
+    _figure(PG_WRITERS_CPU.format(count=_count), f"postgres: {_writers}, the machine's CPU busy")
+    _figure(PG_WRITERS_WAITS.format(count=_count), f"postgres: {_writers}, backends waiting for a lock (mean)")

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-__all__ = ["DISTURBED_CORES", "CpuMeter", "Machine", "describe_machine"]
+__all__ = ["DISTURBED_CORES", "BusyMeter", "CpuMeter", "Machine", "describe_machine"]
 
 DISTURBED_CORES = 0.5  # CPU that others used, on average, beyond which a run says it was disturbed
 
@@ -54,15 +54,21 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def _busy_cpu_seconds() -> float:
-    """CPU time every process on the machine has used since boot (0 where /proc/stat is missing)."""
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU time every process on the machine has used since boot, and the time the CPUs have had (both 0 where
+    /proc/stat is missing)."""
     try:
         with open("/proc/stat", encoding="ascii") as stat:
             fields = [int(value) for value in stat.readline().split()[1:]]
     except OSError:
-        return 0.0
+        return 0.0, 0.0
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+def _busy_cpu_seconds() -> float:
+    return _cpu_seconds()[0]
 
 
 def _own_cpu_seconds() -> float:
@@ -97,3 +103,15 @@ class CpuMeter:
     def others(self, wall_seconds: float) -> float:
         used = (_busy_cpu_seconds() - self._busy) - (_own_cpu_seconds() - self._own)
         return max(0.0, used) / wall_seconds if wall_seconds > 0 else 0.0
+
+
+class BusyMeter:
+    """How busy the whole machine's CPU has been since this was made, as a fraction (every process's work, a
+    server's on the same machine included)."""
+
+    def __init__(self) -> None:
+        self._busy, self._total = _cpu_seconds()
+
+    def fraction(self) -> float:
+        busy, total = _cpu_seconds()
+        return (busy - self._busy) / (total - self._total) if total > self._total else 0.0

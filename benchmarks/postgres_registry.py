@@ -1,46 +1,76 @@
-"""The registry on PostgreSQL, each figure beside a raw-psycopg baseline measured in the same run (interleaved).
+"""The registry on PostgreSQL, each figure beside raw psycopg doing the same in the same run: the PostgreSQL part of
+``benchmarks/run.py`` (``make bench``, ``make bench-full``), or on its own:
 
-    python -m benchmarks.postgres_registry [--url postgresql://postgres@127.0.0.1:5432/test] [--sizes 1000,100000]
-        [--markdown benchmarks/results/postgres.md] [--json out.json]
+    python -m benchmarks.postgres_registry --quick         # 1k and 100k sessions, ~2 minutes
+    python -m benchmarks.postgres_registry --full          # 1k, 100k and 1M sessions
+    python -m benchmarks.postgres_registry --full --into full   # and put the figures into results/full.{json,md}
 
-Needs a PostgreSQL server: without one (``--url`` unreachable) it says so and exits 0 having measured nothing.
-Each size gets a schema of its own (dropped at the end), filled straight through the log (``append_batch``, as an
-import would) and then folded once into the read model. Measured, per size:
+Needs a PostgreSQL server (``--url``, default ``$ACP_REGISTRY_BENCH_POSTGRES``): without one it says so and
+skips. One schema of its own (dropped at the end) grows stage by stage with the same seeded history as the SQLite
+stages (``benchmarks/generate.py``), imported with ``append_batch``; at each size (``keys.py``, ``PG_*``):
 
-* durable ``append`` of one event, ``create``, ``record_activity`` - against a one-row ``INSERT`` + ``COMMIT``;
-* ``append_batch`` import of 1,000-session batches - against ``COPY`` of the same rows' bytes;
-* ``session/list`` first and deep page, with and without a cwd - against the raw keyset query of the same rows;
-* a fresh ``acp-registry serve`` to its first page, and its RSS;
-* 1, 2, 4, 8 writer processes, each creating and recording activity on sessions of its own - throughput and
-  p99 per operation, against the same number of processes doing raw ``INSERT`` + ``COMMIT``; the server's lock
-  waits and the CPU time of the machine during the run;
-* cross-host notification: a subscribing process's delay from another process's commit to its wake-up, p50 and
-  p99, under the load of 4 writer processes.
+* durable ``append`` of one event, ``create``, ``record_activity`` - against one-row ``INSERT`` + ``COMMIT``,
+  taking turns call by call;
+* the import, 1,000 sessions a call - against ``COPY`` of the same events' bytes, chunk by chunk;
+* the read model catching up with the import (a fresh process's first open);
+* ``session/list`` first and 90%-deep page, with and without a cwd - against the raw keyset query of the same rows;
+* a fresh ``acp-registry serve`` to its first page, and its RSS - against a fresh process that imports psycopg,
+  connects and runs that query;
+
+and at the largest size: 1, 2, 4, 8 writer processes (``postgres_processes.py``) against as many raw processes,
+and the cross-host notification under 4 writer processes against a raw ``LISTEN`` woken by another process.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import multiprocessing
+import itertools
+import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from benchmarks.args import bench_parser, postgres_or_skip
-from benchmarks.figures import Figure, Latency, interleave, latency
-from benchmarks.registry_bench import first_answer
+from benchmarks import keys, postgres_processes
+from benchmarks.args import DEFAULT_POSTGRES, bench_parser, postgres_unreachable
+from benchmarks.figures import Figure, interleave, latency, rate_of, throughput
+from benchmarks.generate import DEFAULT_SEED, History, iter_histories, working_directories
+from benchmarks.machine import BusyMeter
+from benchmarks.report import PostgresPart, Run, Stage, ratios
+from benchmarks.targets import POSTGRES_SPECS
+from events import SessionDeleted, SessionUpdated
+
+__all__ = ["MODES", "PostgresSettings", "measure"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 PAGE = 50
-CWDS = 16
+
+
+@dataclass(frozen=True)
+class PostgresSettings:
+    sizes: list[int]
+    url: str = DEFAULT_POSTGRES
+    samples: int = 300  # timed calls per write and page figure
+    writers: tuple[int, ...] = keys.WRITER_COUNTS
+    writer_seconds: float = 6.0
+    notifications: int = 200
+    load: int = 4  # writer processes running during the notification figure
+    serve_runs: int = 3
+    chunk: int = 1000  # sessions per append_batch call and per COPY transaction
+    seed: int = DEFAULT_SEED
+
+
+MODES = {
+    "quick": PostgresSettings(sizes=[1_000, 100_000], samples=200, writer_seconds=3.0, notifications=100),
+    "full": PostgresSettings(sizes=[1_000, 100_000, 1_000_000]),
+}
 
 
 def _url(server: str, schema: str) -> str:
@@ -51,65 +81,102 @@ def _url(server: str, schema: str) -> str:
 def _schema(server: str, name: str) -> Iterator[str]:
     import psycopg  # noqa: PLC0415
 
+    raw = postgres_processes.raw_schema(name)
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        conn.execute(f"DROP SCHEMA IF EXISTS {raw} CASCADE")
+        conn.execute(f"CREATE SCHEMA {raw}")
     try:
         yield _url(server, name)
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+            conn.execute(f"DROP SCHEMA IF EXISTS {raw} CASCADE")
 
 
-def _fill(url: str, sessions: int) -> float:
-    """``sessions`` sessions (created, then one turn) through ``append_batch``; returns sessions per second."""
-    from events import AppendRequest, SessionCreated, SessionUpdated  # noqa: PLC0415
-    from events.postgres import PostgresStore  # noqa: PLC0415
+@dataclass
+class _Log:
+    """The schema being grown: what it holds so far."""
 
-    start = time.perf_counter()
-    with PostgresStore.from_url(url) as store:
-        for base in range(0, sessions, 1000):
-            store.append_batch(
-                [
-                    AppendRequest(
-                        f"s-{n:08d}",
-                        [
-                            SessionCreated(cwd=f"/work/p{n % CWDS}", at=n * 1_000_000),
-                            SessionUpdated(at=n * 2_000_000, messages=2),
-                        ],
-                    )
-                    for n in range(base, min(base + 1000, sessions))
-                ]
-            )
-    return sessions / (time.perf_counter() - start)
+    url: str
+    server: str
+    schema: str
+    sessions: int = 0
+    live: int = 0
+    events: int = 0
 
 
-def _copy_baseline(server: str, sessions: int) -> float:
-    """Raw: the same number of 2-event sessions' bytes COPYed into a bare table, 1,000 sessions a transaction."""
+def _grow(log: _Log, histories: Iterator[History], count: int, chunk: int) -> dict[str, Figure]:
+    """Import ``count`` more sessions with ``append_batch``, and COPY the same events' bytes into a bare table,
+    chunk by chunk in turn; rates in sessions/s (generating the history is not timed)."""
     import psycopg  # noqa: PLC0415
 
-    blob = b"x" * 60
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute("CREATE TEMP TABLE raw_import (position bigint PRIMARY KEY, session text, data bytea)")
-        start = time.perf_counter()
-        for base in range(0, sessions, 1000):
-            with conn.transaction(), conn.cursor().copy("COPY raw_import FROM STDIN") as copy:
-                for n in range(base * 2, min(base + 1000, sessions) * 2):
-                    copy.write_row((n, f"s-{n // 2:08d}", blob))
-        return sessions / (time.perf_counter() - start)
+    from events import AppendRequest  # noqa: PLC0415
+    from events.postgres import PostgresStore  # noqa: PLC0415
+
+    encode = msgspec.json.Encoder().encode
+    spent = {keys.PG_IMPORT: 0.0, keys.PG_RAW_COPY: 0.0}
+    added = 0
+    with PostgresStore.from_url(log.url) as store, psycopg.connect(log.server, autocommit=True) as conn:
+        raw_import = f"{postgres_processes.raw_schema(log.schema)}.raw_import"
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {raw_import} (n bigint PRIMARY KEY, data bytea)")
+        while added < count:
+            sessions = list(itertools.islice(histories, min(chunk, count - added)))
+            if not sessions:
+                break
+            rows = [(sid, encode(event)) for sid, events in sessions for event in events]
+            start = time.perf_counter()
+            store.append_batch([AppendRequest(sid, events) for sid, events in sessions])
+            spent[keys.PG_IMPORT] += time.perf_counter() - start
+            start = time.perf_counter()
+            with conn.transaction(), conn.cursor().copy(f"COPY {raw_import} FROM STDIN") as copy:
+                for n, (_, data) in enumerate(rows, start=log.events):
+                    copy.write_row((n, data))
+            spent[keys.PG_RAW_COPY] += time.perf_counter() - start
+            added += len(sessions)
+            log.sessions += len(sessions)
+            log.live += sum(not isinstance(events[-1], SessionDeleted) for _, events in sessions)
+            log.events += len(rows)
+    return {key: throughput(added, seconds) for key, seconds in spent.items()}
+
+
+_BUILD = """
+import sys, time
+from events.postgres import PostgresStore
+from registry import SessionRegistry
+store = PostgresStore.from_url(sys.argv[1])
+start = time.perf_counter()
+SessionRegistry(store, follow=False, owns_store=True).close()
+print(time.perf_counter() - start)
+"""
+
+
+def _build(log: _Log, events: int) -> Figure:
+    """A fresh process's first open: the read model catches up with the ``events`` just imported."""
+    done = subprocess.run([sys.executable, "-c", _BUILD, log.url], check=True, capture_output=True, cwd=_ROOT)
+    return throughput(events, float(done.stdout.split()[-1]), note=f"{events:,} events folded")
+
+
+def _page_query(schema: str, cwd: str | None, after: tuple[int, str] | None = None) -> str:
+    """The registry's default list (live, not archived) as one keyset query, values inlined (they are ours)."""
+    where = "live AND archived = false" + (f" AND cwd = '{cwd}'" if cwd else "")
+    if after:
+        where += f" AND (rank, session_id) > ({after[0]}, '{after[1]}')"
+    return (
+        f"SELECT rank, session_id, state FROM {schema}.rm_sessions WHERE {where}"
+        f" ORDER BY rank, session_id LIMIT {PAGE + 1}"
+    )
 
 
 class _Raw:
-    """The baselines: a bare psycopg connection, statements prepared, autocommit."""
+    """The baselines in process: a bare psycopg connection, statements prepared, autocommit."""
 
-    def __init__(self, server: str, schema: str) -> None:
+    def __init__(self, log: _Log) -> None:
         import psycopg  # noqa: PLC0415
 
-        self.conn = psycopg.connect(server, autocommit=True, prepare_threshold=0)
-        self.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {schema}.raw_turns (n bigserial PRIMARY KEY, session text, data bytea)"
-        )
-        self.insert = f"INSERT INTO {schema}.raw_turns (session, data) VALUES (%s, %s)".encode()
-        self.schema = schema
+        self.conn = psycopg.connect(log.server, autocommit=True, prepare_threshold=0)
+        self.schema = log.schema
+        self.insert = f"INSERT INTO {postgres_processes.raw_table(log.schema)} (session, data) VALUES (%s, %s)".encode()
 
     def insert_commit(self, _item: object) -> float:
         start = time.perf_counter()
@@ -117,23 +184,25 @@ class _Raw:
         return time.perf_counter() - start
 
     def page(self, cwd: str | None, after: tuple[int, str] | None) -> Callable[[object], float]:
-        where = (
-            "live AND archived = false"  # the registry's default list: archived sessions left out
-            + (" AND cwd = %(cwd)s" if cwd else "")
-            + (" AND (rank, session_id) > (%(r)s, %(s)s)" if after else "")
-        )
-        query = (
-            f"SELECT rank, session_id, state FROM {self.schema}.rm_sessions WHERE {where}"
-            f" ORDER BY rank, session_id LIMIT {PAGE + 1}"
-        )
-        params = {"cwd": cwd, "r": after[0] if after else None, "s": after[1] if after else None}
+        query = _page_query(self.schema, cwd, after).encode()
 
         def run(_item: object) -> float:
             start = time.perf_counter()
-            self.conn.execute(query.encode(), params).fetchall()
+            self.conn.execute(query).fetchall()
             return time.perf_counter() - start
 
         return run
+
+    def deep_key(self, cwd: str | None, depth: float = 0.9) -> tuple[int, str] | None:
+        """The sort key a page ``depth`` of the way through the walk continues after."""
+        where = "live AND archived = false" + (" AND cwd = %(cwd)s" if cwd else "")
+        table = f"{self.schema}.rm_sessions"
+        row = self.conn.execute(
+            f"SELECT rank, session_id FROM {table} WHERE {where} ORDER BY rank, session_id"
+            f" OFFSET (SELECT (count(*) * {depth})::bigint FROM {table} WHERE {where}) LIMIT 1",
+            {"cwd": cwd},
+        ).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
 
 
 def _timed(call: Callable[[], object]) -> Callable[[object], float]:
@@ -145,250 +214,194 @@ def _timed(call: Callable[[], object]) -> Callable[[object], float]:
     return run
 
 
-def _deep(registry: Any, cwd: str | None, pages: int) -> tuple[str | None, tuple[int, str] | None]:
-    """A cursor about ``pages`` pages deep and the sort key it continues after."""
+def _deep_cursor(registry: Any, cwd: str | None, after: tuple[int, str]) -> str | None:
+    """A cursor that continues after ``after``, as a client walking there would hold (the walk's start position
+    taken from a first page's cursor); None when the list has a single page."""
+    from registry.cursor import Cursor  # noqa: PLC0415
     from registry.model import ListFilter  # noqa: PLC0415
 
-    cursor = None
-    for _ in range(pages):
-        page = registry.list(cwd=cwd, cursor=cursor)
-        if not isinstance(page.next_cursor, str):
-            break
-        cursor = page.next_cursor
-    if cursor is None:
-        return None, None
-    walk = registry._cursors.decode(cursor, ListFilter(cwd))
-    return cursor, (walk.rank, walk.session_id)
+    where = ListFilter(cwd)
+    first = registry.list(cwd=cwd).next_cursor
+    if not isinstance(first, str):
+        return None
+    position = registry._cursors.decode(first, where).position
+    return str(registry._cursors.encode(Cursor(position, after[0], after[1]), where))
 
 
-def in_process(server: str, url: str, schema: str, samples: int) -> dict[str, Figure]:
-    from events import SessionUpdated  # noqa: PLC0415
+def _in_process(log: _Log, cwd: str, samples: int) -> dict[str, Figure]:
+    """Writes and pages, each interleaved call by call with its raw baseline."""
     from events.postgres import PostgresStore  # noqa: PLC0415
     from registry import SessionRegistry  # noqa: PLC0415
 
     figures: dict[str, Figure] = {}
-    raw = _Raw(server, schema)
-    store = PostgresStore.from_url(url)
+    raw = _Raw(log)
+    store = PostgresStore.from_url(log.url)
     with SessionRegistry(store, follow=False, owns_store=True) as registry:
         mine = [registry.create("/work/bench").session_id for _ in range(20)]
-        counter = iter(range(10**9))
+        turns = itertools.count()
         writes = interleave(
             {
-                "raw_insert_commit": raw.insert_commit,
-                "append": _timed(lambda: store.append(mine[0], [SessionUpdated(at=1, messages=1)])),
-                "create": _timed(lambda: registry.create("/work/bench")),
-                "record_activity": _timed(lambda: registry.record_activity(mine[next(counter) % 20], messages=1)),
+                keys.PG_RAW_INSERT: raw.insert_commit,
+                keys.PG_APPEND: _timed(lambda: store.append(mine[0], [SessionUpdated(at=1, messages=1)])),
+                keys.PG_CREATE: _timed(lambda: registry.create("/work/bench")),
+                keys.PG_RECORD: _timed(lambda: registry.record_activity(mine[next(turns) % 20], messages=1)),
             },
             range(samples),
         )
-        figures.update({f"write.{k}": latency(v) for k, v in writes.items()})
-        for cwd in (None, "/work/p3"):
-            label = "cwd" if cwd else "all"
-            deep_cursor, deep_after = _deep(registry, cwd, 10)
-            timers: dict[str, Callable[[object], float]] = {
-                "raw_first": raw.page(cwd, None),
-                "first": _timed(functools.partial(registry.list, cwd=cwd)),
-            }
-            if deep_cursor is not None:
-                timers["raw_deep"] = raw.page(cwd, deep_after)
-                timers["deep"] = _timed(functools.partial(registry.list, cwd=cwd, cursor=deep_cursor))
-            pages = interleave(timers, range(samples))
-            figures.update({f"list_{label}.{k}": latency(v) for k, v in pages.items()})
+        for key, durations in writes.items():
+            figures[key] = measured = latency(durations, note="durable, taking turns with the others")
+            figures[keys.rate_key(key)] = rate_of(measured)
+        log.sessions += 20 + samples
+        log.live += 20 + samples
+        log.events += 20 + 3 * samples
+        timers: dict[str, Callable[[object], float]] = {}
+        for page, where in (("first", None), ("first_cwd", cwd)):
+            timers[keys.PG_RAW_LIST[page]] = raw.page(where, None)
+            timers[keys.PG_LIST[page]] = _timed(functools.partial(registry.list, cwd=where))
+            deep = page.replace("first", "deep")
+            after = raw.deep_key(where)
+            cursor = None if after is None else _deep_cursor(registry, where, after)
+            if after is not None and cursor is not None:
+                timers[keys.PG_RAW_LIST[deep]] = raw.page(where, after)
+                timers[keys.PG_LIST[deep]] = _timed(functools.partial(registry.list, cwd=where, cursor=cursor))
+        for key, durations in interleave(timers, range(samples)).items():
+            figures[key] = latency(durations, note="page of 50, taking turns with the others")
     raw.conn.close()
     return figures
 
 
-# -- writer processes ---------------------------------------------------------------------------------
+def _stage_sizes(log: _Log) -> Stage:
+    return Stage(sessions=log.sessions, live_sessions=log.live, events=log.events)
 
 
-def _writer(url: str, server: str, schema: str, seconds: float, raw: bool, out: Any) -> None:
-    durations: list[float] = []
-    if raw:
-        import psycopg  # noqa: PLC0415
-
-        with psycopg.connect(server, autocommit=True, prepare_threshold=0) as conn:
-            insert = f"INSERT INTO {schema}.raw_turns (session, data) VALUES (%s, %s)".encode()
-            end = time.perf_counter() + seconds
-            while time.perf_counter() < end:
-                start = time.perf_counter()
-                conn.execute(insert, ("s-x", b"y" * 60))
-                durations.append(time.perf_counter() - start)
-    else:
-        from events.postgres import PostgresStore  # noqa: PLC0415
-        from registry import SessionRegistry  # noqa: PLC0415
-
-        with SessionRegistry(PostgresStore.from_url(url), follow=False, owns_store=True) as registry:
-            own = registry.create("/work/writers").session_id
-            end = time.perf_counter() + seconds
-            n = 0
-            while time.perf_counter() < end:
-                start = time.perf_counter()
-                if n % 5 == 0:
-                    own = registry.create("/work/writers").session_id
-                else:
-                    registry.record_activity(own, messages=1)
-                durations.append(time.perf_counter() - start)
-                n += 1
-    out.put(durations)
-
-
-def _cpu_busy() -> tuple[float, float]:
-    with open("/proc/stat") as stat:
-        fields = [float(x) for x in stat.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def _lock_waits(server: str) -> int:
-    """Backends waiting for a lock right now (0 when the server cannot be asked: a sample lost, not the run)."""
+def measure(settings: PostgresSettings, progress: Callable[[str], None] | None = None) -> PostgresPart:
+    """Every PostgreSQL figure at every size of ``settings``; a part that says why it skipped when no server
+    answers at ``settings.url``."""
+    say = progress or (lambda _: None)
+    why = postgres_unreachable(settings.url)
+    if why is not None:
+        return PostgresPart(skipped=why)
     import psycopg  # noqa: PLC0415
 
-    try:
-        with psycopg.connect(server, autocommit=True) as conn:
-            row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-            return int(row[0]) if row else 0
-    except psycopg.OperationalError:
-        return 0
-
-
-def writers(server: str, url: str, schema: str, counts: list[int], seconds: float) -> dict[str, Any]:
-    """Throughput and p99 of ``count`` writer processes, registry then raw, one count after another."""
-    context = multiprocessing.get_context("spawn")
-    result: dict[str, Any] = {}
-    for count in counts:
-        for raw in (False, True):
-            queue = context.Queue()
-            procs = [
-                context.Process(target=_writer, args=(url, server, schema, seconds, raw, queue)) for _ in range(count)
-            ]
-            for proc in procs:
-                proc.start()
-            time.sleep(min(2.0, seconds / 3))  # start-up (imports, pool) is not the steady state
-            busy0, total0 = _cpu_busy()
-            waits = []
-            sample_end = time.perf_counter() + seconds / 3
-            while time.perf_counter() < sample_end:
-                waits.append(_lock_waits(server))
-                time.sleep(0.05)
-            busy1, total1 = _cpu_busy()
-            durations = [d for _ in procs for d in queue.get()]
-            for proc in procs:
-                proc.join()
-            lat = latency(durations)
-            result[f"{'raw' if raw else 'registry'}.{count}"] = {
-                "ops_per_s": len(durations) / seconds,
-                "p50_us": lat.p50_us,
-                "p99_us": lat.p99_us,
-                "cpu_busy": (busy1 - busy0) / max(total1 - total0, 1),
-                "lock_waiters_mean": sum(waits) / max(len(waits), 1),
-            }
-    return result
-
-
-# -- cross-host notification ------------------------------------------------------------------------
-
-
-def _notifier(url: str, count: int, ready: Any) -> None:
-    from events import SessionUpdated  # noqa: PLC0415
-    from events.postgres import PostgresStore  # noqa: PLC0415
-
-    with PostgresStore.from_url(url) as store:
-        ready.wait()
-        for _ in range(count):
-            time.sleep(0.02)
-            store.append("ping", [SessionUpdated(at=time.time_ns(), messages=0)])
-
-
-def notification(server: str, url: str, schema: str, count: int, load: int) -> Latency:
-    """A subscriber here, the pings from another process, ``load`` writer processes busy meanwhile."""
-    from events import SessionCreated, SessionUpdated  # noqa: PLC0415
-    from events.postgres import PostgresStore  # noqa: PLC0415
-
-    context = multiprocessing.get_context("spawn")
-    delays: list[float] = []
-    with PostgresStore.from_url(url) as store:
-        store.append("ping", [SessionCreated(cwd="/ping", at=1)])
-        queue = context.Queue()
-        loaders = [
-            context.Process(target=_writer, args=(url, server, schema, count * 0.02 + 8, False, queue))
-            for _ in range(load)
-        ]
-        for proc in loaders:
-            proc.start()
-        time.sleep(3)
-        ready = context.Event()
-        pinger = context.Process(target=_notifier, args=(url, count, ready))
-        pinger.start()
-        with store.subscribe() as subscription:
-            ready.set()
-            while len(delays) < count:
-                for record in subscription.poll(5):
-                    if record.session_id == "ping" and isinstance(record.event, SessionUpdated):
-                        delays.append((time.time_ns() - record.event.at) / 1e9)
-        pinger.join()
-        for _ in loaders:
-            queue.get()
-        for proc in loaders:
-            proc.join()
-    return latency(delays, note=f"under {load} writer processes")
-
-
-def serve_first(url: str, runs: int = 3) -> tuple[float, int]:
-    """The median of ``runs`` fresh ``acp-registry serve`` processes to their first page, and the RSS then."""
-    samples = sorted(first_answer(url, "tables") for _ in range(runs))
-    return samples[len(samples) // 2]
-
-
-def main() -> None:
-    parser = bench_parser(__doc__, postgres=True)
-    parser.add_argument("--sizes", default="1000,100000", help="sessions per stage, e.g. 1000,100000")
-    parser.add_argument("--samples", type=int, default=300, help="timed calls per figure")
-    parser.add_argument("--writer-seconds", type=float, default=6.0)
-    parser.add_argument("--writers", default="1,2,4,8")
-    parser.add_argument("--notifications", type=int, default=200)
-    parser.add_argument("--markdown", type=Path, help="also write the figures as a markdown report here")
-    args = parser.parse_args()
-    server = postgres_or_skip(args.url)
-    if server is None:
-        return
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sizes": {}}
-    for size in [int(s) for s in args.sizes.split(",")]:
-        schema = f"bench_pg_{size}_{uuid.uuid4().hex[:6]}"
-        stage: dict[str, Any] = {}
-        with _schema(server, schema) as url:
-            stage["import_sessions_per_s"] = _fill(url, size)
-            stage["raw_copy_sessions_per_s"] = _copy_baseline(server, min(size, 100_000))
-            build = time.perf_counter()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "import sys; from registry import SessionRegistry; "
-                    "from events.postgres import PostgresStore; "
-                    "SessionRegistry(PostgresStore.from_url(sys.argv[1]), follow=False, owns_store=True).close()",
-                    url,
-                ],
-                check=True,
-                cwd=_ROOT,
+    with psycopg.connect(settings.url, autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+    started, busy, load_before = time.perf_counter(), BusyMeter(), os.getloadavg()
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    schema = f"bench_pg_{uuid.uuid4().hex[:8]}"
+    cwds = working_directories(settings.seed)
+    stages: list[Stage] = []
+    with _schema(settings.url, schema) as url:
+        log = _Log(url=url, server=settings.url, schema=schema)
+        with psycopg.connect(settings.url, autocommit=True) as conn:
+            table = postgres_processes.raw_table(schema)
+            conn.execute(f"CREATE TABLE {table} (n bigserial PRIMARY KEY, session text, data bytea)")
+        histories = iter_histories(max(settings.sizes), settings.seed)
+        for size in sorted(settings.sizes):
+            say(f"postgres: importing to {size:,} sessions")
+            before = log.events
+            figures = _grow(log, histories, size - log.sessions, settings.chunk)
+            say(f"postgres: read model at {size:,}")
+            figures[keys.PG_BUILD] = _build(log, log.events - before)
+            stage = _stage_sizes(log)
+            say(f"postgres: writes and pages at {size:,}")
+            with psycopg.connect(settings.url, autocommit=True) as conn:
+                counts = conn.execute(
+                    f"SELECT cwd, count(*) FROM {schema}.rm_sessions WHERE live GROUP BY cwd"
+                ).fetchall()
+            cwd = max(counts, key=lambda row: row[1])[0] if counts else cwds[0]
+            figures.update(_in_process(log, cwd, settings.samples))
+            say(f"postgres: fresh processes at {size:,}")
+            figures.update(
+                postgres_processes.first_pages(url, settings.url, _page_query(schema, None), settings.serve_runs)
             )
-            stage["read_model_build_s"] = time.perf_counter() - build
-            figures = in_process(server, url, schema, args.samples)
-            stage["figures"] = {k: msgspec.to_builtins(v) for k, v in figures.items()}
-            seconds, rss = serve_first(url)
-            stage["serve_first_s"], stage["serve_rss_mb"] = seconds, rss / 2**20
-            if size == max(int(s) for s in args.sizes.split(",")):
-                stage["writers"] = writers(
-                    server, url, schema, [int(c) for c in args.writers.split(",")], args.writer_seconds
+            if size == max(settings.sizes):
+                say("postgres: writer processes")
+                figures.update(
+                    postgres_processes.writers(url, settings.url, schema, settings.writers, settings.writer_seconds)
                 )
-                stage["notification"] = msgspec.to_builtins(notification(server, url, schema, args.notifications, 4))
-        results["sizes"][str(size)] = stage
-        print(json.dumps({size: stage}, indent=1), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    if args.markdown:
-        from benchmarks.postgres_report import markdown  # noqa: PLC0415
+                say("postgres: cross-host notification")
+                figures.update(
+                    postgres_processes.notification(
+                        url,
+                        settings.url,
+                        schema,
+                        settings.notifications,
+                        settings.load,
+                        settings.notifications * 0.02 + 3,
+                    )
+                )
+            stage.figures = figures
+            stages.append(stage)
+    return PostgresPart(
+        server=str(version[0]) if version else "",
+        date=date,
+        stages=stages,
+        ratios=ratios(stages, POSTGRES_SPECS),
+        wall_seconds=time.perf_counter() - started,
+        load_before=load_before,
+        load_after=os.getloadavg(),
+        cpu_busy=busy.fraction(),
+        settings={k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items() if k != "url"},
+        notes=[
+            f"One schema grown stage by stage with the seeded history of the SQLite stages (seed {settings.seed}). "
+            f"The write figures create {20 + settings.samples} sessions at each size after it is measured (the next "
+            "size imports that many fewer); the writer processes and the notification ran at the largest size only.",
+            "Raw psycopg baselines: prepared statements on one autocommit connection; the same rows, the same "
+            "server, taking turns call by call with the registry's calls (pages, writes) or chunk by chunk (import).",
+            f"Writer processes: each count ran {settings.writer_seconds:g} s from a common start, the registry's "
+            "processes then as many raw ones; the machine's CPU busy (the server's share included) and the backends "
+            "waiting for a lock (pg_locks not granted, sampled every 0.1 s) were taken meanwhile.",
+        ],
+    )
 
-        args.markdown.write_text(markdown(results))
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = bench_parser(__doc__, json=False, postgres=True)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="1k and 100k sessions")
+    mode.add_argument("--full", action="store_const", dest="mode", const="full", help="1k, 100k and 1M sessions")
+    parser.add_argument("--sizes", help="history sizes in sessions, e.g. 1000,100000")
+    parser.add_argument("--writer-seconds", type=float, help="how long each count of writer processes runs")
+    parser.add_argument("--name", default="postgres", help="results file name (default: postgres)")
+    parser.add_argument("--into", help="also put the part into results/INTO.json and INTO.md (e.g. full)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results", help="results folder")
+    args = parser.parse_args(argv)
+    settings = replace(MODES[args.mode or "quick"], url=args.url)
+    if args.sizes:
+        settings = replace(settings, sizes=[int(s.replace("_", "")) for s in args.sizes.split(",")])
+    if args.writer_seconds:
+        settings = replace(settings, writer_seconds=args.writer_seconds)
+    part = measure(settings, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    if part.skipped:
+        print(f"skipped: {part.skipped}")
+        return
+    for path in write_part(part, args.out, args.name, args.into):
+        print(path)
+
+
+def write_part(part: PostgresPart, out: Path, name: str, into: str | None = None) -> list[Path]:
+    """``<name>.json`` and ``<name>.md`` holding the part alone; with ``into``, the part also replaces the
+    PostgreSQL section of ``<into>.json`` and ``<into>.md``, the rest of both left as they are."""
+    from benchmarks.machine import describe_machine  # noqa: PLC0415
+    from benchmarks.report import POSTGRES_HEADING, markdown, postgres_section  # noqa: PLC0415
+    from benchmarks.run import write_results  # noqa: PLC0415
+
+    machine = msgspec.structs.replace(describe_machine(), load_before=part.load_before, load_after=part.load_after)
+    seed = part.settings.get("seed")
+    seed = seed if isinstance(seed, int) else DEFAULT_SEED
+    alone = Run(name=name, seed=seed, machine=machine, settings={}, stages=[], jsonl=[])
+    alone.wall_seconds, alone.postgres = part.wall_seconds, part
+    written = write_results(alone, out, plot=False)
+    if into:
+        json_path, md_path = out / f"{into}.json", out / f"{into}.md"
+        run = msgspec.json.decode(json_path.read_bytes(), type=Run)
+        run.postgres = part
+        json_path.write_bytes(msgspec.json.format(msgspec.json.encode(run), indent=2) + b"\n")
+        text = md_path.read_text(encoding="utf-8") if md_path.exists() else markdown(run)
+        kept = text.split(f"\n{POSTGRES_HEADING}\n", 1)[0].rstrip("\n")
+        md_path.write_text(kept + "\n" + postgres_section(part) + "\n", encoding="utf-8")
+        written += [json_path, md_path]
+    return written
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from registry.timetravel import projection_at
 
 _ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["HOOKS", "Hook", "StageContext"]
+__all__ = ["HOOKS", "Hook", "StageContext", "first_answer", "first_answer_of"]
 
 
 @dataclass(frozen=True)
@@ -217,9 +217,15 @@ def _rss(pid: int) -> int:
 def first_answer(url: str, kind: str) -> tuple[float, int]:
     """Seconds from spawning a serve process to its session/list answer (initialize first, as clients do), and
     its resident memory then."""
+    return first_answer_of(_serve_command(url, kind))
+
+
+def first_answer_of(command: list[str]) -> tuple[float, int]:
+    """Seconds from spawning ``command`` to its answer to request 2 (sent after an initialize, as clients do), and
+    its resident memory then; it must answer one JSON line per request and end when its input does."""
     start = time.perf_counter()
     child = subprocess.Popen(
-        _serve_command(url, kind), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=_ROOT
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=_ROOT
     )
     assert child.stdin is not None and child.stdout is not None
     try:
@@ -228,7 +234,7 @@ def first_answer(url: str, kind: str) -> tuple[float, int]:
         while True:
             line = child.stdout.readline()
             if not line:
-                raise RuntimeError("serve ended before answering session/list")
+                raise RuntimeError(f"{command[0]} ended before answering")
             if json.loads(line).get("id") == 2:
                 seconds = time.perf_counter() - start
                 return seconds, _rss(child.pid)

@@ -18,7 +18,19 @@ from benchmarks.figures import Figure, Latency, Throughput
 from benchmarks.machine import Machine
 from benchmarks.targets import SPECS, Ratio, Spec
 
-__all__ = ["BOUNDS_FILE", "JsonlPoint", "PostgresPart", "Ratio", "Run", "Stage", "markdown", "ratios", "read_bounds"]
+__all__ = [
+    "BOUNDS_FILE",
+    "POSTGRES_HEADING",
+    "JsonlPoint",
+    "PostgresPart",
+    "Ratio",
+    "Run",
+    "Stage",
+    "markdown",
+    "postgres_section",
+    "ratios",
+    "read_bounds",
+]
 
 
 class Stage(msgspec.Struct, kw_only=True):
@@ -224,12 +236,17 @@ def _figure_table(stages: Sequence[Stage], what: str) -> list[str]:
     return [*lines, "", *[f"- {note}" for note in _figure_notes(stages)]]
 
 
-def _postgres(part: PostgresPart | None, bounds: Mapping[str, str]) -> list[str]:
-    lines = ["", "## PostgreSQL, beside raw psycopg", ""]
+POSTGRES_HEADING = "## PostgreSQL, beside raw psycopg"
+
+
+def postgres_section(part: PostgresPart | None, bounds: Mapping[str, str] | None = None) -> str:
+    """The PostgreSQL part as a markdown section (``POSTGRES_HEADING``): why it skipped, or its ratios and figures."""
+    bounds = read_bounds() if bounds is None else bounds
+    lines = [POSTGRES_HEADING, ""]
     if part is None:
-        return [*lines, "Not measured in this run (it predates the PostgreSQL part of the harness)."]
+        return "\n".join([*lines, "Not measured in this run (it predates the PostgreSQL part of the harness)."])
     if part.skipped:
-        return [*lines, f"Skipped: {part.skipped}"]
+        return "\n".join([*lines, f"Skipped: {part.skipped}."])
     lines += [
         f"{part.date}, PostgreSQL {part.server} on the same machine. Wall time {part.wall_seconds:,.0f} s; load "
         f"average {part.load_before[0]:.2f} before, {part.load_after[0]:.2f} after; the machine's CPU was "
@@ -249,7 +266,7 @@ def _postgres(part: PostgresPart | None, bounds: Mapping[str, str]) -> list[str]
             part.stages, "Rates are operations/s (imports: sessions/s, the build: events/s); times are p50 / p99."
         ),
     ]
-    return lines
+    return "\n".join(lines)
 
 
 def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
@@ -257,10 +274,15 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
     the PostgreSQL part alone (no SQLite stages) is its PostgreSQL section under the same heading."""
     bounds = read_bounds() if bounds is None else bounds
     m = run.machine
+    machine = f"{m.cpu} ({m.cores} cores, {m.ram_bytes / 2**30:.1f} GiB RAM), {m.system}; Python {m.python}"
+    if not run.stages:
+        return (
+            f"# Benchmarks: {run.name}\n\nOn {machine}; seed {run.seed}.\n\n{postgres_section(run.postgres, bounds)}\n"
+        )
     lines = [
         f"# Benchmarks: {run.name}",
         "",
-        f"{m.date} on {m.cpu} ({m.cores} cores, {m.ram_bytes / 2**30:.1f} GiB RAM), {m.system}; Python {m.python}, "
+        f"{m.date} on {machine}, "
         f"SQLite {m.sqlite}, msgspec {m.msgspec}, eventsourcing {m.eventsourcing or 'not installed'}. "
         f"Seed {run.seed}; wall time {run.wall_seconds:,.0f} s; load average "
         f"{m.load_before[0]:.2f} before, {m.load_after[0]:.2f} after; other processes used "
@@ -271,8 +293,6 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
         "",
     ]
     lines += [f"- {note}" for note in run.notes]
-    if not run.stages:
-        return "\n".join(lines + _postgres(run.postgres, bounds)) + "\n"
     lines += ["", "## Ratios against baselines", "", *_ratio_table(run.ratios), *_unmet(run.ratios, bounds)]
     lines += [
         "",
@@ -299,5 +319,5 @@ def markdown(run: Run, bounds: Mapping[str, str] | None = None) -> str:
             "",
             "Not measured yet (extension points in `benchmarks/registry_bench.py`): " + ", ".join(pending) + ".",
         ]
-    lines += _postgres(run.postgres, bounds)
+    lines += ["", postgres_section(run.postgres, bounds)]
     return "\n".join(lines) + "\n"

@@ -5,6 +5,10 @@ stage by stage, with ratios taken at the same history size in the same run.
     python -m benchmarks.run --full           # 10k, 100k and 1M sessions (~5M events)
     python -m benchmarks.run --sizes 1000,5000 --jsonl-sizes 100,1000 --name try
 
+Then the PostgreSQL part (``postgres_registry.py``: the registry on PostgreSQL beside raw psycopg, at 1k and 100k
+sessions, 1M too with --full), which says it skipped when no server answers at --postgres-url; --no-postgres
+leaves it out.
+
 Writes ``benchmarks/results/<name>.json`` (figures and machine), ``<name>.md`` (ratio table) and
 ``<name>-growth.png`` (each cost against history size). Scratch files go to ``$BENCH_DIR`` or
 ``benchmarks/.work`` and are removed afterwards.
@@ -24,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -32,8 +36,8 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks import baselines, keys, registry_bench
-from benchmarks.args import bench_parser
+from benchmarks import baselines, keys, postgres_registry, registry_bench
+from benchmarks.args import DEFAULT_POSTGRES, bench_parser
 from benchmarks.baselines import RawSqliteLog
 from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
 from benchmarks.figures import (
@@ -77,11 +81,18 @@ class Settings:
     seed: int = DEFAULT_SEED
     plot: bool = True
     notes: list[str] = field(default_factory=list)
+    postgres: postgres_registry.PostgresSettings | None = None  # None: no PostgreSQL part
 
 
 MODES = {
-    "quick": Settings(sizes=[10_000, 100_000], jsonl_sizes=[1_000, 10_000, 100_000]),
-    "full": Settings(sizes=[10_000, 100_000, 1_000_000], jsonl_sizes=[1_000, 10_000, 100_000]),
+    "quick": Settings(
+        sizes=[10_000, 100_000], jsonl_sizes=[1_000, 10_000, 100_000], postgres=postgres_registry.MODES["quick"]
+    ),
+    "full": Settings(
+        sizes=[10_000, 100_000, 1_000_000],
+        jsonl_sizes=[1_000, 10_000, 100_000],
+        postgres=postgres_registry.MODES["full"],
+    ),
 }
 
 
@@ -350,6 +361,16 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
     task = progress.add_task("cross-process notifications", total=1)
     stages[-1].figures[keys.SUBSCRIPTION] = subscription_latency(work, settings.subscription_events)
     progress.advance(task)
+    # The SQLite part ends here: the PostgreSQL part's server is another process, whose CPU would count as others'.
+    wall = time.perf_counter() - started
+    others, load_after = meter.others(wall), os.getloadavg()
+    postgres = None
+    if settings.postgres is not None:
+        task = progress.add_task("postgres", total=None)
+        postgres = postgres_registry.measure(
+            settings.postgres, progress=lambda text: progress.update(task, description=text)
+        )
+        progress.update(task, total=1, completed=1)
 
     notes += [
         f"Each size's durable figures append {settings.durable_sessions} sessions (a tenth of smaller sizes) as "
@@ -362,8 +383,6 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
         "JSONL files here hold no message payloads, so reading their last line is cheaper than in real agents' "
         "transcripts: the JSONL listing is a lower bound. Listings ran on a warm page cache.",
     ]
-    wall = time.perf_counter() - started
-    others = meter.others(wall)
     if others > DISTURBED_CORES:
         notes.append(
             f"Other processes used {others:.2f} of the {machine.cores} cores on average during this run: treat "
@@ -372,7 +391,7 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
     result = Run(
         name=name,
         seed=settings.seed,
-        machine=msgspec.structs.replace(machine, load_after=os.getloadavg(), others_cpu_cores=round(others, 3)),
+        machine=msgspec.structs.replace(machine, load_after=load_after, others_cpu_cores=round(others, 3)),
         settings={
             "sizes": settings.sizes,
             "jsonl_sizes": settings.jsonl_sizes,
@@ -385,6 +404,7 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
         jsonl=jsonl,
         wall_seconds=wall,
         notes=notes,
+        postgres=postgres,
     )
     result.ratios = ratios(stages)
     return result
@@ -437,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default: benchmarks/results)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES, help="the PostgreSQL part's server")
+    parser.add_argument("--no-postgres", action="store_true", help="leave the PostgreSQL part out")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base = MODES[args.mode or "quick"]
@@ -446,6 +468,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         subscription_events=args.subscription_events or base.subscription_events,
         seed=args.seed,
         plot=not args.no_plot,
+        postgres=None
+        if args.no_postgres or base.postgres is None
+        else replace(base.postgres, url=args.postgres_url, seed=args.seed),
     )
     name = args.name or ("custom" if args.sizes else args.mode or "quick")
     console = Console(stderr=True)

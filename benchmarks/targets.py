@@ -331,6 +331,12 @@ SPECS = (
 """The SQLite run's targets (``benchmarks/run.py``'s stages)."""
 
 _RAW_INSERT = rate_key(keys.PG_RAW_INSERT)
+
+
+def _writers(count: int) -> str:
+    return f"{count} writer process{'es' if count > 1 else ''}"
+
+
 _PERCENTILES: tuple[Literal["p50_us", "p99_us"], ...] = ("p50_us", "p99_us")
 _WRITERS_SCALE = {4: 3.0, 8: 4.0}  # throughput over a single writer process's, on different sessions
 
@@ -369,7 +375,7 @@ POSTGRES_SPECS = (
     *(
         Spec(
             "pg writers",
-            f"postgres: {count} writer processes ÷ {count} raw INSERT + COMMIT processes (ops/s)",
+            f"postgres: {_writers(count)} ÷ as many of raw INSERT + COMMIT (ops/s)",
             rate_key(keys.PG_WRITERS.format(count=count)),
             rate_key(keys.PG_RAW_WRITERS.format(count=count)),
             "rate",
@@ -379,7 +385,7 @@ POSTGRES_SPECS = (
     *(
         Spec(
             "pg writers",
-            f"postgres: {count} writer processes ÷ 1 (ops/s)",
+            f"postgres: {_writers(count)} ÷ 1 (ops/s)",
             rate_key(keys.PG_WRITERS.format(count=count)),
             rate_key(keys.PG_WRITERS.format(count=1)),
             "rate",
@@ -390,7 +396,7 @@ POSTGRES_SPECS = (
     *(
         Spec(
             "pg writers",
-            f"postgres: {count} writer processes, p99 per operation ÷ raw p99 (time)",
+            f"postgres: {_writers(count)}, p99 per operation ÷ raw p99 (time)",
             keys.PG_WRITERS.format(count=count),
             keys.PG_RAW_WRITERS.format(count=count),
             "time",

@@ -27,8 +27,11 @@ from benchmarks.generate import (
     working_directories,
     write_jsonl,
 )
-from benchmarks.report import Run, Stage, ratios, read_bounds
+from benchmarks.machine import describe_machine
+from benchmarks.postgres_registry import PostgresSettings, measure, write_part
+from benchmarks.report import POSTGRES_HEADING, Run, Stage, ratios, read_bounds
 from benchmarks.run import Settings, run, write_results
+from benchmarks.targets import POSTGRES_SPECS, SPECS
 from events import SessionArchived, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
 
@@ -156,6 +159,7 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
         subscription_events=3,
         chunk=50,
         plot=False,
+        postgres=PostgresSettings(sizes=[100], url="postgresql://postgres@127.0.0.1:1/test?connect_timeout=2"),
     )
     work = tmp_path / "work"
     work.mkdir()
@@ -190,11 +194,86 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
     if unmet:
         assert "## Unmet targets and what bounds them" in table
     assert "not explained yet" not in table  # every target the run missed has its bound in bounds.toml
+    # No server at the PostgreSQL part's URL: the run still ends, and its report says the part skipped, and why.
+    assert result.postgres is not None and result.postgres.stages == []
+    section = table.split(f"\n{POSTGRES_HEADING}\n", 1)[1]
+    assert section.strip().startswith("Skipped: this benchmark needs PostgreSQL and none answers at postgresql://")
+
+
+def test_the_postgresql_part_at_a_tiny_size(postgres_server: str, tmp_path: Path) -> None:
+    settings = PostgresSettings(
+        sizes=[300, 150],
+        url=postgres_server,
+        samples=5,
+        writers=(1, 2),
+        writer_seconds=0.3,
+        notifications=3,
+        load=1,
+        serve_runs=1,
+        chunk=100,
+    )
+    part = measure(settings)
+    assert part.skipped == "" and part.server
+    assert [stage.sessions for stage in part.stages] == [150, 300]  # grown in order, whatever order was asked
+    small, large = part.stages
+    assert large.events > small.events > 150 and large.live_sessions <= 300
+    for stage in part.stages:
+        writes = (keys.PG_APPEND, keys.PG_CREATE, keys.PG_RECORD, keys.PG_RAW_INSERT)
+        pages = [keys.PG_LIST["first"], keys.PG_LIST["deep"], keys.PG_LIST["first_cwd"], keys.PG_RAW_LIST["deep"]]
+        for key in (*writes, *pages):
+            assert isinstance(figure := stage.figures[key], Latency) and figure.n == 5, key
+        assert keys.PG_LIST["deep_cwd"] not in stage.figures  # no cwd has a second page yet: no deep page to time
+        for key in writes:
+            assert isinstance(rate := stage.figures[keys.rate_key(key)], Throughput) and rate.count == 5, key
+        assert isinstance(rate := stage.figures[keys.PG_IMPORT], Throughput) and rate.per_s > 0
+        assert isinstance(rss := stage.figures[keys.PG_SERVE_RSS], Quantity) and rss.value > 10e6
+    # The write figures' 20 + 5 sessions count towards the next size: it imports that many fewer.
+    imported = [
+        figure.count for stage in part.stages if isinstance(figure := stage.figures[keys.PG_IMPORT], Throughput)
+    ]
+    assert imported == [150, 125]
+    # Writer processes and the notification at the largest size only; each count's ops beside as many raw ones.
+    assert keys.PG_NOTIFY not in small.figures and keys.rate_key(keys.PG_WRITERS.format(count=2)) not in small.figures
+    for count in (1, 2):
+        for key in (keys.PG_WRITERS, keys.PG_RAW_WRITERS):
+            assert isinstance(ops := large.figures[keys.rate_key(key.format(count=count))], Throughput)
+            assert ops.count > 0 and ops.seconds == 0.3
+    assert isinstance(notified := large.figures[keys.PG_NOTIFY], Latency) and notified.n == 3
+    assert isinstance(raw_notified := large.figures[keys.PG_RAW_NOTIFY], Latency) and raw_notified.n == 3
+    # Every ratio row is a PostgreSQL spec's; each write divides ours by the raw INSERT + COMMIT of the same stage.
+    assert {row.measure for row in part.ratios} <= {spec.measure for spec in POSTGRES_SPECS}
+    create = [row for row in part.ratios if row.measure.startswith("postgres: SessionRegistry.create ÷")]
+    assert [(row.sessions, row.target) for row in create] == [(150, "≥ 0.5x"), (300, "≥ 0.5x")]
+    ours, raw = (large.figures[keys.rate_key(key)] for key in (keys.PG_CREATE, keys.PG_RAW_INSERT))
+    assert isinstance(ours, Throughput) and isinstance(raw, Throughput)
+    assert create[1].ratio == pytest.approx(ours.per_s / raw.per_s) and create[1].met == (ours.per_s >= raw.per_s / 2)
+    scaling = [row for row in part.ratios if row.measure == "postgres: 2 writer processes ÷ 1 (ops/s)"]
+    assert [row.sessions for row in scaling] == [300]  # measured once: one row
+
+    # Alone it is a page of its own; put into another run's results, it replaces that page's PostgreSQL section
+    # and leaves the rest as it was.
+    out = tmp_path / "results"
+    out.mkdir()
+    before = "# Benchmarks: earlier\n\nthe SQLite part, as published\n"
+    (out / "earlier.md").write_text(before + f"\n{POSTGRES_HEADING}\n\nSkipped: no server then.\n")
+    earlier = Run(name="earlier", seed=7, machine=describe_machine(), settings={}, stages=[], jsonl=[])
+    (out / "earlier.json").write_bytes(msgspec.json.encode(earlier))
+    paths = write_part(part, out, "pg", into="earlier")
+    assert [path.name for path in paths] == ["pg.json", "pg.md", "earlier.json", "earlier.md"]
+    page = (out / "pg.md").read_text()
+    assert "| pg append | postgres: SessionRegistry.record_activity ÷ raw INSERT + COMMIT | 300 |" in page
+    assert "| postgres: 2 writer processes, backends waiting for a lock (mean) | — |" in page
+    merged = (out / "earlier.md").read_text()
+    assert merged.startswith(before) and "no server then" not in merged and merged.count(POSTGRES_HEADING) == 1
+    assert merged.split(POSTGRES_HEADING)[1] == page.split(POSTGRES_HEADING)[1]
+    again = msgspec.json.decode((out / "earlier.json").read_bytes(), type=Run)
+    assert again.postgres is not None and [stage.sessions for stage in again.postgres.stages] == [150, 300]
 
 
 def test_every_bound_names_a_measure_the_report_has() -> None:
     bounds = read_bounds()
-    measures = {row.measure for row in ratios([Stage(sessions=1, live_sessions=1, events=1)])}
+    stages = [Stage(sessions=1, live_sessions=1, events=1)]
+    measures = {row.measure for specs in (SPECS, POSTGRES_SPECS) for row in ratios(stages, specs)}
     assert bounds and set(bounds) <= measures, set(bounds) - measures
     assert all(len(text) > 40 for text in bounds.values())
 
