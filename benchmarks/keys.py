@@ -42,7 +42,9 @@ __all__ = [
     "PG_CREATE",
     "PG_IMPORT",
     "PG_LIST",
+    "PG_LOG_BYTES",
     "PG_NOTIFY",
+    "PG_RAW_BYTES",
     "PG_RAW_COPY",
     "PG_RAW_FIRST",
     "PG_RAW_INSERT",
@@ -50,6 +52,7 @@ __all__ = [
     "PG_RAW_NOTIFY",
     "PG_RAW_RSS",
     "PG_RAW_WRITERS",
+    "PG_READ_MODEL_BYTES",
     "PG_RECORD",
     "PG_SERVE_FIRST",
     "PG_SERVE_RSS",
@@ -208,6 +211,10 @@ PG_IMPORT = _figure("pg.import", "postgres: append_batch import, 1,000 sessions 
 PG_RAW_COPY = _figure("pg.raw_copy", "raw psycopg: COPY of the same events' bytes, 1,000 sessions a tx (sessions/s)")
 # Throughput, events/s: the read model catching up with the imported log (first open after the import)
 PG_BUILD = _figure("pg.read_model_build", "postgres: read model built from the imported log (first open)")
+# Quantity, bytes (pg_table_size + pg_indexes_size): the store's tables, and the raw COPY's table of the same events
+PG_LOG_BYTES = _figure("pg.log_bytes", "postgres: the log's tables and their indexes (events, streams, ...)")
+PG_READ_MODEL_BYTES = _figure("pg.read_model_bytes", "postgres: the read model's tables and their indexes (rm_*)")
+PG_RAW_BYTES = _figure("pg.raw_copy_bytes", "raw psycopg: the COPYed events' table and its primary key")
 PG_LIST = _pages("pg.list_", "postgres: session/list ")
 PG_RAW_LIST = _pages("pg.raw_list_", "raw psycopg: ", " (keyset query of the same rows)")
 # a fresh `acp-registry serve` to its first page, beside a fresh process that imports psycopg and queries the page

@@ -40,7 +40,7 @@ import msgspec
 
 from benchmarks import keys, postgres_processes
 from benchmarks.args import DEFAULT_POSTGRES, bench_parser, postgres_unreachable
-from benchmarks.figures import Figure, interleave, latency, rate_of, throughput
+from benchmarks.figures import Figure, Quantity, interleave, latency, rate_of, throughput
 from benchmarks.generate import DEFAULT_SEED, History, iter_histories, working_directories
 from benchmarks.machine import BusyMeter
 from benchmarks.report import PostgresPart, Run, Stage, ratios
@@ -68,7 +68,7 @@ class PostgresSettings:
 
 
 MODES = {
-    "quick": PostgresSettings(sizes=[1_000, 100_000], samples=200, writer_seconds=3.0, notifications=100),
+    "quick": PostgresSettings(sizes=[1_000, 100_000], samples=100, writer_seconds=2.0, notifications=50),
     "full": PostgresSettings(sizes=[1_000, 100_000, 1_000_000]),
 }
 
@@ -270,6 +270,26 @@ def _in_process(log: _Log, cwd: str, samples: int) -> dict[str, Figure]:
     return figures
 
 
+def _table_bytes(log: _Log) -> dict[str, Figure]:
+    """What the store's tables and the raw COPY's take on disk (heap and indexes), as the server counts them."""
+    import psycopg  # noqa: PLC0415
+
+    raw = postgres_processes.raw_schema(log.schema)
+    with psycopg.connect(log.server, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT n.nspname, c.relname, pg_table_size(c.oid) + pg_indexes_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN (%s, %s) AND c.relkind = 'r'",
+            (log.schema, raw),
+        ).fetchall()
+    sizes = {keys.PG_LOG_BYTES: 0.0, keys.PG_READ_MODEL_BYTES: 0.0, keys.PG_RAW_BYTES: 0.0}
+    for schema, table, size in rows:
+        if schema == log.schema:
+            sizes[keys.PG_READ_MODEL_BYTES if table.startswith("rm_") else keys.PG_LOG_BYTES] += size
+        elif table == "raw_import":
+            sizes[keys.PG_RAW_BYTES] += size
+    return {key: Quantity(value=size, unit="B") for key, size in sizes.items()}
+
+
 def _stage_sizes(log: _Log) -> Stage:
     return Stage(sessions=log.sessions, live_sessions=log.live, events=log.events)
 
@@ -303,6 +323,7 @@ def measure(settings: PostgresSettings, progress: Callable[[str], None] | None =
             say(f"postgres: read model at {size:,}")
             figures[keys.PG_BUILD] = _build(log, log.events - before)
             stage = _stage_sizes(log)
+            figures.update(_table_bytes(log))
             say(f"postgres: writes and pages at {size:,}")
             with psycopg.connect(settings.url, autocommit=True) as conn:
                 counts = conn.execute(
@@ -371,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = replace(settings, sizes=[int(s.replace("_", "")) for s in args.sizes.split(",")])
     if args.writer_seconds:
         settings = replace(settings, writer_seconds=args.writer_seconds)
-    part = measure(settings, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    part = measure(settings, progress=lambda text: print(time.strftime("%H:%M:%S"), text, file=sys.stderr, flush=True))
     if part.skipped:
         print(f"skipped: {part.skipped}")
         return

@@ -352,6 +352,7 @@ POSTGRES_SPECS = (
     Spec(
         "pg append", "postgres: append_batch import ÷ raw COPY (sessions/s)", keys.PG_IMPORT, keys.PG_RAW_COPY, "rate"
     ),
+    Spec("pg append", "postgres: the log's bytes ÷ the raw COPY table's", keys.PG_LOG_BYTES, keys.PG_RAW_BYTES, "size"),
     *(
         Spec(
             "pg list",

@@ -227,6 +227,8 @@ def test_the_postgresql_part_at_a_tiny_size(postgres_server: str, tmp_path: Path
             assert isinstance(rate := stage.figures[keys.rate_key(key)], Throughput) and rate.count == 5, key
         assert isinstance(rate := stage.figures[keys.PG_IMPORT], Throughput) and rate.per_s > 0
         assert isinstance(rss := stage.figures[keys.PG_SERVE_RSS], Quantity) and rss.value > 10e6
+        sizes = [stage.figures[key] for key in (keys.PG_LOG_BYTES, keys.PG_READ_MODEL_BYTES, keys.PG_RAW_BYTES)]
+        assert all(isinstance(size, Quantity) and size.value > 8192 for size in sizes)
     # The write figures' 20 + 5 sessions count towards the next size: it imports that many fewer.
     imported = [
         figure.count for stage in part.stages if isinstance(figure := stage.figures[keys.PG_IMPORT], Throughput)
