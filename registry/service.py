@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
 from msgspec import UNSET, UnsetType
 
@@ -60,7 +60,28 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 
     from registry.diffs import ListChange, SessionNotification
 
-__all__ = ["SessionRegistry"]
+__all__ = ["RegistryOptions", "SessionRegistry", "StreamOptions"]
+
+
+class RegistryOptions(TypedDict, total=False):
+    """The keywords a ``SessionRegistry`` is made with, as ``open`` passes them on (defaults: ``__init__``)."""
+
+    page_size: int
+    window: int
+    resolve_symlinks: bool
+    additional_directories: bool
+    read_model: str | None
+    follow: bool
+    clock: Clock | None
+
+
+class StreamOptions(TypedDict, total=False):
+    """How a change stream is delivered (``list_changes``, ``changes``; defaults: ``registry.changes``)."""
+
+    coalesce: float | None
+    scheduler: SchedulerBase | None
+    loop: asyncio.AbstractEventLoop | None
+    max_pending: int
 
 
 class SessionRegistry:
@@ -103,35 +124,13 @@ class SessionRegistry:
         self._closed = False
 
     @classmethod
-    def open(
-        cls,
-        url: str,
-        *,
-        page_size: int = 50,
-        window: int = DEFAULT_WINDOW,
-        resolve_symlinks: bool = False,
-        additional_directories: bool = True,
-        read_model: str | None = None,
-        follow: bool = True,
-        clock: Clock | None = None,
-        create: bool = True,
-    ) -> SessionRegistry:
+    def open(cls, url: str, *, create: bool = True, **options: Unpack[RegistryOptions]) -> SessionRegistry:
         """Open a registry on the store a URL names (``memory://``, ``sqlite:///abs/path.db``,
         ``postgresql://...``); it closes the store when it closes. ``create=False`` refuses to make a new store
         (a missing file or schema, an empty file: ``StoreError`` / ``StoreFormatError``)."""
-        store = open_store(url, clock=clock, create=create)
+        store = open_store(url, clock=options.get("clock"), create=create)
         try:
-            return cls(
-                store,
-                page_size=page_size,
-                window=window,
-                resolve_symlinks=resolve_symlinks,
-                additional_directories=additional_directories,
-                read_model=read_model,
-                follow=follow,
-                clock=clock,
-                owns_store=True,
-            )
+            return cls(store, owns_store=True, **options)
         except BaseException:
             store.close()
             raise
@@ -384,14 +383,7 @@ class SessionRegistry:
         return self._follower.wait(self.position if position is None else position, timeout)
 
     def list_changes(
-        self,
-        after: int | None = None,
-        *,
-        coalesce: float | None = None,
-        scheduler: SchedulerBase | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        max_pending: int = 1_000_000,
-        include_archived: bool = False,
+        self, after: int | None = None, *, include_archived: bool = False, **options: Unpack[StreamOptions]
     ) -> Observable[ListChange]:
         """``Added`` / ``Updated`` / ``Removed`` after log position ``after`` (default: now), then live.
 
@@ -404,29 +396,13 @@ class SessionRegistry:
         """
         from registry.changes import list_changes  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return list_changes(
-            self,
-            after,
-            coalesce=coalesce,
-            scheduler=scheduler,
-            loop=loop,
-            max_pending=max_pending,
-            include_archived=include_archived,
-        )
+        return list_changes(self, after, include_archived=include_archived, **options)
 
-    def changes(
-        self,
-        after: int | None = None,
-        *,
-        coalesce: float | None = None,
-        scheduler: SchedulerBase | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        max_pending: int = 1_000_000,
-    ) -> Observable[SessionNotification]:
+    def changes(self, after: int | None = None, **options: Unpack[StreamOptions]) -> Observable[SessionNotification]:
         """The ACP ``session/update`` notifications (minimal ``session_info_update`` diffs, explicit nulls)."""
         from registry.changes import notifications  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return notifications(self, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
+        return notifications(self, after, **options)
 
     # -- closing ----------------------------------------------------------------------------------------
 
