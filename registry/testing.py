@@ -26,7 +26,7 @@ from events.testing import fake_clock
 from events.urls import open_store
 from registry.backend import Backend, backend_for
 from registry.evidence import log_shorter
-from registry.model import ListFilter, sort_key
+from registry.model import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel, open_read_model
 
@@ -43,14 +43,11 @@ def reference_fold(store: EventStore, until: int | None = None) -> Projection:
 
 def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -> list[str]:
     """Every session id of the list as of ``as_of``, read page by page as ``session/list`` reads it."""
-    ids: list[str] = []
-    after = None
-    while True:
-        page = model.page(as_of=as_of, after=after, where=ListFilter(cwd), limit=limit)
-        ids.extend(state.session_id for state in page.states)
-        if not page.more:
-            return ids
-        after = sort_key(page.states[-1])
+    return [
+        state.session_id
+        for page in model.pages(as_of=as_of, where=ListFilter(cwd), limit=limit)
+        for state in page.states
+    ]
 
 
 def _fill(store: EventStore, sessions: int = 12) -> None:
