@@ -727,12 +727,19 @@ INSERT INTO message (id,session_id,time_created,time_updated,data) VALUES
 """
 
 
-def test_opencode_sessions_children_and_placeholder_titles(tmp_path: Path) -> None:
+def opencode_db(tmp_path: Path) -> tuple[Path, sqlite3.Connection]:
+    """An opencode data folder whose ``opencode.db`` (WAL, as opencode keeps it) holds ``OPENCODE_SCHEMA``'s
+    sessions: the folder, and the open connection that wrote it (the caller closes it)."""
     root = tmp_path / "opencode"
     root.mkdir()
     writer = sqlite3.connect(root / "opencode.db", isolation_level=None)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.executescript(OPENCODE_SCHEMA)
+    return root, writer
+
+
+def test_opencode_sessions_children_and_placeholder_titles(tmp_path: Path) -> None:
+    root, writer = opencode_db(tmp_path)
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "opencode", root, state=state)
