@@ -222,20 +222,9 @@ class PostgresReadModel(ReadModel):
                 folded = fold_stretch(
                     chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
                 )
+                (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
                 with conn.cursor() as cursor:
-                    if folded.current:
-                        cursor.executemany(self._sql.upsert, folded.current)
-                    if folded.past:
-                        cursor.executemany(self._sql.insert_past, folded.past)
-                    if new_floor > floor:
-                        cursor.execute(self._sql.prune, (new_floor,))
-                    chain = conn.execute(self._sql.chain, (folded.position,)).fetchone()
-                    anchor = anchor_value(None if chain is None or chain[0] is None else bytes(chain[0]))
-                    cursor.executemany(
-                        self._sql.set_meta,
-                        [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor)],
-                    )
-                    cursor.execute(self._sql.add_live, (folded.live_delta,))
+                    self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
                 return folded.position, head
             return checkpoint, head  # pragma: no cover - positions up to the head are committed
 
@@ -335,7 +324,9 @@ class PostgresReadModel(ReadModel):
             cursor.execute(self._sql.guard(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
 
-    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes) -> None:
+    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
+        """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
+        writes and what an append writes in its own transaction."""
         if folded.current:
             cursor.executemany(self._sql.upsert, folded.current)
         if folded.past:

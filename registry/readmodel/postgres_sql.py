@@ -80,12 +80,7 @@ class Statements:
             " (SELECT coalesce(max(position), 0) FROM {s}.events)"
         )
         self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.set_meta = q(
-            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
             "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
