@@ -132,6 +132,12 @@ class ReadModel(abc.ABC):
     def close(self) -> None:
         """Release connections; the store stays open."""
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def schema_problems(self) -> list[str] | None:
         """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""
         return None
