@@ -26,11 +26,12 @@ import psycopg
 from psycopg import sql
 
 from events.model import Event, LogEntry
+from events.postgres_sql import lock_key
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements, lock_key
+from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
@@ -93,7 +94,7 @@ class PostgresReadModel(ReadModel):
         self.window = window
         self._store = store
         self._sql = Statements(store.schema)
-        self._key = lock_key(store.schema)
+        self._key = lock_key("read-model", store.schema)
         self._position = 0
         # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
         self._pending: tuple[int, int, int, dict[str, bytes]] | None = None

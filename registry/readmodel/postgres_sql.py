@@ -4,12 +4,11 @@ else."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Final, LiteralString
 
 from psycopg import sql
 
-__all__ = ["COLUMNS", "INDEXES", "TABLES", "Statements", "lock_key"]
+__all__ = ["COLUMNS", "INDEXES", "TABLES", "Statements"]
 
 TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
@@ -56,11 +55,6 @@ INDEXES: Final = (
     " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
     " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
 )
-
-
-def lock_key(schema: str) -> int:
-    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 class Statements:
