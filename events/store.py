@@ -321,6 +321,22 @@ class Subscription:
             store._wait_for_change(token, remaining)
         return []
 
+    def settle(self, quiet: float, limit: float) -> None:
+        """Return once the log has had no append for ``quiet`` seconds, or ``limit`` seconds from now (or on
+        close). For a consumer that batches: while a burst of appends goes on it sleeps instead of reading after
+        each one. A look is the store's change token (a counter, and on SQLite one ``PRAGMA``), never a read."""
+        store = self._store
+        deadline = time.monotonic() + limit
+        token = store._change_token()
+        while not self.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(quiet, remaining))
+            seen, token = token, store._change_token()
+            if seen == token:
+                return
+
     def __iter__(self) -> Iterator[RecordedEvent]:
         """Every event, blocking for the next; ends when the subscription or the store closes."""
         while not self.closed:

@@ -371,3 +371,20 @@ def test_unsubscribing_while_the_follower_waits_to_fold_does_not_stall(tmp_path:
             stopped = time.monotonic() - start
         assert stopped < 2.0, f"stopping the follower took {stopped:.1f} s"
         assert registry.state("elsewhere") is not None  # the append itself is not lost: list still has it
+
+
+def test_a_burst_of_writes_reaches_listeners_in_a_few_batches_not_one_per_write(tmp_path: Path) -> None:
+    """The follower folds once the writes pause (or after ``SETTLE_LIMIT``): a burst costs its writer no fold,
+    fan-out or subscriber wake-up per write."""
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db?synchronous=off") as registry:
+        registry.create("/w", session_id="a")
+        batches: list[int] = []
+        following = registry.follow(lambda changes: batches.append(len(changes)))
+        try:
+            for n in range(300):
+                registry.change_info("a", title=f"title {n}")
+            assert registry.wait_for_changes(timeout=10)
+        finally:
+            following.stop()
+    assert sum(batches) == 300
+    assert len(batches) <= 60, batches  # one per write before (or one per 0.5 ms)
