@@ -292,6 +292,7 @@ class Subscription:
         self._position = after
         self._batch = batch
         self._closed = False
+        self._closing = threading.Event()  # wakes a ``settle`` at once
 
     @property
     def position(self) -> int:
@@ -332,7 +333,8 @@ class Subscription:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            time.sleep(min(quiet, remaining))
+            if self._closing.wait(min(quiet, remaining)):
+                return
             seen, token = token, store._change_token()
             if seen == token:
                 return
@@ -344,6 +346,7 @@ class Subscription:
 
     def close(self) -> None:
         self._closed = True
+        self._closing.set()
         self._store._doorbell.ring()
 
     def __enter__(self) -> Self:

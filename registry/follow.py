@@ -213,13 +213,25 @@ class Follower:
 
     def wait(self, position: int, timeout: float | None = None) -> bool:
         """Block until every change up to ``position`` has reached the listeners (True), or ``timeout`` passed.
-        Without listeners there is nothing to wait for."""
-        with self._lock:
+        Without listeners there is nothing to wait for. Someone waits: what the thread has not folded yet (it
+        may be waiting for a burst to pause) is folded now, in the caller's thread."""
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
             if not self._listeners or not self._live:
                 return True
+            if self._position < position and self._subscription is not None:
+                try:
+                    head = self._store.head()
+                    if head > self._position:
+                        self._fold(list(self._store.scan(self._position, until=head)))
+                except StoreError as exc:  # the thread retries; wait for it
+                    log.debug("could not fold up to %s here: %s", position, exc)
             return self._folded.wait_for(
                 lambda: self._position >= position or not self._listeners or self._subscription is None, timeout
             )
+        finally:
+            self._lock.release()
 
     def _fold_slice(self, entries: Sequence[Entry], changes: list[Change]) -> None:
         start = self._position

@@ -20,7 +20,7 @@ from reactivex.testing import TestScheduler
 
 from events import MemoryStore, SessionCreated, SessionUpdated, TitleSource
 from events.model import Event
-from registry import SessionRegistry
+from registry import SessionRegistry, follow
 from registry.changes import (
     Added,
     ListChange,
@@ -388,3 +388,24 @@ def test_a_burst_of_writes_reaches_listeners_in_a_few_batches_not_one_per_write(
             following.stop()
     assert sum(batches) == 300
     assert len(batches) <= 60, batches  # one per write before (or one per 0.5 ms)
+
+
+def test_a_waiter_does_not_wait_for_the_burst_to_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` waits for the follower before it answers (a turn's title update goes first): whatever the
+    follower's thread is waiting for, the waiter folds what is there now."""
+    monkeypatch.setattr(follow, "SETTLE_QUIET", 5.0)
+    monkeypatch.setattr(follow, "SETTLE_LIMIT", 5.0)
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
+        registry.create("/w", session_id="a")
+        seen: list[str | None] = []
+        following = registry.follow(lambda changes: seen.extend(change.after.title for change in changes))
+        try:
+            registry.change_info("a", title="one")
+            time.sleep(0.05)  # the follower's thread is now settling (5 s)
+            registry.change_info("a", title="two")
+            started = time.monotonic()
+            assert registry.wait_for_changes(timeout=2)
+            assert seen == ["one", "two"]
+            assert time.monotonic() - started < 2
+        finally:
+            following.stop()
