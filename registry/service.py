@@ -15,7 +15,7 @@ history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``se
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
 from msgspec import UNSET, UnsetType
@@ -367,13 +367,14 @@ class SessionRegistry:
 
     # -- changes ----------------------------------------------------------------------------------------
 
-    def follow(self, listener: Listener) -> Following:
+    def follow(self, listener: Listener, on_close: Callable[[], None] | None = None) -> Following:
         """Start following changes atomically: ``listener`` gets every change after the returned handle's
         ``position``, in log order, from the follower's thread; ``state_at`` tells what came before; ``stop()``
-        ends it. ``list_changes`` / ``changes`` build the reactivex stream on this."""
+        ends it; ``on_close`` is called if the registry closes first. ``list_changes`` / ``changes`` build the
+        reactivex stream on this (it completes when the registry closes)."""
         if self._closed:
             raise RuntimeError("the registry is closed")
-        return self._follower.add(listener)
+        return self._follower.add(listener, on_close)
 
     def wait_for_changes(self, position: int | None = None, *, timeout: float | None = None) -> bool:
         """Block until the changes up to ``position`` (default: everything this registry has answered from) have
