@@ -30,7 +30,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 import reactivex
 from reactivex import GroupedObservable, Observable, abc
@@ -64,6 +64,7 @@ __all__ = [
     "Removed",
     "SessionInfoUpdate",
     "SessionNotification",
+    "StreamOptions",
     "SubscriberTooSlow",
     "Updated",
     "diff",
@@ -333,6 +334,15 @@ def _isolated(source: Observable[Any]) -> Observable[Any]:
     return reactivex.create(subscribe)
 
 
+class StreamOptions(TypedDict, total=False):
+    """How a change stream is delivered (``list_changes``, ``notifications``; see ``list_changes``)."""
+
+    coalesce: float | None
+    scheduler: abc.SchedulerBase | None
+    loop: asyncio.AbstractEventLoop | None
+    max_pending: int
+
+
 def list_changes(
     source: ChangeSource,
     after: int | None = None,
@@ -391,13 +401,7 @@ def list_changes(
 
 
 def notifications(
-    source: ChangeSource,
-    after: int | None = None,
-    *,
-    coalesce: float | None = None,
-    scheduler: abc.SchedulerBase | None = None,
-    loop: asyncio.AbstractEventLoop | None = None,
-    max_pending: int = 1_000_000,
+    source: ChangeSource, after: int | None = None, **options: Unpack[StreamOptions]
 ) -> Observable[SessionNotification]:
     """Only the ACP ``session/update`` notifications (the ``Updated`` items), ready for the wire."""
 
@@ -408,14 +412,7 @@ def notifications(
         assert isinstance(item, Updated)
         return item.notification
 
-    items = list_changes(
-        source,
-        after,
-        coalesce=coalesce,
-        scheduler=scheduler,
-        loop=loop,
-        max_pending=max_pending,
-        include_archived=True,  # a client holding the session hears of its archive in ``_meta``
-    )
+    # A client holding the session hears of its archive in ``_meta``.
+    items = list_changes(source, after, include_archived=True, **options)
     updates: Observable[ListChange] = items.pipe(ops.filter(only_updates))
     return updates.pipe(ops.map(notification))

@@ -53,14 +53,12 @@ from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
-    import asyncio
-
     from reactivex import Observable
-    from reactivex.abc import SchedulerBase
 
+    from registry.changes import StreamOptions
     from registry.diffs import ListChange, SessionNotification
 
-__all__ = ["RegistryOptions", "SessionRegistry", "StreamOptions"]
+__all__ = ["RegistryOptions", "SessionRegistry"]
 
 
 class RegistryOptions(TypedDict, total=False):
@@ -73,15 +71,6 @@ class RegistryOptions(TypedDict, total=False):
     read_model: str | None
     follow: bool
     clock: Clock | None
-
-
-class StreamOptions(TypedDict, total=False):
-    """How a change stream is delivered (``list_changes``, ``changes``; defaults: ``registry.changes``)."""
-
-    coalesce: float | None
-    scheduler: SchedulerBase | None
-    loop: asyncio.AbstractEventLoop | None
-    max_pending: int
 
 
 class SessionRegistry:
