@@ -30,6 +30,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 import reactivex
@@ -49,6 +50,7 @@ from registry.diffs import (
     Updated,
     diff,
     encode_session_update,
+    shown,
 )
 from registry.errors import SubscriberTooSlow
 from registry.model import SessionState
@@ -228,23 +230,7 @@ def _shared_diffs(
     additional_directories: bool, include_archived: bool = False
 ) -> Callable[[Change], ListChange | None]:
     """``diff`` of a change, made once however many subscribers receive it (they share the change objects)."""
-    view = (additional_directories, include_archived)
-
-    def shown(change: Change) -> ListChange | None:
-        made = change.shown
-        if made is not None and made[0] == view:
-            return made[1]  # type: ignore[no-any-return]
-        item = diff(
-            change.position,
-            change.before,
-            change.after,
-            additional_directories=additional_directories,
-            include_archived=include_archived,
-        )
-        change.shown = (view, item)
-        return item
-
-    return shown
+    return partial(shown, additional_directories=additional_directories, include_archived=include_archived)
 
 
 class ChangeSource(Protocol):

@@ -38,8 +38,8 @@ Entry = events.RecordedEvent | events.LogEntry
 class Change(msgspec.Struct, gc=False):
     """What one applied event did to a session: ``before`` is None for a creation.
 
-    ``shown`` is where the change stream keeps the client's view of it (its diff), made once however many
-    subscribers receive this very object.
+    ``shown`` is where ``registry.diffs.shown`` keeps the clients' views of it (a diff per view), made once
+    however many listeners receive this very object.
     """
 
     position: int
