@@ -416,6 +416,11 @@ def write_part(part: PostgresPart, out: Path, name: str, into: str | None = None
     if into:
         json_path, md_path = out / f"{into}.json", out / f"{into}.md"
         run = msgspec.json.decode(json_path.read_bytes(), type=Run)
+        alone_note = (
+            f"Measured on its own (`python -m benchmarks.postgres_registry --into {into}`) on {part.date}, not in "
+            f"the run above (of {run.machine.date}): the two parts' figures are not from the same run."
+        )
+        part = msgspec.structs.replace(part, notes=[alone_note, *part.notes])
         run.postgres = part
         json_path.write_bytes(msgspec.json.format(msgspec.json.encode(run), indent=2) + b"\n")
         text = md_path.read_text(encoding="utf-8") if md_path.exists() else markdown(run)
