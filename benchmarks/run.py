@@ -459,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES, help="the PostgreSQL part's server")
     parser.add_argument("--no-postgres", action="store_true", help="leave the PostgreSQL part out")
+    parser.add_argument("--postgres-sizes", type=_sizes, help="the PostgreSQL part's sizes (default: the mode's)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base = MODES[args.mode or "quick"]
@@ -470,7 +471,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot=not args.no_plot,
         postgres=None
         if args.no_postgres or base.postgres is None
-        else replace(base.postgres, url=args.postgres_url, seed=args.seed),
+        else replace(
+            base.postgres, url=args.postgres_url, seed=args.seed, sizes=args.postgres_sizes or base.postgres.sizes
+        ),
     )
     name = args.name or ("custom" if args.sizes else args.mode or "quick")
     console = Console(stderr=True)
