@@ -333,7 +333,7 @@ class PostgresReadModel(ReadModel):
         if folded.past:
             cursor.executemany(self._sql.insert_past, folded.past)
         if new_floor > floor:
-            cursor.execute(self._sql.prune, (new_floor,))
+            cursor.execute(self._sql.prune, (floor, new_floor))
         cursor.execute(
             self._sql.set_all_meta,
             {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
