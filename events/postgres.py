@@ -134,6 +134,13 @@ class PostgresStore(GroupCommitStore):
     def read_only(self) -> bool:
         return self._read_only
 
+    @property
+    def append_lock_key(self) -> int:
+        """The transaction-level advisory lock every append of this store holds from reading the head to COMMIT:
+        a commit hook's own work that must not overlap an append (a short catch-up of the read model) takes it
+        too."""
+        return self._sql.append_key
+
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"
 
