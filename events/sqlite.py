@@ -43,7 +43,7 @@ from events.store import (
     record_from_row,
 )
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore"]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore", "ThreadReaders"]
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
 
@@ -60,6 +60,35 @@ _SCAN: Final = (
 )
 _LAST_POSITION: Final = 2**63 - 1
 _CHECKPOINT_PAGES: Final = 1000  # estimated WAL pages between background checkpoints (SQLite's default)
+
+
+class ThreadReaders:
+    """One read connection per thread, made on its first read; ``close`` closes every one of them.
+
+    A connection is used only by the thread that made it (a read transaction is a thread's own); ``close`` may
+    run on another thread, which ``check_same_thread=False`` allows.
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+            with self._lock:
+                self._all.append(db)
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            dbs, self._all = self._all, []
+        for db in dbs:
+            db.close()
 
 
 class SqliteStore(GroupCommitStore):
@@ -93,9 +122,7 @@ class SqliteStore(GroupCommitStore):
             self._uri = f"file:{urllib.parse.quote(self.path)}?mode=ro{'&immutable=1' if found.immutable else ''}"
         self._busy_timeout = busy_timeout
         self._write_lock = threading.Lock()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
+        self._readers = ThreadReaders(self._connect_reader)
         self._chained = True  # False only for a version-1 store opened read-only (not upgraded)
         try:
             self._writer = self._open(create)
@@ -293,14 +320,12 @@ class SqliteStore(GroupCommitStore):
 
     def _reader(self) -> sqlite3.Connection:
         self._check_open()
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._connect()
-            with self._translate():
-                db.execute("PRAGMA cache_size=-16384")
-            self._local.db = db
-            with self._readers_lock:
-                self._readers.append(db)
+        return self._readers.get()
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        db = self._connect()
+        with self._translate():
+            db.execute("PRAGMA cache_size=-16384")
         return db
 
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
@@ -457,10 +482,7 @@ class SqliteStore(GroupCommitStore):
     # -- closing and errors ---------------------------------------------------------------------------
 
     def _close(self) -> None:
-        with self._readers_lock:
-            readers, self._readers = self._readers, []
-        for db in readers:
-            db.close()
+        self._readers.close()
         with self._write_lock:
             if self._checkpointer is not None:
                 self._checkpointer.stop()

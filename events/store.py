@@ -292,6 +292,7 @@ class Subscription:
         self._position = after
         self._batch = batch
         self._closed = False
+        self._closing = threading.Event()  # wakes a ``settle`` at once
 
     @property
     def position(self) -> int:
@@ -321,6 +322,23 @@ class Subscription:
             store._wait_for_change(token, remaining)
         return []
 
+    def settle(self, quiet: float, limit: float) -> None:
+        """Return once the log has had no append for ``quiet`` seconds, or ``limit`` seconds from now (or on
+        close). For a consumer that batches: while a burst of appends goes on it sleeps instead of reading after
+        each one. A look is the store's change token (a counter, and on SQLite one ``PRAGMA``), never a read."""
+        store = self._store
+        deadline = time.monotonic() + limit
+        token = store._change_token()
+        while not self.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self._closing.wait(min(quiet, remaining)):
+                return
+            seen, token = token, store._change_token()
+            if seen == token:
+                return
+
     def __iter__(self) -> Iterator[RecordedEvent]:
         """Every event, blocking for the next; ends when the subscription or the store closes."""
         while not self.closed:
@@ -328,6 +346,7 @@ class Subscription:
 
     def close(self) -> None:
         self._closed = True
+        self._closing.set()
         self._store._doorbell.ring()
 
     def __enter__(self) -> Self:

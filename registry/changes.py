@@ -15,24 +15,29 @@ How items flow, and why:
   no duplicate. A subscribe whose replay fails unregisters its listener before the error reaches the
   subscriber: nothing stays registered, and a follower nobody needs stops.
 * The follower's thread only appends to a subscription's queue (writers never touch it). Items reach the
-  subscriber on its scheduler (by default a thread of its own; ``loop=`` delivers on an asyncio loop), one at a
-  time, in log order for each session. A subscriber that raises is detached and logged, and one that falls
-  ``max_pending`` items behind gets ``SubscriberTooSlow``: neither can stall the writer or other subscribers.
+  subscriber on its scheduler (by default a thread of its own, kept for the subscription's life and ended with
+  it; ``loop=`` delivers on an asyncio loop), one at a time, in log order for each session. When the registry
+  closes, what is queued is delivered, then ``on_completed``. A subscriber that raises is detached and logged,
+  and one that falls ``max_pending`` items behind gets ``SubscriberTooSlow``: neither can stall the writer or
+  other subscribers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 import reactivex
 from reactivex import GroupedObservable, Observable, abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.internal.exceptions import DisposedException
 from reactivex.scheduler import EventLoopScheduler
 from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
@@ -45,6 +50,7 @@ from registry.diffs import (
     Updated,
     diff,
     encode_session_update,
+    shown,
 )
 from registry.errors import SubscriberTooSlow
 from registry.model import SessionState
@@ -60,6 +66,7 @@ __all__ = [
     "Removed",
     "SessionInfoUpdate",
     "SessionNotification",
+    "StreamOptions",
     "SubscriberTooSlow",
     "Updated",
     "diff",
@@ -93,10 +100,13 @@ class _Feed:
         scheduler: abc.SchedulerBase,
         max_pending: int,
         transform: Callable[[Change], Any] | None = None,
+        *,
+        owned: bool = False,
     ) -> None:
         self._observer = observer
         self._transform = transform
         self._scheduler = scheduler
+        self._owned = owned  # the scheduler is this feed's own delivery thread: disposed when the feed ends
         self._max_pending = max_pending
         self._queue: deque[Change] = deque()
         self._lock = threading.Lock()
@@ -121,11 +131,44 @@ class _Feed:
             self._scheduler.schedule(self._drain)
         if overflow:
             self.remove_listener()
-            self._scheduler.schedule(
-                lambda _s, _st: self._observer.on_error(
-                    SubscriberTooSlow(f"the subscriber fell more than {self._max_pending} changes behind")
-                )
-            )
+            self._scheduler.schedule(self._overflowed)
+
+    def _overflowed(self, _scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+        too_slow = SubscriberTooSlow(f"the subscriber fell more than {self._max_pending} changes behind")
+        try:
+            self._observer.on_error(too_slow)
+        finally:
+            self._end_delivery()
+
+    def close(self) -> None:
+        """The registry closed: what is queued is delivered, then ``on_completed``, and the delivery ends."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._held = False
+        self._scheduler.schedule(self._completed)
+
+    def _completed(self, scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+        self._drain(scheduler)
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        try:
+            self._observer.on_completed()
+        except Exception:
+            log.exception("a change-stream subscriber raised on completion")
+        finally:
+            self._end_delivery()
+
+    def _end_delivery(self) -> None:
+        scheduler = self._scheduler
+        if self._owned and isinstance(scheduler, EventLoopScheduler):
+            # Its thread ends after the action it runs. The no-op first: a dispose while the thread runs an action
+            # (from it or from another) would otherwise find it waiting afterwards, its wake-up spent.
+            with contextlib.suppress(DisposedException):
+                scheduler.schedule(_nothing)
+            scheduler.dispose()
 
     def release(self, catch_up: Sequence[Change]) -> None:
         with self._lock:
@@ -172,29 +215,22 @@ class _Feed:
             self._stopped = True
             self._queue.clear()
         self.remove_listener()
+        self._end_delivery()
+
+
+def _nothing(_scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+    pass
+
+
+def _delivery_thread(target: Callable[[], None]) -> threading.Thread:
+    return threading.Thread(target=target, name="acp-registry delivery", daemon=True)
 
 
 def _shared_diffs(
     additional_directories: bool, include_archived: bool = False
 ) -> Callable[[Change], ListChange | None]:
     """``diff`` of a change, made once however many subscribers receive it (they share the change objects)."""
-    view = (additional_directories, include_archived)
-
-    def shown(change: Change) -> ListChange | None:
-        made = change.shown
-        if made is not None and made[0] == view:
-            return made[1]  # type: ignore[no-any-return]
-        item = diff(
-            change.position,
-            change.before,
-            change.after,
-            additional_directories=additional_directories,
-            include_archived=include_archived,
-        )
-        change.shown = (view, item)
-        return item
-
-    return shown
+    return partial(shown, additional_directories=additional_directories, include_archived=include_archived)
 
 
 class ChangeSource(Protocol):
@@ -207,7 +243,7 @@ class ChangeSource(Protocol):
     @property
     def additional_directories(self) -> bool: ...
 
-    def follow(self, listener: Listener) -> Following: ...
+    def follow(self, listener: Listener, on_close: Callable[[], None] | None = None) -> Following: ...
 
 
 def _catch_up(store: EventStore, following: Following, start: int) -> list[Change]:
@@ -233,12 +269,15 @@ def _raw_changes(
     delivery: abc.SchedulerBase,
     max_pending: int,
     transform: Callable[[Change], Any] | None = None,
+    *,
+    owned: bool = False,
 ) -> Observable[Any]:
-    """Changes after ``after`` (default: from now on), then live, delivered on ``delivery`` (``transform``ed)."""
+    """Changes after ``after`` (default: from now on), then live, delivered on ``delivery`` (``transform``ed;
+    ``owned``: the delivery scheduler is this subscription's own, disposed when it ends)."""
 
     def subscribe(observer: abc.ObserverBase[Any], _default: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-        feed = _Feed(observer, delivery, max_pending, transform)
-        following = source.follow(feed.on_changes)
+        feed = _Feed(observer, delivery, max_pending, transform, owned=owned)
+        following = source.follow(feed.on_changes, feed.close)
         feed.remove_listener = following.stop
         start = following.position if after is None else after
         if start > following.position:
@@ -281,6 +320,15 @@ def _isolated(source: Observable[Any]) -> Observable[Any]:
     return reactivex.create(subscribe)
 
 
+class StreamOptions(TypedDict, total=False):
+    """How a change stream is delivered (``list_changes``, ``notifications``; see ``list_changes``)."""
+
+    coalesce: float | None
+    scheduler: abc.SchedulerBase | None
+    loop: asyncio.AbstractEventLoop | None
+    max_pending: int
+
+
 def list_changes(
     source: ChangeSource,
     after: int | None = None,
@@ -314,10 +362,13 @@ def list_changes(
         elif loop is not None:
             delivery = AsyncIOThreadSafeScheduler(loop)
         else:
-            delivery = EventLoopScheduler(exit_if_empty=True)
+            # A thread of its own for the subscription's life (disposed when it ends): starting one per burst
+            # cost more than the delivery itself (measured: a fan-out to 100 subscribers took twice the CPU).
+            delivery = EventLoopScheduler(_delivery_thread, exit_if_empty=False)
+        owned = scheduler is None and loop is None
         if coalesce is None:  # the common path: each change's diff made once, handed straight to the observer
-            return _raw_changes(source, after, delivery, max_pending, to_item)
-        stream = _raw_changes(source, after, delivery, max_pending)
+            return _raw_changes(source, after, delivery, max_pending, to_item, owned=owned)
+        stream = _raw_changes(source, after, delivery, max_pending, owned=owned)
         if coalesce is not None:
             window = coalesce
             stream = stream.pipe(
@@ -336,13 +387,7 @@ def list_changes(
 
 
 def notifications(
-    source: ChangeSource,
-    after: int | None = None,
-    *,
-    coalesce: float | None = None,
-    scheduler: abc.SchedulerBase | None = None,
-    loop: asyncio.AbstractEventLoop | None = None,
-    max_pending: int = 1_000_000,
+    source: ChangeSource, after: int | None = None, **options: Unpack[StreamOptions]
 ) -> Observable[SessionNotification]:
     """Only the ACP ``session/update`` notifications (the ``Updated`` items), ready for the wire."""
 
@@ -353,14 +398,7 @@ def notifications(
         assert isinstance(item, Updated)
         return item.notification
 
-    items = list_changes(
-        source,
-        after,
-        coalesce=coalesce,
-        scheduler=scheduler,
-        loop=loop,
-        max_pending=max_pending,
-        include_archived=True,  # a client holding the session hears of its archive in ``_meta``
-    )
+    # A client holding the session hears of its archive in ``_meta``.
+    items = list_changes(source, after, include_archived=True, **options)
     updates: Observable[ListChange] = items.pipe(ops.filter(only_updates))
     return updates.pipe(ops.map(notification))

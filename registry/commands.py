@@ -15,17 +15,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from events.model import (
-    Event,
-    ForkRef,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
+import events
 from events.store import check_session_id as store_check_session_id
 from registry.errors import InvalidParams
 from registry.limits import (
@@ -141,11 +131,11 @@ def list_filter(cwd: str | None = None, archived: object = None, agent: object =
     return ListFilter(cwd, archived, check_agent(agent))
 
 
-def archive_change(state: SessionState, archived: bool) -> Event | None:
+def archive_change(state: SessionState, archived: bool) -> events.Event | None:
     """The event that archives (or unarchives) ``state``; None when it already is (both are idempotent)."""
     if state.archived is archived:
         return None
-    return SessionArchived() if archived else SessionUnarchived()
+    return events.SessionArchived() if archived else events.SessionUnarchived()
 
 
 def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
@@ -167,8 +157,8 @@ def prompt_title(prompt: object) -> str | None:
     return one_line(prompt, PROMPT_TITLE_LENGTH)
 
 
-def check_source(source: object) -> TitleSource:
-    if not isinstance(source, TitleSource):
+def check_source(source: object) -> events.TitleSource:
+    if not isinstance(source, events.TitleSource):
         raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}")
     return source
 
@@ -243,15 +233,15 @@ def creation(
     at: object,
     additional_directories: object = (),
     title: object = None,
-    title_source: object = TitleSource.USER,
+    title_source: object = events.TitleSource.USER,
     meta: object = None,
     resolve_symlinks: bool = False,
     agent: object = None,
-    parent: ForkRef | None = None,
-) -> SessionCreated:
+    parent: events.ForkRef | None = None,
+) -> events.SessionCreated:
     """The ``SessionCreated`` a create command becomes, every field checked (``parent`` is checked against the
     log by the caller)."""
-    return SessionCreated(
+    return events.SessionCreated(
         cwd=normalise_cwd(cwd, field="cwd", resolve_symlinks=resolve_symlinks),
         at=check_time(at, "at"),
         additional_directories=check_directories(additional_directories, resolve_symlinks=resolve_symlinks),
@@ -267,10 +257,10 @@ def info_change(
     state: SessionState,
     *,
     title: str | UnsetType | None = UNSET,
-    title_source: TitleSource = TitleSource.USER,
+    title_source: events.TitleSource = events.TitleSource.USER,
     updated_at: int | UnsetType | None = UNSET,
     meta: dict[str, Any] | UnsetType | None = UNSET,
-) -> SessionInfoChanged | None:
+) -> events.SessionInfoChanged | None:
     """The event that takes ``state`` to what was asked, or None when nothing would change.
 
     Arguments are already checked. A generated title that the fold would drop (``title_replaces``) is left out
@@ -290,13 +280,13 @@ def info_change(
         change["updated_at"] = updated_at
     if meta is not UNSET and meta != state.meta:
         change["meta"] = meta
-    return SessionInfoChanged(**change) if change else None
+    return events.SessionInfoChanged(**change) if change else None
 
 
-def check_event(event: Event, field: str = "event") -> Event:
+def check_event(event: events.Event, field: str = "event") -> events.Event:
     """A stored-form event as a write path would have made it (``acp-registry import`` of a file, whose events are
     appended as they are): every field within the same rules and limits, the cwd in its canonical form."""
-    if isinstance(event, SessionCreated):
+    if isinstance(event, events.SessionCreated):
         if normalise_cwd(event.cwd, field=f"{field}.cwd") != event.cwd:
             raise InvalidParams(f"{field}.cwd is not in canonical form ({event.cwd!r})")
         check_time(event.at, f"{field}.at")
@@ -312,18 +302,18 @@ def check_event(event: Event, field: str = "event") -> Event:
             check_session_id(event.parent.session_id, f"{field}.parent.session_id")
             if isinstance(event.parent.position, bool) or not 0 < event.parent.position < 1 << 63:
                 raise InvalidParams(f"{field}.parent.position must be a log position (a positive int)")
-    elif isinstance(event, SessionUpdated):
+    elif isinstance(event, events.SessionUpdated):
         check_time(event.at, f"{field}.at")
         check_messages(event.messages)
         check_payload(event.payload)
-    elif isinstance(event, SessionInfoChanged):
+    elif isinstance(event, events.SessionInfoChanged):
         if isinstance(event.title, str):
             check_title(event.title, f"{field}.title")
         if isinstance(event.updated_at, int):
             check_time(event.updated_at, f"{field}.updated_at")
         if event.meta is not UNSET:
             check_meta(event.meta, f"{field}._meta")
-    elif isinstance(event, SessionDeleted) and event.reason is not None:
+    elif isinstance(event, events.SessionDeleted) and event.reason is not None:
         check_title(event.reason, f"{field}.reason")
     return event
 

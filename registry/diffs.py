@@ -13,12 +13,15 @@ stream machinery; ``registry.changes`` builds the live stream on it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from registry.model import SHOWN_IN_META, SessionInfo, SessionState, format_time, session_info, visible_meta
+
+if TYPE_CHECKING:
+    from registry.projection import Change
 
 __all__ = [
     "Added",
@@ -30,6 +33,7 @@ __all__ = [
     "diff",
     "encode_session_update",
     "meta_changed",
+    "shown",
 ]
 
 
@@ -87,6 +91,25 @@ def encode_session_update(notification: SessionNotification) -> bytes:
 def meta_changed(before: SessionState, after: SessionState) -> bool:
     """Whether the ``_meta`` a client sees differs between two states of a session."""
     return before.meta != after.meta or any(field.shown(before) != field.shown(after) for field in SHOWN_IN_META)
+
+
+def shown(change: Change, *, additional_directories: bool = True, include_archived: bool = False) -> ListChange | None:
+    """``diff`` of a fold's change as seen with these options, made once per view however many listeners
+    (serve's agent, each stream subscriber) receive this very change object: kept on ``change.shown``."""
+    view = (additional_directories, include_archived)
+    made: dict[tuple[bool, bool], ListChange | None] | None = change.shown
+    if made is None:
+        made = change.shown = {}
+    elif view in made:
+        return made[view]
+    item = made[view] = diff(
+        change.position,
+        change.before,
+        change.after,
+        additional_directories=additional_directories,
+        include_archived=include_archived,
+    )
+    return item
 
 
 def diff(

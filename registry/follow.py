@@ -7,13 +7,15 @@ event onto the session's previous state, which it remembers for recently touched
 the read model for ("the session as of the position I have folded to"), or, past the read model's window, folds
 from the session's own stream. It runs only while someone listens.
 
-Writers never call listeners: a write only rings the doorbell, and the follower's thread fans the change out,
-spacing its fan-outs by the number of listeners (a burst of writes reaches each subscriber in a few batches).
-A writer's cost does not grow with the number of subscribers, but folding and delivering each change shares
-the process with the writer (measured, idle 2-core machine: about 2x a back-to-back write's cost with 1 to 100
-subscribers against none; ``benchmarks/change_stream.py``). Its thread is joined
-when the last listener leaves and on ``close``, outside its lock. With ``live=False`` (deterministic tests and
-benchmarks) there is no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
+Writers never call listeners and never wait for the follower: a write only rings the doorbell. The follower's
+thread wakes at the first write of a burst, then sleeps until the writes pause (``SETTLE_QUIET``, 2 ms, looking
+only at the store's change token) or ``SETTLE_LIMIT`` (100 ms) passed, and folds and fans out what came in one
+batch: a burst costs its writer no fold, no fan-out and no subscriber wake-up per write, however many listen.
+A write that stands alone reaches listeners ~2 ms after its commit. Under writes without a pause, folding and
+delivering every change still shares the interpreter (and its GIL) with the writer (``benchmarks/change_stream.py``,
+the writer rows). Its thread is joined when the last listener leaves and on ``close``, outside its lock; listeners
+registered with ``on_close`` hear of the close. With ``live=False`` (deterministic tests and benchmarks) there is
+no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
 """
 
 from __future__ import annotations
@@ -42,12 +44,11 @@ Listener = Callable[[Sequence[Change]], None]
 be quick and must not raise: queue the changes and deliver them elsewhere (``registry.changes`` does)."""
 
 _REMEMBERED: Final = 50_000  # sessions whose last state the follower keeps (the rest it looks up)
-FAN_OUT_PER_LISTENER: Final = 0.0005
-"""Seconds between two fan-outs of the follower's thread, per listener (changes of a burst are batched): each
-fan-out wakes every subscriber's delivery, so spacing them by the number of subscribers bounds how often they
-all wake (not the work they do per change)."""
-MAX_FAN_OUT_INTERVAL: Final = 0.05
-"""The longest a change waits for its fan-out (at 100 subscribers and more)."""
+SETTLE_QUIET: Final = 0.002
+"""Seconds without an append after which the follower folds what came: a change reaches the subscribers this
+long after its write when it stands alone."""
+SETTLE_LIMIT: Final = 0.1
+"""The longest a change waits for its fold while appends go on without a pause."""
 JOIN_TIMEOUT: Final = 5.0
 """Seconds a stop waits for the follower's thread to end."""
 
@@ -89,6 +90,7 @@ class Follower:
         self._lock = threading.RLock()
         self._folded = threading.Condition(self._lock)
         self._listeners: list[Listener] = []
+        self._on_close: dict[Listener, Callable[[], None]] = {}
         self._states: OrderedDict[str, SessionState | None] = OrderedDict()
         self._position = 0
         self._subscription: Subscription | None = None
@@ -99,18 +101,24 @@ class Follower:
     def position(self) -> int:
         return self._position
 
-    def add(self, listener: Listener) -> Following:
-        """Register ``listener`` atomically at the position folded so far (the log's head when none listened)."""
+    def add(self, listener: Listener, on_close: Callable[[], None] | None = None) -> Following:
+        """Register ``listener`` atomically at the position folded so far (the log's head when none listened);
+        ``on_close`` is called once if the follower closes (its registry closed) while ``listener`` is there."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the change follower is closed")
             if not self._listeners:
                 self._start()
             self._listeners.append(listener)
+            if on_close is not None:
+                self._on_close[listener] = on_close
             return Following(self, listener, self._position)
 
     def remove(self, listener: Listener) -> None:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+            self._on_close.pop(listener, None)
             thread = self._stop() if not self._listeners else None
         _join(thread)  # outside the lock: the thread may be waiting for it
 
@@ -137,8 +145,14 @@ class Follower:
         with self._lock:
             self._closed = True
             self._listeners.clear()
+            closers, self._on_close = list(self._on_close.values()), {}
             thread = self._stop()
         _join(thread)
+        for on_close in closers:  # outside the lock, once the thread has stopped folding
+            try:
+                on_close()
+            except Exception:
+                log.exception("a change listener failed when told that the follower closed")
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -151,6 +165,8 @@ class Follower:
         """Fold everything the log holds now, in the caller's thread: what ``live=False`` relies on after each
         write, and what ``always`` does in either mode (``sync()``: the changes are queued before it returns;
         the thread skips what was folded here). Returns the position."""
+        if self._live and not always:
+            return self._position  # the thread folds: a writer never waits here for a fan-out under way
         with self._lock:
             if self._listeners and (always or not self._live):
                 head = self._store.head()
@@ -159,20 +175,14 @@ class Follower:
             return self._position
 
     def _run(self, subscription: Subscription) -> None:
-        last = 0.0
         while not subscription.closed:
             try:
                 records = subscription.poll(timeout=1.0)
                 if records and self._listeners:
-                    # A burst of writes is fanned out in a few batches, not one per write: every fan-out wakes
-                    # each subscriber's delivery thread, which would otherwise compete with the writer per write.
-                    pause = (
-                        last + min(MAX_FAN_OUT_INTERVAL, len(self._listeners) * FAN_OUT_PER_LISTENER) - time.monotonic()
-                    )
-                    if pause > 0:
-                        time.sleep(pause)
-                        records = records + subscription.poll(timeout=0)
-                    last = time.monotonic()
+                    # Fold once the writes pause (or SETTLE_LIMIT after the first): a burst costs its writer no
+                    # fold, no fan-out and no subscriber wake-up per write, whatever the number of listeners.
+                    subscription.settle(SETTLE_QUIET, SETTLE_LIMIT)
+                    records = records + subscription.poll(timeout=0)
                 if records and self._acquire(subscription):
                     try:
                         if subscription is self._subscription:
@@ -203,13 +213,25 @@ class Follower:
 
     def wait(self, position: int, timeout: float | None = None) -> bool:
         """Block until every change up to ``position`` has reached the listeners (True), or ``timeout`` passed.
-        Without listeners there is nothing to wait for."""
-        with self._lock:
+        Without listeners there is nothing to wait for. Someone waits: what the thread has not folded yet (it
+        may be waiting for a burst to pause) is folded now, in the caller's thread."""
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
             if not self._listeners or not self._live:
                 return True
+            if self._position < position and self._subscription is not None:
+                try:
+                    head = self._store.head()
+                    if head > self._position:
+                        self._fold(list(self._store.scan(self._position, until=head)))
+                except StoreError as exc:  # the thread retries; wait for it
+                    log.debug("could not fold up to %s here: %s", position, exc)
             return self._folded.wait_for(
                 lambda: self._position >= position or not self._listeners or self._subscription is None, timeout
             )
+        finally:
+            self._lock.release()
 
     def _fold_slice(self, entries: Sequence[Entry], changes: list[Change]) -> None:
         start = self._position

@@ -25,31 +25,21 @@ from msgspec import UNSET
 from msgspec.structs import replace
 from sortedcontainers import SortedList
 
-from events.model import (
-    LogEntry,
-    RecordedEvent,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
+import events
 from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
 
 __all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
 SortKey = tuple[int, str]
-Entry = RecordedEvent | LogEntry
+Entry = events.RecordedEvent | events.LogEntry
 """What a fold reads of a stored event: a whole record, or the lean read path's entry (same attributes)."""
 
 
 class Change(msgspec.Struct, gc=False):
     """What one applied event did to a session: ``before`` is None for a creation.
 
-    ``shown`` is where the change stream keeps the client's view of it (its diff), made once however many
-    subscribers receive this very object.
+    ``shown`` is where ``registry.diffs.shown`` keeps the clients' views of it (a diff per view), made once
+    however many listeners receive this very object.
     """
 
     position: int
@@ -76,7 +66,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     session's version and position, which must follow its stream.
     """
     event = record.event
-    if isinstance(event, SessionCreated):
+    if isinstance(event, events.SessionCreated):
         if state is not None:
             return None
         return SessionState(
@@ -84,7 +74,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             sys.intern(event.cwd),  # a handful of cwds shared by many sessions: keep one string each
             event.additional_directories,
             event.title,
-            (event.title_source or TitleSource.AGENT) if event.title is not None else None,
+            (event.title_source or events.TitleSource.AGENT) if event.title is not None else None,
             event.at,
             event.meta,
             0,
@@ -96,7 +86,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         )
     if state is None or state.deleted:
         return None
-    if isinstance(event, SessionUpdated):
+    if isinstance(event, events.SessionUpdated):
         return replace(
             state,
             updated_at=event.at,
@@ -104,12 +94,12 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             version=record.version,
             position=record.position,
         )
-    if isinstance(event, SessionInfoChanged):
+    if isinstance(event, events.SessionInfoChanged):
         title, title_source = state.title, state.title_source
         if event.title is None:
             title, title_source = None, None
         elif event.title is not UNSET:
-            source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
+            source = events.TitleSource.AGENT if event.title_source is UNSET else event.title_source
             if title_replaces(state.title_source, source):
                 title, title_source = event.title, source
         return replace(
@@ -121,11 +111,11 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             version=record.version,
             position=record.position,
         )
-    if isinstance(event, SessionArchived | SessionUnarchived):
+    if isinstance(event, events.SessionArchived | events.SessionUnarchived):
         return replace(
-            state, archived=isinstance(event, SessionArchived), version=record.version, position=record.position
+            state, archived=isinstance(event, events.SessionArchived), version=record.version, position=record.position
         )
-    assert isinstance(event, SessionDeleted)
+    assert isinstance(event, events.SessionDeleted)
     return replace(state, deleted=True, version=record.version, position=record.position)
 
 

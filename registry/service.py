@@ -15,8 +15,8 @@ history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``se
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
 from msgspec import UNSET, UnsetType
 
@@ -53,14 +53,24 @@ from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
-    import asyncio
-
     from reactivex import Observable
-    from reactivex.abc import SchedulerBase
 
+    from registry.changes import StreamOptions
     from registry.diffs import ListChange, SessionNotification
 
-__all__ = ["SessionRegistry"]
+__all__ = ["RegistryOptions", "SessionRegistry"]
+
+
+class RegistryOptions(TypedDict, total=False):
+    """The keywords a ``SessionRegistry`` is made with, as ``open`` passes them on (defaults: ``__init__``)."""
+
+    page_size: int
+    window: int
+    resolve_symlinks: bool
+    additional_directories: bool
+    read_model: str | None
+    follow: bool
+    clock: Clock | None
 
 
 class SessionRegistry:
@@ -103,35 +113,13 @@ class SessionRegistry:
         self._closed = False
 
     @classmethod
-    def open(
-        cls,
-        url: str,
-        *,
-        page_size: int = 50,
-        window: int = DEFAULT_WINDOW,
-        resolve_symlinks: bool = False,
-        additional_directories: bool = True,
-        read_model: str | None = None,
-        follow: bool = True,
-        clock: Clock | None = None,
-        create: bool = True,
-    ) -> SessionRegistry:
+    def open(cls, url: str, *, create: bool = True, **options: Unpack[RegistryOptions]) -> SessionRegistry:
         """Open a registry on the store a URL names (``memory://``, ``sqlite:///abs/path.db``,
         ``postgresql://...``); it closes the store when it closes. ``create=False`` refuses to make a new store
         (a missing file or schema, an empty file: ``StoreError`` / ``StoreFormatError``)."""
-        store = open_store(url, clock=clock, create=create)
+        store = open_store(url, clock=options.get("clock"), create=create)
         try:
-            return cls(
-                store,
-                page_size=page_size,
-                window=window,
-                resolve_symlinks=resolve_symlinks,
-                additional_directories=additional_directories,
-                read_model=read_model,
-                follow=follow,
-                clock=clock,
-                owns_store=True,
-            )
+            return cls(store, owns_store=True, **options)
         except BaseException:
             store.close()
             raise
@@ -368,13 +356,14 @@ class SessionRegistry:
 
     # -- changes ----------------------------------------------------------------------------------------
 
-    def follow(self, listener: Listener) -> Following:
+    def follow(self, listener: Listener, on_close: Callable[[], None] | None = None) -> Following:
         """Start following changes atomically: ``listener`` gets every change after the returned handle's
         ``position``, in log order, from the follower's thread; ``state_at`` tells what came before; ``stop()``
-        ends it. ``list_changes`` / ``changes`` build the reactivex stream on this."""
+        ends it; ``on_close`` is called if the registry closes first. ``list_changes`` / ``changes`` build the
+        reactivex stream on this (it completes when the registry closes)."""
         if self._closed:
             raise RuntimeError("the registry is closed")
-        return self._follower.add(listener)
+        return self._follower.add(listener, on_close)
 
     def wait_for_changes(self, position: int | None = None, *, timeout: float | None = None) -> bool:
         """Block until the changes up to ``position`` (default: everything this registry has answered from) have
@@ -384,14 +373,7 @@ class SessionRegistry:
         return self._follower.wait(self.position if position is None else position, timeout)
 
     def list_changes(
-        self,
-        after: int | None = None,
-        *,
-        coalesce: float | None = None,
-        scheduler: SchedulerBase | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        max_pending: int = 1_000_000,
-        include_archived: bool = False,
+        self, after: int | None = None, *, include_archived: bool = False, **options: Unpack[StreamOptions]
     ) -> Observable[ListChange]:
         """``Added`` / ``Updated`` / ``Removed`` after log position ``after`` (default: now), then live.
 
@@ -404,29 +386,13 @@ class SessionRegistry:
         """
         from registry.changes import list_changes  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return list_changes(
-            self,
-            after,
-            coalesce=coalesce,
-            scheduler=scheduler,
-            loop=loop,
-            max_pending=max_pending,
-            include_archived=include_archived,
-        )
+        return list_changes(self, after, include_archived=include_archived, **options)
 
-    def changes(
-        self,
-        after: int | None = None,
-        *,
-        coalesce: float | None = None,
-        scheduler: SchedulerBase | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        max_pending: int = 1_000_000,
-    ) -> Observable[SessionNotification]:
+    def changes(self, after: int | None = None, **options: Unpack[StreamOptions]) -> Observable[SessionNotification]:
         """The ACP ``session/update`` notifications (minimal ``session_info_update`` diffs, explicit nulls)."""
         from registry.changes import notifications  # noqa: PLC0415 - keeps reactivex out of `import registry`
 
-        return notifications(self, after, coalesce=coalesce, scheduler=scheduler, loop=loop, max_pending=max_pending)
+        return notifications(self, after, **options)
 
     # -- closing ----------------------------------------------------------------------------------------
 

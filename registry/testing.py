@@ -26,7 +26,7 @@ from events.testing import fake_clock
 from events.urls import open_store
 from registry.backend import Backend, backend_for
 from registry.evidence import log_shorter
-from registry.model import ListFilter, sort_key
+from registry.model import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel, open_read_model
 
@@ -43,14 +43,11 @@ def reference_fold(store: EventStore, until: int | None = None) -> Projection:
 
 def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -> list[str]:
     """Every session id of the list as of ``as_of``, read page by page as ``session/list`` reads it."""
-    ids: list[str] = []
-    after = None
-    while True:
-        page = model.page(as_of=as_of, after=after, where=ListFilter(cwd), limit=limit)
-        ids.extend(state.session_id for state in page.states)
-        if not page.more:
-            return ids
-        after = sort_key(page.states[-1])
+    return [
+        state.session_id
+        for page in model.pages(as_of=as_of, where=ListFilter(cwd), limit=limit)
+        for state in page.states
+    ]
 
 
 def _fill(store: EventStore, sessions: int = 12) -> None:
@@ -97,18 +94,14 @@ class ReadModelContract:
     # -- the read model -----------------------------------------------------------------------------
 
     def test_an_empty_log_has_an_empty_read_model(self, store: EventStore, backend: Backend) -> None:
-        model = self.open_model(store)
-        try:
+        with self.open_model(store) as model:
             assert model.position == 0 and model.count() == 0 and list(model.states()) == []
             assert walk(model, 0) == []
             assert model.kind == ("tables" if self.tables else "memory")
-        finally:
-            model.close()
 
     def test_every_answer_equals_the_fold_of_the_log(self, store: EventStore) -> None:
         _fill(store)
-        model = self.open_model(store)
-        try:
+        with self.open_model(store) as model:
             reference = reference_fold(store)
             assert model.catch_up() == store.head() == model.position
             assert {s.session_id: s for s in model.states()} == reference.states()
@@ -120,13 +113,10 @@ class ReadModelContract:
             for session_id, state in reference.states().items():
                 assert model.get(session_id) == state
             assert model.get("nobody") is None
-        finally:
-            model.close()
 
     def test_the_list_as_of_an_earlier_position_is_exact_within_the_window(self, store: EventStore) -> None:
         _fill(store, 8)
-        model = self.open_model(store)  # built first, then changed: the versions replaced since are kept
-        try:
+        with self.open_model(store) as model:  # built first, then changed: the versions replaced since are kept
             built = store.head()
             _fill_more(store)
             model.catch_up()
@@ -136,19 +126,14 @@ class ReadModelContract:
                 assert walk(model, position) == [s.session_id for s in then.sessions()], position
                 for session_id, state in then.states().items():
                     assert model.state_at(session_id, position) == state, (session_id, position)
-        finally:
-            model.close()
 
     def test_a_rebuild_gives_the_same_answers(self, store: EventStore) -> None:
         _fill(store)
-        model = self.open_model(store)
-        try:
+        with self.open_model(store) as model:
             before = {s.session_id: s for s in model.states()}
             assert model.rebuild() == store.head()
             assert {s.session_id: s for s in model.states()} == before
             assert walk(model, model.position) == [s.session_id for s in reference_fold(store).sessions()]
-        finally:
-            model.close()
 
     def test_a_second_read_model_sees_the_first_ones_writes(self, store_url: str, store: EventStore) -> None:
         _fill(store, 4)
@@ -166,11 +151,8 @@ class ReadModelContract:
             first.close()
 
     def test_fresh_tables_have_the_declared_schema(self, store: EventStore) -> None:
-        model = self.open_model(store)
-        try:
+        with self.open_model(store) as model:
             assert model.schema_problems() == ([] if self.tables else None)
-        finally:
-            model.close()
 
     @pytest.mark.parametrize(
         ("damage", "found"),
@@ -188,16 +170,13 @@ class ReadModelContract:
         _fill(store, 6)
         self.open_model(store).close()
         self.tamper(store, damage)
-        model = self.open_model(store)
-        try:
+        with self.open_model(store) as model:
             assert model.schema_problems() == []
             reference = reference_fold(store)
             assert {s.session_id: s for s in model.states()} == reference.states()
             assert walk(model, model.position, "/work/1") == [
                 s.session_id for s in reference.sessions() if s.cwd == "/work/1"
             ]
-        finally:
-            model.close()
         self.tamper(store, damage)
         from registry.backend import backend_for  # noqa: PLC0415
 

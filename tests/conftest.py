@@ -18,6 +18,20 @@ if os.environ.get("PYTEST_XDIST_WORKER") and (os.environ.get("COLUMNS"), os.envi
 POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 _START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 
+try:
+    import psycopg as _psycopg  # noqa: F401 - only whether it is there
+except ModuleNotFoundError as _missing:  # pragma: no cover - the dev extras install psycopg
+    if os.environ.get("CI") == "true":
+        raise
+    _NO_PSYCOPG: str | None = f"psycopg is not installed ({_missing}): pip install -e '.[dev]'"
+    collect_ignore_glob = ["test_postgres_*.py"]  # they import psycopg at the top; the other modules skip its cases
+else:
+    _NO_PSYCOPG = None
+
+
+def pytest_report_header() -> list[str]:
+    return [] if _NO_PSYCOPG is None else [f"{_NO_PSYCOPG}: tests/test_postgres_*.py not collected"]
+
 
 def _reachable() -> str | None:
     """None when the server answers, else why not."""

@@ -20,7 +20,7 @@ from reactivex.testing import TestScheduler
 
 from events import MemoryStore, SessionCreated, SessionUpdated, TitleSource
 from events.model import Event
-from registry import SessionRegistry
+from registry import SessionRegistry, follow
 from registry.changes import (
     Added,
     ListChange,
@@ -371,3 +371,41 @@ def test_unsubscribing_while_the_follower_waits_to_fold_does_not_stall(tmp_path:
             stopped = time.monotonic() - start
         assert stopped < 2.0, f"stopping the follower took {stopped:.1f} s"
         assert registry.state("elsewhere") is not None  # the append itself is not lost: list still has it
+
+
+def test_a_burst_of_writes_reaches_listeners_in_a_few_batches_not_one_per_write(tmp_path: Path) -> None:
+    """The follower folds once the writes pause (or after ``SETTLE_LIMIT``): a burst costs its writer no fold,
+    fan-out or subscriber wake-up per write."""
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db?synchronous=off") as registry:
+        registry.create("/w", session_id="a")
+        batches: list[int] = []
+        following = registry.follow(lambda changes: batches.append(len(changes)))
+        try:
+            for n in range(300):
+                registry.change_info("a", title=f"title {n}")
+            assert registry.wait_for_changes(timeout=10)
+        finally:
+            following.stop()
+    assert sum(batches) == 300
+    assert len(batches) <= 60, batches  # one per write before (or one per 0.5 ms)
+
+
+def test_a_waiter_does_not_wait_for_the_burst_to_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` waits for the follower before it answers (a turn's title update goes first): whatever the
+    follower's thread is waiting for, the waiter folds what is there now."""
+    monkeypatch.setattr(follow, "SETTLE_QUIET", 5.0)
+    monkeypatch.setattr(follow, "SETTLE_LIMIT", 5.0)
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
+        registry.create("/w", session_id="a")
+        seen: list[str | None] = []
+        following = registry.follow(lambda changes: seen.extend(change.after.title for change in changes))
+        try:
+            registry.change_info("a", title="one")
+            time.sleep(0.05)  # the follower's thread is now settling (5 s)
+            registry.change_info("a", title="two")
+            started = time.monotonic()
+            assert registry.wait_for_changes(timeout=2)
+            assert seen == ["one", "two"]
+            assert time.monotonic() - started < 2
+        finally:
+            following.stop()

@@ -199,9 +199,10 @@ def test_verify_names_every_edit_of_the_derived_tables_and_rebuild_mends_it(
             model.close()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``acp-registry ARGS`` in a process of its own; the test reads its exit code (``check=False``)."""
     return subprocess.run(
-        [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -216,22 +217,22 @@ def test_a_log_cut_short_is_recorded_before_the_read_model_forgets_it(tmp_path: 
     with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("DELETE FROM events WHERE position > 3")
         db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
-    listed = _cli("--store", url, "list", "--json")
+    listed = cli("--store", url, "list", "--json")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
     assert "integrity: " in listed.stderr and "position 5" in listed.stderr and "recorded in the store" in listed.stderr
     assert [s["sessionId"] for s in json.loads(listed.stdout)["sessions"]] == ["s2", "s1", "s0"]
     for _ in range(2):  # every later verify says so, though the read model was rebuilt meanwhile
-        verified = _cli("--store", url, "verify", "--json")
+        verified = cli("--store", url, "verify", "--json")
         assert verified.returncode == 1
         (problem,) = json.loads(verified.stdout)["problems"]
         assert problem["position"] == 5 and "integrity" in problem["problem"]
-    stats = _cli("--store", url, "stats", "--json")
+    stats = cli("--store", url, "stats", "--json")
     (event,) = json.loads(stats.stdout)["integrityEvents"]
     assert (event["seenBy"], event["position"], event["head"]) == ("read model", 5, 3)
-    acknowledged = _cli("--store", url, "verify", "--acknowledge")
+    acknowledged = cli("--store", url, "verify", "--acknowledge")
     assert acknowledged.returncode == 0 and "acknowledged 1 integrity event" in acknowledged.stderr
-    assert _cli("--store", url, "verify").returncode == 0
-    assert json.loads(_cli("--store", url, "stats", "--json").stdout)["integrityEvents"] == []
+    assert cli("--store", url, "verify").returncode == 0
+    assert json.loads(cli("--store", url, "stats", "--json").stdout)["integrityEvents"] == []
 
 
 def test_a_registry_that_is_serving_records_a_cut_log_before_rebuilding(tmp_path: Path) -> None:
@@ -258,10 +259,10 @@ def test_rebuild_works_from_any_state_of_the_tables_and_says_what_it_replaced(
         _fill(registry)
     if damage is not None:
         tamper(url, damage)
-    done = _cli("--store", url, "rebuild")
+    done = cli("--store", url, "rebuild")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     said = " ".join(done.stdout.split())
     assert "it replaced tables at" in said
     if damage is not None:
         assert "schema was not this version's" in said
-    assert _cli("--store", url, "verify").returncode == 0
+    assert cli("--store", url, "verify").returncode == 0

@@ -20,6 +20,7 @@ import zstandard
 from events.errors import StoreError
 from registry import SessionRegistry
 from registry.importers.lines import TailRead, compressed_lines, open_regular
+from tests.test_derived_faults import cli
 
 
 def _kinds(tmp_path: Path) -> dict[str, Path]:
@@ -108,22 +109,10 @@ def test_snapshots_that_are_not_files_are_ignored_without_blocking(tmp_path: Pat
     (folder / f"{1:020d}.snap").symlink_to("/dev/zero")
     url = f"sqlite://{path}"
     for command in (["replay", "--at", "3"], ["verify"], ["stats"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "registry.cli", "--store", url, *command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = cli("--store", url, *command)
         assert "Traceback" not in done.stderr, (command, done.stderr)
         assert done.returncode in (0, 1), (command, done.stderr)
-    verified = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "--store", url, "verify"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    verified = cli("--store", url, "verify")
     assert "not a regular file" in verified.stdout and "symlink" in verified.stdout
 
 
@@ -193,22 +182,11 @@ def test_a_full_disk_serves_an_old_store_read_only_from_the_fold(tmp_path: Path)
                 filler.flush()
         url = f"sqlite://{disk}/old.db"
         for command in (["list", "--json"], ["verify"], ["stats"]):
-            done = subprocess.run(
-                [sys.executable, "-m", "registry.cli", "--store", url, *command],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            done = cli("--store", url, *command, timeout=120)
             assert done.returncode == 0, (command, done.stderr)
             assert "Traceback" not in done.stderr and "in memory" in done.stderr, (command, done.stderr)
-        listed = subprocess.run(
-            [sys.executable, "-m", "registry.cli", "--store", url, "list", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
+        listed = cli("--store", url, "list", "--json", timeout=120)
+        assert listed.returncode == 0, listed.stderr
         assert json.loads(listed.stdout)["sessions"][0]["sessionId"] == "s1999"
     finally:
         subprocess.run(["umount", str(disk)], check=False)

@@ -207,80 +207,70 @@ def test_damage_to_anything_derived_never_gives_a_wrong_answer_a_hang_or_a_lost_
     files: list[tuple[str, str]],
     target: int,
 ) -> None:
-    with tempfile.TemporaryDirectory(prefix="fault-") as tmp:
-        _case(Path(tmp) / "log.db", history, seen_when_read, seen_by_verify, files, target)
-
-
-def _case(
-    path: Path,
-    history: list[tuple[str, int]],
-    seen_when_read: list[tuple[str, str]],
-    seen_by_verify: list[tuple[str, str]],
-    files: list[tuple[str, str]],
-    target: int,
-) -> None:
-    url = f"sqlite://{path}"
     FOUND.cases += 1
+    with tempfile.TemporaryDirectory(prefix="fault-") as tmp:
+        path = Path(tmp) / "log.db"
+        url = f"sqlite://{path}"
 
-    def case() -> None:
-        with SessionRegistry.open(url, follow=False, page_size=2, window=1_000) as registry:
-            made = _build(registry, history)
-            with open_store(url) as store:
-                projection_at(store, store.head(), every=3)  # kept snapshots, to be damaged too
-            acknowledged = [(r.position, r.event_id) for r in registry.store.read()]
-        sid = f"s{target}" if f"s{target}" in made else (made[0] if made else "none")
-        for _name, statement in seen_by_verify:
-            _tamper(path, statement.format(sid=sid))
-        if seen_by_verify:  # verify finds it (before anything reads the tables) and rebuild mends it
-            with open_store(url) as store:
+        def case() -> None:
+            with SessionRegistry.open(url, follow=False, page_size=2, window=1_000) as registry:
+                made = _build(registry, history)
+                with open_store(url) as store:
+                    projection_at(store, store.head(), every=3)  # kept snapshots, to be damaged too
+                acknowledged = [(r.position, r.event_id) for r in registry.store.read()]
+            sid = f"s{target}" if f"s{target}" in made else (made[0] if made else "none")
+            for _name, statement in seen_by_verify:
+                _tamper(path, statement.format(sid=sid))
+            if seen_by_verify:  # verify finds it (before anything reads the tables) and rebuild mends it
+                with open_store(url) as store:
+                    model = open_read_model(store, catch_up=False, window=1_000)
+                    try:
+                        found = check_read_model(store, model).mismatches
+                        if found:
+                            FOUND.verify_found += 1
+                        model.rebuild()
+                        assert check_read_model(store, model).mismatches == []
+                    finally:
+                        model.close()
+            for _name, statement in seen_when_read:
+                _tamper(path, statement.format(sid=sid))
+            for place, kind in files:
+                store_folder = Path(f"{path}.snapshots")
+                if place == "a kept snapshot":
+                    if store_folder.is_dir() and not store_folder.is_symlink():
+                        kept = sorted(store_folder.glob("*.snap"))
+                        _plant(kept[-1] if kept else store_folder / f"{1:020d}.snap", kind)
+                elif place == "the snapshot folder":
+                    _plant(store_folder, kind)
+                else:
+                    _plant(Path(f"{path}.import-state"), kind)
+            with SessionRegistry.open(url, follow=False, page_size=2, window=1_000) as registry:
+                _answers_the_fold(registry)
+                head = registry.store.head()
+                made_now = registry.create("/work/9", session_id="new", title="new")  # each answers success, once
+                assert made_now.session_id == "new"
+                registry.record_activity("new", messages=1)
+                registry.delete("new")
+                assert registry.store.head() == head + 3
+                assert [r.event.__class__.__name__ for r in registry.store.read_stream("new")] == [
+                    "SessionCreated",
+                    "SessionUpdated",
+                    "SessionDeleted",
+                ]
+                _answers_the_fold(registry)
+                stored = {(r.position, r.event_id) for r in registry.store.read()}
+                assert set(acknowledged) <= stored  # nothing acknowledged is lost
+                for position in (0, head // 2, head):  # time travel past whatever the snapshots became
+                    travelled = projection_at(registry.store, position, keep=False)
+                    assert travelled.projection.states() == reference_fold(registry.store, position).states()
+            with open_store(url) as store:  # verify never hangs or raises, whatever is planted
                 model = open_read_model(store, catch_up=False, window=1_000)
                 try:
-                    found = check_read_model(store, model).mismatches
-                    if found:
-                        FOUND.verify_found += 1
-                    model.rebuild()
-                    assert check_read_model(store, model).mismatches == []
+                    check_read_model(store, model)
                 finally:
                     model.close()
-        for _name, statement in seen_when_read:
-            _tamper(path, statement.format(sid=sid))
-        for place, kind in files:
-            store_folder = Path(f"{path}.snapshots")
-            if place == "a kept snapshot":
-                if store_folder.is_dir() and not store_folder.is_symlink():
-                    kept = sorted(store_folder.glob("*.snap"))
-                    _plant(kept[-1] if kept else store_folder / f"{1:020d}.snap", kind)
-            elif place == "the snapshot folder":
-                _plant(store_folder, kind)
-            else:
-                _plant(Path(f"{path}.import-state"), kind)
-        with SessionRegistry.open(url, follow=False, page_size=2, window=1_000) as registry:
-            _answers_the_fold(registry)
-            head = registry.store.head()
-            made_now = registry.create("/work/9", session_id="new", title="new")  # each answers success, once
-            assert made_now.session_id == "new"
-            registry.record_activity("new", messages=1)
-            registry.delete("new")
-            assert registry.store.head() == head + 3
-            assert [r.event.__class__.__name__ for r in registry.store.read_stream("new")] == [
-                "SessionCreated",
-                "SessionUpdated",
-                "SessionDeleted",
-            ]
-            _answers_the_fold(registry)
-            stored = {(r.position, r.event_id) for r in registry.store.read()}
-            assert set(acknowledged) <= stored  # nothing acknowledged is lost
-            for position in (0, head // 2, head):  # time travel past whatever the snapshots became
-                travelled = projection_at(registry.store, position, keep=False)
-                assert travelled.projection.states() == reference_fold(registry.store, position).states()
-        with open_store(url) as store:  # verify never hangs or raises, whatever is planted
-            model = open_read_model(store, catch_up=False, window=1_000)
-            try:
-                check_read_model(store, model)
-            finally:
-                model.close()
 
-    _bounded(case)
+        _bounded(case)
 
 
 @pytest.fixture(scope="module", autouse=True)

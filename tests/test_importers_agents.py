@@ -81,19 +81,34 @@ def codex(tmp_path: Path) -> Path:
     return root
 
 
+def facts(session: dict[str, Any]) -> tuple[object, ...]:
+    """What is checked of every agent's imported session: its id, cwd, title, updatedAt, the title's source and
+    the message count."""
+    meta = session["_meta"]
+    return (
+        session["sessionId"],
+        session["cwd"],
+        session["title"],
+        session["updatedAt"],
+        meta[META_TITLE_SOURCE],
+        meta[META_MESSAGES],
+    )
+
+
 def test_codex_rollout_with_its_thread_name_and_a_skipped_subagent(codex: Path) -> None:
     store = MemoryStore()
     summary = run_import(store, "codex", codex)
     assert skipped(summary) == {"subagent thread": 1}
     session = only(store)
-    assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
+    assert facts(session) == (
         f"codex:{CODEX_ID}",
         "/home/dev/acme-api",
         "Flaky refund test",
         "2026-03-02T09:20:19.870Z",  # the rename at 09:20:21 is not activity
+        "user",
+        2,
     )
-    meta = session["_meta"]
-    assert (meta[META_TITLE_SOURCE], meta[META_MESSAGES], meta[META_GIT_BRANCH]) == ("user", 2, "main")
+    assert session["_meta"][META_GIT_BRANCH] == "main"
 
 
 def test_codex_session_index_rename_wins_when_newer_and_exec_runs_are_skipped(codex: Path, tmp_path: Path) -> None:
@@ -266,13 +281,14 @@ def test_gemini_chat_with_re_emitted_messages_a_rewind_and_an_ai_summary(gemini:
     store = MemoryStore()
     run_import(store, "gemini", gemini)
     session = only(store)
-    assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
+    assert facts(session) == (
         f"gemini:{GEMINI_ID}",
         "/home/dev/acme-api",
         "Summarize recent billing module changes",
         "2026-03-02T09:40:15.120Z",
+        "agent",
+        2,
     )
-    assert (session["_meta"][META_TITLE_SOURCE], session["_meta"][META_MESSAGES]) == ("agent", 2)
 
 
 def test_gemini_legacy_documents_hash_folders_subagents_and_unknown_projects(gemini: Path, tmp_path: Path) -> None:
@@ -456,13 +472,14 @@ def test_kimi_session_from_wire_and_state(kimi: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     run_import(store, "kimi", kimi, state=state)
     session = only(store)
-    assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
+    assert facts(session) == (
         f"kimi:{KIMI_ID}",
         "/home/dev/acme-api",
         "Rename Order.total to Order.amount everywhere",
         "2026-03-02T09:14:31.900Z",
+        "prompt",
+        2,
     )
-    assert (session["_meta"][META_TITLE_SOURCE], session["_meta"][META_MESSAGES]) == ("prompt", 2)
     # state.json is rewritten whole: a new title and the archive flag arrive without any wire change.
     folder = kimi / "sessions" / KIMI_HASH / KIMI_ID
     (folder / "state.json").write_text(json.dumps({"custom_title": "Order rename", "archived": True}))
@@ -565,13 +582,14 @@ def test_qwen_session_with_a_glued_line_and_a_manual_title(qwen: Path) -> None:
     summary = run_import(store, "qwen", qwen)
     assert skipped(summary) == {GLUED: 1}  # recovered, and named
     session = only(store)
-    assert (session["sessionId"], session["cwd"], session["title"], session["updatedAt"]) == (
+    assert facts(session) == (
         f"qwen:{QWEN_ID}",
         "/home/dev/acme-api",
         "healthz",
         "2026-03-02T10:08:00.000Z",
+        "user",
+        3,
     )
-    assert (session["_meta"][META_TITLE_SOURCE], session["_meta"][META_MESSAGES]) == ("user", 3)
 
 
 def test_qwen_archive_children_and_stray_files(qwen: Path, tmp_path: Path) -> None:
@@ -727,12 +745,19 @@ INSERT INTO message (id,session_id,time_created,time_updated,data) VALUES
 """
 
 
-def test_opencode_sessions_children_and_placeholder_titles(tmp_path: Path) -> None:
+def opencode_db(tmp_path: Path) -> tuple[Path, sqlite3.Connection]:
+    """An opencode data folder whose ``opencode.db`` (WAL, as opencode keeps it) holds ``OPENCODE_SCHEMA``'s
+    sessions: the folder, and the open connection that wrote it (the caller closes it)."""
     root = tmp_path / "opencode"
     root.mkdir()
     writer = sqlite3.connect(root / "opencode.db", isolation_level=None)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.executescript(OPENCODE_SCHEMA)
+    return root, writer
+
+
+def test_opencode_sessions_children_and_placeholder_titles(tmp_path: Path) -> None:
+    root, writer = opencode_db(tmp_path)
     store = MemoryStore()
     state = tmp_path / "state"
     summary = run_import(store, "opencode", root, state=state)

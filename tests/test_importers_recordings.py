@@ -18,7 +18,7 @@ from registry import SessionRegistry
 from registry.importers.importer import META_AGENT_MESSAGES, META_ARCHIVED, META_GIT_BRANCH
 from registry.model import META_MESSAGES, META_TITLE_SOURCE
 from tests.test_importers import listing, only, run_import, skipped
-from tests.test_importers_agents import OPENCODE_SCHEMA
+from tests.test_importers_agents import opencode_db
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agents"
 
@@ -205,11 +205,7 @@ def test_a_wal_without_its_shm_is_read_from_a_private_copy(tmp_path: Path) -> No
 
 
 def test_opencode_folder_is_unchanged_after_an_import(tmp_path: Path) -> None:
-    root = tmp_path / "opencode"
-    root.mkdir()
-    writer = sqlite3.connect(root / "opencode.db", isolation_level=None)
-    writer.execute("PRAGMA journal_mode=WAL")
-    writer.executescript(OPENCODE_SCHEMA)
+    root, writer = opencode_db(tmp_path)
     writer.execute("UPDATE session SET time_archived = 1772450000000 WHERE slug = 'brave-otter'")
     writer.close()
     before = tree(root)
@@ -229,13 +225,9 @@ def test_a_running_agent_is_read_through_its_wal(agent: str, tmp_path: Path) -> 
         root = _goose(tmp_path)
         path, update = root / "sessions" / "sessions.db", "UPDATE sessions SET name = 'live' WHERE id = '20260303_1'"
     else:
-        root = tmp_path / "opencode"
-        root.mkdir()
-        path, update = root / "opencode.db", "UPDATE session SET title = 'live' WHERE slug = 'brave-otter'"
-        setup = sqlite3.connect(path, isolation_level=None)
-        setup.execute("PRAGMA journal_mode=WAL")
-        setup.executescript(OPENCODE_SCHEMA)
+        root, setup = opencode_db(tmp_path)
         setup.close()
+        path, update = root / "opencode.db", "UPDATE session SET title = 'live' WHERE slug = 'brave-otter'"
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("PRAGMA wal_autocheckpoint=0")
     writer.execute(update)

@@ -15,6 +15,7 @@ import urllib.parse
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 
 from events import (
@@ -28,20 +29,12 @@ from events import (
     open_store,
 )
 from events.codec import decode_record_json
+from events.postgres import PostgresStore
 from events.testing import check_log
 from events.testing_processes import acknowledged_batches, assert_no_partial_batches
-
-try:
-    import psycopg
-
-    from events.postgres import PostgresStore
-except ModuleNotFoundError as missing:  # pragma: no cover - the dev extras install psycopg
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip(f"psycopg is not installed ({missing}): pip install -e '.[dev]'", allow_module_level=True)
-
 from tests import test_postgres_store as base
-from tests.test_postgres_store import SERVER, _admin, _url, _wait_for
+from tests.conftest import POSTGRES as SERVER
+from tests.test_postgres_store import _admin, _url, _wait_for
 
 server = base.server  # the fixtures: the server (or a skip saying how to start one), a schema per test
 schema = base.schema

@@ -7,7 +7,6 @@ schema of its own and drops it. Without a server the tests skip and say how to s
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -17,7 +16,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, LiteralString
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from events import (
     NO_STREAM,
@@ -28,36 +29,16 @@ from events import (
     StoreFormatError,
     open_store,
 )
+from events.postgres import SCHEMA_VERSION, PostgresStore
 from events.testing import StoreContract, check_log, fake_clock
 from events.verify import verify_log
-
-try:
-    import psycopg
-    from psycopg import sql
-
-    from events.postgres import SCHEMA_VERSION, PostgresStore
-except ModuleNotFoundError as missing:  # pragma: no cover - the dev extras install psycopg
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip(f"psycopg is not installed ({missing}): pip install -e '.[dev]'", allow_module_level=True)
-
-SERVER = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+from tests.conftest import POSTGRES as SERVER
 
 
 @pytest.fixture(scope="session")
-def server() -> str:
-    try:
-        psycopg.connect(SERVER, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        message = (
-            f"no PostgreSQL server at {SERVER} ({' '.join(str(exc).split())}): start one with `{START}`, "
-            "or point ACP_REGISTRY_TEST_POSTGRES at one"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return SERVER
+def server(postgres_server: str) -> str:
+    """The server (conftest's ``postgres_server``: a skip saying how to start one when it is not there)."""
+    return postgres_server
 
 
 @pytest.fixture

@@ -14,18 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-from events import (
-    ForkRef,
-    MemoryStore,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
-from events.model import Event
+import events
+from events import MemoryStore
 from registry import SessionRegistry, SessionState
 from registry.model import META_CONSISTENCY, Archived, ListFilter, ListSessionsResult
 from registry.projection import Projection
@@ -35,31 +25,31 @@ AGENTS = ["codex", "claude-code"]
 CWDS = ["/a", "/b", "/a/x"]
 TIMES = st.integers(min_value=0, max_value=6).map(lambda n: n * 1_000_000_000)
 
-events_strategy: st.SearchStrategy[Event] = st.one_of(
+events_strategy: st.SearchStrategy[events.Event] = st.one_of(
     st.builds(
-        SessionCreated,
+        events.SessionCreated,
         cwd=st.sampled_from(CWDS),
         at=TIMES,
         title=st.none() | st.sampled_from(["first", "other"]),
-        title_source=st.none() | st.sampled_from(TitleSource),
+        title_source=st.none() | st.sampled_from(events.TitleSource),
         meta=st.none() | st.just({"k": 1}),
         agent=st.none() | st.sampled_from(AGENTS),
-        parent=st.none() | st.builds(ForkRef, session_id=st.sampled_from(SESSIONS), position=st.integers(1, 40)),
+        parent=st.none() | st.builds(events.ForkRef, session_id=st.sampled_from(SESSIONS), position=st.integers(1, 40)),
     ),
-    st.builds(SessionArchived),
-    st.builds(SessionUnarchived),
-    st.builds(SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
+    st.builds(events.SessionArchived),
+    st.builds(events.SessionUnarchived),
+    st.builds(events.SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
     st.builds(
-        SessionInfoChanged,
+        events.SessionInfoChanged,
         title=st.just(UNSET) | st.none() | st.sampled_from(["first", "renamed"]),
-        title_source=st.just(UNSET) | st.sampled_from(TitleSource),
+        title_source=st.just(UNSET) | st.sampled_from(events.TitleSource),
         updated_at=st.just(UNSET) | st.none() | TIMES,
         meta=st.just(UNSET) | st.none() | st.sampled_from([{"k": 2}, {"k": 1, "z": [1]}]),
     ),
-    st.builds(SessionDeleted),
+    st.builds(events.SessionDeleted),
     # A user rename followed by a generated title: the rule most worth hammering on.
-    st.builds(SessionInfoChanged, title=st.just("mine"), title_source=st.just(TitleSource.USER)),
-    st.builds(SessionInfoChanged, title=st.just("generated"), title_source=st.sampled_from(TitleSource)),
+    st.builds(events.SessionInfoChanged, title=st.just("mine"), title_source=st.just(events.TitleSource.USER)),
+    st.builds(events.SessionInfoChanged, title=st.just("generated"), title_source=st.sampled_from(events.TitleSource)),
 )
 operation = st.tuples(st.sampled_from(SESSIONS), st.lists(events_strategy, min_size=1, max_size=3))
 history = st.lists(operation, max_size=60)
@@ -67,9 +57,9 @@ history = st.lists(operation, max_size=60)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _write(store: MemoryStore, ops: list[tuple[str, list[Event]]]) -> None:
-    for session_id, events in ops:
-        store.append(session_id, events)
+def _write(store: MemoryStore, ops: list[tuple[str, list[events.Event]]]) -> None:
+    for session_id, batch in ops:
+        store.append(session_id, batch)
 
 
 def _expected_order(states: list[SessionState]) -> list[str]:
@@ -81,11 +71,11 @@ def _expected_order(states: list[SessionState]) -> list[str]:
 
 @FAST
 @given(ops=history, split=st.floats(0, 1))
-def test_live_replay_and_snapshot_plus_tail_agree(ops: list[tuple[str, list[Event]]], split: float) -> None:
+def test_live_replay_and_snapshot_plus_tail_agree(ops: list[tuple[str, list[events.Event]]], split: float) -> None:
     store = MemoryStore()
     live = Projection()
-    for session_id, events in ops:
-        store.append(session_id, events)
+    for session_id, batch in ops:
+        store.append(session_id, batch)
         for record in store.read(live.position):
             live.apply(record)
     log = store.read()
@@ -109,12 +99,12 @@ def test_live_replay_and_snapshot_plus_tail_agree(ops: list[tuple[str, list[Even
 
 @FAST
 @given(ops=history)
-def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[Event]]]) -> None:
+def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[events.Event]]]) -> None:
     store = MemoryStore()
     projection = Projection()
     deleted: set[str] = set()
-    for session_id, events in ops:
-        store.append(session_id, events)
+    for session_id, batch in ops:
+        store.append(session_id, batch)
         for record in store.read(projection.position):
             before = projection.get(record.session_id)
             projection.apply(record)
@@ -123,10 +113,10 @@ def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[Event]]]) -> None
                 assert after == before, "a deleted session changed"
             if after is not None and after.deleted:
                 deleted.add(record.session_id)
-            if before is not None and before.title_source is TitleSource.USER and before.title is not None:
+            if before is not None and before.title_source is events.TitleSource.USER and before.title is not None:
                 assert after is not None
                 if after.title != before.title:
-                    assert after.title is None or after.title_source is TitleSource.USER, "generated over user"
+                    assert after.title is None or after.title_source is events.TitleSource.USER, "generated over user"
 
 
 def _live_at(
@@ -141,7 +131,7 @@ def _live_at(
 def _walk(
     registry: SessionRegistry,
     store: MemoryStore,
-    during: list[list[tuple[str, list[Event]]]],
+    during: list[list[tuple[str, list[events.Event]]]],
     *,
     cwd: str | None = None,
     archived: Archived = "exclude",
@@ -170,8 +160,8 @@ def _walk(
     agent=st.none() | st.sampled_from(AGENTS),
 )
 def test_a_walk_returns_the_list_as_of_its_start_once_each(
-    before: list[tuple[str, list[Event]]],
-    during: list[list[tuple[str, list[Event]]]],
+    before: list[tuple[str, list[events.Event]]],
+    during: list[list[tuple[str, list[events.Event]]]],
     page_size: int,
     cwd: str | None,
     archived: Archived,
@@ -199,8 +189,8 @@ def test_a_walk_returns_the_list_as_of_its_start_once_each(
     window=st.integers(0, 4),
 )
 def test_past_the_window_a_walk_goes_on_without_repeating_a_session(
-    before: list[tuple[str, list[Event]]],
-    during: list[list[tuple[str, list[Event]]]],
+    before: list[tuple[str, list[events.Event]]],
+    during: list[list[tuple[str, list[events.Event]]]],
     page_size: int,
     window: int,
 ) -> None:

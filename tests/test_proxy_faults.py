@@ -120,10 +120,7 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
             assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
             second = client.result(4, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
             listed = client.call(5, "session/list", {})
-            said = listed.get("result", {}).get("_meta", {}).get("acp-session-registry/degraded") or listed.get(
-                "error", {}
-            ).get("data")
-            assert said, listed
+            assert _degraded(listed), listed
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
@@ -138,12 +135,8 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
         assert client.end() == 0
     finally:
         registry.close()
-    messages = [r.getMessage() for r in caplog.records if r.name == "acp_registry.proxy"]
-    assert len([m for m in messages if "cannot record" in m]) == 1, messages
+    messages = _said_once_and_kept(caplog, f"sqlite://{path}", f"scripted-agent:{session}")
     assert any("records again" in m for m in messages)
-    with SessionRegistry.open(f"sqlite://{path}") as reopened:
-        state = reopened.state(f"scripted-agent:{session}")
-        assert state is not None and state.messages == 2  # the turn made while the store was locked
 
 
 def test_postgresql_refusing_writes_degrades_the_list_never_the_conversation(
@@ -172,10 +165,7 @@ def test_postgresql_refusing_writes_degrades_the_list_never_the_conversation(
             blocker.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("append", schema),))
             assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
             listed = client.call(4, "session/list", {})
-            said = listed.get("result", {}).get("_meta", {}).get("acp-session-registry/degraded") or listed.get(
-                "error", {}
-            ).get("data")
-            assert said, listed
+            assert _degraded(listed), listed
             blocker.rollback()
         deadline = time.monotonic() + 30
         while "acp-session-registry/degraded" in client.result(5, "session/list", {})["_meta"]:
@@ -184,11 +174,24 @@ def test_postgresql_refusing_writes_degrades_the_list_never_the_conversation(
         assert client.end() == 0
     finally:
         registry.close()
+    _said_once_and_kept(caplog, url, f"scripted-agent:{session}")
+
+
+def _degraded(listed: dict[str, Any]) -> Any:
+    """What a ``session/list`` call says of recording being down: its answer's ``_meta`` note, or its error's data."""
+    return listed.get("result", {}).get("_meta", {}).get("acp-session-registry/degraded") or listed.get(
+        "error", {}
+    ).get("data")
+
+
+def _said_once_and_kept(caplog: pytest.LogCaptureFixture, url: str, session_id: str) -> list[str]:
+    """The proxy said once that it cannot record, and the turn made meanwhile is in the store: its messages."""
     messages = [r.getMessage() for r in caplog.records if r.name == "acp_registry.proxy"]
     assert len([m for m in messages if "cannot record" in m]) == 1, messages
     with SessionRegistry.open(url) as reopened:
-        state = reopened.state(f"scripted-agent:{session}")
-        assert state is not None and state.messages == 2
+        state = reopened.state(session_id)
+        assert state is not None and state.messages == 2  # the turn made while the store refused
+    return messages
 
 
 class InProcessClient:

@@ -24,7 +24,7 @@ from events import SessionCreated, SessionUpdated, SqliteStore, StoreFormatError
 from events.model import Event, LogEntry
 from events.store import EventStore
 from registry import SessionRegistry
-from registry.model import ListFilter, SessionState, sort_key
+from registry.model import ListFilter, SessionState
 from registry.projection import Projection
 from registry.readmodel import PAST_WINDOW, ReadModel, open_read_model
 from registry.readmodel.check import check_read_model
@@ -46,16 +46,8 @@ def _replay(store: EventStore, position: int) -> Projection:
 
 
 def _walk(model: ReadModel, as_of: int, where: ListFilter, limit: int) -> tuple[list[str], bool]:
-    seen: list[str] = []
-    after = None
-    consistent = True
-    while True:
-        page = model.page(as_of=as_of, after=after, where=where, limit=limit)
-        consistent = consistent and page.consistent
-        seen.extend(s.session_id for s in page.states)
-        if not page.more:
-            return seen, consistent
-        after = sort_key(page.states[-1])
+    pages = list(model.pages(as_of=as_of, where=where, limit=limit))
+    return [s.session_id for page in pages for s in page.states], all(page.consistent for page in pages)
 
 
 def _live(projection: Projection, where: ListFilter) -> list[str]:

@@ -19,17 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.model import (
-    ForkRef,
-    LogEntry,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
+import events
 from registry.diffs import Updated, diff
 from registry.model import STATE_VERSION, SessionState, session_info, visible_meta
 from registry.projection import fold
@@ -76,7 +66,7 @@ BASE = SessionState(
     "/w",
     ("/x",),
     "title",
-    TitleSource.AGENT,
+    events.TitleSource.AGENT,
     5_000_000,
     {"k": 1},
     3,
@@ -85,7 +75,7 @@ BASE = SessionState(
     9,
     archived=False,
     agent="codex",
-    parent=ForkRef(session_id="s0", position=2),
+    parent=events.ForkRef(session_id="s0", position=2),
 )
 
 OTHER_VALUES: dict[str, Any] = {
@@ -93,7 +83,7 @@ OTHER_VALUES: dict[str, Any] = {
     "cwd": "/v",
     "additional_directories": (),
     "title": "other",
-    "title_source": TitleSource.USER,
+    "title_source": events.TitleSource.USER,
     "updated_at": 9_000_000,
     "meta": {"k": 2},
     "messages": 4,
@@ -126,12 +116,12 @@ def test_whatever_changes_the_shown_meta_sends_an_update(name: str) -> None:
 
 
 EVENTS = [
-    SessionUpdated(at=7_000_000, messages=2),
-    SessionInfoChanged(title="t2", title_source=TitleSource.USER),
-    SessionInfoChanged(meta={"z": 1}),
-    SessionArchived(),
-    SessionUnarchived(),
-    SessionDeleted(),
+    events.SessionUpdated(at=7_000_000, messages=2),
+    events.SessionInfoChanged(title="t2", title_source=events.TitleSource.USER),
+    events.SessionInfoChanged(meta={"z": 1}),
+    events.SessionArchived(),
+    events.SessionUnarchived(),
+    events.SessionDeleted(),
 ]
 TOUCHES = [
     {"updated_at", "messages"},
@@ -145,8 +135,8 @@ TOUCHES = [
 
 @pytest.mark.parametrize(("event", "touched"), list(zip(EVENTS, TOUCHES, strict=True)))
 def test_an_event_changes_only_what_it_changes(event: Any, touched: set[str]) -> None:
-    start = msgspec.structs.replace(BASE, archived=isinstance(event, SessionUnarchived))
-    after = fold(start, LogEntry(20, "s1", 5, event))
+    start = msgspec.structs.replace(BASE, archived=isinstance(event, events.SessionUnarchived))
+    after = fold(start, events.LogEntry(20, "s1", 5, event))
     assert after is not None
     for field in msgspec.structs.fields(SessionState):
         name = field.name
@@ -159,12 +149,11 @@ def test_an_event_changes_only_what_it_changes(event: Any, touched: set[str]) ->
 
 
 def test_a_creation_records_agent_and_parent_and_derives_an_importers_agent() -> None:
-    made = fold(
-        None, LogEntry(1, "x", 1, SessionCreated(cwd="/w", at=1, agent="a", parent=ForkRef(session_id="p", position=1)))
-    )
-    assert made is not None and (made.agent, made.parent) == ("a", ForkRef(session_id="p", position=1))
-    old = fold(None, LogEntry(1, "claude-code:u", 1, SessionCreated(cwd="/w", at=1)))
+    parent = events.ForkRef(session_id="p", position=1)
+    made = fold(None, events.LogEntry(1, "x", 1, events.SessionCreated(cwd="/w", at=1, agent="a", parent=parent)))
+    assert made is not None and (made.agent, made.parent) == ("a", parent)
+    old = fold(None, events.LogEntry(1, "claude-code:u", 1, events.SessionCreated(cwd="/w", at=1)))
     assert old is not None and old.agent == "claude-code"
     for plain in ("u", "not-an-agent:u", ":u"):
-        state = fold(None, LogEntry(1, plain, 1, SessionCreated(cwd="/w", at=1)))
+        state = fold(None, events.LogEntry(1, plain, 1, events.SessionCreated(cwd="/w", at=1)))
         assert state is not None and state.agent is None

@@ -50,6 +50,13 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _refused_and_untouched(path: Path, message: str) -> None:
+    before = _digest(path)
+    with pytest.raises(StoreFormatError, match=message):
+        open_store(f"sqlite://{path}")
+    assert _digest(path) == before
+
+
 def test_a_store_survives_reopening_with_its_identity(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path}/log.db"
     with open_store(url) as store:
@@ -66,10 +73,7 @@ def test_a_store_survives_reopening_with_its_identity(tmp_path: Path) -> None:
 def test_a_text_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_text("these are my notes, not a database\n" * 100)
-    before = _digest(path)
-    with pytest.raises(StoreFormatError, match=r"notes\.db: not an SQLite database"):
-        open_store(f"sqlite://{path}")
-    assert _digest(path) == before
+    _refused_and_untouched(path, r"notes\.db: not an SQLite database")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
 
 
@@ -79,10 +83,7 @@ def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path: Path)
         db.execute("CREATE TABLE users (name TEXT)")
         db.execute("INSERT INTO users VALUES ('ada')")
     db.close()
-    before = _digest(path)
-    with pytest.raises(StoreFormatError, match=r"app\.db: not an acp-session-registry store"):
-        SqliteStore(path)
-    assert _digest(path) == before
+    _refused_and_untouched(path, r"app\.db: not an acp-session-registry store")
 
 
 def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
@@ -91,10 +92,7 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     db.close()
-    before = _digest(path)
-    with pytest.raises(StoreFormatError, match=rf"newer schema \(version {SCHEMA_VERSION + 1}\)"):
-        SqliteStore(path)
-    assert _digest(path) == before
+    _refused_and_untouched(path, rf"newer schema \(version {SCHEMA_VERSION + 1}\)")
 
 
 def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
@@ -343,48 +341,49 @@ def _make_unwritable(*paths: Path) -> None:
         path.chmod(0o555 if path.is_dir() else 0o444)
 
 
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder a test makes unwritable (``_make_unwritable``), writable again afterwards so it can be removed."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    yield folder
+    folder.chmod(0o755)
+
+
 @pytest.mark.parametrize("version", [1, 2])
-def test_a_store_nobody_may_write_is_read_and_said_to_be_read_only(tmp_path: Path, version: int) -> None:
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    try:
-        path = folder / "log.db"
-        with SqliteStore(path) as store:
-            store.append("s", [SessionCreated(cwd="/a", at=1)])
-        if version == 1:
-            _downgrade_to_version_1(path)
-        _make_unwritable(folder, path)
-        before = _digest(path)
-        out, err = _as_reader(f"sqlite://{path}").communicate(timeout=60)
-        result = json.loads(out)
-        assert result["read_only"] is True and result["head"] == 1 and result["healthy"] is True
-        assert result["chain1"] is (version == 2)  # a version-1 store is upgraded only where it can be written
-        assert "open read-only" in result["append"] and "nothing was appended" in result["append"]
-        assert [line for line in err.splitlines() if "read-only" in line] == [
-            f"{path}: opened read-only (the file is not writable): reading works, appends are refused"
-        ]
-        assert _digest(path) == before and sorted(p.name for p in folder.iterdir()) == ["log.db"]
-    finally:
-        folder.chmod(0o755)
+def test_a_store_nobody_may_write_is_read_and_said_to_be_read_only(read_only_folder: Path, version: int) -> None:
+    folder = read_only_folder
+    path = folder / "log.db"
+    with SqliteStore(path) as store:
+        store.append("s", [SessionCreated(cwd="/a", at=1)])
+    if version == 1:
+        _downgrade_to_version_1(path)
+    _make_unwritable(folder, path)
+    before = _digest(path)
+    out, err = _as_reader(f"sqlite://{path}").communicate(timeout=60)
+    result = json.loads(out)
+    assert result["read_only"] is True and result["head"] == 1 and result["healthy"] is True
+    assert result["chain1"] is (version == 2)  # a version-1 store is upgraded only where it can be written
+    assert "open read-only" in result["append"] and "nothing was appended" in result["append"]
+    assert [line for line in err.splitlines() if "read-only" in line] == [
+        f"{path}: opened read-only (the file is not writable): reading works, appends are refused"
+    ]
+    assert _digest(path) == before and sorted(p.name for p in folder.iterdir()) == ["log.db"]
 
 
-def test_a_read_only_reader_follows_a_writer_that_holds_the_store_open(tmp_path: Path) -> None:
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    try:
-        path = folder / "log.db"
-        with SqliteStore(path) as writer:
-            writer.append("s", [SessionCreated(cwd="/a", at=1)])
-            _make_unwritable(folder, path, folder / "log.db-wal", folder / "log.db-shm")
-            reader = _as_reader(f"sqlite://{path}", "follow")
-            assert reader.stdout is not None
-            first = json.loads(reader.stdout.readline())
-            assert first["read_only"] is True and first["head"] == 1
-            writer.append("s", [SessionUpdated(at=2)])
-            out, _ = reader.communicate(timeout=60)
-            assert json.loads(out) == {"seen": [2]}
-    finally:
-        folder.chmod(0o755)
+def test_a_read_only_reader_follows_a_writer_that_holds_the_store_open(read_only_folder: Path) -> None:
+    folder = read_only_folder
+    path = folder / "log.db"
+    with SqliteStore(path) as writer:
+        writer.append("s", [SessionCreated(cwd="/a", at=1)])
+        _make_unwritable(folder, path, folder / "log.db-wal", folder / "log.db-shm")
+        reader = _as_reader(f"sqlite://{path}", "follow")
+        assert reader.stdout is not None
+        first = json.loads(reader.stdout.readline())
+        assert first["read_only"] is True and first["head"] == 1
+        writer.append("s", [SessionUpdated(at=2)])
+        out, _ = reader.communicate(timeout=60)
+        assert json.loads(out) == {"seen": [2]}
 
 
 def test_appenders_waiting_on_a_commit_share_the_next_one(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,63 @@ def test_the_listen_thread_is_joined_on_close_and_its_errors_are_logged(
     finally:
         store.close()
     assert not listener.thread.is_alive()
+
+
+def test_a_subscription_keeps_one_delivery_thread_which_ends_with_it_or_with_the_registry(tmp_path: Path) -> None:
+    earlier = set(_named("acp-registry delivery"))  # other tests' may still be ending
+
+    def delivering() -> int:
+        return len(set(_named("acp-registry delivery")) - earlier)
+
+    registry = SessionRegistry.open(f"sqlite://{tmp_path}/log.db")
+    received: list[list[object]] = [[], [], []]
+    completed = threading.Event()
+    try:
+        subscriptions = [
+            registry.list_changes().subscribe(on_next=items.append, on_completed=completed.set) for items in received
+        ]
+        for burst in range(3):  # a thread per subscription for its life, not one per burst
+            registry.create("/w", session_id=f"s{burst}")
+            assert registry.wait_for_changes(timeout=10)
+            _until(partial(lambda count: all(len(items) == count for items in received), burst + 1))
+            assert delivering() == 3
+        subscriptions[0].dispose()
+        _until(lambda: delivering() == 2)
+    finally:
+        registry.close()
+    assert completed.wait(5)  # the stream completes when its registry closes ...
+    _until(lambda: delivering() == 0)  # ... and its delivery thread ends
+
+
+def test_a_writer_never_waits_for_a_fan_out_under_way(tmp_path: Path) -> None:
+    with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
+        registry.create("/w", session_id="a")
+        inside, leave = threading.Event(), threading.Event()
+
+        def stuck(_changes: object) -> None:  # a fan-out that takes its time, holding the follower's lock
+            inside.set()
+            leave.wait(10)
+
+        following = registry.follow(stuck)
+        try:
+            registry.change_info("a", title="one")
+            assert inside.wait(10)
+            wrote = threading.Event()
+
+            def write() -> None:
+                registry.change_info("a", title="two")
+                wrote.set()
+
+            threading.Thread(target=write, daemon=True).start()
+            assert wrote.wait(5)  # the write committed and answered while the fan-out is still under way
+        finally:
+            leave.set()
+            following.stop()
+        assert registry.get("a").title == "two"
+
+
+def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.01)

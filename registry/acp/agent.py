@@ -51,7 +51,7 @@ from registry.acp.jsonrpc import (
 from registry.acp.methods import METHODS, Context, bind, capabilities
 from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
 from registry.commands import check_payload, check_session_id, check_title, prompt_title
-from registry.diffs import Added, Removed, Updated, diff, encode_session_update
+from registry.diffs import Added, Removed, Updated, encode_session_update, shown
 from registry.errors import (
     InvalidParams,
     MethodNotFound,
@@ -188,18 +188,12 @@ class ReferenceAgent:
         directories = self.registry.additional_directories
         for change in changes:
             try:
-                update = diff(
-                    change.position,
-                    change.before,
-                    change.after,
-                    additional_directories=directories,
-                    include_archived=True,
-                )
+                update = shown(change, additional_directories=directories, include_archived=True)
                 if isinstance(update, Updated):
                     self._write(encode_session_update(update.notification))
                 if not self._list_changes:
                     continue
-                item = diff(change.position, change.before, change.after, additional_directories=directories)
+                item = shown(change, additional_directories=directories)
                 if isinstance(item, Added):
                     info = msgspec.to_builtins(item.info)
                     self._write(encode_notification("_registry/session_added", {"session": info}))

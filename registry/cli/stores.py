@@ -16,13 +16,13 @@ import contextlib
 import os
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Unpack
 
 from registry.cli.errors import InputError
 
 if TYPE_CHECKING:
     from events.store import EventStore
-    from registry.service import SessionRegistry
+    from registry.service import RegistryOptions, SessionRegistry
 
 __all__ = [
     "ENV_STORE",
@@ -153,7 +153,7 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
                     os.rmdir(folder)
 
 
-def open_registry(location: StoreLocation, *, create: bool, **options: Any) -> SessionRegistry:
+def open_registry(location: StoreLocation, *, create: bool, **options: Unpack[RegistryOptions]) -> SessionRegistry:
     """A ``SessionRegistry`` on the store (it closes the store when it closes)."""
     from registry.service import SessionRegistry  # noqa: PLC0415
 

@@ -17,16 +17,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import (
-    RecordedEvent,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
+import events
 from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
@@ -101,7 +92,7 @@ def _quote(text: str) -> str:
     return _json.encode(text).decode()
 
 
-def event_meta(record: RecordedEvent) -> dict[str, Any] | None:
+def event_meta(record: events.RecordedEvent) -> dict[str, Any] | None:
     """The ``_meta`` an event sets (None when it sets none, or clears it)."""
     meta: Any = getattr(record.event, "meta", None)
     return meta if isinstance(meta, dict) else None
@@ -113,22 +104,22 @@ def meta_lines(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def describe_event(
-    record: RecordedEvent, before: SessionState | None, after: SessionState | None, *, with_meta: bool = True
+    record: events.RecordedEvent, before: SessionState | None, after: SessionState | None, *, with_meta: bool = True
 ) -> str:
     """What one event did to its session, in words (``after`` is None when the fold ignored it). Without
     ``with_meta`` the ``_meta`` it sets is left out (a table shows it as key/value lines: ``meta_lines``)."""
     event = record.event
     if after is None:
-        if isinstance(event, SessionCreated) and before is not None:
+        if isinstance(event, events.SessionCreated) and before is not None:
             return "ignored: the session exists already"
         return "ignored: " + ("the session was deleted" if before is not None else "the session was never created")
     parts: list[str] = []
-    if isinstance(event, SessionCreated):
+    if isinstance(event, events.SessionCreated):
         parts.append(f"created in {event.cwd}")
         if event.additional_directories:
             parts.append("with " + ", ".join(event.additional_directories))
         if event.title is not None:
-            parts.append(f"title {_quote(event.title)} ({(event.title_source or TitleSource.AGENT).value})")
+            parts.append(f"title {_quote(event.title)} ({(event.title_source or events.TitleSource.AGENT).value})")
         parts.append(f"updatedAt {format_time(event.at)}")
         if event.meta is not None and with_meta:
             parts.append(f"_meta {_json.encode(event.meta).decode()}")
@@ -136,19 +127,19 @@ def describe_event(
             parts.append(f"agent {after.agent}" + ("" if event.agent is not None else " (from its id)"))
         if event.parent is not None:
             parts.append(f"forked from {event.parent.session_id} as of position {event.parent.position}")
-    elif isinstance(event, SessionArchived):
+    elif isinstance(event, events.SessionArchived):
         parts.append("archived" if before is None or not before.archived else "archived (it already was)")
-    elif isinstance(event, SessionUnarchived):
+    elif isinstance(event, events.SessionUnarchived):
         parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
-    elif isinstance(event, SessionUpdated):
+    elif isinstance(event, events.SessionUpdated):
         parts.append(f"activity: updatedAt {format_time(event.at)}")
         if event.messages:
             parts.append(f"+{event.messages} message{'s' if event.messages != 1 else ''}")
         if event.payload is not None:
             parts.append("with a payload")
-    elif isinstance(event, SessionInfoChanged):
+    elif isinstance(event, events.SessionInfoChanged):
         parts.extend(_info_changes(event, before, with_meta=with_meta))
-    elif isinstance(event, SessionDeleted):
+    elif isinstance(event, events.SessionDeleted):
         parts.append("deleted" if event.reason is None else f"deleted ({event.reason})")
     else:  # an event this view has no words for yet: its tag and the state fields it changed
         changed = [
@@ -160,13 +151,17 @@ def describe_event(
     return ", ".join(parts)
 
 
-def _info_changes(event: SessionInfoChanged, before: SessionState | None, *, with_meta: bool) -> list[str]:
+def _info_changes(event: events.SessionInfoChanged, before: SessionState | None, *, with_meta: bool) -> list[str]:
     parts = []
     if event.title is None:
         parts.append("title cleared")
     elif event.title is not UNSET:
-        source = TitleSource.AGENT if event.title_source is UNSET else event.title_source
-        dropped = before is not None and before.title_source is TitleSource.USER and source is not TitleSource.USER
+        source = events.TitleSource.AGENT if event.title_source is UNSET else event.title_source
+        dropped = (
+            before is not None
+            and before.title_source is events.TitleSource.USER
+            and source is not events.TitleSource.USER
+        )
         parts.append(
             f"title {_quote(event.title)} ({source.value})" + (" dropped: the user's title stays" if dropped else "")
         )

@@ -133,7 +133,6 @@ _assistant_message = msgspec.json.Decoder(_AssistantMessage)
 
 class ClaudeCode(FileSource[_Fold, NoExtra]):
     agent: ClassVar[str] = "claude-code"
-    fold_type = _Fold
     record_type = _Record
     tops = ("projects",)
     home_variable = "CLAUDE_CONFIG_DIR"

@@ -99,8 +99,6 @@ _KNOWN = quiet(r".+\.(?:json|jsonl|zst|tmp|lock)")
 
 class Codex(FileSource[_Fold, _Names]):
     agent: ClassVar[str] = "codex"
-    fold_type = _Fold
-    extra_type = _Names
     record_type = _Line
     tops = ("sessions", _ARCHIVED)
     home_variable = "CODEX_HOME"
@@ -132,9 +130,6 @@ class Codex(FileSource[_Fold, _Names]):
                     found[rel] = Found(rel, path, kind, match.group(1).lower())
             complete = complete and not any(not isinstance(e, FileNotFoundError) for e in errors)
         return Discovery(list(found.values()), complete, unread)
-
-    def new_fold(self, found: Found) -> _Fold:
-        return _Fold()
 
     def apply(self, fold: _Fold, line: _Line) -> None:
         at = agent_time(line.timestamp)

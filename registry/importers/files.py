@@ -22,7 +22,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
+from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar, cast, get_args, get_origin
 
 import msgspec
 
@@ -119,7 +119,9 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     agent: ClassVar[str]
     fold_type: ClassVar[type[msgspec.Struct]]
-    extra_type: ClassVar[type[msgspec.Struct]] = NoExtra
+    """``F``, the fold: read off the class's base ``FileSource[F, G]``, never stated again."""
+    extra_type: ClassVar[type[msgspec.Struct]]
+    """``G``, what a pass keeps of the files shared by all sessions (``NoExtra``: none)."""
     record_type: ClassVar[Any] = None
     """What one JSON line decodes to (a msgspec struct with the fields the fold reads)."""
     tops: ClassVar[tuple[str, ...]] = ()
@@ -128,6 +130,12 @@ class FileSource(abc.ABC, Generic[F, G]):
     """The environment variable naming the agent's data folder (``CODEX_HOME``)."""
     home_folder: ClassVar[str] = ""
     """The data folder's name in the home directory otherwise (``.codex``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is FileSource:
+                cls.fold_type, cls.extra_type = get_args(base)
 
     def __init__(self) -> None:
         self._state_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
@@ -145,8 +153,9 @@ class FileSource(abc.ABC, Generic[F, G]):
     @abc.abstractmethod
     def discover(self, root: Path) -> Discovery: ...
 
-    @abc.abstractmethod
-    def new_fold(self, found: Found) -> F: ...
+    def new_fold(self, found: Found) -> F:
+        """The fold of a file before its first record (a fold that needs nothing from the file: empty)."""
+        return cast(F, self.fold_type())
 
     def apply(self, fold: F, record: Any) -> None:
         """Fold one JSON-lines record in (unknown record types are simply not looked at)."""

@@ -52,7 +52,9 @@ _SETUP: Final = ("<session_context>", "<hook_context>")  # Gemini CLI's own cont
 _SMALL_FILE: Final = 1 << 20
 
 
-class _Record(msgspec.Struct, rename="camel"):
+class _Header(msgspec.Struct, rename="camel"):
+    """What a chat says about its session: a ``.jsonl``'s header record, or the top of a legacy ``.json``."""
+
     session_id: Any = None
     project_hash: Any = None
     start_time: Any = None
@@ -60,6 +62,9 @@ class _Record(msgspec.Struct, rename="camel"):
     kind: Any = None
     directories: Any = None
     summary: Any = None
+
+
+class _Record(_Header, rename="camel"):
     id: Any = None
     timestamp: Any = None
     type: Any = None
@@ -68,14 +73,7 @@ class _Record(msgspec.Struct, rename="camel"):
     rewind_to: Any = msgspec.field(default=None, name="$rewindTo")
 
 
-class _Document(msgspec.Struct, rename="camel"):
-    session_id: Any = None
-    project_hash: Any = None
-    start_time: Any = None
-    last_updated: Any = None
-    kind: Any = None
-    summary: Any = None
-    directories: Any = None
+class _Document(_Header, rename="camel"):
     messages: Any = None
 
 
@@ -110,8 +108,6 @@ class Gemini(FileSource[_Fold, _Projects]):
     agent: ClassVar[str] = "gemini"
     uses_known_cwds: ClassVar[bool] = True
     """Read after the other agents: their sessions' directories may name its hash-named folders."""
-    fold_type = _Fold
-    extra_type = _Projects
     record_type = _Record
     tops = ("tmp",)
 
@@ -146,7 +142,7 @@ class Gemini(FileSource[_Fold, _Projects]):
             self._checkpoint(fold, document.messages)
 
     @staticmethod
-    def _header(fold: _Fold, header: _Record | _Document) -> None:
+    def _header(fold: _Fold, header: _Header) -> None:
         if isinstance(header.session_id, str) and fold.session_id is None:
             fold.session_id = header.session_id
         if isinstance(header.project_hash, str):

@@ -110,8 +110,6 @@ _state_decoder = msgspec.json.Decoder(_State)
 
 class Kimi(FileSource[_Fold, _WorkDirs]):
     agent: ClassVar[str] = "kimi"
-    fold_type = _Fold
-    extra_type = _WorkDirs
     record_type = _Line
     tops = ("sessions",)
     home_variable = "KIMI_SHARE_DIR"

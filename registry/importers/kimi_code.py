@@ -124,8 +124,6 @@ _index_decoder = msgspec.json.Decoder(_IndexLine)
 
 class KimiCode(FileSource[_Fold, _WorkDirs]):
     agent: ClassVar[str] = "kimi-code"
-    fold_type = _Fold
-    extra_type = _WorkDirs
     record_type = _Record
     tops = ("sessions",)
     home_variable = "KIMI_CODE_HOME"

@@ -69,7 +69,6 @@ _message_decoder = msgspec.json.Decoder(_Message)
 
 class Qwen(FileSource[_Fold, NoExtra]):
     agent: ClassVar[str] = "qwen"
-    fold_type = _Fold
     record_type = _Record
     tops = ("projects", "tmp")
     home_variable = "QWEN_RUNTIME_DIR"
@@ -78,9 +77,6 @@ class Qwen(FileSource[_Fold, NoExtra]):
     def discover(self, root: Path) -> Discovery:
         # tmp/<hash>/chats is an older layout (unverified; tolerated).
         return folder_files(root, self.tops, ["chats", "chats/archive"], _chat_file)
-
-    def new_fold(self, found: Found) -> _Fold:
-        return _Fold()
 
     def apply(self, fold: _Fold, record: _Record) -> None:
         fold.records += 1

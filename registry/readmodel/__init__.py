@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from registry.errors import ReadModelFault
-from registry.model import ListFilter, SessionState
+from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Page
 
 if TYPE_CHECKING:
@@ -83,6 +83,17 @@ class ReadModel(abc.ABC):
         ``archived`` and ``agent``) as of position ``as_of`` (<= the checkpoint); past the window, the current list
         without the sessions changed since ``as_of``. The filters are applied before the limit, from indexes."""
 
+    def pages(self, *, as_of: int, where: ListFilter, limit: int) -> Iterator[Page]:
+        """The whole list ``where`` selects as of ``as_of``, page by page as ``session/list`` walks it (each page
+        after the last key of the one before): what ``verify`` and the tests compare with the fold."""
+        after = None
+        while True:
+            page = self.page(as_of=as_of, after=after, where=where, limit=limit)
+            yield page
+            if not page.more:
+                return
+            after = sort_key(page.states[-1])
+
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page of a walk: caught up to the log's head, and the position it is as of. A backend may
         answer it with one query (PostgreSQL: the freshness check and the page in one statement)."""
@@ -120,6 +131,12 @@ class ReadModel(abc.ABC):
 
     def close(self) -> None:
         """Release connections; the store stays open."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def schema_problems(self) -> list[str] | None:
         """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""

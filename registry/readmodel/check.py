@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
-from registry.model import ListFilter, SessionState, sort_key
+from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault
 from registry.readmodel.tables import CurrentRow, PastRow, current_row, decode_state, past_row
@@ -272,14 +272,8 @@ def _check_walks(read_model: ReadModel, checkpoint: int, reference: _Reference) 
 
 
 def _walk(read_model: ReadModel, as_of: int, cwd: str | None) -> list[str]:
-    walked: list[str] = []
-    after = None
-    while True:
-        page = read_model.page(as_of=as_of, after=after, where=ListFilter(cwd, "include"), limit=1000)
-        walked.extend(s.session_id for s in page.states)
-        if not page.more:
-            return walked
-        after = sort_key(page.states[-1])
+    pages = read_model.pages(as_of=as_of, where=ListFilter(cwd, "include"), limit=1000)
+    return [s.session_id for page in pages for s in page.states]
 
 
 def _compare_snapshot(store: EventStore, path: Path, reference: Projection) -> list[Mismatch]:

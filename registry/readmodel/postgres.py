@@ -28,12 +28,12 @@ import psycopg
 from psycopg import sql
 
 from events.model import Event, LogEntry
-from events.postgres_sql import one
+from events.postgres_sql import lock_key, one
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements, lock_key
+from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
@@ -96,7 +96,7 @@ class PostgresReadModel(ReadModel):
         self.window = window
         self._store = store
         self._sql = Statements(store.schema)
-        self._key = lock_key(store.schema)
+        self._key = lock_key("read-model", store.schema)
         self._position = 0
         # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
         self._pending: tuple[int, int, int, dict[str, bytes]] | None = None
@@ -251,20 +251,9 @@ class PostgresReadModel(ReadModel):
             folded = fold_stretch(
                 chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
             )
+            (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
             with conn.cursor() as cursor:
-                if folded.current:
-                    cursor.executemany(self._sql.upsert, folded.current)
-                if folded.past:
-                    cursor.executemany(self._sql.insert_past, folded.past)
-                if new_floor > floor:
-                    cursor.execute(self._sql.prune, (new_floor,))
-                chain = conn.execute(self._sql.chain, (folded.position,)).fetchone()
-                anchor = anchor_value(None if chain is None or chain[0] is None else bytes(chain[0]))
-                cursor.executemany(
-                    self._sql.set_meta,
-                    [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor)],
-                )
-                cursor.execute(self._sql.add_live, (folded.live_delta,))
+                self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
             return folded.position, head
         return checkpoint, head  # pragma: no cover - positions up to the head are committed
 
@@ -364,7 +353,9 @@ class PostgresReadModel(ReadModel):
             cursor.execute(self._sql.guard(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
 
-    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes) -> None:
+    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
+        """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
+        writes and what an append writes in its own transaction."""
         if folded.current:
             cursor.executemany(self._sql.upsert, folded.current)
         if folded.past:

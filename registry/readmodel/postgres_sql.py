@@ -4,12 +4,11 @@ else."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Final, LiteralString
 
 from psycopg import sql
 
-__all__ = ["COLUMNS", "INDEXES", "TABLES", "Statements", "lock_key"]
+__all__ = ["COLUMNS", "INDEXES", "TABLES", "Statements"]
 
 TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
 _SCHEMA: Final[tuple[LiteralString, ...]] = (
@@ -58,11 +57,6 @@ INDEXES: Final = (
 )
 
 
-def lock_key(schema: str) -> int:
-    digest = hashlib.blake2b(f"acp-session-registry/read-model/{schema}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
 class Statements:
     """Every statement, built once for one schema (identifiers quoted by psycopg)."""
 
@@ -80,12 +74,7 @@ class Statements:
             " (SELECT coalesce(max(position), 0) FROM {s}.events)"
         )
         self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.set_meta = q(
-            "INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.add_live = q("UPDATE {s}.rm_meta SET value = value + %s WHERE key = 'live'")
         self.upsert = q(
             "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"

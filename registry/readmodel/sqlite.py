@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
-from events.sqlite import SqliteStore
+from events.sqlite import SqliteStore, ThreadReaders
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
@@ -111,9 +111,7 @@ class SqliteReadModel(ReadModel):
         self._store = store
         self._writer = writer
         self._write_lock = threading.Lock()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
+        self._readers = ThreadReaders(store.connect)
         self._position = 0
         self._head = 0
         self._pending: int | None = None
@@ -209,20 +207,11 @@ class SqliteReadModel(ReadModel):
     # -- connections ----------------------------------------------------------------------------------
 
     def _reader(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._store.connect()
-            self._local.db = db
-            with self._readers_lock:
-                self._readers.append(db)
-        return db
+        return self._readers.get()
 
     def close(self) -> None:
         self._remove_hook()
-        with self._readers_lock:
-            readers, self._readers = self._readers, []
-        for db in readers:
-            db.close()
+        self._readers.close()
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()

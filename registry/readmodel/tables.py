@@ -182,17 +182,8 @@ def current_row(state: SessionState) -> CurrentRow:
 
 def past_row(old: SessionState, valid_to: int) -> PastRow:
     """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
-    return PastRow(
-        old.session_id,
-        old.cwd,
-        sort_key(old)[0],
-        not old.deleted,
-        old.position,
-        valid_to,
-        encode_state(old),
-        old.archived,
-        old.agent,
-    )
+    row = current_row(old)  # the row it was, closed at valid_to (rm_past's columns: rm_sessions' and valid_to)
+    return PastRow(*row[:5], valid_to, *row[5:])
 
 
 class Fold(NamedTuple):
