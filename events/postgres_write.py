@@ -16,9 +16,9 @@ one-exchange path they fold from what they know and guard it. Either way: one tr
 
 What bounds writers on different sessions is that lock: under contention an append reads under it (the
 two-round-trip path), so it is held across a round trip to the client and the client's fold, then the COMMIT
-and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores (``benchmarks.postgres_writers``):
-the lock was held 95-100% of the time, its holder waiting for its own client process about two thirds of it, on
-the WAL flush 7-16%.
+and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
+load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
+client process for half to two thirds of it, on the WAL flush for 7-37%.
 
 Commit modes (``PostgresStore(commit=...)``):
 
