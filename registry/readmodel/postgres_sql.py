@@ -98,10 +98,14 @@ class Statements:
             " UNION ALL SELECT CASE key WHEN 'floor' THEN 3 ELSE 2 END, value, NULL FROM {s}.rm_meta"
             " WHERE key IN ('floor', 'checkpoint')"
         )
-        self.try_lock = b"SELECT pg_try_advisory_xact_lock(%s)"
+        # Shared: appends (and short catch-ups, which hold the append lock too) never exclude each other here - the
+        # append lock orders them, and an exclusive try raced the previous append releasing its hold at commit
+        # (advisory locks are released in no set order: the next append, woken by the append lock, often found
+        # this one still held). Long catch-ups and rebuilds take it exclusively.
+        self.try_lock = b"SELECT pg_try_advisory_xact_lock_shared(%s)"
         # Each IF is a statement of its own, so the meta rows are read after the lock is granted.
         self._guard = q(
-            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock(KEY) THEN"
+            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock_shared(KEY) THEN"
             " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
             " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') <> CHECKPOINT"
             " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') <> FLOOR THEN"
