@@ -44,7 +44,7 @@ from events.group_commit import GroupCommit, GroupCommitStore
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.model import Event, LogEntry, RecordedEvent
 from events.postgres_sql import Statements, lock_key, one, transient
-from events.postgres_write import CommitHook, Unit, Writer
+from events.postgres_write import CommitHook, CommitMode, Unit, Writer
 from events.schema import (
     CHAIN_SINCE,
     SCHEMA_VERSION,
@@ -79,7 +79,9 @@ class PostgresStore(GroupCommitStore):
     are none, False for callers that only read; ``pool_size`` caps this store's pooled connections (a
     subscribing store holds one more, for LISTEN); ``poll_interval`` is how often subscriptions look at the log
     when no notification comes; ``retry_timeout`` bounds the retries of transient failures; an append waits at
-    most ``lock_timeout`` seconds for another writer's transaction.
+    most ``lock_timeout`` seconds for another writer's transaction; ``commit`` is ``in-lock`` (an append's COMMIT
+    waits for its WAL flush holding the append lock) or ``flush-barrier`` (it does not, the flush is awaited after
+    the lock is released: see ``events.postgres_write`` for what that trades).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class PostgresStore(GroupCommitStore):
         poll_interval: float = 0.5,
         retry_timeout: float = 30.0,
         lock_timeout: float = 30.0,
+        commit: CommitMode = "in-lock",
         create: bool = True,
         clock: Clock | None = None,
     ) -> None:
@@ -104,7 +107,7 @@ class PostgresStore(GroupCommitStore):
         self._retry_timeout = retry_timeout
         self._lock_timeout = lock_timeout
         self._sql = Statements(self.schema)
-        self._writer = Writer(self._sql, self._clock, self.location)
+        self._writer = Writer(self._sql, self._clock, self.location, commit)
         self._hooks_lock = threading.Lock()
         self._create = create
         self._read_only = False  # a standby, a read-only default, or no INSERT privilege: found by _prepare
@@ -133,6 +136,13 @@ class PostgresStore(GroupCommitStore):
     @property
     def read_only(self) -> bool:
         return self._read_only
+
+    @property
+    def append_lock_key(self) -> int:
+        """The transaction-level advisory lock every append of this store holds from reading the head to COMMIT:
+        a commit hook's own work that must not overlap an append (a short catch-up of the read model) takes it
+        too."""
+        return self._sql.append_key
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"

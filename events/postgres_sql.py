@@ -40,6 +40,10 @@ class Statements:
         self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
         self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
         self.lock = b"SELECT pg_advisory_xact_lock(%s)"
+        self.commit_unflushed = b"SET LOCAL synchronous_commit = off"
+        # A transactional logical message: the smallest write that gets the transaction an xid and a WAL record,
+        # so that its commit waits for the flush (a transaction that wrote no WAL commits without one).
+        self.flush = b"SELECT pg_logical_emit_message(true, 'acp-registry', '')"
         self.tip = q(
             "SELECT coalesce(h.position, 0), h.chain, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)"
             " FROM (VALUES (1)) AS one (x)"

@@ -13,14 +13,38 @@ guard fails, and nothing is written; the append then reads under the lock first 
 tells whether writers contend (then appends keep reading first). Commit hooks (the registry's read model) queue
 their look-ups in the reading path's first exchange and their writes with the events' before the COMMIT; in the
 one-exchange path they fold from what they know and guard it. Either way: one transaction, one WAL flush.
+
+What bounds writers on different sessions is that lock: under contention an append reads under it (the
+two-round-trip path), so it is held across a round trip to the client and the client's fold, then the COMMIT
+and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
+load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
+client process for half to two thirds of it, on the WAL flush for 7-37%.
+
+Commit modes (``PostgresStore(commit=...)``):
+
+- ``in-lock`` (the default): COMMIT waits for its WAL flush with the lock held. An event is visible to anyone
+  only once it is durable.
+- ``flush-barrier``: the append transaction commits with ``synchronous_commit = off`` - the lock is released
+  without waiting for the flush - and a second transaction in the same exchange (a logical message, committed
+  with the session's ``synchronous_commit``) waits for a flush that covers it; the caller hears of the append
+  only then. Concurrent barriers share flushes, and a durable later commit implies every earlier one (WAL order),
+  so no acknowledged append is ever lost. The price: between the COMMIT and the flush, other processes and hosts
+  can read the event (and are NOTIFYed of it, NOTIFY goes at COMMIT); a server crash in that window loses it
+  although it was seen. After the restart its positions are given to other events, so a subscriber elsewhere
+  that had passed them skips those (it asks for ``> last``), a kept snapshot taken past them is reported as a
+  log shorter than seen (``registry.evidence``), and a walk or cursor as of such a position reads other events
+  there. The read model, in the same database, loses the same tail and stays consistent with the log. It pays
+  where the flush is most of the time the lock is held (a slow disk); measured here it was not, so it is not the
+  default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Final, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Literal, Protocol, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -32,7 +56,7 @@ from events.model import Event, LogEntry
 from events.postgres_sql import Statements, one
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
-__all__ = ["CommitHook", "Connection", "Unit", "Writer"]
+__all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +67,8 @@ _HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "4
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
+CommitMode = Literal["flush-barrier", "in-lock"]
+COMMIT_MODES: Final[tuple[CommitMode, ...]] = ("flush-barrier", "in-lock")
 
 
 class CommitHook(Protocol):
@@ -78,8 +104,13 @@ class CommitHook(Protocol):
 class Writer:
     """Appends for one store: the transaction's statements, in as few round trips as they can go."""
 
-    def __init__(self, statements: Statements, clock: Callable[[], int], location: str) -> None:
+    def __init__(
+        self, statements: Statements, clock: Callable[[], int], location: str, commit: CommitMode = "in-lock"
+    ) -> None:
+        if commit not in COMMIT_MODES:
+            raise ValueError(f"commit must be one of {', '.join(COMMIT_MODES)}, not {commit!r}")
         self._sql = statements
+        self._barrier = commit == "flush-barrier"
         self._clock = clock
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
@@ -89,6 +120,28 @@ class Writer:
     def forget(self) -> None:
         """Another writer may have appended: the next append reads the log's end first."""
         self._known = None
+
+    @contextlib.contextmanager
+    def _committing(self, conn: Connection) -> Iterator[None]:
+        """The append's pipeline and transaction. With the flush barrier, the transaction commits without waiting
+        for its WAL flush (the append lock is released at once), and a second transaction in the same exchange
+        waits for a flush that covers it (``_flush``): the caller hears of the append only once it is durable."""
+        with conn.pipeline():
+            with conn.transaction() as transaction:
+                if self._barrier:
+                    conn.execute(self._sql.commit_unflushed)
+                yield
+            if self._barrier and transaction.status is transaction.Status.COMMITTED:
+                self._flush(conn)
+
+    def _flush(self, conn: Connection) -> None:
+        """The flush barrier: a transaction that writes a WAL record (a logical message, no table) and commits
+        with the session's ``synchronous_commit`` (on, unless the user chose otherwise), so it returns once the
+        WAL up to its commit record is flushed - and with it every commit before it, this connection's append
+        too. Concurrent barriers share one flush."""
+        if self._barrier:
+            with conn.transaction():
+                conn.execute(self._sql.flush)
 
     def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """A lone append (the common case: no other thread of this process appending). When this process's last
@@ -143,7 +196,7 @@ class Writer:
             stream = known.next_stream
         last = actual + len(events)
         try:
-            with conn.pipeline(), conn.transaction():
+            with self._committing(conn):
                 conn.execute(self._sql.lock, (self._sql.append_key,))
                 if new_stream:
                     conn.execute(self._sql.insert_stream, (session_id, stream, last))
@@ -185,7 +238,7 @@ class Writer:
         try:
             # Two round trips: the pipeline sends BEGIN, the lock and the look-ups together, then the writes, the
             # hooks' writes, the NOTIFY and COMMIT together.
-            with conn.pipeline(), conn.transaction():
+            with self._committing(conn):
                 # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
                 # append committed before; positions are therefore assigned and committed in one order.
                 conn.execute(self._sql.lock, (self._sql.append_key,))
@@ -220,6 +273,7 @@ class Writer:
         self._known = None
         retried = self._stored_positions(conn, session_id, events, request.event_ids)
         if retried is not None:
+            self._flush(conn)  # stored by an attempt whose answer was lost: maybe before its barrier
             return retried
         if conflict is not None:
             raise conflict
@@ -258,7 +312,7 @@ class Writer:
         outcomes: list[list[list[int]] | BaseException] = []
         hooks = self._active
         # The pipeline sends the statements whose results are not needed at once with the next that is.
-        with conn.pipeline(), conn.transaction():
+        with self._committing(conn):
             conn.execute(self._sql.lock, (self._sql.append_key,))
             session_ids = list({request.session_id for unit in units for request, _ in unit})
             looked_up = [hook.look_up(conn, session_ids) for hook in hooks]

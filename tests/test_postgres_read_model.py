@@ -205,3 +205,113 @@ def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
         assert theirs.window_floor() == model.window_floor() == 7  # the rebuild's floor, not lowered by mine
         model.close()
         theirs.close()
+
+
+def test_an_append_folds_while_the_previous_append_still_holds_its_share_of_the_lock(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    # The moment between two appends: the first has committed but its backend has not yet let go of the read
+    # model's lock when the next, woken by the append lock, tries it. Appends share it: the next one folds.
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store:
+        model = _tables(store)
+        store.append("a", [SessionCreated(cwd="/w", at=1)])
+        with psycopg.connect(conninfo) as previous:
+            previous.execute("SELECT pg_advisory_xact_lock_shared(%s)", (model._key,))
+            store.append("b", [SessionCreated(cwd="/w", at=2)])
+            assert _checkpoint_and_head(conninfo, schema) == (2, 2)
+            previous.rollback()
+        assert check_read_model(store, model).mismatches == []
+        model.close()
+
+
+def test_a_short_catch_up_waits_for_the_append_lock_and_appends_fold_after_it(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    import threading  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as bare:
+        model = _tables(store)
+        for n in range(3):  # no read model open on bare: the tables fall behind
+            bare.append(f"s{n}", [SessionCreated(cwd="/w", at=n + 1)])
+        with psycopg.connect(conninfo) as appending:  # an append's transaction, as another process holds it
+            appending.execute("SELECT pg_advisory_xact_lock(%s)", (store.append_lock_key,))
+            catching_up = threading.Thread(target=model.catch_up)
+            catching_up.start()
+            catching_up.join(0.5)
+            assert catching_up.is_alive()  # it waits for the append, rather than taking the tables beside it
+            assert _checkpoint_and_head(conninfo, schema) == (0, 3)
+            appending.rollback()
+        catching_up.join(10)
+        assert not catching_up.is_alive()
+        assert _checkpoint_and_head(conninfo, schema) == (3, 3)
+        store.append("s0", [SessionUpdated(at=9, messages=1)])
+        assert _checkpoint_and_head(conninfo, schema) == (4, 4)
+        assert check_read_model(store, model).mismatches == []
+        model.close()
+
+
+def test_catching_up_to_a_position_stops_there(postgres_schemas: Callable[[], str]) -> None:
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as one, PostgresStore.from_url(url) as two, PostgresStore.from_url(url) as bare:
+        mine, theirs = _tables(one), _tables(two)
+        one.append("a", [SessionCreated(cwd="/w", at=1)])
+        two.append("b", [SessionCreated(cwd="/w", at=2)])  # folded by two's own transaction
+        bare.append("c", [SessionCreated(cwd="/w", at=3)])  # not folded
+        assert mine.position == 1 and _checkpoint_and_head(conninfo, schema) == (2, 3)
+        assert mine.catch_up(2) == 2  # the tables are there already: nothing to fold, no transaction
+        assert _checkpoint_and_head(conninfo, schema) == (2, 3)
+        assert mine.catch_up() == 3
+        mine.close()
+        theirs.close()
+
+
+@pytest.mark.parametrize("commit", ["flush-barrier", "in-lock"])
+def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_tables_folded(
+    postgres_schemas: Callable[[], str], commit: str
+) -> None:
+    import threading  # noqa: PLC0415
+
+    from events.testing import check_log  # noqa: PLC0415
+    from events.verify import verify_log  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    writers, turns = 4, 15
+    gate = threading.Barrier(writers)
+    failures: list[BaseException] = []
+    with SessionRegistry.open(url, follow=False) as first:
+        first.create("/w", session_id="shared")  # a session every writer turns in too: conflicts, retried
+
+    def write() -> None:
+        # A store (pool, writer, read model) of its own per thread: to the server, another process.
+        store = PostgresStore(conninfo, schema=schema, commit=commit)  # type: ignore[arg-type]
+        try:
+            with SessionRegistry(store, follow=False, owns_store=True) as registry:
+                gate.wait()
+                own = registry.create("/w").session_id
+                for _ in range(turns):
+                    registry.record_activity(own, messages=1)
+                    registry.record_activity("shared", messages=1)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not failures
+    with SessionRegistry.open(url, follow=False) as registry:
+        store = registry.store
+        assert [r.position for r in check_log(store)] == list(range(1, 1 + writers * (1 + 2 * turns) + 1))
+        assert verify_log(store).healthy
+        assert _checkpoint_and_head(conninfo, schema)[0] == store.head()
+        assert check_read_model(store, registry.read_model).mismatches == []
+        messages = {state.session_id: state.messages for state in registry.read_model.states()}
+        assert messages.pop("shared") == writers * turns
+        assert sorted(messages.values()) == [turns] * writers

@@ -284,3 +284,45 @@ def test_a_version_1_store_is_upgraded_in_place_on_its_first_open(schema: str) -
         assert verify_log(store).healthy
     version = _admin(sql.SQL("SELECT value FROM {}.registry_meta WHERE key = 'schema_version'").format(name))
     assert bytes(version[0][0]) == str(SCHEMA_VERSION).encode() == b"2"
+
+
+_KILLED_BETWEEN_COMMIT_AND_BARRIER = """
+import os, signal, sys, uuid
+from events import SessionCreated, SessionUpdated
+from events.postgres import PostgresStore
+from events.postgres_write import Writer
+
+def die(self, conn):
+    conn.execute(b"SELECT 1").fetchone()  # in the pipeline: a sync, so the server has run the append's COMMIT
+    os.kill(os.getpid(), signal.SIGKILL)  # before the barrier: the append is committed, its caller never hears
+
+store = PostgresStore(sys.argv[1], schema=sys.argv[2], commit="flush-barrier")
+store.append("s", [SessionCreated(cwd="/w", at=1)])
+Writer._flush = die
+store.append("s", [SessionUpdated(at=2, messages=1)], 1, event_ids=[uuid.UUID(sys.argv[3])])
+"""
+
+
+def test_a_writer_killed_between_its_commit_and_its_flush_barrier(schema: str) -> None:
+    # What other processes see of it: a committed event, in order, chained; nothing acknowledged was lost (the
+    # caller was not answered). Its retry, with the same event id, returns the same position - after a barrier
+    # of its own, as the first attempt's may never have run. (A server crash in that window would lose the event
+    # itself; only an acknowledged one must survive, and the acknowledgement waits for the barrier.)
+    event_id = uuid.uuid4()
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_BETWEEN_COMMIT_AND_BARRIER, SERVER, schema, str(event_id)],
+        check=False,
+        timeout=60,
+    )
+    assert killed.returncode == -9
+    with PostgresStore(SERVER, schema=schema, commit="flush-barrier") as store:
+        assert [(r.position, r.event_id) for r in check_log(store)][1:] == [(2, event_id)]
+        assert verify_log(store).healthy
+        assert store.append("s", [SessionUpdated(at=2, messages=1)], 1, event_ids=[event_id]) == [2]
+        assert store.append("s", [SessionUpdated(at=3, messages=1)], 2) == [3]
+        assert [r.position for r in check_log(store)] == [1, 2, 3]
+
+
+def test_the_commit_mode_is_checked(schema: str) -> None:
+    with pytest.raises(ValueError, match="flush-barrier, in-lock"):
+        PostgresStore(SERVER, schema=schema, commit="later")  # type: ignore[arg-type]

@@ -4,10 +4,12 @@
 Every process and host on the store shares these tables. An append folds itself into them in its own transaction
 (the store's commit hook, ``events.postgres_write``): its reads go in the append's first exchange, its writes in
 the second with the events and the COMMIT - one transaction, one WAL flush, no round trip of its own. The
-append lock that orders positions orders these folds too; they only try the read model's own advisory lock, and
-leave their fold to a catch-up that holds it. A catch-up (a read model behind the log: appends by a store with
-no read model open, or the first open) runs in transactions of its own under that lock, reads the log through
-the store, and moves the checkpoint with the rows; appends never wait for it. A page is one statement, so it
+append lock that orders positions orders these folds too; they only try a shared hold of the read model's own
+advisory lock, and leave their fold to a catch-up that holds it exclusively. A catch-up (a read model behind the
+log: appends by a store with no read model open, a fold an append left, or the first open) runs in transactions
+of its own, reads the log through the store, and moves the checkpoint with the rows: a short one under the append
+lock too (so, like an append, it never runs beside one), a long one under the read model's lock alone (appends
+never wait for it). A page is one statement, so it
 reads one snapshot: the current rows valid at P, the past rows valid at P, and the window's floor; a walk's
 first page adds the freshness check (is the checkpoint the log's head?) to the same statement.
 """
@@ -26,7 +28,7 @@ import psycopg
 from psycopg import sql
 
 from events.model import Event, LogEntry
-from events.postgres_sql import lock_key
+from events.postgres_sql import lock_key, one
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
@@ -186,8 +188,9 @@ class PostgresReadModel(ReadModel):
         )
         self._position = checkpoint
         plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
-        while checkpoint < head:
-            checkpoint, head = self._store.run(self._catch_up_chunk)
+        while checkpoint < head and (to is None or checkpoint < to):
+            short = head - checkpoint <= _IN_TRANSACTION
+            checkpoint, head = self._store.run(functools.partial(self._catch_up_chunk, short=short))
             self._position = checkpoint
             plan.passed(checkpoint)
         return self._position
@@ -211,23 +214,48 @@ class PostgresReadModel(ReadModel):
 
         self._store.run(dump)
 
-    def _catch_up_chunk(self, conn: Connection) -> tuple[int, int]:
+    def _catch_up_chunk(self, conn: Connection, *, short: bool) -> tuple[int, int]:
+        """One transaction of a catch-up, under the read model's lock. A short one (what an append's own fold
+        would take on) holds the store's append lock too, taken first as appends take it: it then never runs
+        beside an append, whose try of the read model's lock would fail and leave its fold to yet another
+        catch-up - under 4 concurrent writers, half of the appends did, each catch-up making the next; when
+        another catch-up holds the read model, it waits for that one to end and looks again. A long
+        one (a first open, a rebuild) does not stop appends: it takes the read model's lock alone, and appends
+        meanwhile leave their folds to it. Either commits without waiting for its WAL flush: its rows are derived
+        from committed events, and a server crash that lost them leaves the read model behind (a later commit
+        that survived implies this one did), which the next catch-up folds again."""
+        if short:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._store.append_lock_key,))
+                if one(conn.execute(self._sql.try_lock, (self._key,)))[0]:
+                    return self._fold_chunk(conn)
+            # Another catch-up holds the read model: wait for it to end (holding nothing an append needs), then
+            # the caller looks again - it may have folded what this one wanted.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._key,))
+            checkpoint, _floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
+            return checkpoint, head
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            checkpoint, floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
-            if checkpoint >= head:
-                return checkpoint, head
-            fresh = checkpoint == 0
-            for chunk in chunks(self._store.scan(checkpoint, until=head)):
-                new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
-                folded = fold_stretch(
-                    chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
-                )
-                (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
-                with conn.cursor() as cursor:
-                    self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
-                return folded.position, head
-            return checkpoint, head  # pragma: no cover - positions up to the head are committed
+            return self._fold_chunk(conn)
+
+    def _fold_chunk(self, conn: Connection) -> tuple[int, int]:
+        """Fold up to 10,000 positions after the checkpoint, in the caller's transaction (the lock held)."""
+        conn.execute("SET LOCAL synchronous_commit = off")
+        checkpoint, floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
+        if checkpoint >= head:
+            return checkpoint, head
+        fresh = checkpoint == 0
+        for chunk in chunks(self._store.scan(checkpoint, until=head)):
+            new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
+            folded = fold_stretch(
+                chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
+            )
+            (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
+            with conn.cursor() as cursor:
+                self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
+            return folded.position, head
+        return checkpoint, head  # pragma: no cover - positions up to the head are committed
 
     # -- in the append's own transaction ----------------------------------------------------------------
 
@@ -333,7 +361,7 @@ class PostgresReadModel(ReadModel):
         if folded.past:
             cursor.executemany(self._sql.insert_past, folded.past)
         if new_floor > floor:
-            cursor.execute(self._sql.prune, (new_floor,))
+            cursor.execute(self._sql.prune, (floor, new_floor))
         cursor.execute(
             self._sql.set_all_meta,
             {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
