@@ -140,6 +140,20 @@ def _grow(log: _Log, histories: Iterator[History], count: int, chunk: int) -> di
     return {key: throughput(added, seconds) for key, seconds in spent.items()}
 
 
+def _fill(url: str, sessions: int, seed: int = DEFAULT_SEED, chunk: int = 1000) -> float:
+    """A new store of ``sessions`` sessions of the seeded history, imported with ``append_batch`` (the writer
+    benchmark's setup); returns sessions/s."""
+    from events import AppendRequest  # noqa: PLC0415
+    from events.postgres import PostgresStore  # noqa: PLC0415
+
+    histories = iter_histories(sessions, seed)
+    start = time.perf_counter()
+    with PostgresStore.from_url(url) as store:
+        while batch := list(itertools.islice(histories, chunk)):
+            store.append_batch([AppendRequest(sid, events) for sid, events in batch])
+    return sessions / (time.perf_counter() - start)
+
+
 _BUILD = """
 import sys, time
 from events.postgres import PostgresStore
@@ -425,7 +439,7 @@ def write_part(part: PostgresPart, out: Path, name: str, into: str | None = None
         json_path.write_bytes(msgspec.json.format(msgspec.json.encode(run), indent=2) + b"\n")
         text = md_path.read_text(encoding="utf-8") if md_path.exists() else markdown(run)
         kept = text.split(f"\n{POSTGRES_HEADING}\n", 1)[0].rstrip("\n")
-        md_path.write_text(kept + "\n" + postgres_section(part) + "\n", encoding="utf-8")
+        md_path.write_text(f"{kept}\n\n{postgres_section(part)}\n", encoding="utf-8")
         written += [json_path, md_path]
     return written
 
