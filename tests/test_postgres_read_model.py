@@ -315,3 +315,24 @@ def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_table
         messages = {state.session_id: state.messages for state in registry.read_model.states()}
         assert messages.pop("shared") == writers * turns
         assert sorted(messages.values()) == [turns] * writers
+
+
+def test_a_long_catch_up_leaves_fresh_planner_statistics(
+    postgres_schemas: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without them a deep page's rm_past part was planned for the rows of the catch-up's first chunks (a
+    parallel bitmap scan, 19 ms at 100k sessions against 0.06 ms after ANALYZE)."""
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store:
+        for n in range(30):  # before any read model: a first open folds them in a long catch-up
+            store.append(f"s{n}", [SessionCreated(cwd="/w", at=n)])
+        monkeypatch.setattr("registry.readmodel.postgres._IN_TRANSACTION", 5)
+        model = _tables(store)
+        assert model.position == 30
+        model.close()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        analysed = conn.execute(
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL", (schema,)
+        ).fetchall()
+    assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}

@@ -27,6 +27,7 @@ import msgspec
 import psycopg
 from psycopg import sql
 
+from events.errors import StoreError
 from events.model import Event, LogEntry
 from events.postgres_sql import lock_key, one
 from registry.model import ListFilter, SessionState
@@ -188,12 +189,23 @@ class PostgresReadModel(ReadModel):
         )
         self._position = checkpoint
         plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        long = False
         while checkpoint < head and (to is None or checkpoint < to):
             short = head - checkpoint <= _IN_TRANSACTION
+            long = long or not short
             checkpoint, head = self._store.run(functools.partial(self._catch_up_chunk, short=short))
             self._position = checkpoint
             plan.passed(checkpoint)
+        if long:
+            self._analyze()
         return self._position
+
+    def _analyze(self) -> None:
+        """Fresh planner statistics once a long catch-up wrote many rows (autovacuum may take minutes to)."""
+        try:
+            self._store.run(lambda conn: conn.execute(self._sql.analyze))
+        except StoreError as exc:  # e.g. not the tables' owner: the pages are right, only maybe slower
+            log.info("could not ANALYZE the read model's tables: %s", exc)
 
     def _dump(self, checkpoint: int) -> None:
         """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
