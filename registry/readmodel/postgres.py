@@ -68,6 +68,7 @@ __all__ = ["PostgresReadModel"]
 
 log = logging.getLogger(__name__)
 
+_FLOOR_STEP: Final = 1_000  # positions the window's floor moves by at a time (see _floor)
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
@@ -200,6 +201,13 @@ class PostgresReadModel(ReadModel):
             self._analyze()
         return self._position
 
+    def _floor(self, floor: int, position: int) -> int:
+        """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of
+        ``_FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
+        prune's plan depends on statistics: with fresh ones, one per write cost 4 ms at 100k sessions and 30 ms at
+        1M, where a step's prune is paid once in a thousand writes). Walks stay exact over the window at least."""
+        return max(floor, (position - self.window) // _FLOOR_STEP * _FLOOR_STEP)
+
     def _analyze(self) -> None:
         """Fresh planner statistics once a long catch-up wrote many rows (autovacuum may take minutes to)."""
         try:
@@ -259,7 +267,7 @@ class PostgresReadModel(ReadModel):
             return checkpoint, head
         fresh = checkpoint == 0
         for chunk in chunks(self._store.scan(checkpoint, until=head)):
-            new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
+            new_floor = head if fresh else self._floor(floor, chunk[-1].position)
             folded = fold_stretch(
                 chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
             )
@@ -314,7 +322,7 @@ class PostgresReadModel(ReadModel):
                 return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
 
             position = written[-1].position
-            new_floor = position if checkpoint == 0 else max(floor, position - self.window)
+            new_floor = position if checkpoint == 0 else self._floor(floor, position)
             folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
         except Exception:  # derived data: the append commits without it, and a catch-up folds it later
             log.warning(
@@ -340,7 +348,7 @@ class PostgresReadModel(ReadModel):
         if any(version != 1 and session_id not in rows for session_id, version in first.items()):
             return False
         position = written[-1].position
-        new_floor = max(floor, position - self.window)
+        new_floor = self._floor(floor, position)
         try:
             folded = fold_stretch(
                 written,
