@@ -13,13 +13,17 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import keys
 from benchmarks.figures import Figure, Quantity, latency, throughput
 from benchmarks.machine import BusyMeter
 from benchmarks.registry_bench import first_answer_of
+
+if TYPE_CHECKING:
+    from registry import SessionRegistry
 
 __all__ = ["first_pages", "notification", "raw_schema", "raw_table", "writers"]
 
@@ -65,18 +69,26 @@ def _writer(url: str, server: str, schema: str, seconds: float, raw: bool, gate:
                 durations.append(time.perf_counter() - start)
     else:
         with SessionRegistry(PostgresStore.from_url(url), follow=False, owns_store=True) as registry:
-            own = registry.create("/work/writers").session_id
-            gate.wait()
-            end = time.perf_counter() + seconds
-            n = 0
-            while (start := time.perf_counter()) < end:
-                if n % 5 == 4:
-                    own = registry.create("/work/writers").session_id
-                else:
-                    registry.record_activity(own, messages=1)
-                durations.append(time.perf_counter() - start)
-                n += 1
+            durations = registry_mix(registry, seconds, gate.wait)
     out.put(durations)
+
+
+def registry_mix(registry: SessionRegistry, seconds: float, ready: Callable[[], object]) -> list[float]:
+    """A writer process's work on the registry: a session of its own, then ``record_activity`` on it, a new one
+    every fifth operation, for ``seconds`` after ``ready()`` returns; the seconds of each operation."""
+    own = registry.create("/work/writers").session_id
+    ready()
+    durations: list[float] = []
+    end = time.perf_counter() + seconds
+    n = 0
+    while (start := time.perf_counter()) < end:
+        if n % 5 == 4:
+            own = registry.create("/work/writers").session_id
+        else:
+            registry.record_activity(own, messages=1)
+        durations.append(time.perf_counter() - start)
+        n += 1
+    return durations
 
 
 def _lock_waiters(server: str) -> int:

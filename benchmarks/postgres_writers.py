@@ -28,6 +28,7 @@ from typing import Any
 
 from benchmarks.args import bench_parser, postgres_or_skip
 from benchmarks.figures import latency
+from benchmarks.postgres_processes import registry_mix
 from benchmarks.postgres_registry import _fill, _schema
 
 _SAMPLE = 0.02
@@ -61,19 +62,9 @@ def _writer(url: str, server: str, schema: str, seconds: float, mode: str, out: 
         conninfo, name = split_postgres_url(url)
         store = PostgresStore(conninfo, schema=name, **_commit(mode))
         with SessionRegistry(store, follow=False, owns_store=True) as registry:
-            own = registry.create("/work/writers").session_id
-            cpu0 = time.process_time()
-            end = time.perf_counter() + seconds
-            n = 0
-            while time.perf_counter() < end:
-                start = time.perf_counter()
-                if n % 5 == 0:
-                    own = registry.create("/work/writers").session_id
-                else:
-                    registry.record_activity(own, messages=1)
-                durations.append(time.perf_counter() - start)
-                n += 1
-            cpu = time.process_time() - cpu0
+            started: list[float] = []
+            durations = registry_mix(registry, seconds, lambda: started.append(time.process_time()))
+            cpu = time.process_time() - started[0]
     out.put((durations, cpu))
 
 
