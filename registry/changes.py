@@ -226,13 +226,6 @@ def _delivery_thread(target: Callable[[], None]) -> threading.Thread:
     return threading.Thread(target=target, name="acp-registry delivery", daemon=True)
 
 
-def _shared_diffs(
-    additional_directories: bool, include_archived: bool = False
-) -> Callable[[Change], ListChange | None]:
-    """``diff`` of a change, made once however many subscribers receive it (they share the change objects)."""
-    return partial(shown, additional_directories=additional_directories, include_archived=include_archived)
-
-
 class ChangeSource(Protocol):
     """What the stream needs of a registry: its store, whether it shows ``additionalDirectories``, and a way to
     start following its changes atomically (``SessionRegistry`` is one)."""
@@ -354,7 +347,8 @@ def list_changes(
         raise ValueError(f"after must be a log position (an int >= 0), got {after!r}")
     if coalesce is not None and not coalesce > 0:
         raise ValueError(f"coalesce must be a positive number of seconds, got {coalesce!r}")
-    to_item = _shared_diffs(source.additional_directories, include_archived)
+    # Each change's diff made once however many subscribers receive it (they share the change objects).
+    to_item = partial(shown, additional_directories=source.additional_directories, include_archived=include_archived)
 
     def build(_scheduler: abc.SchedulerBase | None) -> Observable[ListChange]:
         if scheduler is not None:

@@ -168,11 +168,15 @@ class Follower:
         if self._live and not always:
             return self._position  # the thread folds: a writer never waits here for a fan-out under way
         with self._lock:
-            if self._listeners and (always or not self._live):
-                head = self._store.head()
-                if head > self._position:
-                    self._fold(list(self._store.scan(self._position, until=head)))
+            if self._listeners:
+                self._fold_to_head()
             return self._position
+
+    def _fold_to_head(self) -> None:
+        """Under the lock: fold what the log holds after the position folded so far."""
+        head = self._store.head()
+        if head > self._position:
+            self._fold(list(self._store.scan(self._position, until=head)))
 
     def _run(self, subscription: Subscription) -> None:
         while not subscription.closed:
@@ -222,9 +226,7 @@ class Follower:
                 return True
             if self._position < position and self._subscription is not None:
                 try:
-                    head = self._store.head()
-                    if head > self._position:
-                        self._fold(list(self._store.scan(self._position, until=head)))
+                    self._fold_to_head()
                 except StoreError as exc:  # the thread retries; wait for it
                     log.debug("could not fold up to %s here: %s", position, exc)
             return self._folded.wait_for(

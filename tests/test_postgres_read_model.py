@@ -5,6 +5,7 @@ makes appends leave their fold to it, never fold twice; the first page is fresh 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import psycopg
@@ -229,8 +230,6 @@ def test_an_append_folds_while_the_previous_append_still_holds_its_share_of_the_
 def test_a_short_catch_up_waits_for_the_append_lock_and_appends_fold_after_it(
     postgres_schemas: Callable[[], str],
 ) -> None:
-    import threading  # noqa: PLC0415
-
     url = postgres_schemas()
     conninfo, schema = split_postgres_url(url)
     with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as bare:
@@ -274,8 +273,6 @@ def test_catching_up_to_a_position_stops_there(postgres_schemas: Callable[[], st
 def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_tables_folded(
     postgres_schemas: Callable[[], str], commit: str
 ) -> None:
-    import threading  # noqa: PLC0415
-
     from events.testing import check_log  # noqa: PLC0415
     from events.verify import verify_log  # noqa: PLC0415
 
