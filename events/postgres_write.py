@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal, Protocol, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, links
@@ -61,9 +62,9 @@ __all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "Unit", "Wr
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-# Failures of a hook's own statements that leave the append worth writing without it: its table, column or
-# object is gone, or it cannot write (disk full, read-only, no privilege).
-_HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "53100", "25006", "42501"})
+# Failures of a hook's own statements that leave the append worth writing without it: its table, column, function
+# or object is gone, or it cannot write (disk full, read-only, no privilege).
+_HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "42883", "53100", "25006", "42501"})
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
 
 Connection = psycopg.Connection[TupleRow]
@@ -122,26 +123,46 @@ class Writer:
         self._known = None
 
     @contextlib.contextmanager
-    def _committing(self, conn: Connection) -> Iterator[None]:
-        """The append's pipeline and transaction. With the flush barrier, the transaction commits without waiting
-        for its WAL flush (the append lock is released at once), and a second transaction in the same exchange
-        waits for a flush that covers it (``_flush``): the caller hears of the append only once it is durable."""
-        with conn.pipeline():
-            with conn.transaction() as transaction:
+    def _committing(self, conn: Connection) -> Iterator[psycopg.Pipeline]:
+        """The append's transaction in one pipeline: BEGIN, what the block queues and COMMIT go out together, and
+        the pipeline's end is the only sync - one round trip unless the block fetches a result on the way (psycopg's
+        own transaction block syncs on entering and on leaving a pipeline: a lone append took four). A
+        ``psycopg.Rollback`` raised in the block rolls back instead; an error leaves nothing open (ROLLBACK).
+        psycopg learns that a transaction is open only from a sync: sync the pipeline it yields before opening
+        ``conn.transaction()`` (a savepoint) in the block, or psycopg takes it for the outer transaction and
+        commits it there.
+
+        With the flush barrier, the transaction commits without waiting for its WAL flush (the append lock is
+        released at once), and a second transaction in the same exchange waits for a flush that covers it
+        (``_flush``): the caller hears of the append only once it is durable."""
+        try:
+            with conn.pipeline() as pipeline:
+                conn.execute(b"BEGIN", prepare=False)
                 if self._barrier:
-                    conn.execute(self._sql.commit_unflushed)
-                yield
-            if self._barrier and transaction.status is transaction.Status.COMMITTED:
+                    conn.execute(self._sql.commit_unflushed, prepare=False)
+                try:
+                    yield pipeline
+                except psycopg.Rollback:
+                    conn.execute(b"ROLLBACK", prepare=False)
+                    return
+                conn.execute(b"COMMIT", prepare=False)
                 self._flush(conn)
+        finally:
+            if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+                # An error left the transaction open, or aborted: psycopg's rollback also forgets the statements
+                # it meant to prepare in the messages the server skipped after the error.
+                conn.rollback()
 
     def _flush(self, conn: Connection) -> None:
         """The flush barrier: a transaction that writes a WAL record (a logical message, no table) and commits
         with the session's ``synchronous_commit`` (on, unless the user chose otherwise), so it returns once the
         WAL up to its commit record is flushed - and with it every commit before it, this connection's append
-        too. Concurrent barriers share one flush."""
+        too. Concurrent barriers share one flush. Queued in the caller's pipeline, if any."""
         if self._barrier:
-            with conn.transaction():
+            with conn.pipeline():
+                conn.execute(b"BEGIN", prepare=False)
                 conn.execute(self._sql.flush)
+                conn.execute(b"COMMIT", prepare=False)
 
     def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """A lone append (the common case: no other thread of this process appending). When this process's last
@@ -197,15 +218,10 @@ class Writer:
         last = actual + len(events)
         try:
             with self._committing(conn):
-                conn.execute(self._sql.lock, (self._sql.append_key,))
-                if new_stream:
-                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
-                else:
-                    conn.execute(self._sql.update_stream, (last, session_id))
-                self._insert(conn, request, blobs, known.head, stream, actual, at, chain)
+                conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
+                self._insert(conn, request, blobs, known.head, (stream, new_stream), actual, at, chain)
                 for hook in hooks:
                     hook.write_known(conn)
-                conn.execute(self._sql.notify)
         except (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure):
             self._known = None  # the log (or a hook's data) moved: read it
             return None
@@ -219,14 +235,21 @@ class Writer:
         request: PreparedAppend,
         blobs: list[bytes],
         head: int,
-        stream: int,
+        stream: tuple[int, bool],
         actual: int,
         at: int,
         chain: list[bytes],
     ) -> None:
-        """Queue the insert of a lone append's events after ``head``, on ``stream`` at version ``actual``."""
-        params = {"head": head, "stream": stream, "actual": actual, "at": at, "session": request.session_id}
-        conn.execute(self._sql.insert_lone, {**params, "ids": request.event_ids, "blobs": blobs, "chain": chain})
+        """Queue the insert of a lone append's events after ``head``, on a stream (its number, and whether it is
+        new) at version ``actual``, with the stream's row: one statement."""
+        number, new = stream
+        params = {"head": head, "stream": number, "actual": actual, "at": at, "session": request.session_id}
+        params["last"] = actual + len(request.events)
+        if len(blobs) == 1:
+            params |= {"id": request.event_ids[0], "blob": blobs[0], "link": chain[0]}
+        else:
+            params |= {"ids": request.event_ids, "blobs": blobs, "chain": chain}
+        conn.execute(self._sql.insert_lone[(new, len(blobs) == 1)], params)
 
     def _append_reading(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a
@@ -241,7 +264,7 @@ class Writer:
             with self._committing(conn):
                 # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
                 # append committed before; positions are therefore assigned and committed in one order.
-                conn.execute(self._sql.lock, (self._sql.append_key,))
+                conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
                 looked_up = [hook.look_up(conn, [session_id]) for hook in hooks]
                 head, previous, next_stream, stream, actual = one(
                     conn.execute(self._sql.tip_and_stream, (session_id,), binary=True)
@@ -250,17 +273,13 @@ class Writer:
                 if expected_version != ANY and expected_version != actual:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
                     raise psycopg.Rollback
-                last = actual + len(events)
                 at = self._clock()
                 positions, chain, written = _laid_out(request, blobs, head, actual, at, previous or GENESIS)
+                new_stream = stream is None
                 if stream is None:
                     stream = next_stream
-                    conn.execute(self._sql.insert_stream, (session_id, stream, last))
-                else:
-                    conn.execute(self._sql.update_stream, (last, session_id))
-                self._insert(conn, request, blobs, head, stream, actual, at, chain)
+                self._insert(conn, request, blobs, head, (stream, new_stream), actual, at, chain)
                 self._run_hooks(conn, hooks, looked_up, written, head, chain[-1])
-                conn.execute(self._sql.notify)
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id":
                 raise
@@ -312,8 +331,8 @@ class Writer:
         outcomes: list[list[list[int]] | BaseException] = []
         hooks = self._active
         # The pipeline sends the statements whose results are not needed at once with the next that is.
-        with self._committing(conn):
-            conn.execute(self._sql.lock, (self._sql.append_key,))
+        with self._committing(conn) as pipeline:
+            conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
             session_ids = list({request.session_id for unit in units for request, _ in unit})
             looked_up = [hook.look_up(conn, session_ids) for hook in hooks]
             head, previous, next_stream = one(conn.execute(self._sql.tip, binary=True))
@@ -322,6 +341,7 @@ class Writer:
             if len(units) == 1:
                 outcomes.append(self._write_unit(conn, tip, units[0], written))  # its error rolls everything back
             else:
+                pipeline.sync()  # psycopg now knows the transaction is open: each unit gets a savepoint
                 for unit in units:
                     mark = tip.saved()
                     mine: list[LogEntry] = []
@@ -334,7 +354,6 @@ class Writer:
                     else:
                         written += mine
             self._run_hooks(conn, hooks, looked_up, written, head, tip.previous)
-            conn.execute(self._sql.notify)
         _committed(hooks)
         return outcomes
 

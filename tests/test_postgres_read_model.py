@@ -333,3 +333,56 @@ def test_a_long_catch_up_leaves_fresh_planner_statistics(
             "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL", (schema,)
         ).fetchall()
     assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}
+
+
+def _round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
+    """How many exchanges ``action`` waits for on the store's one pooled connection: the ReadyForQuery messages the
+    server sends, one per sync, as libpq's protocol trace shows them."""
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryFile() as trace:
+        store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
+        try:
+            action()
+        finally:
+            store.run(lambda conn: conn.pgconn.untrace())
+        trace.seek(0)
+        return trace.read().count(b"\tReadyForQuery\t")
+
+
+def test_a_lone_append_and_its_fold_go_in_one_round_trip(postgres_schemas: Callable[[], str]) -> None:
+    # BEGIN, the lock, the events with their stream's row, the read model's guard and rows, COMMIT: one pipeline, one
+    # sync (psycopg's own transaction block synced on entering and on leaving: four).
+    conninfo, schema = split_postgres_url(postgres_schemas())
+    with PostgresStore(conninfo, schema=schema, pool_size=1) as store, SessionRegistry(store, follow=False) as registry:
+        session_id = registry.create("/w").session_id  # the first append reads the log's end
+        assert _round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
+        assert _round_trips(store, lambda: registry.create("/w")) == 1
+        assert _round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        assert check_read_model(store, _tables(store)).mismatches == []
+
+
+def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
+    postgres_schemas: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store, SessionRegistry(store, follow=False) as registry:
+        session_id = registry.create("/w").session_id
+        registry.record_activity(session_id, messages=1, at=10**18)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"DROP FUNCTION {schema}.rm_guard_1")
+        # The append that would call it commits all the same (the log decides), without its fold, which the
+        # read model catches up before it answers.
+        info = registry.record_activity(session_id, messages=2, at=2 * 10**18)
+        assert "commit hook failed" in caplog.text
+        assert info.updated_at is not None and info.updated_at.startswith("2033")
+        assert _checkpoint_and_head(conninfo, schema)[1] == 3
+        assert [s.updated_at for s in registry.list().sessions] == [info.updated_at]
+    with PostgresStore.from_url(url) as store:  # the next writer to open defines it again
+        model = _tables(store)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            row = conn.execute(f"SELECT to_regprocedure('{schema}.rm_guard_1(bigint,bigint,bigint)')").fetchone()
+            assert row is not None and row[0] is not None
+        assert check_read_model(store, model).mismatches == []
+        model.close()

@@ -112,7 +112,9 @@ class PostgresReadModel(ReadModel):
             with as_they_are():  # tables as they are: verify reports what is wrong
                 self._position = self._meta()["checkpoint"]
         self._remove_hook: Callable[[], None] = lambda: None
+        self._guard_function = False
         if not store.read_only:
+            self._guard_function = store.run(self._define_guard)
             self._remove_hook = store.add_commit_hook(self)
 
     def close(self) -> None:
@@ -175,6 +177,23 @@ class PostgresReadModel(ReadModel):
         for statement in (*self._sql.drop, *self._sql.create):
             conn.execute(statement)
         conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
+
+    def _define_guard(self, conn: Connection) -> bool:
+        """Define the guard function ``write_known`` calls, unless it is there; False when this role may not (the
+        guard then goes as an anonymous block). Definitions are serialised by an advisory lock of their own:
+        two concurrent ``CREATE OR REPLACE FUNCTION`` of one function fail ("tuple concurrently updated")."""
+        exists = self._sql.guard_exists, (self._store.schema,)
+        if one(conn.execute(*exists))[0]:
+            return True
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("guard-function", self._store.schema),))
+                if not one(conn.execute(*exists))[0]:
+                    conn.execute(self._sql.define_guard)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            log.info("%s: could not define the read model's guard function (%s)", self._store.location, exc)
+            return False
+        return True
 
     # -- catching up ----------------------------------------------------------------------------------
 
@@ -370,7 +389,10 @@ class PostgresReadModel(ReadModel):
         assert self._known_writes is not None and self._pending is not None
         folded, floor, chain = self._known_writes
         with conn.cursor() as cursor:
-            cursor.execute(self._sql.guard(self._key, self._pending[1], floor))
+            if self._guard_function:
+                cursor.execute(self._sql.guard, (self._key, self._pending[1], floor))
+            else:
+                cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
 
     def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
