@@ -461,7 +461,7 @@ class PostgresReadModel(ReadModel):
         if after is not None:
             params["rank"], params["sid"] = after
         query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
-        rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
+        rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         return _cut(rows, as_of, limit)
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
@@ -470,7 +470,7 @@ class PostgresReadModel(ReadModel):
         cwd, archived, agent = where
         params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
         query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
-        rows = self._store.run(lambda conn: conn.execute(query, params).fetchall())
+        rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         found = [(int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4 and rank is not None]
         if not found:
             raise ReadModelFault("the read model's rm_meta has no checkpoint row")

@@ -36,6 +36,7 @@ import msgspec
 from events.errors import StoreClosedError, StoreError
 from events.store import EventStore
 from registry.model import STATE_VERSION, SessionState, sort_key
+from registry.model import rank as rank_of
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
@@ -289,9 +290,28 @@ Keyed = tuple[int, str, bytes]
 
 def merge_pages(current: Iterable[Keyed], past: Iterable[Keyed], limit: int) -> tuple[list[SessionState], bool]:
     """The first ``limit`` states of two row streams in sort-key order, and whether more follow."""
-    rows = list(islice(heapq.merge(current, past, key=lambda row: (row[0], row[1])), limit + 1))
-    more = len(rows) > limit
-    return [checked_row(decode_state(row[2]), row[0], row[1]) for row in rows[:limit]], more
+    if isinstance(current, list) and isinstance(past, list) and not past:
+        rows = current[: limit + 1]  # a first page, or a walk with no past version in it: nothing to merge
+    else:
+        rows = list(islice(heapq.merge(current, past, key=lambda row: (row[0], row[1])), limit + 1))
+    return checked_states(rows[:limit]), len(rows) > limit
+
+
+def checked_states(rows: Iterable[Keyed]) -> list[SessionState]:
+    """The states of page rows, each checked as ``decode_state`` and ``checked_row`` check one (the same faults),
+    in one loop: a page decodes 50 of them per answer."""
+    states = []
+    for rank, session_id, blob in rows:
+        if type(blob) is not bytes or len(blob) <= SEAL or zlib.crc32(blob) != _RESIDUE:
+            _checked(blob)  # raises the fault that names what is wrong
+        try:
+            state = _decode(memoryview(blob)[:-SEAL])
+        except msgspec.DecodeError as exc:
+            raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+        if state.session_id != session_id or rank_of(state.updated_at) != rank:
+            checked_row(state, rank, session_id)  # raises
+        states.append(state)
+    return states
 
 
 def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]:
