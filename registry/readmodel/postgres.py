@@ -73,6 +73,9 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
+# The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
+_CURRENT_KEYS: Final = ("sid", "cwd", "rank", "live", "from", "state", "archived", "agent")
+_PAST_KEYS: Final = ("p_sid", "p_cwd", "p_rank", "p_live", "p_from", "p_to", "p_state", "p_archived", "p_agent")
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -397,17 +400,29 @@ class PostgresReadModel(ReadModel):
 
     def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
         """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
-        writes and what an append writes in its own transaction."""
+        writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
+        version it replaced) goes as one statement: fewer statements is less of psycopg's time per append, which
+        under contention is spent with the append lock held."""
+        meta: dict[str, object] = {
+            "c": folded.position,
+            "f": new_floor,
+            "a": anchor_value(chain),
+            "d": folded.live_delta,
+        }
+        if new_floor > floor:
+            cursor.execute(self._sql.prune, (floor, new_floor))
+        if len(folded.current) <= 1 and len(folded.past) <= 1:
+            for row in folded.current:
+                meta |= dict(zip(_CURRENT_KEYS, row, strict=True))
+            for past in folded.past:
+                meta |= dict(zip(_PAST_KEYS, past, strict=True))
+            cursor.execute(self._sql.fold_one[(bool(folded.current), bool(folded.past))], meta)
+            return
         if folded.current:
             cursor.executemany(self._sql.upsert, folded.current)
         if folded.past:
             cursor.executemany(self._sql.insert_past, folded.past)
-        if new_floor > floor:
-            cursor.execute(self._sql.prune, (floor, new_floor))
-        cursor.execute(
-            self._sql.set_all_meta,
-            {"c": folded.position, "f": new_floor, "a": anchor_value(chain), "d": folded.live_delta},
-        )
+        cursor.execute(self._sql.set_all_meta, meta)
 
     def committed(self) -> None:
         pending, self._pending = self._pending, None

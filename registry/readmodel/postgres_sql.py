@@ -133,10 +133,31 @@ class Statements:
             " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') IS DISTINCT FROM FLOOR THEN"
             " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
         )
-        self.set_all_meta = q(
+        set_meta = (
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
             " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
         )
+        self.set_all_meta = q(set_meta)
+        # An append's usual fold - at most one current row and one past row - with the meta, in one statement
+        # (sibling CTEs: the tables differ, nothing one writes is read by another), by (current row, past row).
+        upsert_one = (
+            "cur AS (INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+            " VALUES (%(sid)s, %(cwd)s, %(rank)s, %(live)s, %(from)s, %(state)s, %(archived)s, %(agent)s)"
+            " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
+            " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived,"
+            " agent = excluded.agent)"
+        )
+        past_one = (
+            "past AS (INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived,"
+            " agent) VALUES (%(p_sid)s, %(p_cwd)s, %(p_rank)s, %(p_live)s, %(p_from)s, %(p_to)s, %(p_state)s,"
+            " %(p_archived)s, %(p_agent)s) ON CONFLICT DO NOTHING)"
+        )
+        self.fold_one: dict[tuple[bool, bool], bytes] = {
+            (True, False): q("WITH " + upsert_one + " " + set_meta),
+            (True, True): q("WITH " + upsert_one + ", " + past_one + " " + set_meta),
+            (False, True): q("WITH " + past_one + " " + set_meta),
+            (False, False): q(set_meta),
+        }
         self.scan = q(
             "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
             " ORDER BY position"
