@@ -135,6 +135,7 @@ class Writer:
         With the flush barrier, the transaction commits without waiting for its WAL flush (the append lock is
         released at once), and a second transaction in the same exchange waits for a flush that covers it
         (``_flush``): the caller hears of the append only once it is durable."""
+        failed: psycopg.Error | None = None  # the server's error, met by a statement of the block
         try:
             with conn.pipeline() as pipeline:
                 conn.execute(b"BEGIN", prepare=False)
@@ -145,13 +146,25 @@ class Writer:
                 except psycopg.Rollback:
                     conn.execute(b"ROLLBACK", prepare=False)
                     return
-                conn.execute(b"COMMIT", prepare=False)
-                self._flush(conn)
+                except psycopg.errors.PipelineAborted:
+                    raise
+                except psycopg.Error as exc:
+                    # Leave the pipeline without an exception in flight, so psycopg does not log the aborted
+                    # pipeline's own error on the way out as a warning; ``exc`` is raised after.
+                    failed = exc
+                else:
+                    conn.execute(b"COMMIT", prepare=False)
+                    self._flush(conn)
+        except psycopg.errors.PipelineAborted:
+            if failed is None:
+                raise
         finally:
             if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
                 # An error left the transaction open, or aborted: psycopg's rollback also forgets the statements
                 # it meant to prepare in the messages the server skipped after the error.
                 conn.rollback()
+        if failed is not None:
+            raise failed
 
     def _flush(self, conn: Connection) -> None:
         """The flush barrier: a transaction that writes a WAL record (a logical message, no table) and commits
