@@ -30,7 +30,7 @@ from benchmarks.args import bench_parser
 from benchmarks.store_throughput import percentile, print_results
 from events import MemoryStore, SessionCreated, SessionUpdated
 from registry import SessionRegistry
-from registry.changes import ListChange, Updated
+from registry.diffs import ListChange, Updated
 
 
 class _Counter:

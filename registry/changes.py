@@ -3,7 +3,8 @@
 ``ListChange`` items say what happened to the list a client shows: ``Added`` (a new session), ``Updated`` (the
 ``session/update`` notification carrying a ``session_info_update`` with only the fields that changed: a new
 value, or an explicit ``null`` for a clear), ``Removed`` (deleted). A list from ``session/list`` at position P
-plus every item after P equals a fresh ``session/list``.
+plus every item after P equals a fresh ``session/list``. The items are ``registry.diffs``' (imported from there
+or from ``registry``); this module only streams them.
 
 How items flow, and why:
 
@@ -42,14 +43,9 @@ from reactivex.scheduler import EventLoopScheduler
 from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
 from registry.diffs import (
-    Added,
     ListChange,
-    Removed,
-    SessionInfoUpdate,
     SessionNotification,
     Updated,
-    diff,
-    encode_session_update,
     shown,
 )
 from registry.errors import SubscriberTooSlow
@@ -60,20 +56,7 @@ if TYPE_CHECKING:
     from events.store import EventStore
     from registry.follow import Following, Listener
 
-__all__ = [
-    "Added",
-    "ListChange",
-    "Removed",
-    "SessionInfoUpdate",
-    "SessionNotification",
-    "StreamOptions",
-    "SubscriberTooSlow",
-    "Updated",
-    "diff",
-    "encode_session_update",
-    "list_changes",
-    "notifications",
-]
+__all__ = ["StreamOptions", "SubscriberTooSlow", "list_changes", "notifications"]
 
 log = logging.getLogger(__name__)
 

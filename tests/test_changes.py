@@ -21,13 +21,13 @@ from reactivex.testing import TestScheduler
 from events import MemoryStore, SessionCreated, SessionUpdated, TitleSource
 from events.model import Event
 from registry import SessionRegistry, follow
-from registry.changes import (
+from registry.changes import SubscriberTooSlow
+from registry.diffs import (
     Added,
     ListChange,
     Removed,
     SessionInfoUpdate,
     SessionNotification,
-    SubscriberTooSlow,
     Updated,
     encode_session_update,
 )

@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
-from registry.changes import Added
 from registry.cli.tables import HistoryTable, SessionsTable, SessionTable
 from registry.cli.terminal import printable
 from registry.cli.views import change_text
+from registry.diffs import Added
 from registry.model import SessionInfo, SessionState, session_info
 
 WIDTHS = (80, 120, 200)

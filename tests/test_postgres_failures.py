@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -38,34 +38,28 @@ from tests.test_postgres_store import _admin, _url, _wait_for
 
 server = base.server  # the fixtures: the server (or a skip saying how to start one), a schema per test
 schema = base.schema
+_A = TypeVar("_A")
 
 # -- retries ------------------------------------------------------------------------------------------
 
 
 class _LostAcknowledgement(PostgresStore):
-    """Commits an append, then fails as if the connection dropped before the acknowledgement came back."""
+    """Commits, then fails as if the connection dropped before the acknowledgement came back: a lone append, or a
+    batch (and a group commit) whose whole transaction committed. The first ``losses`` answers are lost."""
 
     losses = 1
 
     def _append_alone(self, *args: Any) -> list[int]:
-        positions = super()._append_alone(*args)
-        if self.losses:
-            self.losses -= 1
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return positions
-
-
-class _LostBatchAcknowledgement(PostgresStore):
-    """The same for a batch (and a group commit): the whole transaction committed, the answer was lost."""
-
-    losses = 1
+        return self._lost(super()._append_alone(*args))
 
     def _commit_once(self, *args: Any) -> list[list[list[int]] | BaseException]:
-        outcomes = super()._commit_once(*args)
+        return self._lost(super()._commit_once(*args))
+
+    def _lost(self, answer: _A) -> _A:
         if self.losses:
             self.losses -= 1
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return outcomes
+        return answer
 
 
 class _Unreachable(PostgresStore):
@@ -85,7 +79,7 @@ def test_an_append_whose_acknowledgement_was_lost_is_retried_once_and_written_on
 
 
 def test_a_batch_whose_acknowledgement_was_lost_is_written_once(schema: str) -> None:
-    with _LostBatchAcknowledgement(SERVER, schema=schema) as store:
+    with _LostAcknowledgement(SERVER, schema=schema) as store:
         requests = [
             AppendRequest("a", [SessionCreated(cwd="/a", at=1)], NO_STREAM),
             AppendRequest("b", [SessionUpdated(at=2)]),

@@ -19,7 +19,7 @@ from registry import SessionRegistry
 from tests.agents import peers
 from tests.agents.acp_client import AcpProcess
 from tests.agents.llm_stub import HOLD, REPLY_PREFIX, TOOL, TOOL_COMMAND, TOOL_DONE
-from tests.agents.scene import by_id, list_all, scene, text_prompt, wait_for_list
+from tests.agents.scene import Scene, by_id, list_all, scene, text_prompt, wait_for_list
 
 pytestmark = pytest.mark.real_agents
 
@@ -32,9 +32,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _held_turn(proxy: AcpProcess, session_id: str) -> int:
-    """Sends a prompt the stub holds; its request id."""
-    return proxy.send("session/prompt", {"sessionId": session_id, "prompt": text_prompt(f"{HOLD} a long task")})
+def _held_turn(world: Scene, proxy: AcpProcess, session_id: str) -> int:
+    """Sends a prompt the stub holds and waits until the agent is waiting for its model; the request's id."""
+    assert world.stub is not None
+    pending = proxy.send("session/prompt", {"sessionId": session_id, "prompt": text_prompt(f"{HOLD} a long task")})
+    assert world.stub.held.wait(60), proxy.stderr_tail()
+    return pending
 
 
 def test_a_real_agent_asks_the_client_for_permission_through_the_proxy(tmp_path: Path) -> None:
@@ -65,14 +68,13 @@ def test_a_real_agent_asks_the_client_for_permission_through_the_proxy(tmp_path:
 
 def test_cancel_reaches_a_real_agent_in_the_middle_of_a_turn(tmp_path: Path) -> None:
     with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
-        assert world.stub is not None
         proxy = world.proxy()
         sid = world.new_session(proxy)
-        pending = _held_turn(proxy, sid)
-        assert world.stub.held.wait(60), proxy.stderr_tail()  # the agent is waiting for its model
+        pending = _held_turn(world, proxy, sid)
         proxy.notify("session/cancel", {"sessionId": sid})  # a client notification, relayed to the agent
         answer = proxy.wait(pending, timeout=60)
         assert answer.get("result", {}).get("stopReason") == "cancelled", answer
+        assert world.stub is not None
         world.stub.release.set()
 
         world.turn(proxy, sid, "Then something short")  # the session goes on after the cancel
@@ -87,11 +89,9 @@ def test_cancel_reaches_a_real_agent_in_the_middle_of_a_turn(tmp_path: Path) -> 
 
 def test_a_real_agent_killed_in_the_middle_of_a_turn(tmp_path: Path) -> None:
     with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
-        assert world.stub is not None
         proxy = world.proxy()
         sid = world.new_session(proxy)
-        pending = _held_turn(proxy, sid)
-        assert world.stub.held.wait(60), proxy.stderr_tail()
+        pending = _held_turn(world, proxy, sid)
         agents = _children(proxy.process.pid)
         assert agents, "the proxy has no child process"
         for pid in agents:

@@ -122,11 +122,8 @@ class ReferenceAgent:
         """Handle one input line; answers what needs an answer, never raises."""
         request_id: RequestId = None
         try:
-            message = incoming(line)
+            message = incoming(line, self._write)  # an invalid message or a batch is refused there
             if message is None:
-                return
-            if isinstance(message, bytes):
-                self._write(message)  # a refusal: an invalid message or a batch
                 return
             if message.is_response:
                 return  # this agent sends no requests; a stray response is ignored

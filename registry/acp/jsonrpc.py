@@ -19,7 +19,7 @@ from __future__ import annotations
 import array
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Final
 
 import msgspec
@@ -148,17 +148,21 @@ def parse(line: bytes | OverlongLine) -> Incoming | Invalid | list[Invalid]:
     return _message(message)
 
 
-def incoming(line: bytes | OverlongLine) -> Incoming | bytes | None:
+def incoming(line: bytes | OverlongLine, refuse: Callable[[bytes], object]) -> Incoming | None:
     """One line as a peer that answers requests reads it (``serve``'s agent, the proxy facing its client): the
-    message to handle, or the refusal to write back in its place (bytes: an invalid message's error, a batch's
-    array of errors), or None when there is nothing to answer (a blank line, a batch of notifications)."""
+    message to handle, or None when there is nothing more to do - a blank line, a batch of notifications, or a
+    refusal, which is handed to ``refuse`` to be written back in the line's place (an invalid message's error, a
+    batch's array of errors)."""
     if isinstance(line, bytes) and not line.strip():
         return None
     message = parse(line)
     if isinstance(message, list):
-        return encode_batch(message) if message else None
+        if message:
+            refuse(encode_batch(message))
+        return None
     if isinstance(message, Invalid):
-        return encode_error(message.id, message.error)
+        refuse(encode_error(message.id, message.error))
+        return None
     return message
 
 

@@ -46,7 +46,7 @@ from reactivex.abc import DisposableBase
 
 from events.errors import RegistryError
 from registry.acp.methods import METHODS, Context, Method, Role, capabilities, served
-from registry.changes import SessionNotification
+from registry.diffs import SessionNotification
 from registry.errors import rpc_error
 from registry.service import SessionRegistry
 

@@ -25,7 +25,6 @@ from reactivex.scheduler.scheduler import Scheduler
 
 from events.model import TitleSource
 from events.verify import verify_log
-from registry.changes import ListChange
 from registry.cli.errors import InputError
 from registry.cli.stores import StoreLocation, open_registry, sqlite_url
 from registry.cli.tables import SessionsTable
@@ -33,6 +32,7 @@ from registry.cli.terminal import stdout_console, write_json_line
 from registry.cli.timetravel import fold_log, list_pages
 from registry.cli.views import change_json
 from registry.cursor import CursorCodec
+from registry.diffs import ListChange
 from registry.model import SessionInfo
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ import signal
 import sys
 import threading
 
-from registry.changes import ListChange
 from registry.cli.errors import InputError, ProblemFound
 from registry.cli.options import position
 from registry.cli.stores import locate, open_registry
 from registry.cli.terminal import write_json_line
 from registry.cli.views import change_json, change_text
+from registry.diffs import ListChange
 
 __all__ = ["add_arguments", "run"]
 

@@ -387,9 +387,14 @@ def is_uuid(text: str) -> bool:
     return _UUID.match(text) is not None
 
 
-def first_text(parts: Iterable[object]) -> str:
-    """The text pieces of a list of content parts (``{"type": "text", "text": ...}`` or plain strings)."""
-    texts = (p.get("text") if isinstance(p, dict) else p for p in parts)
+def first_text(content: object) -> str:
+    """The text of a message's content as agents write it: a string as it is, or the text pieces of a list of
+    content parts (``{"type": "text", "text": ...}`` or plain strings) joined; anything else has none."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = (p.get("text") if isinstance(p, dict) else p for p in content)
     return " ".join(t for t in texts if isinstance(t, str))
 
 

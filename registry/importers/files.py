@@ -53,6 +53,7 @@ __all__ = [
     "is_dir",
     "refresh_index",
     "scandir",
+    "session_folder",
 ]
 
 F = TypeVar("F", bound=msgspec.Struct)
@@ -386,6 +387,16 @@ def folder_files(
                     else:
                         found.extend(picked)
     return Discovery(found, complete, unread)
+
+
+def session_folder(rel: str, entry: os.DirEntry[str], files: Iterable[tuple[str, str]]) -> list[Found]:
+    """The files of a session an agent keeps as a folder named by its id (``entry``), those of ``files`` (name
+    within the folder, kind) that exist."""
+    return [
+        Found(f"{rel}/{name}", f"{entry.path}/{name}", kind, entry.name)
+        for name, kind in files
+        if os.path.exists(f"{entry.path}/{name}")
+    ]
 
 
 V = TypeVar("V")

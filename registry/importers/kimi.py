@@ -48,7 +48,17 @@ from registry.importers.base import (
     is_uuid,
     prompt_title,
 )
-from registry.importers.files import Discovery, FileEntry, FileSource, Found, Group, Reading, folder_files, is_dir
+from registry.importers.files import (
+    Discovery,
+    FileEntry,
+    FileSource,
+    Found,
+    Group,
+    Reading,
+    folder_files,
+    is_dir,
+    session_folder,
+)
 from registry.importers.lines import open_regular
 
 __all__ = ["Kimi"]
@@ -147,7 +157,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             fold.prompts += 1
             fold.replied = False
             if fold.prompt is None and message.payload:
-                fold.prompt = prompt_title(_text(_input_decoder.decode(message.payload).user_input))
+                fold.prompt = prompt_title(first_text(_input_decoder.decode(message.payload).user_input))
         elif message.type == "StepBegin" and not fold.replied:
             fold.replies += 1
             fold.replied = True
@@ -159,7 +169,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             return
         fold.content = True
         if role == "user":
-            text = _text(record.content)
+            text = first_text(record.content)
             if _KIMI_OWN.match(text):
                 return
             fold.prompts += 1
@@ -239,20 +249,7 @@ def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
         return [Found(rel, entry.path, "jsonl", name[:-6])]
     if not is_uuid(name) or not is_dir(entry):
         return None
-    found = []
-    for file, kind in (("context.jsonl", "jsonl"), ("wire.jsonl", "jsonl"), ("state.json", "json")):
-        if os.path.exists(f"{entry.path}/{file}"):
-            found.append(Found(f"{rel}/{file}", f"{entry.path}/{file}", kind, name))
-    return found
-
-
-def _text(value: object) -> str:
-    """The text of a user input or a message's content: a string, or a list of text parts."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return first_text(value)
-    return ""
+    return session_folder(rel, entry, [("context.jsonl", "jsonl"), ("wire.jsonl", "jsonl"), ("state.json", "json")])
 
 
 def _is_prompt(title: str, prompt: str | None) -> bool:

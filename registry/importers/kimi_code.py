@@ -54,6 +54,7 @@ from registry.importers.files import (
     folder_files,
     is_dir,
     refresh_index,
+    session_folder,
 )
 
 __all__ = ["KimiCode"]
@@ -149,8 +150,7 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
             if message.role == "user" and _real_user_input(origin, message.origin):
                 fold.prompts += 1
                 if fold.prompt is None:
-                    content = message.content
-                    fold.prompt = clean_title(first_text(content) if isinstance(content, list) else content)
+                    fold.prompt = clean_title(first_text(message.content))
             elif message.role == "assistant" and origin != "hook_result":
                 fold.replies += 1
             else:
@@ -226,11 +226,7 @@ def _real_user_input(kind: object, origin: object) -> bool:
 def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
     if not _SESSION.match(entry.name) or entry.name in (".", "..") or not is_dir(entry):
         return None
-    found = []
-    for file, kind in (("state.json", "json"), ("agents/main/wire.jsonl", "jsonl")):
-        if os.path.exists(f"{entry.path}/{file}"):
-            found.append(Found(f"{rel}/{file}", f"{entry.path}/{file}", kind, entry.name))
-    return found
+    return session_folder(rel, entry, [("state.json", "json"), ("agents/main/wire.jsonl", "jsonl")])
 
 
 def _ms(value: object) -> int | None:

@@ -138,23 +138,13 @@ class Proxy:
     # -- client -> agent ------------------------------------------------------------------------------
 
     def _client_loop(self) -> None:
-        try:
-            for batch in LineReader(self._client_in).batches():
-                out: list[bytes] = []
-                for line in batch:
-                    self._from_client(line, out)
-                if out and not self._send_agent(out):
-                    return  # the agent is gone: its reader reports it and fails what is pending
-        except Exception:  # a bug: the conversation cannot go on without this thread
-            log.exception("relaying the client's messages failed")
-        self._shutdown()
+        # Stopped by a failed send: the agent is gone, and its reader reports it and fails what is pending.
+        if _relay(self._client_in, "client", self._from_client, self._send_agent):
+            self._shutdown()  # the client's input ended
 
     def _from_client(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
-        message = incoming(line)
+        message = incoming(line, self.send_client)  # an invalid message or a batch is refused there
         if message is None:
-            return
-        if isinstance(message, bytes):
-            self.send_client(message)  # a refusal: an invalid message or a batch
             return
         if message.is_response or not message.has_id:
             assert isinstance(line, bytes)
@@ -191,17 +181,15 @@ class Proxy:
 
     def _agent_loop(self) -> None:
         try:
-            for batch in LineReader(self._from_agent).batches():
-                out: list[bytes] = []
-                for line in batch:
-                    self._from_agent_line(line, out)
-                if out and not self._to_client.write(out):
-                    self.stop()  # the client cannot be written to any more: as if it had gone
-        except Exception:
-            log.exception("relaying the agent's messages failed")
+            _relay(self._from_agent, "agent", self._from_agent_line, self._to_the_client)
         finally:
             os.close(self._from_agent)
         self._agent_ended()
+
+    def _to_the_client(self, lines: list[bytes]) -> bool:
+        if not self._to_client.write(lines):
+            self.stop()  # the client cannot be written to any more: as if it had gone
+        return True  # the agent is still read to its end: that is what reports it and fails what is pending
 
     def _from_agent_line(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
         if isinstance(line, bytes) and not line.strip():
@@ -328,6 +316,27 @@ class Proxy:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+
+def _relay(
+    source: int,
+    side: str,
+    handle: Callable[[bytes | OverlongLine, list[bytes]], None],
+    deliver: Callable[[list[bytes]], bool],
+) -> bool:
+    """One direction: ``source`` read in chunks, each line handled (what goes on is appended to a list), and what
+    a chunk made delivered in one write. True when ``source`` ended (or reading it failed: a bug, logged - the
+    conversation cannot go on without this thread), False as soon as ``deliver`` says the other side is gone."""
+    try:
+        for batch in LineReader(source).batches():
+            out: list[bytes] = []
+            for line in batch:
+                handle(line, out)
+            if out and not deliver(out):
+                return False
+    except Exception:
+        log.exception("relaying the %s's messages failed", side)
+    return True
 
 
 def _encode_update(native: str, update: dict[str, Any]) -> bytes:
