@@ -272,8 +272,8 @@ class Writer:
         positions: list[int] = []
         hooks = self._active
         try:
-            # Two round trips: the pipeline sends BEGIN, the lock and the look-ups together, then the writes, the
-            # hooks' writes, the NOTIFY and COMMIT together.
+            # Two round trips: the pipeline sends BEGIN, the lock (with the NOTIFY) and the look-ups together, then
+            # the writes, the hooks' writes and COMMIT together.
             with self._committing(conn):
                 # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
                 # append committed before; positions are therefore assigned and committed in one order.
