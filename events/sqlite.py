@@ -1,7 +1,8 @@
 """The embedded default: one SQLite file in WAL mode, safe for several threads and OS processes.
 
 The file is found, created (0600) and checked by ``events.sqlite_file`` before SQLite opens it; a file that
-cannot be written is opened read-only (``read_only``).
+cannot be written is opened read-only (``read_only``). Its format is checked, made or upgraded through SQLite by
+``events.sqlite_format``.
 
 Writers take the database's single write lock (``BEGIN IMMEDIATE``) before they read the head, so
 positions are assigned and committed in one order and are contiguous. Sessions get a small integer stream
@@ -14,7 +15,6 @@ database file on a background thread instead of inside the append that fills its
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 import threading
@@ -27,13 +27,14 @@ from typing import Final, Literal, cast
 
 import msgspec
 
-from events.chain import GENESIS, StoredRecord, links
+from events.chain import GENESIS, StoredRecord
 from events.errors import StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
 from events.model import Event, LogEntry, RecordedEvent
-from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta, new_meta, sqlite_ddl
+from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from events.sqlite_file import find_store_file, say_how_opened
+from events.sqlite_format import APPLICATION_ID, check_format, create_or_upgrade
 from events.sqlite_write import TIP, CommitHook, Unit, run_hooks, write_unit
 from events.store import (
     Clock,
@@ -45,11 +46,7 @@ from events.store import (
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore", "ThreadReaders"]
 
-APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
-
 Synchronous = Literal["full", "normal", "off"]
-
-log = logging.getLogger(__name__)
 
 _COLUMNS = RECORD_COLUMNS
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
@@ -165,7 +162,7 @@ class SqliteStore(GroupCommitStore):
         try:
             # Look before writing anything: a foreign, empty (unless asked to create) or newer file must be left
             # exactly as it was.
-            version = self._check_format(db, initialise)
+            version = check_format(db, self.path, initialise, self._read_only)
             with self._translate():
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA cache_size=-65536")
@@ -175,86 +172,11 @@ class SqliteStore(GroupCommitStore):
                 db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
                     db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # see Checkpointer
-                self._initialise(db)
+                create_or_upgrade(db, self.path)
         except BaseException:
             db.close()
             raise
         return db
-
-    def _check_format(self, db: sqlite3.Connection, initialise: bool) -> int:
-        """The file's schema version (0: an empty database, to initialise); raises for anything not ours."""
-        try:
-            app_id = db.execute("PRAGMA application_id").fetchone()[0]
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            objects = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CORRUPT:  # SQLite checks the size against the header
-                raise StoreFormatError(
-                    self.path,
-                    f"is damaged or truncated ({exc}; the file has {os.path.getsize(self.path):,} bytes); left "
-                    "untouched",
-                ) from exc
-            raise StoreFormatError(self.path, f"not an SQLite database ({exc}); left untouched") from exc
-        if app_id == 0 and objects == 0:
-            if not initialise:
-                raise StoreFormatError(
-                    self.path,
-                    "is empty, not a registry store; left untouched (only an opener that asks to create a store, "
-                    "create=True, makes one of an empty file)",
-                )
-            if self._read_only is not None:
-                raise StoreFormatError(self.path, f"is empty and cannot become a store: {self._read_only}")
-            return 0
-        if app_id != APPLICATION_ID:
-            raise StoreFormatError(
-                self.path,
-                f"not an acp-session-registry store (application_id {app_id:#x}, "
-                f"{objects} schema objects); left untouched",
-            )
-        if version > SCHEMA_VERSION:
-            raise StoreFormatError(
-                self.path,
-                f"written by a newer schema (version {version}); this version of acp-session-registry "
-                f"reads up to version {SCHEMA_VERSION}. Upgrade it; the file was left untouched",
-            )
-        return int(version)
-
-    def _initialise(self, db: sqlite3.Connection) -> None:
-        """Create the tables in an empty file, or upgrade an older schema in place, in one transaction."""
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                for statement in sqlite_ddl():
-                    db.execute(statement)
-                db.executemany("INSERT INTO registry_meta (key, value) VALUES (?, ?)", new_meta())
-                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-            elif version < CHAIN_SINCE:
-                self._add_chain(db)
-            if version < SCHEMA_VERSION:
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-    def _add_chain(self, db: sqlite3.Connection) -> None:
-        """Version 1 to 2: every record gets its link, computed in position order (inside the caller's
-        transaction: an interrupted upgrade leaves a version-1 store)."""
-        log.warning("%s: upgrading the log to schema version %d (computing its integrity chain)", self.path, 2)
-        db.execute("ALTER TABLE events ADD COLUMN chain BLOB")
-        previous, after = GENESIS, 0
-        while True:
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT 10000", (after,)
-            ).fetchall()
-            if not rows:
-                return
-            chain = links(previous, rows)
-            db.executemany(
-                "UPDATE events SET chain = ? WHERE position = ?", zip(chain, (r[0] for r in rows), strict=True)
-            )
-            previous, after = chain[-1], rows[-1][0]
 
     def _load_identity(self) -> StoreIdentity:
         with self._translate():

@@ -326,7 +326,7 @@ def test_a_long_catch_up_leaves_fresh_planner_statistics(
     with PostgresStore.from_url(url) as store:
         for n in range(30):  # before any read model: a first open folds them in a long catch-up
             store.append(f"s{n}", [SessionCreated(cwd="/w", at=n)])
-        monkeypatch.setattr("registry.readmodel.postgres._IN_TRANSACTION", 5)
+        monkeypatch.setattr("registry.readmodel.postgres.IN_TRANSACTION", 5)
         model = _tables(store)
         assert model.position == 30
         model.close()

@@ -2,16 +2,16 @@
 ``postgres_sql.py`` for the statements).
 
 Every process and host on the store shares these tables. An append folds itself into them in its own transaction
-(the store's commit hook, ``events.postgres_write``): its reads go in the append's first exchange, its writes in
-the second with the events and the COMMIT - one transaction, one WAL flush, no round trip of its own. The
-append lock that orders positions orders these folds too; they only try a shared hold of the read model's own
-advisory lock, and leave their fold to a catch-up that holds it exclusively. A catch-up (a read model behind the
-log: appends by a store with no read model open, a fold an append left, or the first open) runs in transactions
-of its own, reads the log through the store, and moves the checkpoint with the rows: a short one under the append
-lock too (so, like an append, it never runs beside one), a long one under the read model's lock alone (appends
-never wait for it). A page is one statement, so it
-reads one snapshot: the current rows valid at P, the past rows valid at P, and the window's floor; a walk's
-first page adds the freshness check (is the checkpoint the log's head?) to the same statement.
+(the store's commit hook, ``events.postgres_write``, answered in ``postgres_fold.py``): its reads go in the append's
+first exchange, its writes in the second with the events and the COMMIT - one transaction, one WAL flush, no round
+trip of its own. The append lock that orders positions orders these folds too; they only try a shared hold of the
+read model's own advisory lock, and leave their fold to a catch-up that holds it exclusively. A catch-up (a read
+model behind the log: appends by a store with no read model open, a fold an append left, or the first open) runs in
+transactions of its own, reads the log through the store, and moves the checkpoint with the rows: a short one under
+the append lock too (so, like an append, it never runs beside one), a long one under the read model's lock alone
+(appends never wait for it). A page is one statement, so it reads one snapshot: the current rows valid at P, the
+past rows valid at P, and the window's floor; a walk's first page adds the freshness check (is the checkpoint the
+log's head?) to the same statement.
 """
 
 from __future__ import annotations
@@ -21,25 +21,23 @@ import functools
 import heapq
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
 import psycopg
 from psycopg import sql
 
 from events.errors import StoreError
-from events.model import Event, LogEntry
 from events.postgres_sql import lock_key, one
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
+from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements
 from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
     CurrentRow,
-    Fold,
     Keyed,
     PastRow,
     SnapshotPlan,
@@ -53,7 +51,7 @@ from registry.readmodel.tables import (
     record_log_shorter,
     unsealed,
 )
-from registry.snapshot import EVERY, events_up_to, save_encoded_snapshot
+from registry.snapshot import events_up_to, save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -61,21 +59,13 @@ if TYPE_CHECKING:
     from events.postgres import PostgresStore
 
     Connection = psycopg.Connection[TupleRow]
-    Cursor = psycopg.Cursor[TupleRow]
 
 
 __all__ = ["PostgresReadModel"]
 
 log = logging.getLogger(__name__)
 
-_FLOOR_STEP: Final = 1_000  # positions the window's floor moves by at a time (see _floor)
-_IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
-_RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
-_event_decoder = msgspec.msgpack.Decoder(Event)
-# The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
-_CURRENT_KEYS: Final = ("sid", "cwd", "rank", "live", "from", "state", "archived", "agent")
-_PAST_KEYS: Final = ("p_sid", "p_cwd", "p_rank", "p_live", "p_from", "p_to", "p_state", "p_archived", "p_agent")
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -92,7 +82,7 @@ def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
     return Page(states, more, as_of >= floor)
 
 
-class PostgresReadModel(ReadModel):
+class PostgresReadModel(AppendFold, ReadModel):
     """``rm_*`` tables in the store's PostgreSQL schema, shared by every process and host."""
 
     kind = "tables"
@@ -103,11 +93,9 @@ class PostgresReadModel(ReadModel):
         self._sql = Statements(store.schema)
         self._key = lock_key("read-model", store.schema)
         self._position = 0
-        # Folded by the append being committed: checkpoint, the one before, floor, the rows' states.
-        self._pending: tuple[int, int, int, dict[str, bytes]] | None = None
-        # What this process's appends folded since another writer last moved the tables: checkpoint, floor, states.
-        self._recent: tuple[int, int, dict[str, bytes]] | None = None
-        self._known_writes: tuple[Fold, int, bytes] | None = None  # a fold from what is known, to queue
+        self._pending = None
+        self._recent = None
+        self._known_writes = None
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
@@ -214,7 +202,7 @@ class PostgresReadModel(ReadModel):
         plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
         long = False
         while checkpoint < head and (to is None or checkpoint < to):
-            short = head - checkpoint <= _IN_TRANSACTION
+            short = head - checkpoint <= IN_TRANSACTION
             long = long or not short
             checkpoint, head = self._store.run(functools.partial(self._catch_up_chunk, short=short))
             self._position = checkpoint
@@ -222,13 +210,6 @@ class PostgresReadModel(ReadModel):
         if long:
             self._analyze()
         return self._position
-
-    def _floor(self, floor: int, position: int) -> int:
-        """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of
-        ``_FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
-        prune's plan depends on statistics: with fresh ones, one per write cost 4 ms at 100k sessions and 30 ms at
-        1M, where a step's prune is paid once in a thousand writes). Walks stay exact over the window at least."""
-        return max(floor, (position - self.window) // _FLOOR_STEP * _FLOOR_STEP)
 
     def _analyze(self) -> None:
         """Fresh planner statistics once a long catch-up wrote many rows (autovacuum may take minutes to)."""
@@ -298,151 +279,6 @@ class PostgresReadModel(ReadModel):
                 self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
             return folded.position, head
         return checkpoint, head  # pragma: no cover - positions up to the head are committed
-
-    # -- in the append's own transaction ----------------------------------------------------------------
-
-    def look_up(self, conn: Connection, session_ids: list[str]) -> object:
-        """The commit hook's look-ups, queued in the append's first exchange (``events.postgres_write``): the read
-        model's lock, if free (a catch-up holding it folds these appends later instead), its checkpoint, and the
-        appended sessions' rows."""
-        return (
-            conn.execute(self._sql.try_lock, (self._key,)),
-            conn.execute(self._sql.meta),
-            conn.execute(self._sql.load, (session_ids,)),
-        )
-
-    def in_transaction(
-        self, conn: Connection, looked_up: object, written: list[LogEntry], head_before: int, chain: bytes
-    ) -> None:
-        """Fold the append's entries into the tables in its own transaction: the rows and the checkpoint commit
-        with the events, or not at all. Appends are serialised by the store's lock, so the fold needs no lock of
-        its own beyond excluding a concurrent catch-up; a read model found behind by at most ``_IN_TRANSACTION``
-        positions folds the gap here too, further behind it is left to ``catch_up``."""
-        self._pending = None
-        if not written:
-            return
-        locked, meta_rows, loaded = cast("tuple[Cursor, Cursor, Cursor]", looked_up)
-        row = locked.fetchone()
-        if row is None or not row[0]:
-            return
-        meta: dict[str, int] = dict(meta_rows.fetchall())
-        if not isinstance(meta.get("checkpoint"), int) or not isinstance(meta.get("floor"), int):
-            return  # damaged tables: the read model's guard finds them when it next reads, and mends them
-        checkpoint, floor = meta["checkpoint"], meta["floor"]
-        if checkpoint > head_before or head_before - checkpoint > _IN_TRANSACTION:
-            return
-        try:
-            states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
-            entries: list[LogEntry] = written
-            if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
-                gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
-                entries = [LogEntry(p, sid, v, _event_decoder.decode(d)) for p, sid, v, d in gap] + written
-                states = {}
-
-            def load(session_ids: list[str]) -> dict[str, SessionState]:
-                missing = [sid for sid in session_ids if sid not in states]
-                return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
-
-            position = written[-1].position
-            new_floor = position if checkpoint == 0 else self._floor(floor, position)
-            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
-        except Exception:  # derived data: the append commits without it, and a catch-up folds it later
-            log.warning(
-                "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
-            )
-            return
-        with conn.cursor() as cursor:
-            self._queue(cursor, folded, floor, new_floor, chain)
-        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
-
-    def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
-        """The commit hook's fold without reads, for an append sent in one exchange: possible when this process's
-        own last fold left the tables at ``head_before`` and it knows the state of every session appended to
-        (or the append creates it). False: the store reads first instead."""
-        self._pending = self._known_writes = None
-        recent = self._recent
-        if not written or recent is None or recent[0] != head_before:
-            return False
-        checkpoint, floor, rows = recent
-        first: dict[str, int] = {}
-        for entry in written:
-            first.setdefault(entry.session_id, entry.version)
-        if any(version != 1 and session_id not in rows for session_id, version in first.items()):
-            return False
-        position = written[-1].position
-        new_floor = self._floor(floor, position)
-        try:
-            folded = fold_stretch(
-                written,
-                lambda ids: {sid: decode_state(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
-                checkpoint=checkpoint,
-                keep_past_after=new_floor,
-            )
-        except Exception:
-            log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
-            return False
-        self._known_writes = (folded, floor, chain)
-        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
-        return True
-
-    def write_known(self, conn: Connection) -> None:
-        """Queue ``fold_known``'s writes, behind a guard that fails the transaction (serialization_failure: the
-        store then reads first) unless the read model's lock is free and the checkpoint and floor are still
-        what this process left - a catch-up or a rebuild elsewhere may have moved them."""
-        assert self._known_writes is not None and self._pending is not None
-        folded, floor, chain = self._known_writes
-        with conn.cursor() as cursor:
-            if self._guard_function:
-                cursor.execute(self._sql.guard, (self._key, self._pending[1], floor))
-            else:
-                cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
-            self._queue(cursor, folded, floor, self._pending[2], chain)
-
-    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
-        """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
-        writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
-        version it replaced) goes as one statement: fewer statements is less of psycopg's time per append, which
-        under contention is spent with the append lock held."""
-        meta: dict[str, object] = {
-            "c": folded.position,
-            "f": new_floor,
-            "a": anchor_value(chain),
-            "d": folded.live_delta,
-        }
-        if new_floor > floor:
-            cursor.execute(self._sql.prune, (floor, new_floor))
-        if len(folded.current) <= 1 and len(folded.past) <= 1:
-            for row in folded.current:
-                meta |= dict(zip(_CURRENT_KEYS, row, strict=True))
-            for past in folded.past:
-                meta |= dict(zip(_PAST_KEYS, past, strict=True))
-            cursor.execute(self._sql.fold_one[(bool(folded.current), bool(folded.past))], meta)
-            return
-        if folded.current:
-            cursor.executemany(self._sql.upsert, folded.current)
-        if folded.past:
-            cursor.executemany(self._sql.insert_past, folded.past)
-        cursor.execute(self._sql.set_all_meta, meta)
-
-    def committed(self) -> None:
-        pending, self._pending = self._pending, None
-        self._known_writes = None
-        if pending is None:
-            return
-        position, before, floor, rows = pending
-        recent = self._recent
-        if recent is not None and recent[0] == before and len(recent[2]) < _RECENT:
-            rows = {**recent[2], **rows}  # no other writer between this process's last fold and this one
-        self._recent = (position, floor, rows)
-        self._position = max(self._position, position)
-        if position // EVERY != before // EVERY:
-            SnapshotPlan(self._store, before, position, self._dump).passed(position)
-
-    def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
-        if not session_ids:
-            return {}
-        rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
-        return {session_id: decode_state(state) for session_id, state in rows}
 
     def rebuild(self) -> int:
         def rebuild(conn: Connection) -> None:
