@@ -21,7 +21,7 @@ import functools
 import heapq
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -64,8 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresReadModel"]
 
 log = logging.getLogger(__name__)
-
-_NOW: Final = 2**62  # "as of" the checkpoint itself: every current row is valid then, and no past row
 
 
 def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
@@ -305,13 +303,13 @@ class PostgresReadModel(AppendFold, ReadModel):
             "agent": agent,
             "archived": archived == "only",
             "p": as_of,
-            "n": limit + 1,
             "rank": None,
             "sid": None,
         }
         if after is not None:
             params["rank"], params["sid"] = after
-        query = self._sql.pages[(cwd is not None, agent is not None, after is not None, archived == "include")]
+        key = (cwd is not None, agent is not None, after is not None, archived == "include")
+        query = self._sql.sized(self._sql.pages[key], limit + 1)
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         return _cut(rows, as_of, limit)
 
@@ -319,8 +317,10 @@ class PostgresReadModel(AppendFold, ReadModel):
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the
         tables are caught up; else a catch-up first."""
         cwd, archived, agent = where
-        params = {"cwd": cwd, "agent": agent, "archived": archived == "only", "p": _NOW, "n": limit + 1}
-        query = self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")]
+        params = {"cwd": cwd, "agent": agent, "archived": archived == "only"}
+        query = self._sql.sized(
+            self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")], limit + 1
+        )
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         found = [(int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4 and rank is not None]
         if not found:

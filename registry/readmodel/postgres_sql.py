@@ -59,6 +59,16 @@ INDEXES: Final = (
 )
 
 
+def _current_rows(where: str, halves: list[tuple[int, str]]) -> str:
+    """A page query's current rows: one index range per ``archived`` value (part 0; part 3 for the other half of an
+    ``include`` walk)."""
+    return " UNION ALL ".join(
+        f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
+        f" AND archived = {value} ORDER BY rank, session_id LIMIT %(n)s)"
+        for part, value in halves
+    )
+
+
 class Statements:
     """Every statement, built once for one schema (identifiers quoted by psycopg)."""
 
@@ -179,6 +189,7 @@ class Statements:
         # alone, with whether the checkpoint is the log's head (part 4), in one statement - one round trip, one
         # snapshot.
         self.first_pages: dict[tuple[bool, bool, bool], bytes] = {}
+        self._sized: dict[tuple[bytes, int], bytes] = {}
         for cwd in (False, True):
             for agent in (False, True):
                 for after in (False, True):
@@ -190,14 +201,11 @@ class Statements:
                     )
                     for include in (False, True):
                         halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
-                        current = " UNION ALL ".join(
-                            f"(SELECT {part}, rank, session_id, state FROM {{s}}.rm_sessions WHERE {where}"
-                            f" AND archived = {value} AND valid_from <= %(p)s ORDER BY rank, session_id LIMIT %(n)s)"
-                            for part, value in halves
-                        )
+
+                        current = _current_rows(where + " AND valid_from <= %(p)s", halves)
                         if not after:
                             self.first_pages[(cwd, agent, include)] = q(
-                                current
+                                _current_rows(where, halves)  # as of now: every current row is valid
                                 + " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)"
                                 "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
                             )
@@ -210,6 +218,16 @@ class Statements:
                             " ORDER BY rank, session_id LIMIT %(n)s)"
                             " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
                         )
+
+    def sized(self, query: bytes, rows: int) -> bytes:
+        """A page statement with its ``LIMIT`` written in (an integer, never user text). With ``LIMIT`` a parameter,
+        PostgreSQL planned the statement again at every execution: a generic plan's estimate, with no limit
+        known, never beat a custom plan's, and the planning was half of a first page's time in the server."""
+        key = (query, rows)
+        sized = self._sized.get(key)
+        if sized is None:
+            sized = self._sized[key] = query.replace(b"%(n)s", str(int(rows)).encode())
+        return sized
 
     def guard_block(self, key: int, checkpoint: int, floor: int) -> bytes:
         """The guard as an anonymous block, where the function could not be defined (no CREATE privilege on the
