@@ -124,21 +124,27 @@ def writer_seconds(subscribers: int, writes: int, folder: Path, bursts: int = 1)
     return sum(each), statistics.median(each)
 
 
-def writer_rows(writes: int, rounds: int = 5, bursts: int = 10, sustained: int = 2000) -> dict[str, float]:
-    """Bursts of ``writes`` (the issue 24 row: 100 subscribers at most 1.2x none), and ``sustained`` writes
-    without a pause (the subscribers' delivery then shares the interpreter with the writer: reported, no target).
-    The rounds alternate the order of the counts; the fastest of each is kept."""
-    counts = (0, 10, 100)
+def fastest_writers(
+    counts: tuple[int, ...], writes: int, bursts: int = 1, rounds: int = 5
+) -> dict[int, tuple[float, float]]:
+    """``writer_seconds`` for each count of subscribers, in ``rounds`` rounds that alternate the order of the
+    counts (the machine's load falls on each alike); the fastest (total, median) of each count is kept."""
     best = dict.fromkeys(counts, (float("inf"), float("inf")))
-    steady = dict.fromkeys((0, 100), (float("inf"), float("inf")))
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(rounds):
             folder = Path(tmp) / f"r{round_}"
             folder.mkdir()
             for count in counts if round_ % 2 == 0 else tuple(reversed(counts)):
                 best[count] = min(best[count], writer_seconds(count, writes, folder, bursts))
-            for count in steady if round_ % 2 == 0 else (100, 0):
-                steady[count] = min(steady[count], writer_seconds(count, sustained, folder))
+    return best
+
+
+def writer_rows(writes: int, rounds: int = 5, bursts: int = 10, sustained: int = 2000) -> dict[str, float]:
+    """Bursts of ``writes`` (the issue 24 row: 100 subscribers at most 1.2x none), and ``sustained`` writes
+    without a pause (the subscribers' delivery then shares the interpreter with the writer: reported, no target).
+    The rounds alternate the order of the counts; the fastest of each is kept."""
+    best = fastest_writers((0, 10, 100), writes, bursts, rounds)
+    steady = fastest_writers((0, 100), sustained, 1, rounds)
     rows: dict[str, float] = {}
     for prefix, figures, per in (("writer", best, writes * bursts), ("sustained_writer", steady, sustained)):
         for count, (total, median) in figures.items():

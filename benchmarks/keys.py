@@ -73,6 +73,7 @@ __all__ = [
     "STDIO_LIST",
     "SUBSCRIPTION",
     "WRITER_COUNTS",
+    "WRITER_SUBSCRIBERS",
     "WRITE_APPEND",
     "WRITE_CREATE",
     "rate_key",
@@ -190,6 +191,9 @@ WRITE_APPEND = _figure("registry.write_append", "registry: the same store's bare
 DIFFS_PER_S = "registry.diffs_per_s.{subscribers}"  # Throughput, for 1 and 10 subscribers
 NAMES[DIFFS_PER_S.format(subscribers=1)] = "registry: change stream, 1 subscriber (diffs/s)"
 NAMES[DIFFS_PER_S.format(subscribers=10)] = "registry: change stream, 10 subscribers (diffs/s each)"
+WRITER_SUBSCRIBERS = "registry.writer_subscribers.{subscribers}"  # Throughput, with 0 and 100 subscribers
+NAMES[WRITER_SUBSCRIBERS.format(subscribers=0)] = "registry: change_info in bursts of 100, no subscriber"
+NAMES[WRITER_SUBSCRIBERS.format(subscribers=100)] = "registry: change_info in bursts of 100, 100 subscribers"
 # page first/deep, archived only/include (10% of the generated sessions are archived)
 LIST_ARCHIVED = "registry.list_{page}_archived_{mode}"
 for _mode in ("only", "include"):

@@ -75,7 +75,7 @@ class Spec:
         if self.kind == "value":
             amount = _amount(self.target, self.unit)
         else:
-            amount = f"1/{1 / self.target:,.0f}" if self.target < 0.01 else f"{self.target:g}x"
+            amount = f"1/{1 / self.target:,.0f}" if self.target < 0.01 else f"{self.target:.3g}x"
         at = {0: "", 100_000: " at 100k", 1_000_000: " at 1M"}.get(self.judged_from, f" at {self.judged_from:,}")
         return f"{'≥' if self.at_least else '≤'} {amount}{at}"
 
@@ -326,6 +326,14 @@ SPECS = (
         "value",
         100_000.0,
         unit="/s",
+    ),
+    Spec(
+        "stream",
+        "change_info with 100 in-process subscribers ÷ none (writes/s, bursts of 100)",
+        keys.WRITER_SUBSCRIBERS.format(subscribers=100),
+        keys.WRITER_SUBSCRIBERS.format(subscribers=0),
+        "rate",
+        1 / 1.2,
     ),
 )
 """The SQLite run's targets (``benchmarks/run.py``'s stages)."""
