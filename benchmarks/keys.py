@@ -42,6 +42,7 @@ __all__ = [
     "PG_CREATE",
     "PG_IMPORT",
     "PG_LIST",
+    "PG_LIST_CHANGED",
     "PG_LOG_BYTES",
     "PG_NOTIFY",
     "PG_RAW_BYTES",
@@ -220,6 +221,10 @@ PG_LOG_BYTES = _figure("pg.log_bytes", "postgres: the log's tables and their ind
 PG_READ_MODEL_BYTES = _figure("pg.read_model_bytes", "postgres: the read model's tables and their indexes (rm_*)")
 PG_RAW_BYTES = _figure("pg.raw_copy_bytes", "raw psycopg: the COPYed events' table and its primary key")
 PG_LIST = _pages("pg.list_", "postgres: session/list ")
+# Latency: a page 90% deep of a walk that began before the list changed (read through rm_past, as of its start)
+PG_LIST_CHANGED = _figure(
+    "pg.list_deep_changed", "postgres: session/list page 90% deep, the list changed since the walk began, p50 / p99"
+)
 PG_RAW_LIST = _pages("pg.raw_list_", "raw psycopg: ", " (keyset query of the same rows)")
 # a fresh `acp-registry serve` to its first page, beside a fresh process that imports psycopg and queries the page
 PG_SERVE_FIRST = _figure("pg.serve_first", "postgres: fresh `serve` to its first session/list answer, p50 / p99")

@@ -267,8 +267,15 @@ def _in_process(log: _Log, cwd: str, samples: int) -> dict[str, Figure]:
             figures[keys.rate_key(key)] = rate_of(measured)
         log.sessions += 20 + samples
         log.live += 20 + samples
-        log.events += 20 + 3 * samples
+        log.events += 21 + 3 * samples
         timers: dict[str, Callable[[object], float]] = {}
+        # A walk that began before the list changed: its later pages are read as of its start, through rm_past
+        # (a walk with nothing changed since its start reads the current rows alone: the "deep" rows below).
+        after = raw.deep_key(None)
+        changed = None if after is None else _deep_cursor(registry, None, after)
+        registry.record_activity(mine[0], messages=1)
+        if changed is not None:
+            timers[keys.PG_LIST_CHANGED] = _timed(functools.partial(registry.list, cursor=changed))
         for page, where in (("first", None), ("first_cwd", cwd)):
             timers[keys.PG_RAW_LIST[page]] = raw.page(where, None)
             timers[keys.PG_LIST[page]] = _timed(functools.partial(registry.list, cwd=where))

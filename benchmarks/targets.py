@@ -374,6 +374,15 @@ POSTGRES_SPECS = (
         for page, title in keys.PAGES.items()
     ),
     Spec(
+        "pg list",
+        "postgres: session/list page 90% deep, changed since the walk began ÷ raw keyset query (time)",
+        keys.PG_LIST_CHANGED,
+        keys.PG_RAW_LIST["deep"],
+        "time",
+        2.0,
+        _1M,
+    ),
+    Spec(
         "pg start",
         "postgres: fresh serve to first page ÷ fresh raw psycopg process (time)",
         keys.PG_SERVE_FIRST,

@@ -308,10 +308,30 @@ class PostgresReadModel(AppendFold, ReadModel):
         }
         if after is not None:
             params["rank"], params["sid"] = after
+            if as_of == self._position:  # as far as this process knows, nothing changed since the walk began
+                page = self._unchanged_page(params, where, limit)
+                if page is not None:
+                    return page
         key = (cwd is not None, agent is not None, after is not None, archived == "include")
         query = self._sql.sized(self._sql.pages[key], limit + 1)
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         return _cut(rows, as_of, limit)
+
+    def _unchanged_page(self, params: dict[str, Any], where: ListFilter, limit: int) -> Page | None:
+        """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``); None
+        when the checkpoint has moved past the walk's position (another process wrote): the caller then reads
+        the page through rm_past, and this process's position has moved, so the walk's next pages go there at
+        once."""
+        cwd, archived, agent = where
+        key = (cwd is not None, agent is not None, archived == "include")
+        query = self._sql.sized(self._sql.unchanged_pages[key], limit + 1)
+        rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
+        checkpoint = next((rank for part, rank, _sid, _state in rows if part == 4), None)
+        if checkpoint != params["p"]:
+            if isinstance(checkpoint, int):
+                self._position = max(self._position, checkpoint)
+            return None
+        return _cut([row for row in rows if row[0] != 4], params["p"], limit)
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the

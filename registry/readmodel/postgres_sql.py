@@ -189,6 +189,11 @@ class Statements:
         # alone, with whether the checkpoint is the log's head (part 4), in one statement - one round trip, one
         # snapshot.
         self.first_pages: dict[tuple[bool, bool, bool], bytes] = {}
+        # A later page of a walk whose position is still the checkpoint: nothing changed since the walk began, so
+        # no past row is valid at it and every current row is; the current rows after the cursor, with the floor
+        # (part 2) and the checkpoint (part 4) that say whether that holds. With no position to compare, the
+        # server plans it once (a generic plan), where a page through rm_past is planned at every call.
+        self.unchanged_pages: dict[tuple[bool, bool, bool], bytes] = {}
         self._sized: dict[tuple[bytes, int], bytes] = {}
         for cwd in (False, True):
             for agent in (False, True):
@@ -208,6 +213,12 @@ class Statements:
                                 _current_rows(where, halves)  # as of now: every current row is valid
                                 + " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)"
                                 "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
+                            )
+                        if after:
+                            self.unchanged_pages[(cwd, agent, include)] = q(
+                                _current_rows(where, halves)
+                                + " UNION ALL (SELECT CASE key WHEN 'floor' THEN 2 ELSE 4 END, value, NULL, NULL"
+                                " FROM {s}.rm_meta WHERE key IN ('floor', 'checkpoint'))"
                             )
                         self.pages[(cwd, agent, after, include)] = q(
                             current
