@@ -155,25 +155,16 @@ class AppendFold:
         folded, floor, chain = self._known_writes
         with conn.cursor() as cursor:
             if self._guard_function:
-                self._queue(cursor, folded, floor, self._pending[2], chain, guard=(self._key, self._pending[1], floor))
+                cursor.execute(self._sql.guard, (self._key, self._pending[1], floor))
             else:
                 cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
-                self._queue(cursor, folded, floor, self._pending[2], chain)
+            self._queue(cursor, folded, floor, self._pending[2], chain)
 
-    def _queue(
-        self,
-        cursor: Cursor,
-        folded: Fold,
-        floor: int,
-        new_floor: int,
-        chain: bytes | None,
-        guard: tuple[int, int, int] | None = None,
-    ) -> None:
+    def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
         """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
         writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
-        version it replaced) goes as one statement, with ``guard`` (the guard function's lock, checkpoint and
-        floor) when one is asked for: fewer statements is less of psycopg's time per append, which under
-        contention is spent with the append lock held."""
+        version it replaced) goes as one statement: fewer statements is less of psycopg's time per append, which
+        under contention is spent with the append lock held."""
         meta: dict[str, object] = {
             "c": folded.position,
             "f": new_floor,
@@ -187,15 +178,8 @@ class AppendFold:
                 meta |= dict(zip(_CURRENT_KEYS, row, strict=True))
             for past in folded.past:
                 meta |= dict(zip(_PAST_KEYS, past, strict=True))
-            shape = (bool(folded.current), bool(folded.past))
-            if guard is None:
-                cursor.execute(self._sql.fold_one[shape], meta)
-            else:
-                meta |= dict(zip(("g_lock", "g_checkpoint", "g_floor"), guard, strict=True))
-                cursor.execute(self._sql.fold_one_guarded[shape], meta)
+            cursor.execute(self._sql.fold_one[(bool(folded.current), bool(folded.past))], meta)
             return
-        if guard is not None:
-            cursor.execute(self._sql.guard, guard)
         if folded.current:
             cursor.executemany(self._sql.upsert, folded.current)
         if folded.past:

@@ -168,17 +168,6 @@ class Statements:
             (False, True): q("WITH " + past_one + " " + set_meta),
             (False, False): q(set_meta),
         }
-        # The same with the guard (``guard``) in it, for an append folded from what its process knows: the meta's
-        # update joins the guard's one row, so the guard runs (and fails the whole statement) whenever the meta
-        # rows are there to update - one statement fewer per append.
-        guarded = "WITH g AS (SELECT {s}." + GUARD_FUNCTION + "(%(g_lock)s, %(g_checkpoint)s, %(g_floor)s))"
-        set_guarded_meta = set_meta.replace(" WHERE key IN", " FROM g WHERE key IN")
-        self.fold_one_guarded: dict[tuple[bool, bool], bytes] = {
-            (True, False): q(guarded + ", " + upsert_one + " " + set_guarded_meta),
-            (True, True): q(guarded + ", " + upsert_one + ", " + past_one + " " + set_guarded_meta),
-            (False, True): q(guarded + ", " + past_one + " " + set_guarded_meta),
-            (False, False): q(guarded + " " + set_guarded_meta),
-        }
         self.scan = q(
             "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
             " ORDER BY position"
