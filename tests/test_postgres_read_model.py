@@ -421,3 +421,45 @@ def test_a_walk_reads_later_pages_as_of_its_start_whoever_writes_meanwhile(postg
         mine.record_activity("s0", at=10**16)
         rest = mine.list(cursor=_next(walk))
         assert [s.session_id for s in rest.sessions] == ["s4", "s3"]
+
+
+def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_as_a_block(
+    postgres_schemas: Callable[[], str],
+) -> None:
+    # A role that may write the tables but not create in the schema: the guard goes as an anonymous block (the
+    # same checks, parsed at every call), and a lone append is still one round trip.
+    from psycopg import sql  # noqa: PLC0415
+
+    url = postgres_schemas()
+    conninfo, schema = split_postgres_url(url)
+    with PostgresStore.from_url(url) as store, SessionRegistry(store, follow=False) as registry:
+        registry.create("/w", session_id="a")
+    role = f"w_{schema[-12:]}"
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP FUNCTION {}.rm_guard_1").format(sql.Identifier(schema)))
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(schema), sql.Identifier(role)
+            )
+        )
+    try:
+        writer_info = (
+            conninfo.replace("postgres@", f"{role}@") if "postgres@" in conninfo else f"{conninfo} user={role}"
+        )
+        with (
+            PostgresStore(writer_info, schema=schema, pool_size=1) as store,
+            SessionRegistry(store, follow=False) as registry,
+        ):
+            model = _tables(store)
+            assert not model._guard_function
+            registry.record_activity("a", messages=1)  # reads the log's end first
+            assert _round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
+            assert [s.session_id for s in registry.list().sessions] == ["a"]
+            assert check_read_model(store, model).mismatches == []
+            model.close()
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
