@@ -146,8 +146,6 @@ class Writer:
                 except psycopg.Rollback:
                     conn.execute(b"ROLLBACK", prepare=False)
                     return
-                except psycopg.errors.PipelineAborted:
-                    raise
                 except psycopg.Error as exc:
                     # Leave the pipeline without an exception in flight, so psycopg does not log the aborted
                     # pipeline's own error on the way out as a warning; ``exc`` is raised after.
