@@ -105,6 +105,27 @@ def test_the_agents_title_reaches_the_client_once_and_is_recorded_as_the_agents(
         assert state is not None and state.title_source is not None and state.title_source.value == "agent"
 
 
+def test_an_agent_title_that_repeats_the_proxys_reaches_the_client_once(url: str, tmp_path: Path) -> None:
+    # The proxy titles a session from its first prompt after the turn; an agent that titles it too, later and
+    # with the same words (as claude-agent-acp may), would make the client hear the title twice.
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "hello there"))
+        deadline, n = time.monotonic() + 20, 3
+        while not proxy.updates("session_info_update") and time.monotonic() < deadline:
+            proxy.result(n, "session/list", {})  # reads what arrived meanwhile
+            n += 1
+        proxy.result(n, "session/prompt", prompt(session, "title hello there"))  # the same title, from the agent
+        proxy.result(n + 1, "session/prompt", prompt(session, "title Something else"))
+        proxy.result(n + 2, "session/list", {})
+        assert [u["title"] for u in proxy.updates("session_info_update")] == ["hello there", "Something else"]
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{session}")
+        assert state is not None and state.title == "Something else" and state.title_source is not None
+        assert state.title_source.value == "agent"
+
+
 def test_agent_requests_mid_turn_keep_the_agents_ids_and_the_client_keeps_its_own(url: str, tmp_path: Path) -> None:
     log = tmp_path / "agent.log"
     proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))

@@ -80,6 +80,7 @@ class Proxy:
         self._lock = threading.Lock()
         self._titles = threading.Lock()
         self._agent_titled: set[str] = set()
+        self._pushed_titles: dict[str, str | None] = {}  # the proxy's own titles sent, until the agent titles
         self._closing = threading.Event()
         self._ended = threading.Event()
         self._exit_code = 0
@@ -200,14 +201,21 @@ class Proxy:
             return
         if message.method is not UNSET:
             assert isinstance(line, bytes)
-            out.append(line)  # a request to the client or a notification: the agent's own bytes
+            update = None
             if message.method == "session/update" and b"session_info_update" in line:
                 update = title_update(message)
-                if update is not None:
-                    native, title = update
-                    with self._titles:
-                        self._agent_titled.add(native)
-                    self.recorder.put(lambda r: r.agent_title(native, title))
+            if update is None:
+                out.append(line)  # a request to the client or a notification: the agent's own bytes
+                return
+            native, title = update.session_id, update.title
+            with self._titles:
+                self._agent_titled.add(native)
+                # The agent gives the very title the proxy already told the client (it titled the session from
+                # the same prompt, after the turn): the client has it; nothing else in the update, nothing to say.
+                repeated = update.alone and self._pushed_titles.pop(native, _NOT_PUSHED) == title
+            if not repeated:
+                out.append(line)
+            self.recorder.put(lambda r: r.agent_title(native, title))
             return
         with self._lock:
             pending = self._pending.pop(message.id, None) if isinstance(message.id, int) else None
@@ -251,10 +259,13 @@ class Proxy:
     def _push_update(self, native: str, update: dict[str, Any]) -> None:
         """The proxy's own title for a session, to the client (from the recorder's thread) - unless the agent has
         titled the session since: checked and written under the lock the agent's reader takes before relaying
-        an agent's title, so the client never sees the proxy's title after the agent's."""
+        an agent's title, so the client never sees the proxy's title after the agent's. An agent's later update
+        that repeats the title sent, and says nothing else, is then not relayed: the client has it."""
         with self._titles:
             if native not in self._agent_titled:
                 self.send_client(_encode_update(native, update))
+                if "title" in update:
+                    self._pushed_titles[native] = update["title"]
 
     # -- ends ----------------------------------------------------------------------------------------
 
@@ -337,6 +348,9 @@ def _relay(
     except Exception:
         log.exception("relaying the %s's messages failed", side)
     return True
+
+
+_NOT_PUSHED: Final = object()
 
 
 def _encode_update(native: str, update: dict[str, Any]) -> bytes:

@@ -9,7 +9,7 @@ than the limit and lines that are not JSON-RPC are refused with ``registry.acp.j
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -20,6 +20,7 @@ from registry.limits import MAX_MESSAGE_DEPTH
 
 __all__ = [
     "AgentLine",
+    "TitleUpdate",
     "encode_error",
     "encode_request",
     "encode_response",
@@ -98,8 +99,16 @@ def peek_agent(line: bytes | OverlongLine) -> AgentLine | Invalid:
     return message
 
 
-def title_update(message: AgentLine) -> tuple[str, str | None] | None:
-    """``(sessionId, title)`` of a ``session_info_update`` that sets or clears a title; None otherwise."""
+class TitleUpdate(NamedTuple):
+    session_id: str
+    title: str | None
+    alone: bool
+    """Whether the update says nothing but the title."""
+
+
+def title_update(message: AgentLine) -> TitleUpdate | None:
+    """The session, title and whether that is all of a ``session_info_update`` that sets or clears a title; None
+    otherwise."""
     try:
         update = _update_decoder.decode(message.params)
     except msgspec.DecodeError:
@@ -110,7 +119,7 @@ def title_update(message: AgentLine) -> tuple[str, str | None] | None:
     title = body["title"]
     if title is not None and not isinstance(title, str):
         return None
-    return update.session_id, title
+    return TitleUpdate(update.session_id, title, body.keys() <= {"sessionUpdate", "title"})
 
 
 def encode_response(request_id: RequestId, message: AgentLine) -> bytes:
