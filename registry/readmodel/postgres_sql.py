@@ -121,7 +121,6 @@ class Statements:
         # The guard of an append that folds from what its process knows: a function (its plan cached once per
         # connection; the same body as an anonymous DO block was parsed on every call, ~130 us of the server's
         # time per append). Each IF is a statement of its own, so the meta rows are read after the lock is granted.
-        self.guard_function = GUARD_FUNCTION
         self.guard_exists = (
             "SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
             f" WHERE n.nspname = %s AND p.proname = '{GUARD_FUNCTION}'"
@@ -166,7 +165,7 @@ class Statements:
             (True, False): q("WITH " + upsert_one + " " + set_meta),
             (True, True): q("WITH " + upsert_one + ", " + past_one + " " + set_meta),
             (False, True): q("WITH " + past_one + " " + set_meta),
-            (False, False): q(set_meta),
+            (False, False): self.set_all_meta,
         }
         self.scan = q(
             "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
