@@ -59,6 +59,30 @@ INDEXES: Final = (
 )
 
 
+# A row's columns, written once for the batch statements (positional parameters) and an append's one-row CTEs
+# (named ones); a current row replaces the session's row column by column, a past row is kept once.
+_INTO_CURRENT: Final = "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
+_REPLACE_CURRENT: Final = (
+    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
+    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
+)
+_INTO_PAST: Final = (
+    "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
+)
+
+
+def _guard_checks(lock: LiteralString, checkpoint: LiteralString, floor: LiteralString) -> LiteralString:
+    """The guard's body: the same checks as the function's (``lock``, ``checkpoint``, ``floor``: its parameters)
+    and as the anonymous block's (the placeholders ``Statements.guard_block`` writes the values over)."""
+    return (
+        f"$$BEGIN IF NOT pg_try_advisory_xact_lock_shared({lock}) THEN"
+        " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
+        f" IF (SELECT value FROM {{s}}.rm_meta WHERE key = 'checkpoint') IS DISTINCT FROM {checkpoint}"
+        f" OR (SELECT value FROM {{s}}.rm_meta WHERE key = 'floor') IS DISTINCT FROM {floor} THEN"
+        " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
+    )
+
+
 def _current_rows(where: str, halves: list[tuple[int, str]]) -> str:
     """A page query's current rows: one index range per ``archived`` value (part 0; part 3 for the other half of an
     ``include`` walk)."""
@@ -87,16 +111,8 @@ class Statements:
         )
         self.meta = q("SELECT key, value FROM {s}.rm_meta")
         self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.upsert = q(
-            "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
-            " rank = excluded.rank, live = excluded.live, valid_from = excluded.valid_from, state = excluded.state,"
-            " archived = excluded.archived, agent = excluded.agent"
-        )
-        self.insert_past = q(
-            "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-        )
+        self.upsert = q(_INTO_CURRENT + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)" + _REPLACE_CURRENT)
+        self.insert_past = q(_INTO_PAST + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING")
         # Only the versions the floor's move leaves behind: a bound below too keeps the index scan off the dead
         # entries of every earlier prune (until a vacuum, ``valid_to <= floor`` walked them all: 46 ms a write
         # at 100k sessions, ~350 ms at 1M). Nothing lives below the old floor: no fold writes a version there.
@@ -127,21 +143,10 @@ class Statements:
         ).encode()
         self.define_guard = q(
             "CREATE OR REPLACE FUNCTION {s}." + GUARD_FUNCTION + "(lock bigint, checkpoint bigint, floor bigint)"
-            " RETURNS void LANGUAGE plpgsql AS $$BEGIN"
-            " IF NOT pg_try_advisory_xact_lock_shared(lock) THEN"
-            " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
-            " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') IS DISTINCT FROM checkpoint"
-            " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') IS DISTINCT FROM floor THEN"
-            " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
+            " RETURNS void LANGUAGE plpgsql AS " + _guard_checks("lock", "checkpoint", "floor")
         )
         self.guard = q("SELECT {s}." + GUARD_FUNCTION + "(%s, %s, %s)")
-        self._guard_block = q(
-            "DO $$BEGIN IF NOT pg_try_advisory_xact_lock_shared(KEY) THEN"
-            " RAISE EXCEPTION 'a catch-up holds the read model' USING ERRCODE = '40001'; END IF;"
-            " IF (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') IS DISTINCT FROM CHECKPOINT"
-            " OR (SELECT value FROM {s}.rm_meta WHERE key = 'floor') IS DISTINCT FROM FLOOR THEN"
-            " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
-        )
+        self._guard_block = q("DO " + _guard_checks("KEY", "CHECKPOINT", "FLOOR"))
         set_meta = (
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
             " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
@@ -150,15 +155,16 @@ class Statements:
         # An append's usual fold - at most one current row and one past row - with the meta, in one statement
         # (sibling CTEs: the tables differ, nothing one writes is read by another), by (current row, past row).
         upsert_one = (
-            "cur AS (INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-            " VALUES (%(sid)s, %(cwd)s, %(rank)s, %(live)s, %(from)s, %(state)s, %(archived)s, %(agent)s)"
-            " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-            " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived,"
-            " agent = excluded.agent)"
+            "cur AS ("
+            + _INTO_CURRENT
+            + " VALUES (%(sid)s, %(cwd)s, %(rank)s, %(live)s, %(from)s, %(state)s, %(archived)s, %(agent)s)"
+            + _REPLACE_CURRENT
+            + ")"
         )
         past_one = (
-            "past AS (INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived,"
-            " agent) VALUES (%(p_sid)s, %(p_cwd)s, %(p_rank)s, %(p_live)s, %(p_from)s, %(p_to)s, %(p_state)s,"
+            "past AS ("
+            + _INTO_PAST
+            + " VALUES (%(p_sid)s, %(p_cwd)s, %(p_rank)s, %(p_live)s, %(p_from)s, %(p_to)s, %(p_state)s,"
             " %(p_archived)s, %(p_agent)s) ON CONFLICT DO NOTHING)"
         )
         self.fold_one: dict[tuple[bool, bool], bytes] = {
