@@ -1,4 +1,5 @@
-"""Fixtures shared by test modules: a PostgreSQL schema of one's own, when a server is there."""
+"""Fixtures shared by test modules: a PostgreSQL schema of one's own, when a server is there; store URLs of
+either backend; a Claude Code history to import (``tests/importing.py``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import os
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.importing import session_file, spec_session, write_lines
 
 # Under pytest-xdist (make test) a worker's environment has COLUMNS=80 and LINES=24 that a plain run has not: the
 # command line's tables would then be squeezed to 80 columns in some tests and not others. Tests see the same
@@ -85,3 +89,14 @@ def store_urls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         return lambda: f"sqlite://{folder}/s{next(names)}.db?synchronous=off"
     made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
     return made
+
+
+# -- importers -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def claude(tmp_path: Path) -> Path:
+    """A Claude Code home whose one project holds the spec's session (``spec_session``)."""
+    root = tmp_path / "claude"
+    write_lines(session_file(root), spec_session())
+    return root
