@@ -74,9 +74,7 @@ def codex_tree(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def codex(tmp_path: Path) -> Path:
-    return codex_tree(tmp_path)
+codex = pytest.fixture(codex_tree, name="codex")
 
 
 def test_codex_rollout_with_its_thread_name_and_a_skipped_subagent(codex: Path) -> None:

@@ -70,9 +70,7 @@ def gemini_tree(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def gemini(tmp_path: Path) -> Path:
-    return gemini_tree(tmp_path)
+gemini = pytest.fixture(gemini_tree, name="gemini")
 
 
 def test_gemini_chat_with_re_emitted_messages_a_rewind_and_an_ai_summary(gemini: Path) -> None:

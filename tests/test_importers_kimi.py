@@ -65,9 +65,7 @@ def kimi_tree(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def kimi(tmp_path: Path) -> Path:
-    return kimi_tree(tmp_path)
+kimi = pytest.fixture(kimi_tree, name="kimi")
 
 
 def test_kimi_session_from_wire_and_state(kimi: Path, tmp_path: Path) -> None:

@@ -64,9 +64,7 @@ def qwen_tree(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def qwen(tmp_path: Path) -> Path:
-    return qwen_tree(tmp_path)
+qwen = pytest.fixture(qwen_tree, name="qwen")
 
 
 def test_qwen_session_with_a_glued_line_and_a_manual_title(qwen: Path) -> None:
