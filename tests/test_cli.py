@@ -4,7 +4,8 @@ version and suggestions; the errors every command shares (a missing or empty sto
 one line and exit 2); the demo, and the commands other modules provide.
 
 The commands that read a store are in ``test_cli_reads.py``; verify, export and import in ``test_cli_log.py``;
-the runner and the store they read in ``tests/cli_runner.py``.
+ids, tables, words and the session commands in ``test_cli_ids.py``, ``_tables``, ``_words`` and
+``_session_surface``; the runner and the store they read in ``tests/cli_runner.py``.
 """
 
 from __future__ import annotations
