@@ -1,13 +1,20 @@
-"""Fixtures shared by test modules: a PostgreSQL schema of one's own, when a server is there."""
+"""Fixtures shared by test modules: a PostgreSQL schema of one's own, when a server is there; store URLs of
+either backend; the command line run as a user runs it, and a store to read with it (``tests/cli_runner.py``);
+a Claude Code history to import (``tests/importing.py``)."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import Cli, Populated, populate
+from tests.importing import session_file, spec_session, write_lines
 
 # Under pytest-xdist (make test) a worker's environment has COLUMNS=80 and LINES=24 that a plain run has not: the
 # command line's tables would then be squeezed to 80 columns in some tests and not others. Tests see the same
@@ -85,3 +92,39 @@ def store_urls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         return lambda: f"sqlite://{folder}/s{next(names)}.db?synchronous=off"
     made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
     return made
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Cli:
+    """``acp-registry`` with its default store under this test's folder (never the user's own)."""
+    return Cli(tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
+    """The story of ``populate``, written once a module: read it, never change it (``copy`` is for that)."""
+    return populate(tmp_path_factory.mktemp("cli") / "log.db")
+
+
+@pytest.fixture
+def copy(populated: Populated, tmp_path: Path) -> Path:
+    """A private copy of the populated store (its read model is in the file), for tests that change it."""
+    target = tmp_path / "copy.db"
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # private, as the store makes its files
+    with sqlite3.connect(populated.path) as source, sqlite3.connect(target) as copied:
+        source.backup(copied)  # the log and the read model as one consistent file, WAL included
+    return target
+
+
+# -- importers -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def claude(tmp_path: Path) -> Path:
+    """A Claude Code home whose one project holds the spec's session (``spec_session``)."""
+    root = tmp_path / "claude"
+    write_lines(session_file(root), spec_session())
+    return root

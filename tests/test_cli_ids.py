@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from registry import SessionRegistry
-from tests.test_cli import Cli, _one_error_line
+from tests.cli_runner import Cli, one_error_line
 
 CLAUDE = "6b1d2c3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"
 CLAUDE_TWIN = "6b1d9f00-0000-4000-8000-000000000001"  # shares the first four characters
@@ -26,11 +26,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         registry.delete(f"codex:{CODEX}")
         registry.create("/work/api", session_id="6b1dxyz-serve-made", title="Made by serve")
     return path
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "data")
 
 
 def test_show_takes_the_agents_own_id_and_unique_prefixes(run: Cli, store: Path) -> None:
@@ -61,12 +56,12 @@ def test_an_ambiguous_or_unknown_id_says_which_sessions_are_near(run: Cli, store
         ("show", "6b1"),  # shorter than a prefix may be
         store=store,
     )
-    line = _one_error_line(ambiguous)
+    line = one_error_line(ambiguous)
     assert "'6b1d' is ambiguous: 3 sessions match" in line
     assert f"claude-code:{CLAUDE}" in line and f"claude-code:{CLAUDE_TWIN}" in line and "6b1dxyz-serve-made" in line
-    assert f"did you mean claude-code:{CLAUDE}?" in _one_error_line(typo)
-    assert "no session 'zzzzzzzz' in this store (acp-registry list shows the sessions)" in _one_error_line(nothing)
-    assert "no session '6b1'" in _one_error_line(short)
+    assert f"did you mean claude-code:{CLAUDE}?" in one_error_line(typo)
+    assert "no session 'zzzzzzzz' in this store (acp-registry list shows the sessions)" in one_error_line(nothing)
+    assert "no session '6b1'" in one_error_line(short)
 
 
 def test_list_of_one_agent_says_first_n_when_more_follow(run: Cli, store: Path) -> None:

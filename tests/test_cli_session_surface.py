@@ -6,15 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from registry import SessionRegistry
-from tests.test_cli import Cli
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "data")
+from tests.cli_runner import Cli
 
 
 def _store(tmp_path: Path) -> Path:

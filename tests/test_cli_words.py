@@ -19,14 +19,9 @@ import pytest
 
 from events import SessionCreated, open_store
 from events.store import AppendRequest
-from tests.test_cli import Cli, _one_error_line
-from tests.test_importers import prompt, session_file, write_lines
+from tests.cli_runner import Cli, one_error_line
+from tests.importing import prompt, session_file, write_lines
 from tests.test_readme import _blocks, _env
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "data")
 
 
 def test_demo_help_shows_no_phantom_positional(run: Cli) -> None:
@@ -37,7 +32,7 @@ def test_demo_help_shows_no_phantom_positional(run: Cli) -> None:
 
 
 def test_a_missing_postgresql_schema_is_said_in_the_users_terms(run: Cli, postgres_schemas: Callable[[], str]) -> None:
-    line = _one_error_line(run("list", store=postgres_schemas()))
+    line = one_error_line(run("list", store=postgres_schemas()))
     assert "no store in schema" in line and "opened only to read" in line
     assert "create=False" not in line  # a keyword argument of the library, not something a CLI user typed
 

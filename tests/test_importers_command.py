@@ -19,7 +19,7 @@ import pytest
 
 from events import open_store
 from registry.cli import main
-from tests.test_importers import SID, only, prompt, reply, session_file, spec_session, write_lines
+from tests.importing import SID, only, prompt, reply, session_file, spec_session, write_lines
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -30,13 +30,6 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 def _import(store: str, *argv: str) -> list[str]:
     return ["--store", store, "import-agents", *argv]
-
-
-@pytest.fixture
-def claude(tmp_path: Path) -> Path:
-    root = tmp_path / "claude"
-    write_lines(session_file(root), spec_session())
-    return root
 
 
 def test_the_command_imports_prints_a_summary_and_counts_unchanged_sessions(

@@ -17,10 +17,8 @@ from events import MemoryStore
 from registry import SessionRegistry
 from registry.importers.importer import META_AGENT_MESSAGES, META_ARCHIVED, META_GIT_BRANCH
 from registry.model import META_MESSAGES, META_TITLE_SOURCE
-from tests.test_importers import listing, only, run_import, skipped
-from tests.test_importers_agents import opencode_db
-
-FIXTURES = Path(__file__).parent / "fixtures" / "agents"
+from tests.importing import FIXTURES, listing, only, run_import, skipped
+from tests.test_importers_databases import opencode_db
 
 
 def fixture(agent: str, tmp_path: Path) -> Path:
@@ -147,7 +145,8 @@ def _goose(tmp_path: Path) -> Path:
     (root / "sessions").mkdir(parents=True)
     db = sqlite3.connect(root / "sessions" / "sessions.db", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.executescript((FIXTURES / "goose" / "sessions.sql").read_text())
+    for script in ("schema.sql", "sessions.sql"):
+        db.executescript((FIXTURES / "goose" / script).read_text())
     db.close()  # goose not running: the last connection checkpoints and removes -wal and -shm
     assert sorted(p.name for p in (root / "sessions").iterdir()) == ["sessions.db"]
     return root

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -21,14 +22,29 @@ from registry.readmodel.guard import GuardedReadModel
 from registry.readmodel.postgres import PostgresReadModel
 
 
-def _checkpoint_and_head(conninfo: str, schema: str) -> tuple[int, int]:
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        row = conn.execute(
-            f"SELECT (SELECT value FROM {schema}.rm_meta WHERE key = 'checkpoint'),"
-            f" (SELECT coalesce(max(position), 0) FROM {schema}.events)"
-        ).fetchone()
-        assert row is not None
-        return row[0], row[1]
+@dataclass(frozen=True)
+class Schema:
+    """A PostgreSQL schema of the test's own: its store URL, and the connection string and schema name in it."""
+
+    url: str
+    conninfo: str
+    name: str
+
+    def checkpoint_and_head(self) -> tuple[int, int]:
+        """The read model's checkpoint and the log's head, as the server has them."""
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT (SELECT value FROM {self.name}.rm_meta WHERE key = 'checkpoint'),"
+                f" (SELECT coalesce(max(position), 0) FROM {self.name}.events)"
+            ).fetchone()
+            assert row is not None
+            return row[0], row[1]
+
+
+@pytest.fixture
+def schema(postgres_schemas: Callable[[], str]) -> Schema:
+    url = postgres_schemas()
+    return Schema(url, *split_postgres_url(url))
 
 
 def _tables(store: PostgresStore) -> PostgresReadModel:
@@ -40,23 +56,19 @@ def _tables(store: PostgresStore) -> PostgresReadModel:
     return model
 
 
-def test_an_append_commits_its_read_model_rows_in_the_same_transaction(
-    postgres_schemas: Callable[[], str],
-) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store:
+def test_an_append_commits_its_read_model_rows_in_the_same_transaction(schema: Schema) -> None:
+    with PostgresStore.from_url(schema.url) as store:
         model = _tables(store)
         # Straight to the store: nobody calls catch_up, yet the rows are there when the append returns.
         store.append("a", [SessionCreated(cwd="/w", at=1)])
         store.append("a", [SessionUpdated(at=5, messages=2)])
-        assert _checkpoint_and_head(conninfo, schema) == (2, 2)
+        assert schema.checkpoint_and_head() == (2, 2)
         assert model.position == 2
         state = model.get("a")
         assert state is not None and state.messages == 2
         model.close()
         # A read model opened elsewhere sees the same rows without folding anything.
-        with PostgresStore.from_url(url) as other:
+        with PostgresStore.from_url(schema.url) as other:
             again = open_read_model(other, catch_up=False)
             assert again.position == 2 and again.count() == 1
             found = again.get("a")
@@ -64,45 +76,40 @@ def test_an_append_commits_its_read_model_rows_in_the_same_transaction(
             again.close()
 
 
-def test_a_read_model_behind_the_log_is_caught_up_by_the_next_append(postgres_schemas: Callable[[], str]) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as bare:
+def test_a_read_model_behind_the_log_is_caught_up_by_the_next_append(schema: Schema) -> None:
+    with PostgresStore.from_url(schema.url) as store, PostgresStore.from_url(schema.url) as bare:
         model = open_read_model(store)
         for n in range(5):  # a store with no read model open: appends that do not fold
             bare.append(f"s{n}", [SessionCreated(cwd="/w", at=n + 1)])
-        assert _checkpoint_and_head(conninfo, schema) == (0, 5)
+        assert schema.checkpoint_and_head() == (0, 5)
         store.append("s0", [SessionUpdated(at=10)])
-        assert _checkpoint_and_head(conninfo, schema) == (6, 6)
+        assert schema.checkpoint_and_head() == (6, 6)
         assert model.count() == 5
         assert check_read_model(store, model).mismatches == []
         model.close()
 
 
-def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(postgres_schemas: Callable[[], str]) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store:
+def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(schema: Schema) -> None:
+    with PostgresStore.from_url(schema.url) as store:
         model = _tables(store)
         store.append("a", [SessionCreated(cwd="/w", at=1)])
-        with psycopg.connect(conninfo) as holder:  # as a catch-up in another process would, mid-transaction
+        with psycopg.connect(schema.conninfo) as holder:  # as a catch-up in another process would, mid-transaction
             holder.execute("SELECT pg_advisory_xact_lock(%s)", (model._key,))
             store.append("b", [SessionCreated(cwd="/w", at=2)])
             store.append("a", [SessionUpdated(at=3, messages=1)])
-            assert _checkpoint_and_head(conninfo, schema) == (1, 3)
+            assert schema.checkpoint_and_head() == (1, 3)
             holder.rollback()
         assert model.catch_up() == 3
         assert model.count() == 2
         store.append("c", [SessionCreated(cwd="/w", at=4)])
-        assert _checkpoint_and_head(conninfo, schema) == (4, 4)
+        assert schema.checkpoint_and_head() == (4, 4)
         assert model.count() == 3
         assert check_read_model(store, model).mismatches == []
         model.close()
 
 
-def test_the_first_page_is_fresh_across_processes(postgres_schemas: Callable[[], str]) -> None:
-    url = postgres_schemas()
-    with SessionRegistry.open(url, follow=False) as one, SessionRegistry.open(url, follow=False) as two:
+def test_the_first_page_is_fresh_across_processes(schema: Schema) -> None:
+    with SessionRegistry.open(schema.url, follow=False) as one, SessionRegistry.open(schema.url, follow=False) as two:
         one.create("/w", session_id="x")
         assert [s.session_id for s in two.list().sessions] == ["x"]
         two.create("/w", session_id="y", at=10**18)
@@ -110,18 +117,15 @@ def test_the_first_page_is_fresh_across_processes(postgres_schemas: Callable[[],
         assert [s.session_id for s in one.list().sessions] == ["x", "y"]
         assert [s.session_id for s in one.list(cwd="/w").sessions] == ["x", "y"]
         # Bypassing both read models (an older library, say): the next first page catches up before answering.
-        with PostgresStore.from_url(url) as bare:
+        with PostgresStore.from_url(schema.url) as bare:
             bare.append("z", [SessionCreated(cwd="/w", at=3 * 10**18)])
         assert [s.session_id for s in one.list().sessions] == ["z", "x", "y"]
 
 
-def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(
-    postgres_schemas: Callable[[], str],
-) -> None:
+def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(schema: Schema) -> None:
     from events import ConcurrencyError  # noqa: PLC0415
 
-    url = postgres_schemas()
-    with PostgresStore.from_url(url) as one, PostgresStore.from_url(url) as two:
+    with PostgresStore.from_url(schema.url) as one, PostgresStore.from_url(schema.url) as two:
         first, second = open_read_model(one), open_read_model(two)
         one.append("s", [SessionCreated(cwd="/w", at=1)])
         one.append("s", [SessionUpdated(at=2, messages=1)], 1)
@@ -136,28 +140,23 @@ def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(
 
 
 @pytest.mark.parametrize("batch", [1, 40])
-def test_append_batch_and_group_commits_fold_in_their_transaction(
-    postgres_schemas: Callable[[], str], batch: int
-) -> None:
+def test_append_batch_and_group_commits_fold_in_their_transaction(schema: Schema, batch: int) -> None:
     from events import AppendRequest  # noqa: PLC0415
 
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store:
+    with PostgresStore.from_url(schema.url) as store:
         model = open_read_model(store)
         store.append_batch([AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w{n % 3}", at=n + 1)]) for n in range(batch)])
-        assert _checkpoint_and_head(conninfo, schema) == (batch, batch)
+        assert schema.checkpoint_and_head() == (batch, batch)
         assert model.count() == batch
         assert model.cwd_counts() == {f"/w{k}": len(range(k, batch, 3)) for k in range(min(batch, 3))}
         assert check_read_model(store, model).mismatches == []
         model.close()
 
 
-def test_a_command_decided_on_a_stale_state_is_decided_again(postgres_schemas: Callable[[], str]) -> None:
+def test_a_command_decided_on_a_stale_state_is_decided_again(schema: Schema) -> None:
     from registry.errors import SessionDeletedError  # noqa: PLC0415
 
-    url = postgres_schemas()
-    with SessionRegistry.open(url, follow=False) as one, SessionRegistry.open(url, follow=False) as two:
+    with SessionRegistry.open(schema.url, follow=False) as one, SessionRegistry.open(schema.url, follow=False) as two:
         one.create("/w", session_id="s", title="A")
         one.create("/w", session_id="gone")
         assert two.get("s").title == "A" and two.get("gone").session_id == "gone"  # two has seen both
@@ -175,13 +174,11 @@ def test_a_command_decided_on_a_stale_state_is_decided_again(postgres_schemas: C
 
 
 def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
-    postgres_schemas: Callable[[], str], caplog: pytest.LogCaptureFixture
+    schema: Schema, caplog: pytest.LogCaptureFixture
 ) -> None:
     from events.testing import check_log  # noqa: PLC0415
 
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as mine, PostgresStore.from_url(url) as other:
+    with PostgresStore.from_url(schema.url) as mine, PostgresStore.from_url(schema.url) as other:
         model, theirs = open_read_model(mine), open_read_model(other)
         assert mine.append("a", [SessionCreated(cwd="/w", at=1)]) == [1]  # reads the log's end first
         assert mine.append("a", [SessionUpdated(at=2)], 1) == [2]  # known end, no other writer: one exchange
@@ -196,7 +193,7 @@ def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
         assert mine.append("a", [SessionUpdated(at=7)], 4) == [7]
         theirs.rebuild()  # the tables moved (same checkpoint, another floor): the guard sends mine to read
         assert mine.append("b", [SessionUpdated(at=8)], 2) == [8]
-        assert _checkpoint_and_head(conninfo, schema) == (8, 8)
+        assert schema.checkpoint_and_head() == (8, 8)
         assert [r.position for r in check_log(mine)] == list(range(1, 9))
         for store, read_model in ((mine, model), (other, theirs)):
             read_model.catch_up()
@@ -210,62 +207,56 @@ def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
     assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
 
 
-def test_an_append_folds_while_the_previous_append_still_holds_its_share_of_the_lock(
-    postgres_schemas: Callable[[], str],
-) -> None:
+def test_an_append_folds_while_the_previous_append_still_holds_its_share_of_the_lock(schema: Schema) -> None:
     # The moment between two appends: the first has committed but its backend has not yet let go of the read
     # model's lock when the next, woken by the append lock, tries it. Appends share it: the next one folds.
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store:
+    with PostgresStore.from_url(schema.url) as store:
         model = _tables(store)
         store.append("a", [SessionCreated(cwd="/w", at=1)])
-        with psycopg.connect(conninfo) as previous:
+        with psycopg.connect(schema.conninfo) as previous:
             previous.execute("SELECT pg_advisory_xact_lock_shared(%s)", (model._key,))
             store.append("b", [SessionCreated(cwd="/w", at=2)])
-            assert _checkpoint_and_head(conninfo, schema) == (2, 2)
+            assert schema.checkpoint_and_head() == (2, 2)
             previous.rollback()
         assert check_read_model(store, model).mismatches == []
         model.close()
 
 
-def test_a_short_catch_up_waits_for_the_append_lock_and_appends_fold_after_it(
-    postgres_schemas: Callable[[], str],
-) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as bare:
+def test_a_short_catch_up_waits_for_the_append_lock_and_appends_fold_after_it(schema: Schema) -> None:
+    with PostgresStore.from_url(schema.url) as store, PostgresStore.from_url(schema.url) as bare:
         model = _tables(store)
         for n in range(3):  # no read model open on bare: the tables fall behind
             bare.append(f"s{n}", [SessionCreated(cwd="/w", at=n + 1)])
-        with psycopg.connect(conninfo) as appending:  # an append's transaction, as another process holds it
+        with psycopg.connect(schema.conninfo) as appending:  # an append's transaction, as another process holds it
             appending.execute("SELECT pg_advisory_xact_lock(%s)", (store.append_lock_key,))
             catching_up = threading.Thread(target=model.catch_up)
             catching_up.start()
             catching_up.join(0.5)
             assert catching_up.is_alive()  # it waits for the append, rather than taking the tables beside it
-            assert _checkpoint_and_head(conninfo, schema) == (0, 3)
+            assert schema.checkpoint_and_head() == (0, 3)
             appending.rollback()
         catching_up.join(10)
         assert not catching_up.is_alive()
-        assert _checkpoint_and_head(conninfo, schema) == (3, 3)
+        assert schema.checkpoint_and_head() == (3, 3)
         store.append("s0", [SessionUpdated(at=9, messages=1)])
-        assert _checkpoint_and_head(conninfo, schema) == (4, 4)
+        assert schema.checkpoint_and_head() == (4, 4)
         assert check_read_model(store, model).mismatches == []
         model.close()
 
 
-def test_catching_up_to_a_position_stops_there(postgres_schemas: Callable[[], str]) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as one, PostgresStore.from_url(url) as two, PostgresStore.from_url(url) as bare:
+def test_catching_up_to_a_position_stops_there(schema: Schema) -> None:
+    with (
+        PostgresStore.from_url(schema.url) as one,
+        PostgresStore.from_url(schema.url) as two,
+        PostgresStore.from_url(schema.url) as bare,
+    ):
         mine, theirs = _tables(one), _tables(two)
         one.append("a", [SessionCreated(cwd="/w", at=1)])
         two.append("b", [SessionCreated(cwd="/w", at=2)])  # folded by two's own transaction
         bare.append("c", [SessionCreated(cwd="/w", at=3)])  # not folded
-        assert mine.position == 1 and _checkpoint_and_head(conninfo, schema) == (2, 3)
+        assert mine.position == 1 and schema.checkpoint_and_head() == (2, 3)
         assert mine.catch_up(2) == 2  # the tables are there already: nothing to fold, no transaction
-        assert _checkpoint_and_head(conninfo, schema) == (2, 3)
+        assert schema.checkpoint_and_head() == (2, 3)
         assert mine.catch_up() == 3
         mine.close()
         theirs.close()
@@ -273,22 +264,20 @@ def test_catching_up_to_a_position_stops_there(postgres_schemas: Callable[[], st
 
 @pytest.mark.parametrize("commit", ["flush-barrier", "in-lock"])
 def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_tables_folded(
-    postgres_schemas: Callable[[], str], commit: str
+    schema: Schema, commit: str
 ) -> None:
     from events.testing import check_log  # noqa: PLC0415
     from events.verify import verify_log  # noqa: PLC0415
 
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
     writers, turns = 4, 15
     gate = threading.Barrier(writers)
     failures: list[BaseException] = []
-    with SessionRegistry.open(url, follow=False) as first:
+    with SessionRegistry.open(schema.url, follow=False) as first:
         first.create("/w", session_id="shared")  # a session every writer turns in too: conflicts, retried
 
     def write() -> None:
         # A store (pool, writer, read model) of its own per thread: to the server, another process.
-        store = PostgresStore(conninfo, schema=schema, commit=commit)  # type: ignore[arg-type]
+        store = PostgresStore(schema.conninfo, schema=schema.name, commit=commit)  # type: ignore[arg-type]
         try:
             with SessionRegistry(store, follow=False, owns_store=True) as registry:
                 gate.wait()
@@ -305,34 +294,30 @@ def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_table
     for thread in threads:
         thread.join(120)
     assert not failures
-    with SessionRegistry.open(url, follow=False) as registry:
+    with SessionRegistry.open(schema.url, follow=False) as registry:
         store = registry.store
         assert [r.position for r in check_log(store)] == list(range(1, 1 + writers * (1 + 2 * turns) + 1))
         assert verify_log(store).healthy
-        assert _checkpoint_and_head(conninfo, schema)[0] == store.head()
+        assert schema.checkpoint_and_head()[0] == store.head()
         assert check_read_model(store, registry.read_model).mismatches == []
         messages = {state.session_id: state.messages for state in registry.read_model.states()}
         assert messages.pop("shared") == writers * turns
         assert sorted(messages.values()) == [turns] * writers
 
 
-def test_a_long_catch_up_leaves_fresh_planner_statistics(
-    postgres_schemas: Callable[[], str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_long_catch_up_leaves_fresh_planner_statistics(schema: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without them a deep page's rm_past part was planned for the rows of the catch-up's first chunks (a
     parallel bitmap scan, 19 ms at 100k sessions against 0.06 ms after ANALYZE)."""
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store:
+    with PostgresStore.from_url(schema.url) as store:
         for n in range(30):  # before any read model: a first open folds them in a long catch-up
             store.append(f"s{n}", [SessionCreated(cwd="/w", at=n)])
         monkeypatch.setattr("registry.readmodel.postgres.IN_TRANSACTION", 5)
         model = _tables(store)
         assert model.position == 30
         model.close()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(schema.conninfo, autocommit=True) as conn:
         analysed = conn.execute(
-            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL", (schema,)
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_analyze IS NOT NULL", (schema.name,)
         ).fetchall()
     assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}
 
@@ -352,11 +337,13 @@ def _round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
         return trace.read().count(b"\tReadyForQuery\t")
 
 
-def test_a_lone_append_and_its_fold_go_in_one_round_trip(postgres_schemas: Callable[[], str]) -> None:
+def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None:
     # BEGIN, the lock, the events with their stream's row, the read model's guard and rows, COMMIT: one pipeline, one
     # sync (psycopg's own transaction block synced on entering and on leaving: four).
-    conninfo, schema = split_postgres_url(postgres_schemas())
-    with PostgresStore(conninfo, schema=schema, pool_size=1) as store, SessionRegistry(store, follow=False) as registry:
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False) as registry,
+    ):
         session_id = registry.create("/w").session_id  # the first append reads the log's end
         assert _round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
         assert _round_trips(store, lambda: registry.create("/w")) == 1
@@ -365,26 +352,24 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(postgres_schemas: Calla
 
 
 def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
-    postgres_schemas: Callable[[], str], caplog: pytest.LogCaptureFixture
+    schema: Schema, caplog: pytest.LogCaptureFixture
 ) -> None:
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store, SessionRegistry(store, follow=False) as registry:
+    with PostgresStore.from_url(schema.url) as store, SessionRegistry(store, follow=False) as registry:
         session_id = registry.create("/w").session_id
         registry.record_activity(session_id, messages=1, at=10**18)
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f"DROP FUNCTION {schema}.rm_guard_1")
+        with psycopg.connect(schema.conninfo, autocommit=True) as conn:
+            conn.execute(f"DROP FUNCTION {schema.name}.rm_guard_1")
         # The append that would call it commits all the same (the log decides), without its fold, which the
         # read model catches up before it answers.
         info = registry.record_activity(session_id, messages=2, at=2 * 10**18)
         assert "commit hook failed" in caplog.text
         assert isinstance(info.updated_at, str) and info.updated_at.startswith("2033")
-        assert _checkpoint_and_head(conninfo, schema)[1] == 3
+        assert schema.checkpoint_and_head()[1] == 3
         assert [s.updated_at for s in registry.list().sessions] == [info.updated_at]
-    with PostgresStore.from_url(url) as store:  # the next writer to open defines it again
+    with PostgresStore.from_url(schema.url) as store:  # the next writer to open defines it again
         model = _tables(store)
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            row = conn.execute(f"SELECT to_regprocedure('{schema}.rm_guard_1(bigint,bigint,bigint)')").fetchone()
+        with psycopg.connect(schema.conninfo, autocommit=True) as conn:
+            row = conn.execute(f"SELECT to_regprocedure('{schema.name}.rm_guard_1(bigint,bigint,bigint)')").fetchone()
             assert row is not None and row[0] is not None
         assert check_read_model(store, model).mismatches == []
         model.close()
@@ -395,11 +380,10 @@ def _next(page: ListSessionsResult) -> str:
     return page.next_cursor
 
 
-def test_a_walk_reads_later_pages_as_of_its_start_whoever_writes_meanwhile(postgres_schemas: Callable[[], str]) -> None:
+def test_a_walk_reads_later_pages_as_of_its_start_whoever_writes_meanwhile(schema: Schema) -> None:
     # A later page reads the current rows alone while the checkpoint is still the walk's position, and through the
     # past rows once anything moved it - here another process, which this one cannot know of but by reading.
-    url = postgres_schemas()
-    with PostgresStore.from_url(url) as store, SessionRegistry(store, follow=False, page_size=2) as mine:
+    with PostgresStore.from_url(schema.url) as store, SessionRegistry(store, follow=False, page_size=2) as mine:
         for n in range(6):
             mine.create("/w", session_id=f"s{n}")
             mine.record_activity(f"s{n}", at=(n + 1) * 10**12)
@@ -407,7 +391,7 @@ def test_a_walk_reads_later_pages_as_of_its_start_whoever_writes_meanwhile(postg
         assert [s.session_id for s in first.sessions] == ["s5", "s4"]
         second = mine.list(cursor=_next(first))  # nothing changed since the walk began
         assert [s.session_id for s in second.sessions] == ["s3", "s2"]
-        with PostgresStore.from_url(url) as theirs, SessionRegistry(theirs, follow=False) as other:
+        with PostgresStore.from_url(schema.url) as theirs, SessionRegistry(theirs, follow=False) as other:
             other.record_activity("s1", at=10**15)  # s1 moves to the top, for anyone reading from now on
         third = mine.list(cursor=_next(second))
         assert [(s.session_id, s.updated_at) for s in third.sessions] == [
@@ -423,33 +407,33 @@ def test_a_walk_reads_later_pages_as_of_its_start_whoever_writes_meanwhile(postg
         assert [s.session_id for s in rest.sessions] == ["s4", "s3"]
 
 
-def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_as_a_block(
-    postgres_schemas: Callable[[], str],
-) -> None:
+def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_as_a_block(schema: Schema) -> None:
     # A role that may write the tables but not create in the schema: the guard goes as an anonymous block (the
     # same checks, parsed at every call), and a lone append is still one round trip.
     from psycopg import sql  # noqa: PLC0415
 
-    url = postgres_schemas()
-    conninfo, schema = split_postgres_url(url)
-    with PostgresStore.from_url(url) as store, SessionRegistry(store, follow=False) as registry:
+    with PostgresStore.from_url(schema.url) as store, SessionRegistry(store, follow=False) as registry:
         registry.create("/w", session_id="a")
-    role = f"w_{schema[-12:]}"
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP FUNCTION {}.rm_guard_1").format(sql.Identifier(schema)))
+    role = f"w_{schema.name[-12:]}"
+    with psycopg.connect(schema.conninfo, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP FUNCTION {}.rm_guard_1").format(sql.Identifier(schema.name)))
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema.name), sql.Identifier(role))
+        )
         admin.execute(
             sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
-                sql.Identifier(schema), sql.Identifier(role)
+                sql.Identifier(schema.name), sql.Identifier(role)
             )
         )
     try:
         writer_info = (
-            conninfo.replace("postgres@", f"{role}@") if "postgres@" in conninfo else f"{conninfo} user={role}"
+            schema.conninfo.replace("postgres@", f"{role}@")
+            if "postgres@" in schema.conninfo
+            else f"{schema.conninfo} user={role}"
         )
         with (
-            PostgresStore(writer_info, schema=schema, pool_size=1) as store,
+            PostgresStore(writer_info, schema=schema.name, pool_size=1) as store,
             SessionRegistry(store, follow=False) as registry,
         ):
             model = _tables(store)
@@ -460,6 +444,6 @@ def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_
             assert check_read_model(store, model).mismatches == []
             model.close()
     finally:
-        with psycopg.connect(conninfo, autocommit=True) as admin:
+        with psycopg.connect(schema.conninfo, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
