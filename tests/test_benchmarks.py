@@ -299,3 +299,14 @@ def test_a_benchmark_that_needs_postgresql_says_so_and_skips_where_none_answers(
 
     assert postgres_or_skip("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2") is None
     assert "skipped: this benchmark needs PostgreSQL and none answers at" in capsys.readouterr().out
+
+
+def test_the_lock_ceiling_measures_every_way_of_appending(postgres_server: str) -> None:
+    from benchmarks.postgres_lock_ceiling import WAYS, measure  # noqa: PLC0415
+
+    figures = measure(postgres_server, [1, 2], rounds=1, seconds=0.2)
+    assert list(figures) == list(WAYS)
+    for by_count in figures.values():
+        assert sorted(by_count) == [1, 2]
+        assert by_count[1]["vs_one"] == 1.0
+        assert all(f["ops_per_s"] > 0 and f["cpu_us_per_op"] > 0 for f in by_count.values())
