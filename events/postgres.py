@@ -267,7 +267,7 @@ class PostgresStore(GroupCommitStore):
         return self._writer.commit_once(conn, units)
 
     def add_commit_hook(self, hook: CommitHook) -> Callable[[], None]:
-        """Run ``hook`` in every append transaction of this store (``events.postgres_write.CommitHook``): tables
+        """Run ``hook`` in every append transaction of this store (``events.postgres_hooks.CommitHook``): tables
         derived from the log in the same schema (the registry's read model) then commit with the events, in the
         same round trips, with no second commit. Returns the remover."""
         with self._hooks_lock:

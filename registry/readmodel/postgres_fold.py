@@ -1,5 +1,5 @@
 """The PostgreSQL read model's fold of an append in the append's own transaction: its side of the store's commit
-hook (``events.postgres_write.CommitHook``), and how a fold's rows are written, which a catch-up shares
+hook (``events.postgres_hooks.CommitHook``), and how a fold's rows are written, which a catch-up shares
 (``postgres.py`` has the rest of ``PostgresReadModel``: its tables made, caught up and read).
 
 The hook's reads (the read model's lock, if free; its checkpoint; the appended sessions' rows) go in the append's
