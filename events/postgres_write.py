@@ -93,73 +93,59 @@ class Writer:
         self._known = None
 
     @contextlib.contextmanager
-    def _implicit(self, conn: Connection) -> Iterator[psycopg.Pipeline]:
-        """A lone append's transaction without BEGIN and COMMIT: on an autocommit connection the statements a
-        pipeline sends before its sync are one implicit transaction, which the server commits at the sync (or
-        rolls back whole at the first error) - one exchange, two messages and ~100 us fewer a ``record_activity``
-        than ``_committing`` (measured interleaved: p50 716-747 against 797-851 us at 100k sessions). Only for a
-        block that fetches nothing on the way: a sync inside it would commit there.
-
-        The server's error, met in the block or at the pipeline's end, is raised after it. Then psycopg's cache
-        of prepared statements is reset (an explicit ROLLBACK clears it, and the server's prepared statements
-        with it): after an aborted implicit transaction psycopg may still take a statement the server skipped
-        for prepared ("prepared statement _pg3_9 does not exist" on the next use, caught by the concurrent
-        writers test); an explicit transaction's ROLLBACK (``_committing``) does the same."""
-        failed: psycopg.Error | None = None
-        try:
-            with conn.pipeline() as pipeline:
-                try:
-                    yield pipeline
-                except psycopg.Error as exc:
-                    failed = exc  # leave the pipeline with no exception in flight (see _committing)
-        except psycopg.Error as exc:
-            if failed is None:
-                failed = exc
-        if failed is not None:
-            if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                conn.execute(b"BEGIN", prepare=False)
-                conn.rollback()
-            raise failed
-
-    @contextlib.contextmanager
-    def _committing(self, conn: Connection) -> Iterator[psycopg.Pipeline]:
+    def _committing(self, conn: Connection, *, implicit: bool = False) -> Iterator[psycopg.Pipeline]:
         """The append's transaction in one pipeline: BEGIN, what the block queues and COMMIT go out together, and
         the pipeline's end is the only sync - one round trip unless the block fetches a result on the way (psycopg's
         own transaction block syncs on entering and on leaving a pipeline: a lone append took four). A
-        ``psycopg.Rollback`` raised in the block rolls back instead; an error leaves nothing open (ROLLBACK).
-        psycopg learns that a transaction is open only from a sync: sync the pipeline it yields before opening
-        ``conn.transaction()`` (a savepoint) in the block, or psycopg takes it for the outer transaction and
-        commits it there.
+        ``psycopg.Rollback`` raised in the block rolls back instead. psycopg learns that a transaction is open only
+        from a sync: sync the pipeline it yields before opening ``conn.transaction()`` (a savepoint) in the block,
+        or psycopg takes it for the outer transaction and commits it there.
+
+        ``implicit`` (a block that fetches nothing on the way; not with the flush barrier): no BEGIN and COMMIT -
+        on the pool's autocommit connections the statements a pipeline sends before its sync are one implicit
+        transaction, which the server commits at the sync or rolls back whole at the first error. Two messages and
+        ~100 us fewer a ``record_activity`` (measured interleaved: p50 716-747 against 797-851 us at 100k sessions).
+
+        The server's error, met in the block or at the pipeline's end, is raised once the pipeline is left (so
+        psycopg does not log the aborted pipeline's own error as a warning on the way out), after a ROLLBACK: it
+        ends an aborted transaction, and psycopg's rollback also forgets the statements it meant to prepare in the
+        messages the server skipped (else "prepared statement _pg3_9 does not exist" on their next use - after an
+        implicit transaction too, which leaves the connection idle: a BEGIN first gives the rollback something to
+        end; caught by the concurrent writers test).
 
         With the flush barrier, the transaction commits without waiting for its WAL flush (the append lock is
         released at once), and a second transaction in the same exchange waits for a flush that covers it
         (``_flush``): the caller hears of the append only once it is durable."""
-        failed: psycopg.Error | None = None  # the server's error, met by a statement of the block
+        assert not (implicit and self._barrier), "the flush barrier needs its explicit COMMIT"
+        failed: psycopg.Error | None = None  # the server's error, met by a statement of the block or at the sync
         try:
             with conn.pipeline() as pipeline:
-                conn.execute(b"BEGIN", prepare=False)
-                if self._barrier:
-                    conn.execute(self._sql.commit_unflushed, prepare=False)
+                if not implicit:
+                    conn.execute(b"BEGIN", prepare=False)
+                    if self._barrier:
+                        conn.execute(self._sql.commit_unflushed, prepare=False)
                 try:
                     yield pipeline
                 except psycopg.Rollback:
                     conn.execute(b"ROLLBACK", prepare=False)
                     return
                 except psycopg.Error as exc:
-                    # Leave the pipeline without an exception in flight, so psycopg does not log the aborted
-                    # pipeline's own error on the way out as a warning; ``exc`` is raised after.
                     failed = exc
                 else:
-                    conn.execute(b"COMMIT", prepare=False)
-                    self._flush(conn)
-        except psycopg.errors.PipelineAborted:
+                    if not implicit:
+                        conn.execute(b"COMMIT", prepare=False)
+                        self._flush(conn)
+        except psycopg.Error as exc:
             if failed is None:
-                raise
+                failed = exc
         finally:
-            if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
-                # An error left the transaction open, or aborted: psycopg's rollback also forgets the statements
-                # it meant to prepare in the messages the server skipped after the error.
-                conn.rollback()
+            if not conn.closed:
+                status = conn.info.transaction_status
+                if failed is not None and status == TransactionStatus.IDLE:
+                    conn.execute(b"BEGIN", prepare=False)
+                    status = TransactionStatus.INTRANS
+                if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):  # not a broken connection
+                    conn.rollback()
         if failed is not None:
             raise failed
 
@@ -209,7 +195,7 @@ class Writer:
         self, conn: Connection, known: _Known, request: PreparedAppend, blobs: list[bytes]
     ) -> list[int] | None:
         """One exchange, one implicit transaction: the lock and the writes, computed from the log's end this process
-        knows (with the flush barrier, BEGIN and COMMIT as ``_committing`` sends them). If
+        knows (with the flush barrier, an explicit one). If
         another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
         written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
         session_id, events, expected_version = request.session_id, request.events, request.expected_version
@@ -228,7 +214,7 @@ class Writer:
             stream = known.next_stream
         last = actual + len(events)
         try:
-            with self._committing(conn) if self._barrier else self._implicit(conn):
+            with self._committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
                 self._insert(conn, request, blobs, known.head, (stream, new_stream), actual, at, chain)
                 for hook in hooks:
