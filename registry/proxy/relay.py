@@ -212,7 +212,8 @@ class Proxy:
                 self._agent_titled.add(native)
                 # The agent gives the very title the proxy already told the client (it titled the session from
                 # the same prompt, after the turn): the client has it; nothing else in the update, nothing to say.
-                repeated = update.alone and self._pushed_titles.pop(native, _NOT_PUSHED) == title
+                pushed = self._pushed_titles.pop(native, _NOT_PUSHED)  # no push follows an agent's title
+                repeated = update.alone and pushed == title
             if not repeated:
                 out.append(line)
             self.recorder.put(lambda r: r.agent_title(native, title))

@@ -102,7 +102,6 @@ class Statements:
 
         self.create = [q(statement) for statement in _SCHEMA]
         self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in TABLES]
-        self.version = q("SELECT value FROM {s}.rm_meta WHERE key = 'version'")
         self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
         self.check = q(
             "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
