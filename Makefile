@@ -37,6 +37,7 @@ test: lint
 
 demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*
+	mkdir -p $(DEMO_DIR)
 	$(BIN)/acp-registry demo --store $(DEMO_STORE)
 
 # Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, codex-acp, gemini-cli)

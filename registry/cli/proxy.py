@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import sys
 import threading
@@ -58,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from registry.proxy.spawn import spawn  # noqa: PLC0415 - stdlib only: the relay loads while the agent starts
 
     location = locate(args.store)
+    if shutil.which(command[0]) is None:  # before the store is opened: an agent that cannot start leaves no store
+        raise InputError(f"cannot start the agent {command[0]!r}: no such command (not found, or not executable)")
     store = open_log(location, create=True)  # a bad or unusable store: one line, exit 2, no agent started
     try:
         agent = spawn(command)
