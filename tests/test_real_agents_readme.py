@@ -1,7 +1,9 @@
-"""The README's Zed settings for the proxy are valid and say what they claim (part of ``make test``: no agents run).
+"""The Zed settings for the proxy, in the README and docs/proxy.md, are valid and say what they claim (part of
+``make test``: no agents run).
 
 Each entry must start ``acp-registry proxy`` with options the proxy's own parser accepts, then ``--`` and the
-agent's command; together they cover claude-agent-acp, claude-code-acp, codex-acp, gemini and a Python agent.
+agent's command; the README's cover claude-agent-acp, codex-acp, gemini and any command, docs/proxy.md's also
+claude-code-acp and a Python agent.
 """
 
 from __future__ import annotations
@@ -14,19 +16,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+PROXY = (ROOT / "docs" / "proxy.md").read_text()
+
+
+def _settings_in(text: str) -> list[dict[str, dict[str, object]]]:
+    """The ``agent_servers`` of each Zed settings block in ``text``."""
+    blocks = [json.loads(block) for block in re.findall(r"^```jsonc\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)]
+    return [block["agent_servers"] for block in blocks if "agent_servers" in block]
 
 
 def _zed_settings() -> dict[str, dict[str, object]]:
-    start = README.index("\n## Real agents behind the proxy")
-    end = README.index("\n## ", start + 1)
-    (block,) = re.findall(r"^```jsonc\n(.*?)^```$", README[start:end], re.MULTILINE | re.DOTALL)
-    servers = json.loads(block)["agent_servers"]
+    start = PROXY.index("\n## Real agents behind the proxy")
+    end = PROXY.find("\n## ", start + 1)
+    (servers,) = _settings_in(PROXY[start : end if end > 0 else None])
     assert isinstance(servers, dict)
     return servers
 
 
-def test_every_entry_puts_the_proxy_in_front_of_an_agent() -> None:
-    servers = _zed_settings()
+def _agents(servers: dict[str, dict[str, object]]) -> set[str]:
+    """The agents the entries put the proxy in front of (their commands' names)."""
     agents = set()
     for name, entry in servers.items():
         assert entry["type"] == "custom", name
@@ -37,12 +45,21 @@ def test_every_entry_puts_the_proxy_in_front_of_an_agent() -> None:
         assert split + 1 < len(args) and str(args[split + 1]).startswith("/"), name  # Zed needs absolute paths
         agents.add(Path(str(args[split + 1])).name)
         assert isinstance(entry["env"], dict), name
-    assert {"claude-agent-acp", "claude-code-acp", "codex-acp", "gemini", "fast-agent-acp"} <= agents
+    return agents
+
+
+def test_every_entry_puts_the_proxy_in_front_of_an_agent() -> None:
+    assert {"claude-agent-acp", "claude-code-acp", "codex-acp", "gemini", "fast-agent-acp"} <= _agents(_zed_settings())
+    first_screen, *_ = _settings_in(README)
+    assert {"claude-agent-acp", "codex-acp", "gemini", "my-agent"} == _agents(first_screen)
+    for servers in _settings_in(PROXY):
+        _agents(servers)
 
 
 def test_the_proxy_options_the_settings_use_exist() -> None:
     options = {"--store"}  # named in the text
-    for entry in _zed_settings().values():
+    entries = [entry for servers in [*_settings_in(README), *_settings_in(PROXY)] for entry in servers.values()]
+    for entry in entries:
         args = [str(arg) for arg in list(entry["args"])]  # type: ignore[call-overload]
         options |= {arg for arg in args[1 : args.index("--")] if arg.startswith("--")}
     usage = subprocess.run(
