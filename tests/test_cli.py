@@ -16,7 +16,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -190,11 +189,9 @@ def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, t
 # -- demo and the commands other modules provide ---------------------------------------------------------
 
 
-def test_demo_shows_the_project_in_under_ten_seconds(run: Cli) -> None:
-    started = time.monotonic()
-    result = run("demo")
+def test_demo_shows_the_project(run: Cli) -> None:
+    result = run("demo")  # how long it takes is measured, not asserted (docs/cli.md): a busy machine stretches it
     assert result.returncode == 0, result.stderr
-    assert time.monotonic() - started < 10
     assert result.stderr == ""
     assert '"title":null' in result.stdout and '"updatedAt":null' in result.stdout
     assert '"method":"session/update"' in result.stdout
