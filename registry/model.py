@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.model import ForkRef, TitleSource
+from registry.agents import IMPORTED
 from registry.errors import InvalidParams
 
 __all__ = [
@@ -65,8 +66,8 @@ META_AGENT: Final = f"{META_NAMESPACE}/agent"
 META_PARENT: Final = f"{META_NAMESPACE}/parent"
 """A fork's source: ``{"sessionId": ..., "position": P}`` (the log position the fork was taken at)."""
 
-IMPORTED_AGENTS: Final = frozenset({"claude-code", "codex", "gemini", "goose", "kimi", "kimi-code", "opencode", "qwen"})
-"""The agent names of the importers (``registry.importers``): a session whose creation records no agent but whose
+IMPORTED_AGENTS: Final = frozenset(IMPORTED)
+"""The agent names of the importers (``registry.agents.IMPORTED``): a session whose creation records no agent but whose
 id is ``<name>:<native id>`` with one of these names belongs to that agent (records written before ``agent``
 existed). Any other id without a recorded agent has none."""
 

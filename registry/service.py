@@ -202,6 +202,23 @@ class SessionRegistry:
         self._writer.write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
         return self._writer.written(session_id)
 
+    def record_turn(self, session_id: str, *, before: int, messages: int, at: int | None = None) -> SessionInfo:
+        """A turn seen live (by a proxy) that added ``messages`` to a session that had ``before`` messages when the
+        turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
+        ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
+        while it was under way (the importer brings the count up to the agent's own) is not counted twice, and an
+        import after it adds only what the files hold beyond it - one turn, one count, in either order."""
+        check_messages(messages)
+        check_messages(before)
+        when = check_time(self._clock() if at is None else at, "at")
+
+        def events(state: SessionState) -> list[Event]:
+            added = max(0, before + messages - state.messages)
+            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added)]
+
+        self._writer.write(session_id, events)
+        return self._writer.written(session_id)
+
     def change_info(
         self,
         session_id: str,

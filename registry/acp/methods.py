@@ -53,6 +53,7 @@ from registry.acp.params import (
     SetTitleParams,
     convert_params,
 )
+from registry.agents import native_id, stored_id
 from registry.commands import check_session_id
 from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
 from registry.model import ListSessionsResult, SessionInfo, SessionState
@@ -153,11 +154,11 @@ class Context:
 
     def store_id(self, wire_id: str) -> str:
         """The store's id of a session the client names ``wire_id``."""
-        return wire_id if self.agent is None else f"{self.agent}:{wire_id}"
+        return wire_id if self.agent is None else stored_id(self.agent, wire_id)
 
     def wire_id(self, store_id: str) -> str:
         """The id the client sees for a stored session."""
-        return store_id if self.agent is None else store_id.removeprefix(f"{self.agent}:")
+        return store_id if self.agent is None else native_id(self.agent, store_id) or store_id
 
     def opened(self, wire_id: str) -> None:
         self.open_sessions.add(wire_id)

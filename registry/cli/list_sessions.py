@@ -10,6 +10,7 @@ import argparse
 
 from msgspec import UNSET
 
+from registry.agents import known_name
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_registry
 from registry.cli.tables import SessionsTable
@@ -29,7 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="exclude",
         help="archived sessions: left out (exclude, the default), listed too (include), or only they (only)",
     )
-    parser.add_argument("--agent", metavar="NAME", help="only the sessions of this agent (e.g. codex)")
+    parser.add_argument(
+        "--agent",
+        metavar="NAME",
+        type=known_name,
+        help="only the sessions of this agent (codex, or a name it goes by: codex-acp, claude-agent-acp, ...)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

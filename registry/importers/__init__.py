@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from registry.agents import IMPORTED
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, Skip, Source, session_id
 from registry.importers.claude_code import ClaudeCode
 from registry.importers.codex import Codex
@@ -50,10 +51,12 @@ __all__ = [
     "sources",
 ]
 
-_CLASSES: tuple[Callable[[], Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, KimiCode, Qwen, Goose, Opencode)
-_SOURCES: dict[str, Callable[[], Source]] = {make().agent: make for make in _CLASSES}
-AGENTS: tuple[str, ...] = tuple(_SOURCES)
-"""Every supported agent, by the name ``--agent`` takes."""
+_CLASSES: tuple[type[Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, KimiCode, Qwen, Goose, Opencode)
+_SOURCES: dict[str, Callable[[], Source]] = {make.agent: make for make in _CLASSES}
+AGENTS: tuple[str, ...] = IMPORTED
+"""Every supported agent, by the name ``--agent`` takes: the agents ``registry.agents.KNOWN`` says are imported."""
+if set(_SOURCES) != set(AGENTS):  # pragma: no cover - a parser module whose agent registry.agents does not declare
+    raise ImportError(f"importers for {sorted(_SOURCES)}, but registry.agents declares {sorted(AGENTS)}")
 
 
 def sources(agents: Iterable[str] | None = None) -> list[Source]:

@@ -412,6 +412,8 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
     elif facts.gone is not None:
         events.append(SessionDeleted(reason=facts.gone))
     else:
+        # The agent's count, not added to the registry's: a turn a proxy recorded live and that the files now hold
+        # too counts once (SessionRegistry.record_turn is the other half of that rule).
         grown = max(0, facts.messages - state.messages)
         newer = state.updated_at is None or last > state.updated_at
         if grown or newer:
