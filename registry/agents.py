@@ -9,31 +9,50 @@ proxy reads it before anything heavy is loaded.
 A session of agent ``X`` whose own id is ``N`` is stored as ``X:N`` (``stored_id``); the wire in front of ``X``
 shows ``N`` (``native_id``). When an agent starts a new conversation under an id the registry already holds
 for an older one (an agent that numbers its sessions afresh in each process), the new conversation is stored as
-``X~2:N`` (then ``~3``, ...): the older record stays in the history, and ``native_id`` still gives ``N``.
+``X~2:N`` (then ``~3``, ...): the older record stays in the history, deleted with ``META_RETIRED`` in its
+``_meta`` saying why it was retired (``Retired``), and ``native_id`` still gives ``N``. A session a proxy retired
+because the agent did not keep it comes back the same way when the agent turns out to have it.
 Agent names never hold ``:`` or ``~`` (``agent_name`` makes them so), so the first ``:`` ends the prefix.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 import shlex
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "IMPORTED",
     "KNOWN",
     "LAUNCHERS",
+    "META_RETIRED",
     "Known",
+    "Retired",
     "agent_name",
     "command_name",
+    "current_id",
     "generation",
     "keeps_unprompted",
     "known_name",
     "native_id",
+    "retired",
     "split_id",
     "stored_id",
 ]
+
+
+META_RETIRED: Final = "acp-session-registry/retired"  # registry.model.META_NAMESPACE + "/retired"
+"""In a deleted session's ``_meta``: why it was retired (a ``Retired`` value); absent for a user's deletion."""
+
+
+class Retired(enum.Enum):
+    SUPERSEDED = "superseded"  # the agent started a new conversation under the session's id
+    UNKEPT = "unkept"  # it never had a turn, and the agent did not keep it
 
 
 class Known(NamedTuple):
@@ -148,3 +167,26 @@ def generation(stored: str) -> int:
     """Which conversation under its native id a stored session is (1 unless the agent reused the id)."""
     parts = split_id(stored)
     return 1 if parts is None else parts[1]
+
+
+def retired(state: Any) -> Retired | None:
+    """Why a deleted session (a ``SessionState``) was retired (None: deleted by a user, or not deleted)."""
+    if not state.deleted:
+        return None
+    mark = (state.meta or {}).get(META_RETIRED)
+    try:
+        return Retired(mark) if isinstance(mark, str) else None
+    except ValueError:
+        return None
+
+
+def current_id(agent: str, native: str, state_of: Callable[[str], Any]) -> str:
+    """The stored id the agent's session ``native`` has now: past the records retired under it (``state_of``
+    reads a stored id's state, or None)."""
+    number = 1
+    while True:
+        sid = stored_id(agent, native, number)
+        state = state_of(sid)
+        if state is None or retired(state) is None:
+            return sid
+        number += 1

@@ -30,6 +30,7 @@ import msgspec
 from events.errors import ConcurrencyError, EventIdConflict
 from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
 from events.store import AppendRequest, EventStore
+from registry.agents import current_id
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
@@ -252,11 +253,18 @@ class Importer:
             self._count(summary, outcome, sid, native_id, record, pending, gone)
 
         self._cwds.update(facts.cwd for facts in result.sessions)
+        read: dict[str, SessionState | None] = {}  # each stream read once per session here
+
+        def state_of(sid: str) -> SessionState | None:
+            read[sid] = self._state(sid)
+            return read[sid]
+
         for facts in result.sessions:
             seen.add(facts.native_id)
-            sid = session_id(agent, facts.native_id)
+            read.clear()
+            sid = current_id(agent, facts.native_id, state_of)  # past the records a proxy retired under its id
             plan = functools.partial(_plan, agent, sid, facts)
-            prepared = self._prepare(sid, plan)
+            prepared = self._prepare(sid, plan, read[sid])
             if isinstance(prepared, str):
                 count(prepared, sid, facts.native_id, facts.gone)
                 continue
@@ -321,10 +329,12 @@ class Importer:
         else:
             record.imported.discard(native_id)
 
-    def _prepare(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome | tuple[Any, Any]:
-        """What ``plan`` makes of the session's current state: an outcome when nothing is to be written, else the
-        append (at exactly that state's version) and the outcome it will have."""
-        state = self._state(sid)
+    def _prepare(
+        self, sid: str, plan: Callable[[SessionState | None], Planned], *known: SessionState | None
+    ) -> Outcome | tuple[Any, Any]:
+        """What ``plan`` makes of the session's current state (``known``, or read now): an outcome when nothing is
+        to be written, else the append (at exactly that state's version) and the outcome it will have."""
+        state = known[0] if known else self._state(sid)
         if state is not None and state.deleted:
             return "deleted"
         try:

@@ -26,19 +26,17 @@ import enum
 import threading
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from registry.agents import KNOWN, generation, split_id, stored_id
+from registry.agents import KNOWN, Retired, generation, retired, split_id, stored_id
 from registry.errors import SessionNotFound
-from registry.model import META_NAMESPACE, SessionState
+from registry.model import SessionState
 
 if TYPE_CHECKING:
     from registry.proxy.identity import Identity
     from registry.readmodel import ReadModel
 
-__all__ = ["MAX_ENTRIES", "META_RETIRED", "Book", "Entry", "Retired", "Status"]
+__all__ = ["MAX_ENTRIES", "Book", "Entry", "Status"]
 
 MAX_ENTRIES: Final = 100_000
-META_RETIRED: Final = f"{META_NAMESPACE}/retired"
-"""In a deleted session's ``_meta``: why a proxy retired it (a ``Retired`` value); absent for a user's deletion."""
 _KNOWN_NAMES: Final = frozenset(known.name for known in KNOWN)
 
 
@@ -51,28 +49,12 @@ class Status(enum.Enum):
     OTHER = "other"
 
 
-class Retired(enum.Enum):
-    SUPERSEDED = "superseded"  # the agent started a new conversation under its id
-    UNKEPT = "unkept"  # it never had a turn, and the agent did not keep it
-
-
 class Entry(NamedTuple):
     """What the book knows of one id: the stored id a new record for it gets or has, and its state."""
 
     stored: str
     status: Status
     owner: str | None = None  # for OTHER: the agent it belongs to
-
-
-def retired(state: SessionState) -> Retired | None:
-    """Why a deleted session was retired by a proxy (None: deleted by a user, or not deleted)."""
-    if not state.deleted:
-        return None
-    mark = (state.meta or {}).get(META_RETIRED)
-    try:
-        return Retired(mark) if isinstance(mark, str) else None
-    except ValueError:
-        return None
 
 
 class Book:

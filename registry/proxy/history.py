@@ -24,11 +24,9 @@ from registry.agents import IMPORTED, native_id
 from registry.commands import list_filter
 from registry.errors import InvalidParams
 from registry.model import parse_time
-from registry.proxy.book import Book, Status
-from registry.proxy.identity import Identity
+from registry.proxy.book import Status
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine
-from registry.service import SessionRegistry
 
 __all__ = ["History", "HistoryState"]
 
@@ -62,20 +60,9 @@ _decode_listed: Final = msgspec.json.Decoder(_Listed).decode
 class History:
     """Reads the agent's past and reconciles it with the registry, on its own thread."""
 
-    def __init__(
-        self,
-        registry: SessionRegistry,
-        identity: Identity,
-        book: Book,
-        recorder: Recorder,
-        request_agent: RequestAgent,
-        *,
-        enabled: bool = True,
-    ) -> None:
-        self._registry = registry
-        self._identity = identity
-        self._book = book
+    def __init__(self, recorder: Recorder, request_agent: RequestAgent, *, enabled: bool = True) -> None:
         self._recorder = recorder
+        self._registry, self._identity, self._book = recorder.registry, recorder.identity, recorder.book
         self._request_agent = request_agent
         self._enabled = enabled
         self.state = HistoryState.NONE

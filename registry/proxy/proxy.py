@@ -69,19 +69,8 @@ class Proxy:
         self.relay = Relay(_NotStarted(), self.client, self.identity, os.path.basename(self.command[0]))
         self.titles = TitlePolicy(self.relay.send_client)
         self.recorder = Recorder(registry, self.identity, self.book, self.titles)
-        self.history = History(
-            registry, self.identity, self.book, self.recorder, self.relay.request_agent, enabled=import_history
-        )
-        self.surface = Surface(
-            registry,
-            self.identity,
-            self.book,
-            self.recorder,
-            self.titles,
-            self.history,
-            self.relay,
-            list_wait=list_wait,
-        )
+        self.history = History(self.recorder, self.relay.request_agent, enabled=import_history)
+        self.surface = Surface(self.recorder, self.history, self.relay, list_wait=list_wait)
         self.relay.attach(self.surface)
 
     @property

@@ -24,12 +24,12 @@ from typing import Final
 from events.codec import now_ns
 from events.errors import RegistryError
 from events.model import TitleSource
-from registry.agents import split_id, stored_id
+from registry.agents import META_RETIRED, Retired, retired, split_id, stored_id
 from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
-from registry.proxy.book import META_RETIRED, Book, Retired, Status, retired
+from registry.proxy.book import Book, Status
 from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry

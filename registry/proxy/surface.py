@@ -15,11 +15,12 @@ the store here:
   the book (``registry.proxy.book``) and never reaches the agent; an id in its stored form (``codex:<id>``, as the
   command line prints it) is relayed as the agent's own id;
 - the answered methods run on the surface's own thread, in order. What they change (``set_title``,
-  ``delete``, ``archive``...) is decided from memory - checked, answered at once, and queued for the recorder -
-  so a store whose write lock is held elsewhere delays no answer and no relayed line. ``session/list`` waits,
-  the first time, for the agent's past to be read (``list_wait`` seconds at most; then it answers with what it
-  has and says ``importing`` in ``_meta``), and for the recorder to write what the client has seen happen
-  (``LIST_WAIT``; else ``_meta`` says the list is degraded);
+  ``delete``, ``archive``...) is decided from memory - checked, answered once written or within ``WRITE_WAIT``,
+  and queued for the recorder - so a store whose write lock is held elsewhere delays no relayed line and no answer
+  beyond that. The first answer waits for the agent's past to be read (``list_wait`` seconds at most: a first
+  ``session/list`` then answers with what it has and says ``importing`` in ``_meta``; a deletion of a session
+  from the agent's past is not overtaken by its import). ``session/list`` waits for the recorder to write what
+  the client has seen happen (``LIST_WAIT``; else ``_meta`` says the list is degraded);
 - the answers of ``initialize``, ``session/new`` / ``load`` / ``resume`` / ``fork``, ``session/prompt`` and
   ``session/close`` are observed (``registry.proxy.observe``).
 """
@@ -46,13 +47,10 @@ from registry.commands import check_user_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, ListSessionsResult, SessionInfo, SessionState
 from registry.projection import Change
-from registry.proxy.book import Book, Status
+from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
-from registry.proxy.identity import Identity
 from registry.proxy.recorder import Recorder
-from registry.proxy.titles import TitlePolicy
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
-from registry.service import SessionRegistry
 
 __all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Conversation", "Pending", "Surface"]
 
@@ -176,30 +174,21 @@ class _FromMemory:
 class Surface:
     """The proxy's answers and observations for one client connection."""
 
-    def __init__(
-        self,
-        registry: SessionRegistry,
-        identity: Identity,
-        book: Book,
-        recorder: Recorder,
-        titles: TitlePolicy,
-        history: History,
-        conversation: Conversation,
-        *,
-        list_wait: float,
-    ) -> None:
-        self.registry = registry
-        self.identity = identity
-        self.book = book
+    def __init__(self, recorder: Recorder, history: History, conversation: Conversation, *, list_wait: float) -> None:
         self.recorder = recorder
-        self.titles = titles
+        self.registry, self.identity, self.book, self.titles = (
+            recorder.registry,
+            recorder.identity,
+            recorder.book,
+            recorder.titles,
+        )
         self.history = history
         self.conversation = conversation
         self.list_wait = list_wait
-        self.context = _ProxyContext(_FromMemory(self), agent=identity.name)
+        self.context = _ProxyContext(_FromMemory(self), agent=self.identity.name)
         self.context.surface = self
         self.agent_capabilities: dict[str, Any] = {}
-        self._listed_once = False
+        self._answered_once = False
         self._jobs: queue.SimpleQueue[Incoming | None] = queue.SimpleQueue()
         self._answerer = threading.Thread(target=self._answer_loop, name="acp-registry-proxy-answers")
         self._answerer.start()
@@ -241,7 +230,8 @@ class Surface:
             if refusal is not None:
                 return encode_error(message.id, rpc_error(refusal))
             native = params["sessionId"] = self.book.native(wire)
-            if name == "session/prompt":
+            if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
+                self.book.turned.add(native)
                 self.recorder.put(lambda r: r.turn_began(native))
         return Pending(message.id, name, params)
 
@@ -259,8 +249,8 @@ class Surface:
         method = METHODS[message.method or ""]
         history = self.history.state  # read first: "ready" then covers every observation the history walk queued
         try:
-            if method.name == "session/list" and not self._listed_once:
-                self._listed_once = True
+            if not self._answered_once:  # the agent's past first: what it lists, and what a change applies to
+                self._answered_once = True
                 self.history.wait(self.list_wait)
                 history = self.history.state
             # What the client has seen happen is written first; a change it asks for is answered once written, or
@@ -328,7 +318,6 @@ class Surface:
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
-                self.book.turned.add(turn_of)
                 self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
