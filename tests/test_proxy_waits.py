@@ -108,3 +108,31 @@ def test_titles_for_sessions_not_recorded_yet_are_bounded_in_bytes() -> None:
             recorder.agent_title(f"ghost-{n}", "t" * MAX_TITLE_LENGTH)
         held = sum(len(k) + len(v or "") for k, v in recorder._early_titles.items())
         assert 0 < held <= EARLY_TITLE_BYTES
+
+
+def test_a_host_that_closes_its_proxy_gets_every_thread_back(tmp_path: Path) -> None:
+    """Embedded: ``Proxy`` on two pipes of the host's, the client's input still open when the host stops it."""
+    import os  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from registry.proxy import Proxy  # noqa: PLC0415
+
+    before = set(threading.enumerate())
+    to_proxy_read, to_proxy = os.pipe()
+    from_proxy, from_proxy_write = os.pipe()
+    with SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+        proxy = Proxy(registry, [sys.executable, AGENT, "--list"], client_in=to_proxy_read, client_out=from_proxy_write)
+        runner = threading.Thread(target=proxy.run)
+        runner.start()
+        reader = os.fdopen(from_proxy, "rb")
+        for request_id, method in enumerate(("initialize", "session/list")):
+            os.write(to_proxy, b'{"jsonrpc":"2.0","id":%d,"method":"%s","params":{}}\n' % (request_id, method.encode()))
+            assert b'"result"' in reader.readline()
+        proxy.stop("the host is done")
+        runner.join(30)
+        proxy.close()
+        left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+        assert left == [], left
+    for fd in (to_proxy, to_proxy_read, from_proxy_write):
+        os.close(fd)
+    reader.close()
