@@ -75,6 +75,9 @@ for raw in sys.stdin.buffer:
 """
 
 
+_PROXY = [sys.executable, "-m", "registry.cli", "proxy"]
+
+
 class Client:
     """A client of one agent process (direct, or the proxy in front of it)."""
 
@@ -213,14 +216,10 @@ def with_history(folder: Path, direct: list[str], sessions: int, pings: int) -> 
     stores = iter(range(100))
 
     def proxied() -> list[str]:
-        store = f"sqlite://{folder}/history-{next(stores)}.db"
         return [
-            sys.executable,
-            "-m",
-            "registry.cli",
-            "proxy",
+            *_PROXY,
             "--store",
-            store,
+            f"sqlite://{folder}/history-{next(stores)}.db",
             "--agent",
             "claude-code",
             "--",
@@ -358,13 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--json", default=None, metavar="FILE")
     parser.add_argument("--only-start", action="store_true", help="measure only the start time")
-    parser.add_argument(
-        "--history",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also: the first session/list with an N-session Claude Code history, and round trips during its import",
-    )
+    parser.add_argument("--history", type=int, default=0, metavar="N", help="also: with an N-session history")
     parser.add_argument("--only-history", action="store_true", help="measure only --history's figures")
     args = parser.parse_args(argv)
     if args.only_history:

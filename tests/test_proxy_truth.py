@@ -196,3 +196,23 @@ def test_a_forks_parent_is_named_by_the_id_the_client_knows(url: str, tmp_path: 
         listed = {s["sessionId"]: s for s in proxy.result(5, "session/list", {})["sessions"]}
         assert listed[fork["sessionId"]]["_meta"]["acp-session-registry/parent"]["sessionId"] == session
         assert proxy.close() == 0
+
+
+def test_what_a_killed_proxy_had_not_written_comes_back_from_the_agents_own_list(url: str, tmp_path: Path) -> None:
+    """SIGKILL right after the answers: the recorder's queue is lost, the agent's own list still has the sessions
+    it kept, and the next proxy brings them back before its first list answers."""
+    kept = str(tmp_path / "kept.json")
+    proxy = ProxyProcess(proxy_command(url, "--keep", kept, "--list"))
+    with proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        made = []
+        for n in range(5):
+            session = proxy.result(10 + n, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+            proxy.result(20 + n, "session/prompt", prompt(session, f"turn {n}"))
+            made.append(session)
+        proxy.proc.kill()
+        proxy.proc.wait()
+    with ProxyProcess(proxy_command(url, "--keep", kept, "--list")) as again:
+        again.result(0, "initialize", {"protocolVersion": 1})
+        assert sorted(_ids(again, 1)) == sorted(made)
+        assert again.close() == 0

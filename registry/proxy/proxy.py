@@ -35,7 +35,7 @@ _JOIN: Final = 10.0
 
 class Proxy:
     """Relays ACP between a client (``client_in`` / ``client_out``, file descriptors, or a ``ClientPort`` of the
-    host's) and ``command`` (an agent started here, or an ``AgentPort`` given to ``start``), recording into
+    host's) and ``command`` (an agent started here; empty when an ``AgentPort`` is given to ``start``), recording into
     ``registry``. ``agent`` names the agent in the registry (default: its ``agentInfo.name``, else the command's
     script or package: ``registry.proxy.identity``). ``run()`` blocks until one side ends; ``close()`` joins
     every thread the proxy started (the registry stays open: it is the caller's)."""
@@ -55,8 +55,6 @@ class Proxy:
         import_history: bool = True,
         list_wait: float = FIRST_LIST_WAIT,
     ) -> None:
-        if not command:
-            raise ValueError("the agent's command is empty")
         self.registry = registry
         self.command = list(command)
         self._env = None if env is None else dict(env)
@@ -66,7 +64,8 @@ class Proxy:
         self.client: ClientPort = client if client is not None else StdioClient(client_in, client_out)
         self.agent_port: AgentPort | None = None
         self.book = Book(registry.read_model, self.identity)
-        self.relay = Relay(_NotStarted(), self.client, self.identity, os.path.basename(self.command[0]))
+        what = os.path.basename(self.command[0]) if self.command else "its port"
+        self.relay = Relay(_NotStarted(), self.client, self.identity, what)
         self.titles = TitlePolicy(self.relay.send_client)
         self.recorder = Recorder(registry, self.identity, self.book, self.titles)
         self.history = History(self.recorder, self.relay.request_agent, enabled=import_history)
@@ -86,6 +85,8 @@ class Proxy:
         """Start the agent (``OSError`` when it cannot be started), or take over one ``spawn`` started with this
         proxy's command, or talk to ``agent`` (an ``AgentPort``), and start delivering its lines."""
         if agent is None:
+            if not self.command:
+                raise ValueError("the agent's command is empty (and no agent port was given)")
             agent = spawn(self.command, env=self._env, cwd=self._cwd)
         port: AgentPort = ChildAgent(agent, grace=self._grace) if isinstance(agent, Spawned) else agent
         self.agent_port = port
