@@ -129,6 +129,10 @@ def test_claude_agent_acp_fork_and_resume_through_the_proxy(tmp_path: Path) -> N
         world.turn(proxy, source, "Back to the original")
         listed = list_all(proxy)
         assert [s["sessionId"] for s in listed] == [source, fork]  # the resumed session's turn is the latest
+        # Ids that travel: the fork's parent by the id the client knows; the id the command line prints opens.
+        assert by_id(listed)[fork]["_meta"]["acp-session-registry/parent"]["sessionId"] == source
+        printed = {"sessionId": f"claude-code:{source}", "cwd": str(world.project), "mcpServers": []}
+        assert proxy.call("session/resume", printed)["sessionId"] == source
         assert proxy.close() == 0, proxy.stderr_tail()
         with world.registry() as registry:
             stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
