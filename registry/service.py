@@ -22,9 +22,9 @@ from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.errors import ConcurrencyError
+from events.factory import open_store
 from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
 from events.store import NO_STREAM, Clock, EventStore
-from events.urls import open_store
 from registry import forks
 from registry.acp.methods import handle as handle_acp
 from registry.commands import (

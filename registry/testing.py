@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from events.factory import open_store
 from events.model import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
 from events.store import NO_STREAM, EventStore
 from events.testing import fake_clock
-from events.urls import open_store
 from registry.backend import Backend, backend_for
 from registry.evidence import log_shorter
 from registry.model import ListFilter

@@ -182,7 +182,7 @@ def test_verify_names_every_edit_of_the_derived_tables_and_rebuild_mends_it(
         registry.record_activity("s1", messages=1)
     statement, named = EDITS[edit]
     tamper(url, statement)
-    from events.urls import open_store  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
 
     with open_store(url, create=False) as store:
         model = open_read_model(store, catch_up=False, window=1_000)

@@ -33,7 +33,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.errors import RegistryError
-from events.urls import open_store
+from events.factory import open_store
 from registry import SessionRegistry
 from registry.readmodel import open_read_model
 from registry.readmodel.check import check_read_model

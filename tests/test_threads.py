@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from events.errors import CorruptEventError, StoreError
+from events.factory import open_store
 from events.group_commit import GroupCommit
-from events.urls import open_store
 from registry import SessionRegistry
 from registry.readmodel.tables import SnapshotPlan, join_snapshot_threads
 from registry.snapshot import EVERY

@@ -67,7 +67,7 @@ def locate(option: str | None) -> StoreLocation:
 
 
 def sqlite_file(url: str) -> str | None:
-    """The file a ``sqlite://`` URL names (as ``events.urls.open_store`` reads it); None for other URLs."""
+    """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
         return None
@@ -128,7 +128,7 @@ def resolve_url(location: StoreLocation, *, create: bool) -> str:
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     """Open the store; ``create=False`` (a command that only reads) never creates or initialises one."""
     from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
-    from events.urls import open_store  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
 
     try:
         created = _prepare(location, create=create)
