@@ -27,6 +27,8 @@ from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSo
 from events.store import NO_STREAM, Clock, EventStore
 from registry import forks
 from registry.acp.methods import handle as handle_acp
+from registry.backend import Backend
+from registry.backends import backend_for
 from registry.commands import (
     archive_change,
     check_messages,
@@ -49,7 +51,8 @@ from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
-from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
+from registry.readmodel import DEFAULT_WINDOW, ReadModel
+from registry.readmodel.guard import open_read_model
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
@@ -105,7 +108,8 @@ class SessionRegistry:
         self._owns_store = owns_store
         self._cursors = CursorCodec(store.identity)
         self._render = Renderer(additional_directories=additional_directories)
-        self._read_model = open_read_model(store, window=window, kind=read_model)
+        self._backend = backend_for(store)
+        self._read_model = open_read_model(self._backend, window=window, kind=read_model)
         self._follower = Follower(store, self._read_model, live=follow)
         self._writer = CommandWriter(
             store, self._read_model, self._follower, additional_directories=additional_directories
@@ -127,6 +131,11 @@ class SessionRegistry:
     @property
     def store(self) -> EventStore:
         return self._store
+
+    @property
+    def backend(self) -> Backend:
+        """What the registry keeps beside the store's log (the read model's tables, kept snapshots, evidence)."""
+        return self._backend
 
     @property
     def read_model(self) -> ReadModel:

@@ -15,9 +15,11 @@ import time
 import msgspec
 
 from events.errors import RegistryError
+from registry.backends import backend_for
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import stdout_console, write_json
-from registry.readmodel import ReadModel, open_read_model
+from registry.readmodel import ReadModel
+from registry.readmodel.guard import open_read_model
 
 __all__ = ["RebuildResult", "add_arguments", "run"]
 
@@ -54,7 +56,7 @@ def _what_is_there(read_model: ReadModel) -> str:
 def run(args: argparse.Namespace) -> int:
     with open_log(locate(args.store), create=False) as store:
         started = time.perf_counter()
-        read_model = open_read_model(store, catch_up=False)
+        read_model = open_read_model(backend_for(store), catch_up=False)
         try:
             replaced = _what_is_there(read_model)
             checkpoint = read_model.rebuild()

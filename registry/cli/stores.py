@@ -177,8 +177,9 @@ def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
 def catch_up_read_model(store: EventStore) -> None:
     """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
     now, so that the next ``session/list`` of any process does not pay for it."""
-    from registry.readmodel import open_read_model  # noqa: PLC0415
+    from registry.backends import backend_for  # noqa: PLC0415
+    from registry.readmodel.guard import open_read_model  # noqa: PLC0415
 
     if store.read_only:
         return
-    open_read_model(store).close()
+    open_read_model(backend_for(store)).close()

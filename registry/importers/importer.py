@@ -30,12 +30,14 @@ import msgspec
 from events.errors import ConcurrencyError, EventIdConflict
 from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
 from events.store import AppendRequest, EventStore
+from registry.backends import backend_for
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
 from registry.model import META_NAMESPACE, SessionState
 from registry.projection import fold
+from registry.readmodel.guard import open_read_model
 
 __all__ = [
     "META_AGENT",
@@ -50,7 +52,6 @@ __all__ = [
     "SkipGroup",
     "Summary",
     "append_sessions",
-    "default_state_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -147,13 +148,6 @@ class Summary(msgspec.Struct, kw_only=True, rename="camel"):
         return sum(a.added + a.changed + a.removed for a in self.agents)
 
 
-def default_state_path(store: EventStore) -> Path | None:
-    """Beside a SQLite store's file; none for an in-memory store; else per store in the user's state dir."""
-    from registry.backend import backend_for  # noqa: PLC0415
-
-    return backend_for(store).import_state_path()
-
-
 class Importer:
     """Imports agents' histories into a store, incrementally. One ``run()`` is one pass over every source."""
 
@@ -174,7 +168,8 @@ class Importer:
         environ = os.environ if environ is None else environ
         overrides = dict(roots or {})
         self.roots = {s.agent: overrides.get(s.agent) or s.default_root(environ) for s in self.sources}
-        self.state_path = default_state_path(store) if state_path == "default" else state_path
+        self._backend = backend_for(store)
+        self.state_path = self._backend.import_state_path() if state_path == "default" else state_path
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.progress = progress
@@ -207,11 +202,9 @@ class Importer:
 
     def _known_cwds(self) -> set[str]:
         """The directories of this pass's sessions so far and of every session the store lists."""
-        from registry.readmodel import open_read_model  # noqa: PLC0415 - only when a source asks
-
         cwds = set(self._cwds)
         try:
-            model = open_read_model(self.store)
+            model = open_read_model(self._backend)
         except Exception:  # the store has no usable read model (read-only, another version): this pass's only
             log.warning("the store's directories could not be read", exc_info=True)
             return cwds

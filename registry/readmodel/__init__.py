@@ -16,27 +16,21 @@ that appended without folding) before an answer is given, in one transaction wit
 checked at the boundary - their schema against the one declared in ``schema.py`` when they open, each row and
 blob when it is read (``tables.decode_state``, ``guard.py``) - and a fault rebuilds them from the log or folds the
 log in memory instead (``guard.GuardedReadModel``); ``check.py`` compares everything they hold with the log for
-``verify``. Which backend keeps which read model is ``registry.backend``'s answer.
+``verify``. Which read model a store keeps is its backend's answer (``registry.backend``), and
+``guard.open_read_model(backend)`` opens it.
 """
 
 from __future__ import annotations
 
 import abc
-import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 
 from registry.errors import ReadModelFault
 from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Page
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-    from registry.backend import Backend
-
-__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "open_read_model"]
-
-log = logging.getLogger(__name__)
+__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault"]
 
 DEFAULT_WINDOW: Final = 100_000
 
@@ -162,70 +156,3 @@ class ReadModel(abc.ABC):
     def kind(self) -> str:
         """What keeps it, for people: ``tables`` or ``memory``."""
         return "memory"
-
-
-def open_read_model(
-    store: EventStore, *, window: int = DEFAULT_WINDOW, kind: str | None = None, catch_up: bool = True
-) -> ReadModel:
-    """The read model a store keeps: tables for SQLite and PostgreSQL, the in-memory fold otherwise.
-
-    ``kind="memory"`` forces the in-memory fold (a reference, or a comparison in benchmarks). Tables whose schema
-    is not this version's are rebuilt from the log at open (one warning line); a read-only SQLite file whose tables
-    are missing or behind its log, or tables that cannot be made at all (a full disk), are folded in memory, with
-    a warning. The tables are then guarded while serving (``guard.GuardedReadModel``). ``catch_up=False`` opens
-    the tables as they are, unguarded and unrepaired (``verify`` looks at them before anything folds into them).
-    """
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ValueError(f"window must be an int >= 0, got {window!r}")
-    if kind not in (None, "memory", "tables"):
-        raise ValueError(f"kind must be 'memory' or 'tables', got {kind!r}")
-    from registry.backend import backend_for  # noqa: PLC0415
-    from registry.readmodel.guard import GuardedReadModel, fault_of  # noqa: PLC0415
-    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
-
-    if kind != "memory":
-        backend = backend_for(store)
-        if kind == "tables" and backend.name not in ("sqlite", "postgresql"):
-            raise ValueError(f"{type(store).__name__} keeps no read-model tables")
-        try:
-            tables = backend.tables(window=window, catch_up=catch_up)
-        except Exception as exc:
-            why = fault_of(exc)
-            if why is None:
-                raise
-            if catch_up:
-                tables = _rebuilt(backend, window, why)
-            else:  # looked at as they are, and there are none to look at (they cannot even be made)
-                log.warning(
-                    "%s: the read model's tables cannot be made (%s); folding the log in memory", backend.location, why
-                )
-                tables = None
-        if tables is not None:
-            return GuardedReadModel(store, tables, location=backend.location) if catch_up else tables
-    return MemoryReadModel(store, window=window)
-
-
-def _rebuilt(backend: Backend, window: int, why: str) -> ReadModel | None:
-    """Tables that failed while opening, rebuilt from the log; None (fold in memory) when they cannot be."""
-    from events.errors import StoreError  # noqa: PLC0415
-    from registry.readmodel.guard import fault_of  # noqa: PLC0415
-
-    log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", backend.location, why)
-    tables = None
-    try:
-        tables = backend.tables(window=window, catch_up=False)
-        if tables is not None:
-            tables.rebuild()
-        return tables
-    except Exception as exc:
-        if fault_of(exc) is None and not isinstance(exc, StoreError):
-            raise
-        if tables is not None:
-            tables.close()
-        log.warning(
-            "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory, read-only"
-            " (run `acp-registry rebuild` where the store can be written)",
-            backend.location,
-            fault_of(exc) or exc,
-        )
-        return None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault
@@ -63,12 +64,16 @@ class _Reference(NamedTuple):
 
 
 def check_read_model(
-    store: EventStore, read_model: ReadModel, *, report: Callable[[int], None] | None = None
+    backend: Backend, read_model: ReadModel, *, report: Callable[[int], None] | None = None
 ) -> ReadModelCheck:
-    """Compare ``read_model`` with the fold of ``store``'s log up to its checkpoint (without catching it up)."""
+    """Compare ``read_model`` with the fold of the log of ``backend``'s store up to its checkpoint (without catching
+    it up)."""
+    store = backend.store
     head = store.head()
     problems: list[Mismatch] = []
-    for position, snapshot_path in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
+    for position, snapshot_path in snapshots(
+        backend
+    ):  # derived data that remembers the log reaching further: a cut tail
         if position > head:
             problems.append(
                 Mismatch(
@@ -93,7 +98,7 @@ def check_read_model(
             )
         )
         return ReadModelCheck(read_model.kind, checkpoint, floor, 0, 0, problems)
-    kept_snapshots = [(position, path) for position, path in snapshots(store) if position <= checkpoint]
+    kept_snapshots = [(position, path) for position, path in snapshots(backend) if position <= checkpoint]
     reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report)
     expected = reference.fold.states()
     if tables and not schema and meta is not None:

@@ -28,6 +28,7 @@ from psycopg import sql
 
 from events.errors import StoreError
 from events.postgres_sql import lock_key, one
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
@@ -51,7 +52,7 @@ from registry.readmodel.tables import (
     record_log_shorter,
     unsealed,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -85,8 +86,11 @@ class PostgresReadModel(AppendFold, ReadModel):
 
     kind = "tables"
 
-    def __init__(self, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> None:
+    def __init__(
+        self, backend: Backend, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True
+    ) -> None:
         self.window = window
+        self._backend = backend
         self._store = store
         self._sql = Statements(store.schema)
         self._key = lock_key("read-model", store.schema)
@@ -152,7 +156,7 @@ class PostgresReadModel(AppendFold, ReadModel):
             create=lambda: self._create(conn),
             repair=repair,
             before_rebuild=lambda: record_log_shorter(
-                self._store, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
+                self._backend, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
             ),
         )
 
@@ -197,7 +201,7 @@ class PostgresReadModel(AppendFold, ReadModel):
             self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())
         )
         self._position = checkpoint
-        plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        plan = SnapshotPlan(self._backend, checkpoint, head, self._dump)
         long = False
         while checkpoint < head and (to is None or checkpoint < to):
             short = head - checkpoint <= IN_TRANSACTION
@@ -218,7 +222,7 @@ class PostgresReadModel(AppendFold, ReadModel):
 
     def _dump(self, checkpoint: int) -> None:
         """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
-        events = events_up_to(self._store, checkpoint)
+        events = self._backend.events_up_to(checkpoint)
 
         def dump(conn: Connection) -> None:
             with conn.transaction():
@@ -230,7 +234,7 @@ class PostgresReadModel(AppendFold, ReadModel):
                 with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
                     rows.execute(self._sql.in_list_order)  # see save_snapshot: in list order
                     save_encoded_snapshot(
-                        self._store, checkpoint, (unsealed(bytes(state)) for (state,) in rows), count, events=events
+                        self._backend, checkpoint, (unsealed(bytes(state)) for (state,) in rows), count, events=events
                     )
 
         self._store.run(dump)

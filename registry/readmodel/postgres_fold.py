@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from events.postgres import PostgresStore
+    from registry.backend import Backend
     from registry.readmodel.postgres_sql import Statements
 
     Connection = psycopg.Connection[TupleRow]
@@ -51,6 +52,7 @@ class AppendFold:
     the attributes declared here are the read model's, set in its ``__init__``."""
 
     window: int
+    _backend: Backend
     _store: PostgresStore
     _sql: Statements
     _key: int  # the read model's advisory lock
@@ -198,7 +200,7 @@ class AppendFold:
         self._recent = (position, floor, rows)
         self._position = max(self._position, position)
         if position // EVERY != before // EVERY:
-            SnapshotPlan(self._store, before, position, self._dump).passed(position)
+            SnapshotPlan(self._backend, before, position, self._dump).passed(position)
 
     def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
         if not session_ids:

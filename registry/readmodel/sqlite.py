@@ -20,6 +20,7 @@ from typing import Any, Final
 from events.errors import StoreFormatError
 from events.model import LogEntry
 from events.sqlite import SqliteStore, ThreadReaders
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
@@ -40,7 +41,7 @@ from registry.readmodel.tables import (
     record_log_shorter,
     unsealed,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
@@ -106,8 +107,9 @@ class SqliteReadModel(ReadModel):
 
     kind = "tables"
 
-    def __init__(self, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
+    def __init__(self, backend: Backend, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
         self.window = window
+        self._backend = backend
         self._store = store
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -119,14 +121,17 @@ class SqliteReadModel(ReadModel):
         self._remove_hook: Callable[[], None] = lambda: None
 
     @classmethod
-    def open(cls, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> SqliteReadModel | None:
-        """The tables of ``store`` (created, or rebuilt when an older version made them), caught up to the log.
+    def open(
+        cls, backend: Backend, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True
+    ) -> SqliteReadModel | None:
+        """The tables of ``store`` (created, or rebuilt when an older version made them), caught up to the log;
+        ``backend`` is the store's.
 
         None for a read-only store whose tables are missing, outdated or behind its log: fold it in memory.
         """
         read_only = store.read_only
         writer = None if read_only else store.connect()
-        model = cls(store, writer, window=window)
+        model = cls(backend, store, writer, window=window)
         try:
             if writer is None:
                 reader = model._reader()
@@ -196,7 +201,7 @@ class SqliteReadModel(ReadModel):
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
-            before_rebuild=lambda: record_log_shorter(self._store, self._meta(db), self._store.head()),
+            before_rebuild=lambda: record_log_shorter(self._backend, self._meta(db), self._store.head()),
         )
 
     @staticmethod
@@ -237,7 +242,7 @@ class SqliteReadModel(ReadModel):
             return self._position
         if self._writer is None:
             raise StoreFormatError(self._store.path, "is read-only and its read model is behind its log")
-        plan = SnapshotPlan(self._store, self._position, self._head, self._dump)
+        plan = SnapshotPlan(self._backend, self._position, self._head, self._dump)
         with self._write_lock, self._store.translate_errors():
             db = self._writer
             while True:
@@ -297,7 +302,7 @@ class SqliteReadModel(ReadModel):
             if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
                 db.execute("RELEASE read_model")
                 return
-            self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+            self._plan = SnapshotPlan(self._backend, checkpoint, head, self._dump)
             self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
             db.execute("RELEASE read_model")
         except (sqlite3.Error, ReadModelFault) as exc:  # derived data: the appends commit, the next reader mends it
@@ -440,7 +445,7 @@ class SqliteReadModel(ReadModel):
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
                 rows = (unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: list order
                 save_encoded_snapshot(
-                    self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
+                    self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
                 )
         finally:
             db.close()

@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
-import time
-import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
@@ -34,7 +31,8 @@ from typing import Final, NamedTuple
 import msgspec
 
 from events.errors import StoreClosedError, StoreError
-from events.store import EventStore
+from registry.backend import Backend
+from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
@@ -59,7 +57,6 @@ __all__ = [
     "decode_state",
     "encode_state",
     "fold_stretch",
-    "join_snapshot_threads",
     "merge_pages",
     "past_row",
     "record_log_shorter",
@@ -255,15 +252,12 @@ INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("flo
 """``rm_meta`` of new, empty tables."""
 
 
-def record_log_shorter(store: EventStore, meta: Mapping[str, int], head: int) -> None:
+def record_log_shorter(backend: Backend, meta: Mapping[str, int], head: int) -> None:
     """The tables had seen the log reach their checkpoint (with its chain link there), and it does not: keep the
     evidence in the store (``registry.evidence``) before they are rebuilt."""
-    from registry.backend import backend_for  # noqa: PLC0415
-    from registry.evidence import log_shorter, record  # noqa: PLC0415
-
     anchor = meta.get("anchor", 0)
     chain = f"{anchor & 0xFFFF_FFFF_FFFF_FFFF:016x}" if anchor else ""
-    record(backend_for(store), log_shorter("read model", meta.get("checkpoint", 0), head, chain))
+    backend.record(log_shorter("read model", meta.get("checkpoint", 0), head, chain))
 
 
 class LogShorter(ReadModelFault):
@@ -318,12 +312,6 @@ def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]
         yield chunk
 
 
-SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
-"""Seconds a read model's ``close`` waits for the snapshot being written in the background."""
-_BACKGROUND: weakref.WeakKeyDictionary[EventStore, set[threading.Thread]] = weakref.WeakKeyDictionary()
-_BACKGROUND_LOCK = threading.Lock()
-
-
 class SnapshotPlan:
     """Kept snapshots a catch-up leaves behind, dumped straight from the tables' rows (which hold exactly the
     states at the checkpoint, already encoded): time travel then starts near any position.
@@ -331,14 +319,15 @@ class SnapshotPlan:
     A long catch-up (a build from the whole log, a large import) dumps at the chunk boundaries that pass the
     positions thinning will keep; a short one dumps when it passes a multiple of ``EVERY``, on a thread of its
     own so that the writer it runs in does not wait (a process that exits first leaves a temporary file, which
-    the next snapshot's writer removes). Errors only cost the snapshot, with a warning.
+    the next snapshot's writer removes; the backend joins the thread when the read model closes). Errors only cost
+    the snapshot, with a warning.
     """
 
-    def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
+    def __init__(self, backend: Backend, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
-        self._store = store
+        self._backend = backend
         self._background = head - start < EVERY
-        if store.read_only or head // EVERY == start // EVERY:
+        if backend.store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
         elif self._background:
             self._targets = [head - head % EVERY]
@@ -351,10 +340,7 @@ class SnapshotPlan:
             return
         self._targets = [t for t in self._targets if t > checkpoint]
         if self._background:
-            thread = threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True)
-            with _BACKGROUND_LOCK:
-                _BACKGROUND.setdefault(self._store, set()).add(thread)
-            thread.start()
+            self._backend.in_background(lambda: self._run(checkpoint), "acp-registry snapshot")
         else:
             self._run(checkpoint)
 
@@ -365,20 +351,3 @@ class SnapshotPlan:
             log.debug("no snapshot at position %s: the store was closed first", checkpoint)
         except (OSError, SnapshotError, StoreError) as exc:
             log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
-        finally:
-            with _BACKGROUND_LOCK:
-                _BACKGROUND.get(self._store, set()).discard(threading.current_thread())
-
-
-def join_snapshot_threads(store: EventStore, timeout: float = SNAPSHOT_JOIN_TIMEOUT) -> bool:
-    """Wait for the snapshots being kept in the background for ``store`` (a read model's ``close``), at most
-    ``timeout`` seconds in all; False (and a warning) when one is still running then."""
-    with _BACKGROUND_LOCK:
-        threads = list(_BACKGROUND.get(store, ()))
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    running = sum(thread.is_alive() for thread in threads)
-    if running:
-        log.warning("a snapshot was still being written after %s s; it is left to finish or be tidied", timeout)
-    return not running
