@@ -59,6 +59,7 @@ class MemoryBackend(Backend):
     """``memory://``: nothing is kept beside the log (it lives and dies with the process)."""
 
     name = "memory"
+    contiguous = True
 
     def snapshot_dir(self) -> Path | None:
         return None
@@ -66,14 +67,12 @@ class MemoryBackend(Backend):
     def import_state_path(self) -> Path | None:
         return None
 
-    def events_up_to(self, position: int) -> int:
-        return min(position, self._store.head())  # positions are contiguous from 1
-
 
 class SqliteBackend(Backend):
     """A SQLite file: everything derived lives in it or beside it."""
 
     name = "sqlite"
+    contiguous = True  # one writer at a time: gap-free, commit-ordered rowids
 
     def __init__(self, store: SqliteStore) -> None:
         super().__init__(store)
@@ -95,9 +94,6 @@ class SqliteBackend(Backend):
     def log_bytes(self) -> int | None:
         path = self._sqlite.path
         return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-
-    def events_up_to(self, position: int) -> int:
-        return min(position, self._store.head())  # positions are contiguous from 1
 
     def _evidence(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         db = self._sqlite.connect()

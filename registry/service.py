@@ -320,8 +320,7 @@ class SessionRegistry:
         return forks.activity(self._store, session_id)
 
     def forks(self, session_id: str) -> list[SessionState]:
-        """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first. Reads every
-        session's state: for ``show``, not for a hot path."""
+        """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first."""
         check_session_id(session_id)
         self._read_model.catch_up()
         return forks.forks_of(self._read_model, session_id)

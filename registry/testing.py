@@ -71,6 +71,8 @@ class ReadModelContract:
 
     tables: bool = False
     """Whether the backend keeps read-model tables (whose schema is then checked)."""
+    dialect: str = ""
+    """The SQL of the tables (``sqlite``, ``postgresql``): picks a damage written for one dialect."""
 
     @pytest.fixture
     def store_url(self) -> str:
@@ -90,7 +92,8 @@ class ReadModelContract:
         return open_read_model(backend_for(store), window=window)
 
     def tamper(self, store: EventStore, statement: str) -> None:
-        """Run one SQL statement on the store's tables from outside the store (a hand edit, a damaged disk)."""
+        """Run SQL statements (``;``-separated) on the store's tables from outside the store (a hand edit, a
+        damaged disk)."""
         pytest.skip(f"{type(store).__name__} keeps no tables to damage")
 
     # -- the read model -----------------------------------------------------------------------------
@@ -166,9 +169,45 @@ class ReadModelContract:
             ("ALTER TABLE rm_sessions ADD COLUMN extra INTEGER", "column rm_sessions.extra is not one this version"),
             ("ALTER TABLE rm_past RENAME TO rm_past_old", "table rm_past is missing"),
             ("UPDATE rm_meta SET value = 2 WHERE key = 'version'", "version 2"),
+            (  # the names are all there: the definitions differ
+                "DROP INDEX rm_sessions_order;"
+                " CREATE INDEX rm_sessions_order ON rm_sessions (archived, rank, session_id, valid_from)",
+                "index rm_sessions_order is defined as",
+            ),
+            (
+                "ALTER TABLE rm_past RENAME TO rm_past_kept; CREATE VIEW rm_past AS SELECT * FROM rm_past_kept",
+                "rm_past is a view, not a table",
+            ),
+            (
+                {
+                    "sqlite": "ALTER TABLE rm_sessions RENAME TO rm_kept;"
+                    " CREATE TABLE rm_sessions (id INTEGER PRIMARY KEY, session_id TEXT COLLATE NOCASE NOT NULL,"
+                    " cwd TEXT NOT NULL, rank INTEGER NOT NULL, live INTEGER NOT NULL, valid_from INTEGER NOT NULL,"
+                    " state BLOB NOT NULL, archived INTEGER NOT NULL, agent TEXT, parent TEXT, UNIQUE (session_id));"
+                    " INSERT INTO rm_sessions SELECT * FROM rm_kept; DROP TABLE rm_kept",
+                    "postgresql": 'ALTER TABLE rm_sessions ALTER COLUMN session_id TYPE text COLLATE "default"',
+                },
+                "table rm_sessions is defined as",
+            ),
+            (
+                {
+                    "sqlite": "CREATE TRIGGER rm_no_writes BEFORE UPDATE ON rm_meta"
+                    " BEGIN SELECT RAISE(ABORT, 'no'); END",
+                    "postgresql": "CREATE OR REPLACE FUNCTION rm_no() RETURNS trigger LANGUAGE plpgsql AS"
+                    " 'BEGIN RAISE EXCEPTION ''no''; END';"
+                    " CREATE TRIGGER rm_no_writes BEFORE UPDATE ON rm_meta FOR EACH ROW EXECUTE FUNCTION rm_no()",
+                },
+                "trigger rm_no_writes on rm_meta is not one this version makes",
+            ),
         ],
     )
-    def test_a_damaged_schema_is_found_and_rebuilt_at_open(self, store: EventStore, damage: str, found: str) -> None:
+    def test_a_damaged_schema_is_found_and_rebuilt_at_open(
+        self, store: EventStore, damage: str | dict[str, str], found: str
+    ) -> None:
+        if isinstance(damage, dict):
+            if self.dialect not in damage:
+                pytest.skip(f"no such damage written for {self.dialect or 'a store without tables'}")
+            damage = damage[self.dialect]
         _fill(store, 6)
         self.open_model(store).close()
         self.tamper(store, damage)

@@ -99,6 +99,11 @@ class ReadModel(abc.ABC):
         """The session at the checkpoint (deleted ones included), or None."""
 
     @abc.abstractmethod
+    def forks(self, session_id: str) -> list[SessionState]:
+        """The sessions forked from ``session_id`` at the checkpoint (deleted ones included), in no particular
+        order: one indexed look-up where the read model keeps tables."""
+
+    @abc.abstractmethod
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         """The session as it was at ``position`` (<= the checkpoint): None if it did not exist yet,
         ``PAST_WINDOW`` if the read model no longer knows."""

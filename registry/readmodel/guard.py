@@ -195,6 +195,15 @@ class GuardedReadModel(ReadModel):
 
         return self._serve(get)
 
+    def forks(self, session_id: str) -> list[SessionState]:
+        def forks(model: ReadModel) -> list[SessionState]:
+            found = model.forks(session_id)
+            if any(state.parent is None or state.parent.session_id != session_id for state in found):
+                raise ReadModelFault(f"the read model's parent column of a fork of {session_id!r} was edited")
+            return found
+
+        return self._serve(forks)
+
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         return self._serve(lambda m: m.state_at(session_id, position))
 

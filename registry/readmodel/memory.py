@@ -73,6 +73,11 @@ class MemoryReadModel(ReadModel):
     def get(self, session_id: str) -> SessionState | None:
         return self._projection.get(session_id)
 
+    def forks(self, session_id: str) -> list[SessionState]:
+        with self._lock:
+            states = self._projection.states().values()
+        return [s for s in states if s.parent is not None and s.parent.session_id == session_id]
+
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         with self._lock:
             changed = self._projection.as_of(position)

@@ -21,7 +21,7 @@ import functools
 import heapq
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg import sql
@@ -34,8 +34,8 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
-from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements
-from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
+from registry.readmodel.postgres_sql import DESCRIBE, Statements
+from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     INITIAL_META,
     CurrentRow,
@@ -63,6 +63,23 @@ if TYPE_CHECKING:
 
 
 __all__ = ["PostgresReadModel"]
+
+
+_DROP: Final = {
+    "index": "INDEX",
+    "view": "VIEW",
+    "materialized view": "MATERIALIZED VIEW",
+    "sequence": "SEQUENCE",
+    "foreign table": "FOREIGN TABLE",
+    "trigger": "TRIGGER",
+    "rule": "RULE",
+}
+"""How each kind of object the catalogue reports is dropped (any other: a table)."""
+
+
+def _problems(found: FoundSchema) -> list[str]:
+    return schema_problems(found, "postgresql")
+
 
 log = logging.getLogger(__name__)
 
@@ -116,19 +133,19 @@ class PostgresReadModel(AppendFold, ReadModel):
     # -- schema ---------------------------------------------------------------------------------------
 
     def _describe(self, conn: Connection) -> FoundSchema:
-        """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
-        schema = self._store.schema
-        tables: dict[str, tuple[str, ...]] = {}
-        for table, column in conn.execute(COLUMNS, (schema,)).fetchall():
-            tables[table] = (*tables.get(table, ()), column)
-        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(INDEXES, (schema,))}
+        """The objects on ``rm_*`` tables (one catalogue query) and ``rm_meta``'s rows as they are."""
+        objects = {
+            name: FoundObject(kind, table, definition or "", tuple(columns or ()) if kind == "table" else ())
+            for name, kind, table, definition, columns in conn.execute(DESCRIBE, (self._store.schema,))
+        }
         meta: dict[str, int] | None = None
-        if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
+        found = objects.get("rm_meta")
+        if found is not None and found.kind == "table" and found.columns == ("key", "value"):
             meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
-        return FoundSchema(tables, indexes, meta)
+        return FoundSchema(objects, meta)
 
     def schema_problems(self) -> list[str]:
-        return schema_problems(self._store.run(self._describe))
+        return _problems(self._store.run(self._describe))
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -150,7 +167,7 @@ class PostgresReadModel(AppendFold, ReadModel):
         prepare_tables(
             self._store.location,
             describe=lambda: self._describe(conn),
-            problems=schema_problems,
+            problems=_problems,
             matches_log=lambda: self._matches_log(conn),
             exclusively=exclusively,
             create=lambda: self._create(conn),
@@ -161,13 +178,18 @@ class PostgresReadModel(AppendFold, ReadModel):
         )
 
     def _create(self, conn: Connection) -> None:
-        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-        stray = {table for table, _column in conn.execute(COLUMNS, (self._store.schema,)).fetchall()}
-        for table in sorted(stray - set(TABLES)):
-            conn.execute(
-                sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
-            )
-        for statement in (*self._sql.drop, *self._sql.create):
+        """Replace whatever is on ``rm_*`` tables (stray, partial or damaged objects too) with empty tables."""
+        schema = sql.Identifier(self._store.schema)
+        found = self._describe(conn).objects
+        names = {name: FoundObject("table", name, "") for name in (table.name for table in TABLES)}
+        for name, what in sorted({**names, **found}.items(), key=lambda item: item[1].kind.endswith("table")):
+            kind = _DROP.get(what.kind, "TABLE")
+            if kind in ("TRIGGER", "RULE"):
+                on = sql.SQL(" ON {}.{}").format(schema, sql.Identifier(what.table))
+                conn.execute(sql.SQL(f"DROP {kind} IF EXISTS {{}}{{}}").format(sql.Identifier(name), on))
+            else:
+                conn.execute(sql.SQL(f"DROP {kind} IF EXISTS {{}}.{{}}").format(schema, sql.Identifier(name)))
+        for statement in self._sql.create:
             conn.execute(statement)
         conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
 
@@ -362,6 +384,10 @@ class PostgresReadModel(AppendFold, ReadModel):
             return decode_state(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
         return None if row is None else decode_state(row[0])
+
+    def forks(self, session_id: str) -> list[SessionState]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.forks, (session_id,)).fetchall())
+        return [decode_state(state) for (state,) in rows]
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         rows = self._store.run(

@@ -19,7 +19,8 @@ import msgspec
 
 from events.model import Event, LogEntry
 from registry.model import SessionState
-from registry.readmodel.tables import Fold, SnapshotPlan, anchor_value, decode_state, fold_stretch
+from registry.readmodel.postgres_sql import CURRENT_NAMES, PAST_NAMES
+from registry.readmodel.tables import CurrentRow, Fold, PastRow, SnapshotPlan, anchor_value, decode_state, fold_stretch
 from registry.snapshot import EVERY
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
 # The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
-_CURRENT_KEYS: Final = ("sid", "cwd", "rank", "live", "from", "state", "archived", "agent")
-_PAST_KEYS: Final = ("p_sid", "p_cwd", "p_rank", "p_live", "p_from", "p_to", "p_state", "p_archived", "p_agent")
+_CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CurrentRow._fields)
+_PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PastRow._fields)
 
 
 class AppendFold:

@@ -19,13 +19,14 @@ from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
+from events.schema import chain_query, head_query
 from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.schema import FoundSchema, prepare_tables
+from registry.readmodel.schema import TABLES, FoundSchema, insert_statement, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
     INITIAL_META,
@@ -48,24 +49,17 @@ __all__ = ["SqliteReadModel"]
 log = logging.getLogger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
-_CHECK = (
+_CHECK: Final = (
     "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
-    " (SELECT max(position) FROM events)"
+    f" {head_query()}"
 )
+_CHAIN: Final = chain_query()
+_FORKS: Final = "SELECT state FROM rm_sessions INDEXED BY rm_sessions_parent WHERE parent = ?"
 _IN_LIST_ORDER: Final = (
     "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
     " WHERE live ORDER BY archived, rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
 )
-_UPSERT = (
-    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
-)
-_INSERT_PAST = (
-    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_SET_META, _UPSERT, _INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 
 
 def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:
@@ -174,7 +168,7 @@ class SqliteReadModel(ReadModel):
         checkpoint = meta["checkpoint"]
         if checkpoint == 0:
             return True
-        row = db.execute("SELECT chain FROM events WHERE position = ?", (checkpoint,)).fetchone()
+        row = db.execute(_CHAIN, (checkpoint,)).fetchone()
         return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
 
     def _prepare(self, *, repair: bool = True) -> None:
@@ -207,7 +201,7 @@ class SqliteReadModel(ReadModel):
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
         create(db)
-        db.executemany("INSERT INTO rm_meta (key, value) VALUES (?, ?)", INITIAL_META)
+        db.executemany(_SET_META, INITIAL_META)
 
     # -- connections ----------------------------------------------------------------------------------
 
@@ -280,9 +274,9 @@ class SqliteReadModel(ReadModel):
             db.executemany(_INSERT_PAST, folded.past)
             if new_floor > floor:
                 db.execute("DELETE FROM rm_past WHERE valid_to <= ?", (new_floor,))
-            chain = db.execute("SELECT chain FROM events WHERE position = ?", (folded.position,)).fetchone()
+            chain = db.execute(_CHAIN, (folded.position,)).fetchone()
             db.executemany(
-                "INSERT INTO rm_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                _SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
             db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
@@ -384,6 +378,11 @@ class SqliteReadModel(ReadModel):
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit)
         return Page(states, more, as_of >= floor)
+
+    def forks(self, session_id: str) -> list[SessionState]:
+        with self._store.translate_errors():
+            rows = self._reader().execute(_FORKS, (session_id,)).fetchall()
+        return [decode_state(state) for (state,) in rows]
 
     def get(self, session_id: str) -> SessionState | None:
         with self._store.translate_errors():

@@ -63,9 +63,10 @@ __all__ = [
     "unsealed",
 ]
 
-_TABLES_REVISION: Final = 4
+_TABLES_REVISION: Final = 5
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
-row's state blob sealed by a digest, 4: by its CRC-32 (one call to check)."""
+row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
+own (indexed: ``show`` finds a session's forks by it)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -142,6 +143,8 @@ def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, i
 
 
 class CurrentRow(NamedTuple):
+    """A row of ``rm_sessions``: its fields are the table's columns, in every dialect (``schema.TABLES``)."""
+
     session_id: str
     cwd: str
     rank: int
@@ -150,9 +153,13 @@ class CurrentRow(NamedTuple):
     state: bytes
     archived: bool
     agent: str | None
+    parent: str | None
+    """The session a fork was made from (its state's ``parent.session_id``)."""
 
 
 class PastRow(NamedTuple):
+    """A row of ``rm_past``: a ``CurrentRow`` closed at ``valid_to``."""
+
     session_id: str
     cwd: str
     rank: int
@@ -162,6 +169,7 @@ class PastRow(NamedTuple):
     state: bytes
     archived: bool
     agent: str | None
+    parent: str | None
 
 
 def current_row(state: SessionState) -> CurrentRow:
@@ -175,6 +183,7 @@ def current_row(state: SessionState) -> CurrentRow:
         encode_state(state),
         state.archived,
         state.agent,
+        None if state.parent is None else state.parent.session_id,
     )
 
 
