@@ -14,6 +14,7 @@ that keep more (SQLite, PostgreSQL) or less (``memory://``); each is held to ``r
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -79,6 +80,11 @@ class Backend:
         """The read model kept as tables in the store (created or rebuilt as needed), or None: fold in memory
         (a store that keeps no tables, or a read-only file whose tables cannot serve)."""
         return None
+
+    def seal_key(self) -> bytes:
+        """The key the tables' rows are sealed with (``readmodel.tables.Seal``). Here: derived from the store's own
+        secret - tables every host shares must be checked by every host, so the key lives with the store."""
+        return hashlib.blake2b(self._store.identity.secret, digest_size=32, person=b"acp-rm-seal-key").digest()
 
     # -- files beside the log -------------------------------------------------------------------------
 

@@ -15,8 +15,11 @@ to ``registry.testing.ReadModelContract``.
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import sqlite3
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +31,7 @@ from events.sqlite import SqliteStore
 from events.store import EventStore
 from registry.backend import Backend
 from registry.evidence import IntegrityEvent
-from registry.readmodel import ReadModel
+from registry.readmodel import ReadModel, ReadModelFault
 from registry.readmodel.sqlite import SqliteReadModel
 
 if TYPE_CHECKING:
@@ -39,7 +42,10 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
 
+log = logging.getLogger("registry.readmodel")
+
 _T = TypeVar("_T")
+_KEY_BYTES: Final = 32
 _EVIDENCE: Final = "acp_integrity"
 _COLUMNS: Final = "found_at, seen_by, position, chain, head, acknowledged"
 
@@ -53,6 +59,48 @@ def _evidence_table(prefix: str, kinds: tuple[str, str, str]) -> str:
         f" position {integer} NOT NULL, chain {text} NOT NULL, head {integer} NOT NULL,"
         f" acknowledged {boolean} NOT NULL DEFAULT {false}, UNIQUE (seen_by, position, chain, head))"
     )
+
+
+def _key_file(path: Path, *, create: bool) -> bytes:
+    """The key in ``path`` (a regular file of this user holding ``_KEY_BYTES`` bytes, opened without following a
+    link); made when missing or unusable and ``create``, else a ``ReadModelFault``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        why = "is missing"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror})"
+    else:
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            key = file.read(_KEY_BYTES + 1) if stat.S_ISREG(info.st_mode) else b""
+        if len(key) == _KEY_BYTES and info.st_uid == os.geteuid():
+            return key
+        why = "is not a key this user made"
+    if not create:
+        raise ReadModelFault(f"the read model's seal key {path} {why}, and the store is read-only")
+    if why != "is missing":
+        log.warning("%s %s; a new one is made (the read model is rebuilt from the log)", path, why)
+    key = secrets.token_bytes(_KEY_BYTES)
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(key)
+            file.flush()
+            os.fsync(file.fileno())
+        if why == "is missing":
+            try:
+                os.link(temp, path)  # never over a key another process made meanwhile: that one is used
+            except FileExistsError:
+                return _key_file(path, create=False)
+        else:
+            os.replace(temp, path)
+    except OSError as exc:
+        raise ReadModelFault(f"the read model's seal key {path} cannot be made ({exc.strerror})") from exc
+    finally:
+        temp.unlink(missing_ok=True)
+    return key
 
 
 class MemoryBackend(Backend):
@@ -77,6 +125,7 @@ class SqliteBackend(Backend):
     def __init__(self, store: SqliteStore) -> None:
         super().__init__(store)
         self._sqlite = store
+        self._seal: bytes | None = None
 
     @property
     def location(self) -> str:
@@ -84,6 +133,15 @@ class SqliteBackend(Backend):
 
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         return SqliteReadModel.open(self, self._sqlite, window=window, catch_up=catch_up)
+
+    def seal_key(self) -> bytes:
+        """A key in a file of its own beside the store's (``<file>.seal-key``, 0600): whoever can edit the store's
+        file but not read this one cannot seal a row the read model will serve. Made by the first writer (a new
+        key for a damaged file: the tables are then rebuilt, they are derived); a read-only store without one has
+        no tables it can trust (``ReadModelFault``: the log is folded in memory)."""
+        if self._seal is None:
+            self._seal = _key_file(Path(self._sqlite.path + ".seal-key"), create=not self._sqlite.read_only)
+        return self._seal
 
     def snapshot_dir(self) -> Path | None:
         return Path(self._sqlite.path + ".snapshots")

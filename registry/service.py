@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.errors import ConcurrencyError
 from events.factory import open_store
 from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
-from events.store import NO_STREAM, Clock, EventStore
+from events.store import Clock, EventStore
 from registry import forks
 from registry.acp.methods import handle as handle_acp
 from registry.backend import Backend
@@ -45,7 +44,7 @@ from registry.commands import (
     list_filter,
 )
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, SessionExists
+from registry.errors import InvalidParams
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState
@@ -194,12 +193,7 @@ class SessionRegistry:
             agent=agent,
             parent=None if parent is None else forks.fork_point(self._store, self._read_model, parent)[1],
         )
-        try:
-            positions = self._store.append(session_id, [event], NO_STREAM)
-        except ConcurrencyError:
-            raise SessionExists(session_id) from None
-        self._writer.applied(positions[-1])
-        return self._writer.written(session_id)
+        return self._writer.create(session_id, event)
 
     def record_activity(
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None

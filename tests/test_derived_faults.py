@@ -153,7 +153,7 @@ EDITS = {
         " WHERE session_id = 's1'",
         "rm_sessions.state differs",
     ),
-    "garbage blob": ("UPDATE rm_sessions SET state = x'c1ff00' WHERE session_id = 's1'", "rm_sessions.state does not"),
+    "garbage blob": ("UPDATE rm_sessions SET state = x'c1ff00' WHERE session_id = 's1'", "rm_sessions.state cannot be"),
     "past row edited": ("UPDATE rm_past SET cwd = '/elsewhere'", "rm_past.cwd"),
     "past range edited": ("UPDATE rm_past SET valid_to = valid_to + 1", "rm_past"),
     "past rows deleted": ("DELETE FROM rm_past", "rm_past lacks"),

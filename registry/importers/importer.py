@@ -38,6 +38,7 @@ from registry.importers.state import ImportState, SourceRecord, load_state, lock
 from registry.model import META_NAMESPACE, SessionState
 from registry.projection import fold
 from registry.readmodel.guard import open_read_model
+from registry.writing import retried
 
 __all__ = [
     "META_AGENT",
@@ -78,7 +79,6 @@ _OWN_KEYS: Final = frozenset(
         META_AGENT_ARCHIVED,
     }
 )
-_RETRIES: Final = 10
 _EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
@@ -314,7 +314,9 @@ class Importer:
         else:
             record.imported.discard(native_id)
 
-    def _prepare(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome | tuple[Any, Any]:
+    def _prepare(
+        self, sid: str, plan: Callable[[SessionState | None], Planned]
+    ) -> Outcome | tuple[AppendRequest, Outcome]:
         """What ``plan`` makes of the session's current state: an outcome when nothing is to be written, else the
         append (at exactly that state's version) and the outcome it will have."""
         state = self._state(sid)
@@ -350,17 +352,19 @@ class Importer:
     def _write(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome:
         """Append what ``plan`` makes of the session's current state, at exactly that state's version, on its own
         (retried when another writer got there first: read again and diff against what it wrote)."""
-        for _ in range(_RETRIES):
+
+        def attempt() -> Outcome:
             prepared = self._prepare(sid, plan)
             if isinstance(prepared, str):
                 return prepared
             request, outcome = prepared
-            try:
-                append_sessions(self.store, [request])
-            except (ConcurrencyError, EventIdConflict):
-                continue
-            return outcome  # type: ignore[no-any-return]
-        return "conflict"
+            append_sessions(self.store, [request])
+            return outcome
+
+        try:
+            return retried(attempt, (ConcurrencyError, EventIdConflict))
+        except (ConcurrencyError, EventIdConflict):
+            return "conflict"
 
     def _state(self, sid: str) -> SessionState | None:
         """The session as the registry folds it (deletions included), straight from its stream."""

@@ -28,7 +28,7 @@ from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault
-from registry.readmodel.tables import CurrentRow, PastRow, current_row, decode_state, past_row
+from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
 from registry.snapshot import SnapshotError, read_snapshot, snapshots
 
 if TYPE_CHECKING:
@@ -99,14 +99,15 @@ def check_read_model(
         )
         return ReadModelCheck(read_model.kind, checkpoint, floor, 0, 0, problems)
     kept_snapshots = [(position, path) for position, path in snapshots(backend) if position <= checkpoint]
-    reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report)
+    seal = _seal(backend, problems) if tables and not schema and meta is not None else None
+    reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report, seal)
     expected = reference.fold.states()
-    if tables and not schema and meta is not None:
+    if seal is not None and meta is not None:
         problems += _check_meta(read_model, meta, checkpoint, floor, len(reference.fold))
         problems += [
             Mismatch(checkpoint, None, f"the database finds: {line}") for line in read_model.storage_problems()
         ]
-        problems += _check_rows(read_model, checkpoint, expected, reference.past)
+        problems += _check_rows(read_model, checkpoint, expected, reference.past, seal)
     elif not tables:
         problems += _check_states(read_model, checkpoint, expected)
     if not problems:  # the rows agree (or there are none): the answers must too, walked as a client walks them
@@ -125,6 +126,15 @@ def _read(problems: list[Mismatch], what: str, read: Callable[[], Any]) -> Any:
         return None
 
 
+def _seal(backend: Backend, problems: list[Mismatch]) -> Seal | None:
+    """The seal the tables' rows must carry, or None (and a mismatch) when its key cannot be had."""
+    try:
+        return Seal(backend.seal_key())
+    except ReadModelFault as exc:
+        problems.append(Mismatch(0, None, f"the rows cannot be checked: {exc}"))
+        return None
+
+
 def _fold(
     store: EventStore,
     checkpoint: int,
@@ -132,6 +142,7 @@ def _fold(
     kept: list[tuple[int, Path]],
     problems: list[Mismatch],
     report: Callable[[int], None] | None,
+    seal: Seal | None,
 ) -> _Reference:
     reference = Projection(window=0)
     past: dict[tuple[str, int], PastRow] = {}
@@ -144,8 +155,8 @@ def _fold(
                 while walk_at and entry.position > walk_at[0]:
                     lists[walk_at.pop(0)] = _lists(reference.sessions())
                 change = reference.apply(entry)
-                if change is not None and change.before is not None and change.position > floor:
-                    past[(entry.session_id, change.before.position)] = past_row(change.before, change.position)
+                if seal is not None and change is not None and change.before is not None and change.position > floor:
+                    past[(entry.session_id, change.before.position)] = past_row(change.before, change.position, seal)
                 if report is not None and count % 4096 == 0:
                     report(entry.position)
             if path is not None:
@@ -179,15 +190,15 @@ def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, fl
     return problems
 
 
-def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow) -> list[str]:
-    """The fields of a stored row that are not what the fold writes (the state blob compared decoded)."""
+def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow, seal: Seal) -> list[str]:
+    """The fields of a stored row that are not what the fold writes (the state blob compared opened)."""
     found = []
     for name, have, want in zip(expected._fields, kept, expected, strict=True):
         if name == "state":
             try:
-                same = decode_state(bytes(have)) == decode_state(expected.state)
-            except (ReadModelFault, TypeError):
-                found.append(f"{table}.state does not decode")
+                same = seal.open(bytes(have)) == seal.open(expected.state)
+            except (ReadModelFault, TypeError) as exc:
+                found.append(f"{table}.state cannot be read: {exc}")
                 continue
             if not same:
                 found.append(f"{table}.state differs from the fold of the log")
@@ -201,6 +212,7 @@ def _check_rows(
     checkpoint: int,
     expected: dict[str, SessionState],
     past: dict[tuple[str, int], PastRow],
+    seal: Seal,
 ) -> list[Mismatch]:
     problems: list[Mismatch] = []
     seen: set[str] = set()
@@ -211,8 +223,8 @@ def _check_rows(
         if state is None:
             problems.append(Mismatch(checkpoint, session_id, "rm_sessions holds a row for a session the log lacks"))
             continue
-        want: CurrentRow = current_row(state)
-        problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want)]
+        want: CurrentRow = current_row(state, seal)
+        problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want, seal)]
     for session_id in sorted(expected.keys() - seen):
         problems.append(Mismatch(checkpoint, session_id, "rm_sessions lacks the session's row"))
     seen_past: set[tuple[str, int]] = set()
@@ -225,7 +237,7 @@ def _check_rows(
                 Mismatch(int(row[5]), key[0], f"rm_past holds a version valid from {key[1]} that the log lacks")
             )
             continue
-        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted)]
+        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted, seal)]
     for session_id, valid_from in sorted(past.keys() - seen_past):
         problems.append(
             Mismatch(

@@ -48,9 +48,18 @@ _MISSING_OBJECT: Final = (
     "has no column named",
     "Could not decode to UTF-8",  # a blob column edited into text
 )
-_SQLITE_CANNOT_WRITE: Final = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN}
+# A full disk, a read-only file, and a constraint the tables' own writes break: no row the fold writes breaks one
+# of the declared constraints, so what does is an object added to the tables (a trigger that refuses writes).
+_SQLITE_CANNOT_WRITE: Final = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_CONSTRAINT,
+}
 _PG_MISSING_OBJECT: Final = {"42P01", "42703", "42704"}  # undefined table, column, object
-_PG_CANNOT_WRITE: Final = {"53100", "25006", "42501"}  # disk full, read-only transaction, insufficient privilege
+# Disk full, read-only transaction, insufficient privilege, an exception raised by a trigger or rule (P0001), an
+# integrity constraint broken (class 23).
+_PG_CANNOT_WRITE: Final = {"53100", "25006", "42501", "P0001"}
 
 
 def fault_of(exc: BaseException) -> str | None:
@@ -72,7 +81,7 @@ def fault_of(exc: BaseException) -> str | None:
         if isinstance(state, str):
             if state in _PG_MISSING_OBJECT:
                 return f"its tables are damaged ({' '.join(str(cause).split())})"
-            if state in _PG_CANNOT_WRITE:
+            if state in _PG_CANNOT_WRITE or state.startswith("23"):
                 return f"its tables cannot be written ({' '.join(str(cause).split())})"
             return None
         cause = cause.__cause__

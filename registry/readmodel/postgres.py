@@ -37,20 +37,19 @@ from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import DESCRIBE, Statements
 from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
-    INITIAL_META,
     CurrentRow,
     Keyed,
     PastRow,
+    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
     chunks,
-    decode_state,
     fold_stretch,
+    initial_meta,
     merge_pages,
     record_log_shorter,
-    unsealed,
 )
 from registry.snapshot import save_encoded_snapshot
 
@@ -77,14 +76,10 @@ _DROP: Final = {
 """How each kind of object the catalogue reports is dropped (any other: a table)."""
 
 
-def _problems(found: FoundSchema) -> list[str]:
-    return schema_problems(found, "postgresql")
-
-
 log = logging.getLogger(__name__)
 
 
-def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
+def _cut(rows: list[Any], as_of: int, limit: int, seal: Seal) -> Page:
     """A page from the rows of a page query: current rows (parts 0 and 3), past rows (1), the floor (2)."""
     parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
     floor = 0
@@ -94,7 +89,7 @@ def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
         else:
             parts[part].append((rank, session_id, state))
     current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
-    states, more = merge_pages(current, parts[1], limit)
+    states, more = merge_pages(current, parts[1], limit, seal)
     return Page(states, more, as_of >= floor)
 
 
@@ -108,6 +103,7 @@ class PostgresReadModel(AppendFold, ReadModel):
     ) -> None:
         self.window = window
         self._backend = backend
+        self._seal = Seal(backend.seal_key())
         self._store = store
         self._sql = Statements(store.schema)
         self._key = lock_key("read-model", store.schema)
@@ -144,8 +140,11 @@ class PostgresReadModel(AppendFold, ReadModel):
             meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
         return FoundSchema(objects, meta)
 
+    def _problems(self, found: FoundSchema) -> list[str]:
+        return schema_problems(found, "postgresql", self._seal.key_id)
+
     def schema_problems(self) -> list[str]:
-        return _problems(self._store.run(self._describe))
+        return self._problems(self._store.run(self._describe))
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -167,7 +166,7 @@ class PostgresReadModel(AppendFold, ReadModel):
         prepare_tables(
             self._store.location,
             describe=lambda: self._describe(conn),
-            problems=_problems,
+            problems=self._problems,
             matches_log=lambda: self._matches_log(conn),
             exclusively=exclusively,
             create=lambda: self._create(conn),
@@ -191,7 +190,7 @@ class PostgresReadModel(AppendFold, ReadModel):
                 conn.execute(sql.SQL(f"DROP {kind} IF EXISTS {{}}.{{}}").format(schema, sql.Identifier(name)))
         for statement in self._sql.create:
             conn.execute(statement)
-        conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
+        conn.cursor().executemany(self._sql.insert_meta, initial_meta(self._seal))
 
     def _define_guard(self, conn: Connection) -> bool:
         """Define the guard function ``write_known`` calls, unless it is there; False when this role may not (the
@@ -256,7 +255,11 @@ class PostgresReadModel(AppendFold, ReadModel):
                 with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
                     rows.execute(self._sql.in_list_order)  # see save_snapshot: in list order
                     save_encoded_snapshot(
-                        self._backend, checkpoint, (unsealed(bytes(state)) for (state,) in rows), count, events=events
+                        self._backend,
+                        checkpoint,
+                        (self._seal.unsealed(bytes(state)) for (state,) in rows),
+                        count,
+                        events=events,
                     )
 
         self._store.run(dump)
@@ -296,7 +299,11 @@ class PostgresReadModel(AppendFold, ReadModel):
         for chunk in chunks(self._store.scan(checkpoint, until=head)):
             new_floor = head if fresh else self._floor(floor, chunk[-1].position)
             folded = fold_stretch(
-                chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
+                chunk,
+                lambda ids: self._load(conn, ids),
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
+                seal=self._seal,
             )
             (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
             with conn.cursor() as cursor:
@@ -341,7 +348,7 @@ class PostgresReadModel(AppendFold, ReadModel):
         key = (cwd is not None, agent is not None, after is not None, archived == "include")
         query = self._sql.sized(self._sql.pages[key], limit + 1)
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
-        return _cut(rows, as_of, limit)
+        return _cut(rows, as_of, limit, self._seal)
 
     def _unchanged_page(self, params: dict[str, Any], where: ListFilter, limit: int) -> Page | None:
         """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``); None
@@ -357,7 +364,7 @@ class PostgresReadModel(AppendFold, ReadModel):
             if isinstance(checkpoint, int):
                 self._position = max(self._position, checkpoint)
             return None
-        return _cut([row for row in rows if row[0] != 4], params["p"], limit)
+        return _cut([row for row in rows if row[0] != 4], params["p"], limit, self._seal)
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the
@@ -376,18 +383,18 @@ class PostgresReadModel(AppendFold, ReadModel):
             as_of = self.catch_up()
             return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
         self._position = max(self._position, checkpoint)
-        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit)
+        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit, self._seal)
 
     def get(self, session_id: str) -> SessionState | None:
         recent = self._recent
         if recent is not None and recent[0] == self._position and session_id in recent[2]:
-            return decode_state(recent[2][session_id])  # this process folded it, and nothing moved since
+            return self._seal.open(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
-        return None if row is None else decode_state(row[0])
+        return None if row is None else self._seal.open(row[0])
 
     def forks(self, session_id: str) -> list[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.forks, (session_id,)).fetchall())
-        return [decode_state(state) for (state,) in rows]
+        return [self._seal.open(state) for (state,) in rows]
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         rows = self._store.run(
@@ -395,14 +402,14 @@ class PostgresReadModel(AppendFold, ReadModel):
         )
         current = next((row for row in rows if row[0] == 0), None)
         if current is not None and current[1] <= position:
-            return decode_state(current[2])
+            return self._seal.open(current[2])
         meta = {part: value for part, value, _state in rows if part >= 2}
         if 2 not in meta or 3 not in meta:
             raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
         if position < meta[3] or position > meta[2]:
             return PAST_WINDOW
         past = next((row for row in rows if row[0] == 1), None)
-        return None if past is None else decode_state(past[2])
+        return None if past is None else self._seal.open(past[2])
 
     def count(self) -> int:
         return self._meta()["live"]
@@ -432,4 +439,4 @@ class PostgresReadModel(AppendFold, ReadModel):
 
     def states(self) -> Iterator[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())
-        return (decode_state(state) for (state,) in rows)
+        return (self._seal.open(state) for (state,) in rows)

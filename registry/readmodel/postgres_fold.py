@@ -20,7 +20,7 @@ import msgspec
 from events.model import Event, LogEntry
 from registry.model import SessionState
 from registry.readmodel.postgres_sql import CURRENT_NAMES, PAST_NAMES
-from registry.readmodel.tables import CurrentRow, Fold, PastRow, SnapshotPlan, anchor_value, decode_state, fold_stretch
+from registry.readmodel.tables import CurrentRow, Fold, PastRow, Seal, SnapshotPlan, anchor_value, fold_stretch
 from registry.snapshot import EVERY
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class AppendFold:
 
     window: int
     _backend: Backend
+    _seal: Seal
     _store: PostgresStore
     _sql: Statements
     _key: int  # the read model's advisory lock
@@ -97,7 +98,7 @@ class AppendFold:
         if checkpoint > head_before or head_before - checkpoint > IN_TRANSACTION:
             return
         try:
-            states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
+            states = {session_id: self._seal.open(state) for session_id, state in loaded.fetchall()}
             entries: list[LogEntry] = written
             if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
                 gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
@@ -110,7 +111,7 @@ class AppendFold:
 
             position = written[-1].position
             new_floor = position if checkpoint == 0 else self._floor(floor, position)
-            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
+            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor, seal=self._seal)
         except Exception:  # derived data: the append commits without it, and a catch-up folds it later
             log.warning(
                 "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
@@ -139,9 +140,10 @@ class AppendFold:
         try:
             folded = fold_stretch(
                 written,
-                lambda ids: {sid: decode_state(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
+                lambda ids: {sid: self._seal.open(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
                 checkpoint=checkpoint,
                 keep_past_after=new_floor,
+                seal=self._seal,
             )
         except Exception:
             log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
@@ -207,7 +209,7 @@ class AppendFold:
         if not session_ids:
             return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
-        return {session_id: decode_state(state) for session_id, state in rows}
+        return {session_id: self._seal.open(state) for session_id, state in rows}
 
     def _floor(self, floor: int, position: int) -> int:
         """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of

@@ -116,8 +116,9 @@ INDEXES: Final = (
 )
 """What the pages (one range of one index each), ``show``'s forks and the pruning of past versions read."""
 
-META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor")
-"""The rows of ``rm_meta``."""
+META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor", "seal")
+"""The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's
+floor, the live sessions, the key the rows are sealed with (``tables.Seal.key_id``)."""
 
 
 # -- rendering ------------------------------------------------------------------------------------------------
@@ -234,9 +235,10 @@ def _found_normal(found: FoundObject, dialect: Dialect) -> str:
     return _normal(found.definition) if dialect == "postgresql" and found.kind == "index" else found.definition
 
 
-def schema_problems(found: FoundSchema, dialect: Dialect) -> list[str]:
-    """How ``found`` departs from the declared schema and the version; [] when it is exactly what this version
-    makes. A newer version is one problem, named first (``prepare_tables`` refuses it untouched)."""
+def schema_problems(found: FoundSchema, dialect: Dialect, key_id: int | None = None) -> list[str]:
+    """How ``found`` departs from the declared schema and the version (and, given ``key_id``, the key its rows are
+    sealed with); [] when it is exactly what this version makes. A newer version is one problem, named first
+    (``prepare_tables`` refuses it untouched)."""
     problems: list[str] = []
     meta = found.meta
     if meta is not None and "version" in meta and meta["version"] != READ_MODEL_VERSION:
@@ -263,6 +265,8 @@ def schema_problems(found: FoundSchema, dialect: Dialect) -> list[str]:
             problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
             if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
                 problems.append("rm_meta holds a negative position or count")
+            if key_id is not None and "seal" in meta and meta["seal"] != key_id:
+                problems.append("its rows are sealed with another key (the store's seal key was replaced or lost)")
     return problems
 
 

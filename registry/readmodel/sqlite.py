@@ -29,18 +29,17 @@ from registry.readmodel.guard import as_they_are
 from registry.readmodel.schema import TABLES, FoundSchema, insert_statement, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
-    INITIAL_META,
     Keyed,
+    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
     chunks,
-    decode_state,
     fold_stretch,
+    initial_meta,
     merge_pages,
     record_log_shorter,
-    unsealed,
 )
 from registry.snapshot import save_encoded_snapshot
 
@@ -104,6 +103,7 @@ class SqliteReadModel(ReadModel):
     def __init__(self, backend: Backend, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
         self.window = window
         self._backend = backend
+        self._seal = Seal(backend.seal_key())
         self._store = store
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -129,7 +129,7 @@ class SqliteReadModel(ReadModel):
         try:
             if writer is None:
                 reader = model._reader()
-                if problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
+                if model._problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -159,8 +159,11 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             return describe(db)
 
+    def _problems(self, found: FoundSchema) -> list[str]:
+        return problems(found, self._seal.key_id)
+
     def schema_problems(self) -> list[str]:
-        return problems(self._describe(self._reader()))
+        return self._problems(self._describe(self._reader()))
 
     def _matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -190,7 +193,7 @@ class SqliteReadModel(ReadModel):
         prepare_tables(
             self._store.path,
             describe=lambda: self._describe(db),
-            problems=problems,
+            problems=self._problems,
             matches_log=lambda: self._matches_log(db),
             exclusively=exclusively,
             create=lambda: self._create(db),
@@ -198,10 +201,9 @@ class SqliteReadModel(ReadModel):
             before_rebuild=lambda: record_log_shorter(self._backend, self._meta(db), self._store.head()),
         )
 
-    @staticmethod
-    def _create(db: sqlite3.Connection) -> None:
+    def _create(self, db: sqlite3.Connection) -> None:
         create(db)
-        db.executemany(_SET_META, INITIAL_META)
+        db.executemany(_SET_META, initial_meta(self._seal))
 
     # -- connections ----------------------------------------------------------------------------------
 
@@ -268,7 +270,11 @@ class SqliteReadModel(ReadModel):
             # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
             new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
             folded = fold_stretch(
-                chunk, lambda ids: self._load(db, ids), checkpoint=checkpoint, keep_past_after=new_floor
+                chunk,
+                lambda ids: self._load(db, ids),
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
+                seal=self._seal,
             )
             db.executemany(_UPSERT, folded.current)
             db.executemany(_INSERT_PAST, folded.past)
@@ -314,8 +320,7 @@ class SqliteReadModel(ReadModel):
             if self._plan is not None:
                 self._plan.passed(pending)
 
-    @staticmethod
-    def _load(db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:
+    def _load(self, db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:
         found: dict[str, SessionState] = {}
         for start in range(0, len(session_ids), 500):
             part = session_ids[start : start + 500]
@@ -323,7 +328,7 @@ class SqliteReadModel(ReadModel):
             for session_id, state in db.execute(
                 f"SELECT session_id, state FROM rm_sessions WHERE session_id IN ({marks})", part
             ):
-                found[session_id] = decode_state(state)
+                found[session_id] = self._seal.open(state)
         return found
 
     def rebuild(self) -> int:
@@ -376,18 +381,18 @@ class SqliteReadModel(ReadModel):
                     past = db.execute(_PAGES[(*shape, archived != "include", True, True)], params).fetchall()
             finally:
                 db.execute("COMMIT")
-        states, more = merge_pages(current, past, limit)
+        states, more = merge_pages(current, past, limit, self._seal)
         return Page(states, more, as_of >= floor)
 
     def forks(self, session_id: str) -> list[SessionState]:
         with self._store.translate_errors():
             rows = self._reader().execute(_FORKS, (session_id,)).fetchall()
-        return [decode_state(state) for (state,) in rows]
+        return [self._seal.open(state) for (state,) in rows]
 
     def get(self, session_id: str) -> SessionState | None:
         with self._store.translate_errors():
             row = self._reader().execute("SELECT state FROM rm_sessions WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else decode_state(row[0])
+        return None if row is None else self._seal.open(row[0])
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         db = self._reader()
@@ -399,7 +404,7 @@ class SqliteReadModel(ReadModel):
                     "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?", (session_id,)
                 ).fetchone()
                 if row is not None and row[0] <= position:
-                    return decode_state(row[1])
+                    return self._seal.open(row[1])
                 if position < meta["floor"] or position > meta["checkpoint"]:
                     return PAST_WINDOW
                 if row is None:
@@ -409,7 +414,7 @@ class SqliteReadModel(ReadModel):
                     " ORDER BY valid_from DESC LIMIT 1",
                     (session_id, position, position),
                 ).fetchone()
-                return None if past is None else decode_state(past[0])
+                return None if past is None else self._seal.open(past[0])
             finally:
                 db.execute("COMMIT")
 
@@ -442,7 +447,9 @@ class SqliteReadModel(ReadModel):
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
-                rows = (unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: list order
+                rows = (
+                    self._seal.unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER)
+                )  # see save_snapshot: list order
                 save_encoded_snapshot(
                     self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
                 )
@@ -475,6 +482,6 @@ class SqliteReadModel(ReadModel):
         try:
             with self._store.translate_errors():
                 for (state,) in db.execute("SELECT state FROM rm_sessions"):
-                    yield decode_state(state)
+                    yield self._seal.open(state)
         finally:
             db.close()

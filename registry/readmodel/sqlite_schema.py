@@ -25,9 +25,9 @@ _OBJECTS: Final = (
 )
 
 
-def problems(found: FoundSchema) -> list[str]:
-    """How ``found`` departs from the declared schema."""
-    return schema_problems(found, "sqlite")
+def problems(found: FoundSchema, key_id: int) -> list[str]:
+    """How ``found`` departs from the declared schema (its rows sealed with the key ``key_id`` names)."""
+    return schema_problems(found, "sqlite", key_id)
 
 
 def describe(db: sqlite3.Connection) -> FoundSchema:
