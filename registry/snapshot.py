@@ -60,6 +60,7 @@ __all__ = [
     "SnapshotHeader",
     "kept_positions",
     "load_snapshot",
+    "oddities",
     "read_snapshot",
     "save_encoded_snapshot",
     "save_snapshot",
@@ -291,6 +292,54 @@ def snapshots(backend: Backend) -> Iterator[tuple[int, Path]]:
         if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
             found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
     return iter(sorted(found, reverse=True))
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return name
+    return "a file"
+
+
+def oddities(backend: Backend) -> list[str]:
+    """What is where kept snapshots live that this registry never writes there, each named (for ``verify``): a
+    folder that is not one, an entry with a snapshot's name that is not a regular file of this user, any other
+    name than a snapshot's or a writer's temporary file's. Time travel ignores all of them."""
+    folder = backend.snapshot_dir()
+    if folder is None:
+        return []
+    try:
+        info = folder.lstat()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"the snapshot folder {folder} cannot be looked at ({exc.strerror})"]
+    if not stat.S_ISDIR(info.st_mode):
+        return [f"the snapshot folder {folder} is {_kind(info.st_mode)}, not a directory: no snapshot is kept or read"]
+    found = []
+    for entry in os.scandir(folder):
+        name = entry.name
+        try:
+            mode = entry.stat(follow_symlinks=False)
+        except OSError:  # gone meanwhile
+            continue
+        snapshot = name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit()
+        temporary = name.startswith(".") and name.endswith(".tmp")
+        if (snapshot or temporary) and stat.S_ISREG(mode.st_mode):
+            if mode.st_uid != os.geteuid():
+                found.append(f"{entry.path} belongs to another user (uid {mode.st_uid}): never read")
+        elif snapshot or temporary:
+            found.append(f"{entry.path} is {_kind(mode.st_mode)}, not a snapshot file: never read")
+        else:
+            found.append(f"{entry.path} ({_kind(mode.st_mode)}) is not something this registry keeps there")
+    return sorted(found)
 
 
 def read_snapshot(path: Path, store: EventStore) -> Snapshot:
