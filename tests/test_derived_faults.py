@@ -117,7 +117,7 @@ def test_commands_succeed_once_and_answer_the_fold_while_the_tables_are_broken(
         assert listed(registry, "/work/0") == expected(registry.store, "/work/0")
         registry.create("/work/1", session_id="after")
         assert listed(registry) == expected(registry.store)
-        assert registry.read_model.schema_problems() in ([], None)
+        assert registry.read_model.tables is None or registry.read_model.tables.schema_problems() == []
     assert "Traceback" not in caplog.text
 
 

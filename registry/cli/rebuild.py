@@ -39,11 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _what_is_there(read_model: ReadModel) -> str:
     """The read model about to be thrown away, for people: its checkpoint and what was wrong with its schema."""
-    if read_model.kind != "tables":
+    tables = read_model.tables
+    if tables is None:
         return "nothing kept (the log is folded in memory)"
-    problems = read_model.schema_problems() or []
+    problems = tables.schema_problems()
     try:
-        checkpoint = read_model.stored_meta().get("checkpoint")
+        checkpoint = tables.stored_meta().get("checkpoint")
     except RegistryError:
         checkpoint = None
     at = "an unknown checkpoint" if checkpoint is None else f"checkpoint {checkpoint}"

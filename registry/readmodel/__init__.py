@@ -30,7 +30,7 @@ from registry.errors import ReadModelFault
 from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Page
 
-__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault"]
+__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "StoredTables"]
 
 DEFAULT_WINDOW: Final = 100_000
 
@@ -137,27 +137,37 @@ class ReadModel(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def schema_problems(self) -> list[str] | None:
-        """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""
+    @property
+    def tables(self) -> StoredTables | None:
+        """The tables it answers from, as stored (None: it keeps none, the log is folded in memory)."""
         return None
-
-    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``; for ``verify``)."""
-        return iter(())
-
-    def stored_meta(self) -> dict[str, int]:
-        """``rm_meta`` as stored (for ``verify``; {} without tables)."""
-        return {}
-
-    def storage_problems(self) -> list[str]:
-        """What the database itself finds wrong with the tables and their indexes (for ``verify``)."""
-        return []
-
-    def checkpoint_matches_log(self) -> bool:
-        """Whether the checkpoint is a position of this log with the chain link recorded there (for ``verify``)."""
-        return True
 
     @property
     def kind(self) -> str:
         """What keeps it, for people: ``tables`` or ``memory``."""
-        return "memory"
+        return "memory" if self.tables is None else "tables"
+
+
+class StoredTables(abc.ABC):
+    """A read model's tables as they are stored - what ``verify`` compares with the log and ``rebuild`` says it
+    replaced. Read, never repaired: nothing here rebuilds or catches up."""
+
+    @abc.abstractmethod
+    def schema_problems(self) -> list[str]:
+        """How the tables depart from the schema this version makes ([]: not at all)."""
+
+    @abc.abstractmethod
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``)."""
+
+    @abc.abstractmethod
+    def stored_meta(self) -> dict[str, int]:
+        """``rm_meta`` as stored."""
+
+    @abc.abstractmethod
+    def storage_problems(self) -> list[str]:
+        """What the database itself finds wrong with the tables and their indexes."""
+
+    @abc.abstractmethod
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link recorded there."""

@@ -27,7 +27,7 @@ from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
-from registry.readmodel import ReadModel, ReadModelFault
+from registry.readmodel import ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
 
@@ -71,9 +71,7 @@ def check_read_model(
     store = backend.store
     head = store.head()
     problems: list[Mismatch] = []
-    for position, snapshot_path in snapshots(
-        backend
-    ):  # derived data that remembers the log reaching further: a cut tail
+    for position, snapshot_path in snapshots(backend):  # one that saw the log reach further: its tail was cut
         if position > head:
             problems.append(
                 Mismatch(
@@ -84,10 +82,11 @@ def check_read_model(
                 )
             )
     problems += [Mismatch(0, None, f"kept snapshots: {oddity}") for oddity in oddities(backend)]
-    schema = read_model.schema_problems() or []
+    stored = read_model.tables
+    schema = [] if stored is None else stored.schema_problems()
     problems += [Mismatch(0, None, f"the read model's schema: {problem}") for problem in schema]
-    tables = read_model.kind == "tables"
-    meta = _read(problems, "rm_meta", read_model.stored_meta) if tables and not schema else {}
+    tables = stored is not None
+    meta = _read(problems, "rm_meta", stored.stored_meta) if stored is not None and not schema else {}
     checkpoint = meta.get("checkpoint", read_model.position) if meta is not None else read_model.position
     floor = (meta or {}).get("floor", 0) if tables else read_model.window_floor()
     if checkpoint > head:
@@ -109,12 +108,10 @@ def check_read_model(
     seal = _seal(backend, problems) if tables and not schema and meta is not None else None
     reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report, seal)
     expected = reference.fold.states()
-    if seal is not None and meta is not None:
-        problems += _check_meta(read_model, meta, checkpoint, floor, len(reference.fold))
-        problems += [
-            Mismatch(checkpoint, None, f"the database finds: {line}") for line in read_model.storage_problems()
-        ]
-        problems += _check_rows(read_model, checkpoint, expected, reference.past, seal)
+    if stored is not None and seal is not None and meta is not None:
+        problems += _check_meta(stored, meta, checkpoint, floor, len(reference.fold))
+        problems += [Mismatch(checkpoint, None, f"the database finds: {line}") for line in stored.storage_problems()]
+        problems += _check_rows(stored, checkpoint, expected, reference.past, seal)
     elif not tables:
         problems += _check_states(read_model, checkpoint, expected)
     if not problems:  # the rows agree (or there are none): the answers must too, walked as a client walks them
@@ -182,7 +179,7 @@ def _lists(states: Iterable[SessionState]) -> dict[str | None, list[str]]:
     return lists
 
 
-def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
+def _check_meta(stored: StoredTables, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
     problems = []
     if meta.get("live") != live:
         problems.append(
@@ -190,7 +187,7 @@ def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, fl
         )
     if floor > checkpoint:
         problems.append(Mismatch(checkpoint, None, f"rm_meta.floor ({floor}) is past the checkpoint ({checkpoint})"))
-    if not read_model.checkpoint_matches_log():
+    if not stored.checkpoint_matches_log():
         problems.append(
             Mismatch(checkpoint, None, "rm_meta.anchor is not the log's chain link at the checkpoint: the log changed")
         )
@@ -215,7 +212,7 @@ def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastR
 
 
 def _check_rows(
-    read_model: ReadModel,
+    stored: StoredTables,
     checkpoint: int,
     expected: dict[str, SessionState],
     past: dict[tuple[str, int], PastRow],
@@ -223,7 +220,7 @@ def _check_rows(
 ) -> list[Mismatch]:
     problems: list[Mismatch] = []
     seen: set[str] = set()
-    for row in read_model.stored("rm_sessions"):
+    for row in stored.stored("rm_sessions"):
         session_id = str(row[0])
         seen.add(session_id)
         state = expected.get(session_id)
@@ -235,7 +232,7 @@ def _check_rows(
     for session_id in sorted(expected.keys() - seen):
         problems.append(Mismatch(checkpoint, session_id, "rm_sessions lacks the session's row"))
     seen_past: set[tuple[str, int]] = set()
-    for row in read_model.stored("rm_past"):
+    for row in stored.stored("rm_past"):
         key = (str(row[0]), int(row[4]))
         seen_past.add(key)
         wanted = past.get(key)

@@ -25,13 +25,13 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.memory import MemoryReadModel
 from registry.readmodel.tables import LogShorter, record_log_shorter
 
@@ -124,10 +124,6 @@ class GuardedReadModel(ReadModel):
         return self._model
 
     @property
-    def kind(self) -> str:
-        return self._model.kind
-
-    @property
     def position(self) -> int:
         return self._model.position
 
@@ -140,7 +136,7 @@ class GuardedReadModel(ReadModel):
             if why is None:
                 raise
             if isinstance(exc, LogShorter):  # evidence first: the rebuild forgets how far the log reached
-                record_log_shorter(self._backend, model.stored_meta(), exc.head)
+                record_log_shorter(self._backend, model.tables.stored_meta() if model.tables else {}, exc.head)
         self._recover(model, why)
         try:
             return call(self._model)
@@ -231,22 +227,9 @@ class GuardedReadModel(ReadModel):
     def rebuild(self) -> int:
         return self._serve(lambda m: m.rebuild())
 
-    # ``verify`` looks at what is stored as it is: no rebuild here
-
-    def schema_problems(self) -> list[str] | None:
-        return self._model.schema_problems()
-
-    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        return self._model.stored(table)
-
-    def stored_meta(self) -> dict[str, int]:
-        return self._model.stored_meta()
-
-    def storage_problems(self) -> list[str]:
-        return self._model.storage_problems()
-
-    def checkpoint_matches_log(self) -> bool:
-        return self._model.checkpoint_matches_log()
+    @property
+    def tables(self) -> StoredTables | None:
+        return self._model.tables  # ``verify`` looks at what is stored as it is: no rebuild here
 
     def close(self) -> None:
         """Release the tables (or the fold), once the snapshot being kept in the background is written."""

@@ -31,7 +31,7 @@ from events.postgres_sql import lock_key, one
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import DESCRIBE, Statements
@@ -93,10 +93,12 @@ def _cut(rows: list[Any], as_of: int, limit: int, seal: Seal) -> Page:
     return Page(states, more, as_of >= floor)
 
 
-class PostgresReadModel(AppendFold, ReadModel):
+class PostgresReadModel(AppendFold, ReadModel, StoredTables):
     """``rm_*`` tables in the store's PostgreSQL schema, shared by every process and host."""
 
-    kind = "tables"
+    @property
+    def tables(self) -> StoredTables:
+        return self
 
     def __init__(
         self, backend: Backend, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True
@@ -428,6 +430,11 @@ class PostgresReadModel(AppendFold, ReadModel):
         )
         rows = self._store.run(lambda conn: conn.execute(query).fetchall())
         return (tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows)
+
+    def storage_problems(self) -> list[str]:
+        """None looked for: PostgreSQL checks its pages itself, and its index checks (``amcheck``) are an extension
+        the store does not require."""
+        return []
 
     def checkpoint_matches_log(self) -> bool:
         """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""

@@ -24,7 +24,7 @@ from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.schema import TABLES, FoundSchema, insert_statement, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
@@ -95,10 +95,12 @@ def _by_key(row: Keyed) -> tuple[int, str]:
     return row[0], row[1]
 
 
-class SqliteReadModel(ReadModel):
+class SqliteReadModel(ReadModel, StoredTables):
     """``rm_*`` tables in a SQLite store's file. Use ``open`` (it may decline for a read-only file)."""
 
-    kind = "tables"
+    @property
+    def tables(self) -> StoredTables:
+        return self
 
     def __init__(self, backend: Backend, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
         self.window = window
