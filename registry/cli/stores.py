@@ -32,7 +32,6 @@ __all__ = [
     "locate",
     "open_log",
     "open_registry",
-    "resolve_url",
     "sqlite_file",
     "sqlite_url",
 ]
@@ -117,12 +116,6 @@ def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
     if size == 0 and os.path.isfile(path):
         raise InputError(f"{path} is empty (0 bytes): not a registry store, and left as it is (a truncated file?)")
     return []
-
-
-def resolve_url(location: StoreLocation, *, create: bool) -> str:
-    """The URL, after the checks ``open_log`` makes (and a new SQLite store's folder created)."""
-    _prepare(location, create=create)
-    return location.url
 
 
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
