@@ -21,8 +21,13 @@ GUARD_FUNCTION: Final = "rm_guard_1"
 # index's its table, columns, method and predicate, as ``schema.expected_objects`` renders them; the indexes that
 # carry a table's own constraints are said by the table. Triggers and rules are objects of their own.
 DESCRIBE: Final = (
-    "WITH rel AS (SELECT c.oid, c.relname, c.relkind, c.relam FROM pg_class AS c"
-    " JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s)"
+    # rm_* by a range of pg_class's (relname, relnamespace) index, and the indexes on those tables whatever their
+    # names: never a scan of the catalogue, which a busy server's many schemas make long.
+    "WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %s),"
+    " named AS (SELECT c.oid, c.relname, c.relkind, c.relam FROM pg_class AS c JOIN ns ON c.relnamespace = ns.oid"
+    " WHERE c.relname >= 'rm_' AND c.relname < 'rm`'),"
+    " rel AS (SELECT * FROM named UNION SELECT i.oid, i.relname, i.relkind, i.relam FROM named"
+    " JOIN pg_index AS y ON y.indrelid = named.oid JOIN pg_class AS i ON i.oid = y.indexrelid)"
     " SELECT r.relname, CASE r.relkind WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' WHEN 'v' THEN 'view'"
     " WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table'"
     " WHEN 'f' THEN 'foreign table' ELSE 'relation' END,"
@@ -43,12 +48,12 @@ DESCRIBE: Final = (
     " WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped)"
     " FROM rel AS r LEFT JOIN pg_index AS x ON x.indexrelid = r.oid LEFT JOIN pg_class AS t ON t.oid = x.indrelid"
     " LEFT JOIN pg_am AS am ON am.oid = r.relam"
-    " WHERE (r.relname LIKE 'rm\\_%%' OR t.relname LIKE 'rm\\_%%')"
-    " AND NOT EXISTS (SELECT 1 FROM pg_constraint AS k WHERE k.conindid = r.oid AND k.contype IN ('p', 'u', 'x'))"
-    " UNION ALL SELECT g.tgname, 'trigger', r.relname, '', NULL FROM pg_trigger AS g JOIN rel AS r"
-    " ON r.oid = g.tgrelid WHERE r.relname LIKE 'rm\\_%%' AND NOT g.tgisinternal"
-    " UNION ALL SELECT w.rulename, 'rule', r.relname, '', NULL FROM pg_rewrite AS w JOIN rel AS r"
-    " ON r.oid = w.ev_class WHERE r.relname LIKE 'rm\\_%%' AND w.rulename <> '_RETURN'"
+    " WHERE x.indexrelid IS NULL OR NOT EXISTS (SELECT 1 FROM pg_constraint AS k WHERE k.conrelid = x.indrelid"
+    " AND k.conindid = x.indexrelid AND k.contype IN ('p', 'u', 'x'))"
+    " UNION ALL SELECT g.tgname, 'trigger', r.relname, '', NULL FROM named AS r JOIN pg_trigger AS g"
+    " ON g.tgrelid = r.oid WHERE NOT g.tgisinternal"
+    " UNION ALL SELECT w.rulename, 'rule', r.relname, '', NULL FROM named AS r JOIN pg_rewrite AS w"
+    " ON w.ev_class = r.oid WHERE w.rulename <> '_RETURN'"
 )
 _META, _CURRENT, _PAST = TABLES
 CURRENT_NAMES: Final = ""
