@@ -126,8 +126,9 @@ def list_filter(cwd: str | None = None, archived: object = None, agent: object =
     ``"exclude"``) or one of ``ARCHIVED_FILTERS``; ``agent`` None or a name."""
     if archived is None:
         archived = "exclude"
-    if not isinstance(archived, str) or archived not in ARCHIVED_FILTERS:
-        raise InvalidParams(f"archived must be one of 'exclude', 'include' or 'only' (or null), not {archived!r}")
+    if not isinstance(archived, str) or archived not in ARCHIVED_FILTERS:  # refused by name, never read as "exclude"
+        choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
+        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
     return ListFilter(cwd, archived, check_agent(agent))
 
 

@@ -221,14 +221,24 @@ class SessionRegistry:
         """
         if title is not None and title is not UNSET:
             check_title(title)
-        source = check_source(title_source)
         stamp: int | UnsetType | None = (
             updated_at if updated_at is UNSET or updated_at is None else check_time(updated_at)
         )
         new_meta = meta if meta is UNSET else check_meta(meta)
+        return self._change_info(session_id, title, check_source(title_source), stamp, new_meta)
+
+    def _change_info(
+        self,
+        session_id: str,
+        title: str | UnsetType | None,
+        source: TitleSource,
+        stamp: int | UnsetType | None,
+        meta: dict[str, Any] | UnsetType | None,
+    ) -> SessionInfo:
+        """``change_info`` of values already checked (each check once on the way in)."""
 
         def events(state: SessionState) -> list[Event]:
-            change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=new_meta)
+            change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=meta)
             return [] if change is None else [change]
 
         self._writer.write(session_id, events)
@@ -239,7 +249,7 @@ class SessionRegistry:
         stored title (surrounding whitespace trimmed). Blank or empty -> ``InvalidParams``; an unknown or deleted
         session -> ``SessionNotFound``. Setting the title it has writes nothing."""
         stored = check_user_title(title)
-        self.change_info(session_id, title=stored, title_source=TitleSource.USER)
+        self._change_info(session_id, stored, TitleSource.USER, UNSET, UNSET)
         return stored
 
     def archive(self, session_id: str) -> None:

@@ -35,17 +35,15 @@ from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
-from registry.model import META_NAMESPACE, SessionState
+from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
 from registry.projection import fold
 from registry.readmodel.guard import open_read_model
 from registry.writing import retried
 
 __all__ = [
-    "META_AGENT",
     "META_AGENT_ARCHIVED",
     "META_AGENT_MESSAGES",
     "META_AGENT_SESSION_ID",
-    "META_ARCHIVED",
     "META_GIT_BRANCH",
     "META_PATH",
     "AgentSummary",
@@ -57,17 +55,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-META_AGENT: Final = f"{META_NAMESPACE}/agent"
 META_AGENT_SESSION_ID: Final = f"{META_NAMESPACE}/agentSessionId"
 META_PATH: Final = f"{META_NAMESPACE}/path"
 META_GIT_BRANCH: Final = f"{META_NAMESPACE}/gitBranch"
 META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
 """The agent's own count, which can shrink (a rewind); the registry's ``messageCount`` only ever grows."""
-META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
-"""Shown while the session is archived (``registry.model``: from its state; the importer no longer writes it)."""
 META_AGENT_ARCHIVED: Final = f"{META_NAMESPACE}/agentArchived"
 """``true`` while the agent itself marks the session archived, as last imported: the registry's archive follows the
 agent's changes of that mark, and keeps an archive or unarchive made in the registry until the mark changes."""
+# META_AGENT and META_ARCHIVED (``registry.model``) are shown from the state; older importers wrote them into the
+# session's own ``_meta`` too, so they are among the keys an import owns there.
 _OWN_KEYS: Final = frozenset(
     {
         META_AGENT,
