@@ -214,6 +214,6 @@ class AppendFold:
     def _floor(self, floor: int, position: int) -> int:
         """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of
         ``_FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
-        prune's plan depends on statistics: with fresh ones, one per write cost 4 ms at 100k sessions and 30 ms at
-        1M, where a step's prune is paid once in a thousand writes). Walks stay exact over the window at least."""
+        prune's cost depends on the planner's statistics, and grows with the store: ``docs/scale.md``). Walks stay
+        exact over the window at least."""
         return max(floor, (position - self.window) // _FLOOR_STEP * _FLOOR_STEP)

@@ -221,8 +221,8 @@ class Statements:
 
     def sized(self, query: bytes, rows: int) -> bytes:
         """A page statement with its ``LIMIT`` written in (an integer, never user text). With ``LIMIT`` a parameter,
-        PostgreSQL planned the statement again at every execution: a generic plan's estimate, with no limit
-        known, never beat a custom plan's, and the planning was half of a first page's time in the server."""
+        PostgreSQL plans the statement again at every execution (a generic plan's estimate, with no limit known,
+        never beats a custom plan's), and planning is a large part of a first page's time in the server."""
         key = (query, rows)
         sized = self._sized.get(key)
         if sized is None:
