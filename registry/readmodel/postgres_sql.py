@@ -118,7 +118,6 @@ class Statements:
         self.analyze = q("ANALYZE {s}.rm_sessions, {s}.rm_past")
         self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
         self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
-        self.forks = q("SELECT state FROM {s}.rm_sessions WHERE parent = %s")
         self.state_at = q(
             "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
             " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
@@ -169,6 +168,8 @@ class Statements:
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
+        # A session's forks: one range of the partial index on ``parent`` (``show``)
+        self.forks = q("SELECT state FROM {s}.rm_sessions WHERE parent = %s")
         # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
         # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
         # (part 1), and the window's floor (part 2), in one round trip.
