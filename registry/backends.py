@@ -1,8 +1,8 @@
 """The backend factory: which ``Backend`` a store has - the one place that knows the store classes.
 
-* ``SqliteBackend``: the read model's tables in the store's own file, snapshots in ``<file>.snapshots/``, the
-  import state in ``<file>.import-state``, integrity evidence in a table of the file, the log's size the file and
-  its ``-wal``;
+* ``SqliteBackend``: the read model's tables in the store's own file, the key their rows are sealed with in
+  ``<file>.seal-key``, snapshots in ``<file>.snapshots/``, the import state in ``<file>.import-state``, integrity
+  evidence in a table of the file, the log's size the file and its ``-wal``;
 * ``PostgresBackend``: the tables and the evidence in the store's schema, snapshots and import state in the user's
   cache and state directories under the store's id, positions that may have gaps (events are counted by the
   server); loaded only when such a store is open (psycopg stays out otherwise);
