@@ -31,6 +31,7 @@ from benchmarks.change_stream import fastest_writers, sync_seconds
 from benchmarks.figures import Figure, Latency, Quantity, latency, repeat_rate, throughput
 from events import SessionCreated, SessionUpdated, SqliteStore
 from registry import SessionRegistry
+from registry.backends import backend_for
 from registry.projection import Projection
 from registry.timetravel import projection_at
 
@@ -358,7 +359,7 @@ def folds(ctx: StageContext) -> dict[str, Figure] | None:
         samples = []
         for _ in range(3):
             start = time.perf_counter()
-            travel = projection_at(store, head // 2, keep=False)
+            travel = projection_at(backend_for(store), head // 2, keep=False)
             samples.append(time.perf_counter() - start)
         note = f"from the snapshot at {travel.snapshot:,}" if travel.snapshot is not None else "no snapshot"
         figures[keys.REPLAY_HALF] = latency(

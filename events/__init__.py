@@ -9,6 +9,7 @@ from events.errors import (
     StoreError,
     StoreFormatError,
 )
+from events.factory import open_store
 from events.memory import MemoryStore
 from events.model import (
     Event,
@@ -25,7 +26,6 @@ from events.model import (
 )
 from events.sqlite import SqliteStore
 from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
-from events.urls import open_store
 
 __distribution__ = "acp-session-registry"
 """Marks this ``events`` as ours: another distribution (the PyPI package ``Events``) installs a package of that

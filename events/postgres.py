@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ from typing import Final, Literal, TypeVar
 import msgspec
 import psycopg
 import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, StoredRecord, links
@@ -150,8 +152,12 @@ class PostgresStore(GroupCommitStore):
     # -- opening --------------------------------------------------------------------------------------
 
     def _connect_directly(self, timeout: float) -> _Connection:
-        # Opening does not go through the pool: a wrong host or password is reported at once, in libpq's words.
-        return psycopg.connect(self._conninfo, autocommit=True)
+        # Opening does not go through the pool: a wrong host or password is reported at once, in libpq's words; a
+        # server that takes the connection and never answers, within ``timeout`` (at least libpq's 2 s), as the
+        # pool's connections are - libpq alone waits for ever. A connect_timeout the URL gives is its own.
+        if "connect_timeout" in conninfo_to_dict(self._conninfo):
+            return psycopg.connect(self._conninfo, autocommit=True)
+        return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=max(2, math.ceil(timeout)))
 
     def _configure(self, conn: _Connection) -> None:
         # A server or URL default of another isolation level would break position assignment (see _commit_once).

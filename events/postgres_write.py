@@ -17,9 +17,8 @@ know and guard it. Either way: one transaction, one WAL flush.
 
 What bounds writers on different sessions is that lock: under contention an append reads under it (the
 two-round-trip path), so it is held across a round trip to the client and the client's fold, then the COMMIT
-and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
-load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
-client process for half to two thirds of it, on the WAL flush for 7-37%.
+and (by default) its WAL flush: what the lock's holder spends its time on is measured by
+``benchmarks.postgres_writers`` (figures in ``docs/scale.md``).
 
 Commit modes (``PostgresStore(commit=...)``):
 
@@ -35,8 +34,8 @@ Commit modes (``PostgresStore(commit=...)``):
   that had passed them skips those (it asks for ``> last``), a kept snapshot taken past them is reported as a
   log shorter than seen (``registry.evidence``), and a walk or cursor as of such a position reads other events
   there. The read model, in the same database, loses the same tail and stays consistent with the log. It pays
-  where the flush is most of the time the lock is held (a slow disk); measured here it was not, so it is not the
-  default.
+  where the flush is most of the time the lock is held (a slow disk), which is not the default's case
+  (``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -103,8 +102,8 @@ class Writer:
 
         ``implicit`` (a block that fetches nothing on the way; not with the flush barrier): no BEGIN and COMMIT -
         on the pool's autocommit connections the statements a pipeline sends before its sync are one implicit
-        transaction, which the server commits at the sync or rolls back whole at the first error. Two messages and
-        ~100 us fewer a ``record_activity`` (measured interleaved: p50 716-747 against 797-851 us at 100k sessions).
+        transaction, which the server commits at the sync or rolls back whole at the first error: two messages fewer
+        an append (the time that saves: ``benchmarks/bounds.toml``).
 
         The server's error, met in the block or at the pipeline's end, is raised once the pipeline is left (so
         psycopg does not log the aborted pipeline's own error as a warning on the way out), after a ROLLBACK: it

@@ -21,6 +21,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "TABLES",
     "Table",
+    "chain_query",
+    "count_query",
+    "entries_query",
+    "head_query",
     "identity_from_meta",
     "new_meta",
     "postgres_ddl",
@@ -110,3 +114,33 @@ def identity_from_meta(meta: Mapping[str, bytes | memoryview], location: str) ->
         return StoreIdentity(bytes(meta["store_id"]).decode(), bytes(meta["secret"]))
     except (KeyError, UnicodeDecodeError) as exc:
         raise StoreFormatError(location, f"registry_meta is damaged ({exc!r})") from exc
+
+
+# -- what the read side embeds in its own statements ---------------------------------------------------------
+# The registry's read model lives beside the log (the same SQLite file or PostgreSQL schema) and reads a few facts
+# of the log inside its own statements and transactions; the log's table and columns are named here, never there.
+# ``prefix`` is "" (SQLite) or a schema followed by a dot; ``mark`` a parameter placeholder of the driver.
+
+
+def head_query(prefix: str = "") -> str:
+    """The log's head (0 when it is empty), as a scalar subquery."""
+    return f"(SELECT coalesce(max(position), 0) FROM {prefix}events)"
+
+
+def chain_query(prefix: str = "", mark: str = "?") -> str:
+    """The chain link at the position ``mark`` (no row: no record there)."""
+    return f"SELECT chain FROM {prefix}events WHERE position = {mark}"
+
+
+def count_query(prefix: str = "", mark: str = "?") -> str:
+    """How many records the log holds at positions up to ``mark``."""
+    return f"SELECT count(*) FROM {prefix}events WHERE position <= {mark}"
+
+
+def entries_query(prefix: str = "", after: str = "?", until: str = "?") -> str:
+    """The lean read path's rows (position, session id, version, encoded event) after ``after`` up to ``until``, in
+    position order."""
+    return (
+        f"SELECT position, session_id, version, data FROM {prefix}events"
+        f" WHERE position > {after} AND position <= {until} ORDER BY position"
+    )

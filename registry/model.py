@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+import typing
 from collections.abc import Callable
 from typing import Any, Final, Literal, NamedTuple
 
@@ -72,7 +73,9 @@ id is ``<name>:<native id>`` with one of these names belongs to that agent (reco
 existed). Any other id without a recorded agent has none."""
 
 Archived = Literal["exclude", "include", "only"]
-ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = ("exclude", "include", "only")
+ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = typing.get_args(Archived)
+"""``session/list``'s ``archived`` values (omitted and null are ``exclude``): the CLI's choices, the one check
+(``commands.list_filter``) and its refusal all read them here."""
 
 STATE_VERSION: Final = 2
 """Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read

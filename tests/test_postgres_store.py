@@ -218,7 +218,10 @@ def test_libpq_parameters_pass_through(schema: str) -> None:
 
 
 def test_importing_events_does_not_import_psycopg() -> None:
-    probe = "import sys, events, events.urls; assert not [m for m in sys.modules if m.startswith('psycopg')]"
+    probe = (
+        "import sys, events, events.urls, events.factory;"
+        " assert not [m for m in sys.modules if m.startswith('psycopg')]"
+    )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
 
 

@@ -29,7 +29,9 @@ from registry.snapshot import _FORMAT
 PINNED: list[tuple[str, int, int, int]] = [
     # (fingerprint of SessionState's fields, STATE_VERSION, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
     ("0f391cc253363472", 1, 3, 3),
-    ("3603b47edd4e986e", 2, 6, 4),  # archived, agent, parent; read model 5, 6: each row's state sealed
+    # archived, agent, parent; read model 5, 6: each row's state sealed, 7: a fork's parent in a column of its own,
+    # 8: the seal keyed
+    ("3603b47edd4e986e", 2, 8, 4),
 ]
 
 

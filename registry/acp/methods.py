@@ -39,7 +39,6 @@ from msgspec import UNSET, UnsetType
 
 from events.model import TitleSource
 from registry.acp.params import (
-    ARCHIVED_FILTERS,
     CancelParams,
     DeleteParams,
     ForkParams,
@@ -55,7 +54,7 @@ from registry.acp.params import (
 )
 from registry.agents import native_id, stored_id
 from registry.commands import check_session_id
-from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
+from registry.errors import MethodNotFound, SessionNotFound
 from registry.model import ListSessionsResult, SessionInfo, SessionState
 
 __all__ = [
@@ -84,7 +83,7 @@ class SessionMethods(Protocol):
         cwd: str | None = None,
         cursor: str | None = None,
         *,
-        archived: str = "exclude",
+        archived: str | None = "exclude",
         agent: str | None = None,
     ) -> ListSessionsResult: ...
 
@@ -231,11 +230,8 @@ def _stored(context: Context, wire_id: str) -> Iterator[str]:
 
 
 def _list(context: Context, request: ListParams) -> Result:
-    archived = "exclude" if request.archived is None else request.archived
-    if archived not in ARCHIVED_FILTERS:  # ACP: an unsupported value is refused, never read as "exclude"
-        choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
-        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
-    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=archived, agent=context.agent)
+    # ``commands.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
+    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent)
     result: Result = msgspec.to_builtins(page)
     for info in result["sessions"]:
         if context.reports_archived:

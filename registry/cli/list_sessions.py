@@ -15,6 +15,7 @@ from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_registry
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.model import ARCHIVED_FILTERS
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
     parser.add_argument(
         "--archived",
-        choices=("exclude", "include", "only"),
+        choices=ARCHIVED_FILTERS,
         default="exclude",
         help="archived sessions: left out (exclude, the default), listed too (include), or only they (only)",
     )

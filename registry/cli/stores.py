@@ -32,7 +32,6 @@ __all__ = [
     "locate",
     "open_log",
     "open_registry",
-    "resolve_url",
     "sqlite_file",
     "sqlite_url",
 ]
@@ -67,7 +66,7 @@ def locate(option: str | None) -> StoreLocation:
 
 
 def sqlite_file(url: str) -> str | None:
-    """The file a ``sqlite://`` URL names (as ``events.urls.open_store`` reads it); None for other URLs."""
+    """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
         return None
@@ -119,16 +118,10 @@ def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
     return []
 
 
-def resolve_url(location: StoreLocation, *, create: bool) -> str:
-    """The URL, after the checks ``open_log`` makes (and a new SQLite store's folder created)."""
-    _prepare(location, create=create)
-    return location.url
-
-
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     """Open the store; ``create=False`` (a command that only reads) never creates or initialises one."""
     from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
-    from events.urls import open_store  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
 
     try:
         created = _prepare(location, create=create)
@@ -177,8 +170,9 @@ def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
 def catch_up_read_model(store: EventStore) -> None:
     """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
     now, so that the next ``session/list`` of any process does not pay for it."""
-    from registry.readmodel import open_read_model  # noqa: PLC0415
+    from registry.backends import backend_for  # noqa: PLC0415
+    from registry.readmodel.guard import open_read_model  # noqa: PLC0415
 
     if store.read_only:
         return
-    open_read_model(store).close()
+    open_read_model(backend_for(store)).close()

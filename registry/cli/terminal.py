@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "human_age",
     "human_size",
     "printable",
     "progress",
@@ -126,13 +125,3 @@ def human_size(size: int) -> str:
             return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def human_age(seconds: float) -> str:
-    if seconds < 0:
-        return "in the future (a clock moved back?)"
-    for unit, length in (("day", 86_400), ("hour", 3_600), ("min", 60)):
-        if seconds >= length:
-            count = int(seconds // length)
-            return f"{count} {unit}{'s' if count > 1 and unit != 'min' else ''} ago"
-    return f"{int(seconds)} s ago"

@@ -18,7 +18,7 @@ from registry.importers.claude_code import ClaudeCode
 from registry.importers.codex import Codex
 from registry.importers.gemini import Gemini
 from registry.importers.goose import Goose
-from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary, default_state_path
+from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary
 from registry.importers.kimi import Kimi
 from registry.importers.kimi_code import KimiCode
 from registry.importers.opencode import Opencode
@@ -46,7 +46,6 @@ __all__ = [
     "SkipGroup",
     "Source",
     "Summary",
-    "default_state_path",
     "session_id",
     "sources",
 ]

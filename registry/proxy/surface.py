@@ -131,7 +131,12 @@ class _FromMemory:
         return native
 
     def list(
-        self, cwd: str | None = None, cursor: str | None = None, *, archived: str = "exclude", agent: str | None = None
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        *,
+        archived: str | None = "exclude",
+        agent: str | None = None,
     ) -> ListSessionsResult:
         return self._registry.list(cwd, cursor, archived=archived, agent=agent)
 
