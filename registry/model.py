@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -116,14 +117,23 @@ def agent_of(session_id: str, recorded: str | None) -> str | None:
 
 
 class MetaField(NamedTuple):
-    """A state field a client sees in ``_meta``: its key, and its value for a state (None: not shown)."""
+    """A state field a client sees in ``_meta``: its key, the state fields its value is read from, and its value
+    for a state (None: not shown). ``follows``: the value changes exactly when a field it reads does (the diff
+    then compares those fields in one comparison, never the values; else it compares the values too)."""
 
     key: str
+    reads: tuple[str, ...]
     shown: Callable[[SessionState], Any]
+    follows: bool = True
 
 
 def _shown_source(state: SessionState) -> str | None:
-    return state.title_source.value if state.title is not None and state.title_source is not None else None
+    source = state.title_source  # ``_value_``: the member's value as stored (``.value`` is a slower descriptor)
+    return source._value_ if source is not None and state.title is not None else None
+
+
+def _shown_archived(state: SessionState) -> Literal[True] | None:
+    return True if state.archived else None
 
 
 def _shown_parent(state: SessionState) -> dict[str, Any] | None:
@@ -132,15 +142,18 @@ def _shown_parent(state: SessionState) -> dict[str, Any] | None:
 
 
 SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
-    MetaField(META_TITLE_SOURCE, _shown_source),
-    MetaField(META_MESSAGES, lambda state: state.messages),
-    MetaField(META_ARCHIVED, lambda state: True if state.archived else None),
-    MetaField(META_AGENT, lambda state: state.agent),
-    MetaField(META_PARENT, _shown_parent),
+    # The title's source is shown only beside a title: another title under the same source shows the same.
+    MetaField(META_TITLE_SOURCE, ("title", "title_source"), _shown_source, follows=False),
+    MetaField(META_MESSAGES, ("messages",), attrgetter("messages")),
+    MetaField(META_ARCHIVED, ("archived",), _shown_archived),
+    MetaField(META_AGENT, ("agent",), attrgetter("agent")),
+    MetaField(META_PARENT, ("parent",), _shown_parent),
 )
 """The one declaration of which state fields ``_meta`` shows, added over the session's own object: ``visible_meta``
 builds the object from it and ``registry.diffs`` sends a ``_meta`` update when any of them (or the own object)
-changes."""
+changes. ``tests/test_session_shape.py`` holds each entry's ``reads`` and ``follows`` to its ``shown``."""
+
+_SHOWN: Final = tuple((field.key, field.shown) for field in SHOWN_IN_META)
 
 
 class ListFilter(NamedTuple):
@@ -214,10 +227,10 @@ class ListSessionsResult(msgspec.Struct, omit_defaults=True, rename="camel"):
 def visible_meta(state: SessionState) -> dict[str, Any]:
     """The ``_meta`` a client sees: the session's own object plus the registry's namespaced keys."""
     meta = dict(state.meta) if state.meta else {}
-    for field in SHOWN_IN_META:
-        value = field.shown(state)
+    for key, shown in _SHOWN:  # once per change and view: unpacked pairs, C-level getters where they suffice
+        value = shown(state)
         if value is not None:
-            meta[field.key] = value
+            meta[key] = value
     return meta
 
 

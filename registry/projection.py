@@ -38,14 +38,16 @@ Entry = events.RecordedEvent | events.LogEntry
 class Change(msgspec.Struct, gc=False):
     """What one applied event did to a session: ``before`` is None for a creation.
 
-    ``shown`` is where ``registry.diffs.shown`` keeps the clients' views of it (a diff per view), made once
-    however many listeners receive this very object.
+    ``shown``, ``view`` and ``views`` are where ``registry.diffs.shown`` keeps the clients' views of it (a diff per
+    view), made once however many listeners receive this very object.
     """
 
     position: int
     before: SessionState | None
     after: SessionState
     shown: Any = None
+    view: int = -1
+    views: dict[int, Any] | None = None
 
 
 class Page(NamedTuple):
