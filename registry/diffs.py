@@ -14,13 +14,12 @@ stream machinery; ``registry.changes`` builds the live stream on it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from registry.model import SHOWN_IN_META, SessionInfo, SessionState, format_time, session_info, visible_meta
+from registry.model import SessionInfo, SessionState, format_time, meta_changed, session_info, visible_meta
 
 if TYPE_CHECKING:
     from registry.projection import Change
@@ -89,21 +88,6 @@ _encoder = msgspec.json.Encoder()
 def encode_session_update(notification: SessionNotification) -> bytes:
     """The JSON-RPC ``session/update`` message, with explicit nulls kept (the official SDK drops them)."""
     return _encoder.encode(_JsonRpcNotification(method="session/update", params=notification))
-
-
-# The diff runs once per change and view: the declaration is compiled here into getters of the fields it reads.
-_FOLLOWING = tuple(attrgetter(name) for name in dict.fromkeys(n for f in SHOWN_IN_META if f.follows for n in f.reads))
-_OTHERS = tuple((attrgetter(*field.reads), field.shown) for field in SHOWN_IN_META if not field.follows)
-
-
-def meta_changed(before: SessionState, after: SessionState) -> bool:
-    """Whether the ``_meta`` a client sees differs between two states of a session (``SHOWN_IN_META``)."""
-    if before.meta != after.meta:
-        return True
-    for read in _FOLLOWING:  # a turn's message count is met first: the common change costs one comparison
-        if read(before) != read(after):
-            return True
-    return any(read(before) != read(after) and shown(before) != shown(after) for read, shown in _OTHERS)
 
 
 def shown(change: Change, *, additional_directories: bool = True, include_archived: bool = False) -> ListChange | None:

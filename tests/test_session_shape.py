@@ -24,7 +24,15 @@ import pytest
 
 import events
 from registry.diffs import Updated, diff, shown
-from registry.model import SHOWN_IN_META, STATE_VERSION, MetaField, SessionState, session_info, visible_meta
+from registry.model import (
+    SHOWN_IN_META,
+    STATE_VERSION,
+    MetaField,
+    SessionState,
+    meta_changed,
+    session_info,
+    visible_meta,
+)
 from registry.projection import Change, fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
@@ -120,16 +128,15 @@ def test_whatever_changes_the_shown_meta_sends_an_update(name: str) -> None:
 
 @pytest.mark.parametrize("field", SHOWN_IN_META, ids=lambda field: field.key.rpartition("/")[2])
 def test_each_shown_field_reads_what_it_declares(field: MetaField) -> None:
-    cleared = [(name, None) for name, value in OTHER_VALUES.items() if value is not None and _optional(name)]
-    for name, value in [*OTHER_VALUES.items(), *cleared]:
+    for name, value in _OTHER_AND_CLEARED:
         changed = msgspec.structs.replace(BASE, **{name: value})
         if name not in field.reads:  # what it reads is all it reads: the diff may skip it when those are equal
-            assert field.shown(changed) == field.shown(BASE), name
+            assert field.value(changed) == field.value(BASE), name
         elif field.follows:  # and when it says so, a change of those is a change of the value
-            assert field.shown(changed) != field.shown(BASE), name
+            assert field.value(changed) != field.value(BASE), name
     if not field.follows:  # one that does not follow has a change of what it reads that shows the same
         assert any(
-            field.shown(msgspec.structs.replace(BASE, **{name: OTHER_VALUES[name]})) == field.shown(BASE)
+            field.value(msgspec.structs.replace(BASE, **{name: OTHER_VALUES[name]})) == field.value(BASE)
             for name in field.reads
         )
 
@@ -137,6 +144,27 @@ def test_each_shown_field_reads_what_it_declares(field: MetaField) -> None:
 def _optional(name: str) -> bool:
     (field,) = (field for field in msgspec.structs.fields(SessionState) if field.name == name)
     return type(None) in typing.get_args(field.type)
+
+
+_OTHER_AND_CLEARED = [
+    *OTHER_VALUES.items(),
+    *((name, None) for name, value in OTHER_VALUES.items() if value is not None and _optional(name)),
+]
+
+
+def test_the_written_out_meta_is_the_declarations() -> None:
+    bare = SessionState("s1", "/w", (), None, None, None, None, 0, 1, 1, 1)
+    states = [start for start in (BASE, bare)]
+    states += [
+        msgspec.structs.replace(start, **{name: value}) for start in (BASE, bare) for name, value in _OTHER_AND_CLEARED
+    ]
+    for state in states:
+        shown = {field.key: value for field in SHOWN_IN_META if (value := field.value(state)) is not None}
+        expected = dict(state.meta or {}) | shown
+        assert list(visible_meta(state).items()) == list(expected.items())  # in the declaration's order
+    for before in states:
+        for after in states:
+            assert meta_changed(before, after) == (visible_meta(before) != visible_meta(after)), (before, after)
 
 
 def test_a_change_is_diffed_once_per_view() -> None:
