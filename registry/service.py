@@ -26,7 +26,6 @@ from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSo
 from events.store import NO_STREAM, Clock, EventStore
 from events.urls import open_store
 from registry import forks
-from registry.acp.methods import handle as handle_acp
 from registry.commands import (
     archive_change,
     check_messages,
@@ -352,7 +351,9 @@ class SessionRegistry:
         carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
         unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
-        return handle_acp(self, method, params)
+        from registry.acp.methods import handle  # noqa: PLC0415 - the method table: not what a CLI read loads
+
+        return handle(self, method, params)
 
     # -- changes ----------------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0).
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import logging
 import os
@@ -72,6 +71,8 @@ class _Parser(argparse.ArgumentParser):
         choices = action.choices
         if choices is None or value in choices:
             return
+        import difflib  # noqa: PLC0415 - only for a mistyped name
+
         close = difflib.get_close_matches(str(value), [str(choice) for choice in choices], n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         if action.dest == "command":
