@@ -4,7 +4,9 @@
 SQLite store does not import the in-memory store, the hash chain (hashlib) or the PostgreSQL driver it never uses.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from events.exports import lazy_names
 
 if TYPE_CHECKING:
     from events.errors import (
@@ -68,50 +70,36 @@ __all__ = [
     "open_store",
 ]
 
-_MODEL = (
-    "Event",
-    "ForkRef",
-    "LogEntry",
-    "RecordedEvent",
-    "SessionArchived",
-    "SessionCreated",
-    "SessionDeleted",
-    "SessionInfoChanged",
-    "SessionUnarchived",
-    "SessionUpdated",
-    "TitleSource",
-)
-_ERRORS = (
-    "ConcurrencyError",
-    "CorruptEventError",
-    "EventIdConflict",
-    "RegistryError",
-    "StoreClosedError",
-    "StoreError",
-    "StoreFormatError",
-)
-_STORE = ("ANY", "NO_STREAM", "AppendRequest", "EventStore", "StoreIdentity", "Subscription")
 _HOMES = {
-    **dict.fromkeys(_MODEL, "events.model"),
-    **dict.fromkeys(_ERRORS, "events.errors"),
-    **dict.fromkeys(_STORE, "events.store"),
+    "ANY": "events.store",
+    "NO_STREAM": "events.store",
+    "AppendRequest": "events.store",
+    "ConcurrencyError": "events.errors",
+    "CorruptEventError": "events.errors",
+    "Event": "events.model",
+    "EventIdConflict": "events.errors",
+    "EventStore": "events.store",
+    "ForkRef": "events.model",
+    "LogEntry": "events.model",
     "MemoryStore": "events.memory",
+    "RecordedEvent": "events.model",
+    "RegistryError": "events.errors",
+    "SessionArchived": "events.model",
+    "SessionCreated": "events.model",
+    "SessionDeleted": "events.model",
+    "SessionInfoChanged": "events.model",
+    "SessionUnarchived": "events.model",
+    "SessionUpdated": "events.model",
     "SqliteStore": "events.sqlite",
+    "StoreClosedError": "events.errors",
+    "StoreError": "events.errors",
+    "StoreFormatError": "events.errors",
+    "StoreIdentity": "events.store",
+    "Subscription": "events.store",
+    "TitleSource": "events.model",
     "open_store": "events.urls",
 }
 """Each public name -> the module it lives in, imported when the name is first read."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'events' has no attribute {name!r}")
-    import importlib  # noqa: PLC0415
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)
