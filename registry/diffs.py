@@ -13,6 +13,7 @@ stream machinery; ``registry.changes`` builds the live stream on it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,7 @@ def shown(change: Change, *, additional_directories: bool = True, include_archiv
     return shown_as(additional_directories, include_archived)(change)
 
 
+@functools.cache
 def shown_as(additional_directories: bool, include_archived: bool) -> Callable[[Change], ListChange | None]:
     """``shown`` for one view, as a function of the change (what a subscriber calls for each change it gets).
 
