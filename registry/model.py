@@ -189,7 +189,8 @@ def _written_out(fields: tuple[MetaField, ...]) -> dict[str, Any]:
             read = " or ".join(f"before.{name} != after.{name}" for name in field.reads)
             compared.append(f"(({read}) and value{n}(before) != value{n}(after))")
     changed = ["def meta_changed(before, after):", "    return " + " or ".join(compared)]
-    exec("\n".join([*build, *changed]), names)
+    source = "\n".join([*build, *changed])
+    exec(compile(source, "<SHOWN_IN_META written out>", "exec"), names)  # a traceback names what it ran
     return names
 
 
