@@ -49,7 +49,7 @@ __all__ = [
     "stream_ratio",
 ]
 
-SHOW_SESSIONS: Final = 30_000
+SHOW_SESSIONS: Final = 40_000
 """Sessions in the store ``list`` and ``show`` run on: enough for ``show``'s way of finding forks to show in its
 figure (today it decodes every session's state: ~1.6 ms a thousand sessions), few enough to write in seconds."""
 
