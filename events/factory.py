@@ -9,7 +9,6 @@ import os
 import urllib.parse
 from typing import cast
 
-from events.memory import MemoryStore
 from events.sqlite import SqliteStore, Synchronous
 from events.store import Clock, EventStore
 
@@ -35,6 +34,8 @@ def open_store(
     if scheme == "memory":
         if parts.netloc or parts.path or parts.query:
             raise ValueError(f"memory store URLs take nothing after the scheme: write 'memory://', not {url!r}")
+        from events.memory import MemoryStore  # noqa: PLC0415 - a process on a file or a server never needs it
+
         return MemoryStore(clock=clock)
     if scheme == "sqlite":
         if parts.netloc:

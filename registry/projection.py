@@ -18,15 +18,17 @@ import heapq
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any, NamedTuple, assert_never
+from typing import TYPE_CHECKING, Any, NamedTuple, assert_never
 
 import msgspec
 from msgspec import UNSET
 from msgspec.structs import replace
-from sortedcontainers import SortedList
 
 import events
 from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
+
+if TYPE_CHECKING:
+    from sortedcontainers import SortedList
 
 __all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
@@ -38,14 +40,16 @@ Entry = events.RecordedEvent | events.LogEntry
 class Change(msgspec.Struct, gc=False):
     """What one applied event did to a session: ``before`` is None for a creation.
 
-    ``shown`` is where ``registry.diffs.shown`` keeps the clients' views of it (a diff per view), made once
-    however many listeners receive this very object.
+    ``shown``, ``view`` and ``views`` are where ``registry.diffs.shown`` keeps the clients' views of it (a diff per
+    view), made once however many listeners receive this very object.
     """
 
     position: int
     before: SessionState | None
     after: SessionState
     shown: Any = None
+    view: int = -1
+    views: dict[int, Any] | None = None
 
 
 class Page(NamedTuple):
@@ -143,6 +147,12 @@ def _index_names(state: SessionState) -> tuple[IndexName, ...]:
     if state.agent is None:
         return ((None, None, archived), (state.cwd, None, archived))
     return ((None, None, archived), (state.cwd, None, archived), (None, state.agent, archived))
+
+
+def _new_index(keys: Iterable[SortKey]) -> SortedList[SortKey]:
+    from sortedcontainers import SortedList  # noqa: PLC0415 - only the in-memory fold keeps indexes: not a read on tables
+
+    return SortedList(keys)
 
 
 class _AsOf:
@@ -332,7 +342,7 @@ class Projection:
             for name in _index_names(after):
                 index = indexes.get(name)
                 if index is None:
-                    index = indexes[name] = SortedList()
+                    index = indexes[name] = _new_index(())
                 index.add(new_key)
 
     def _remember(self, position: int, session_id: str, before: SessionState | None) -> None:
@@ -413,7 +423,7 @@ class Projection:
                 lists[(cwd, None, archived)] = pair[archived]
             for agent, pair in by_agent.items():
                 lists[(None, agent, archived)] = pair[archived]
-        self._indexes = {name: SortedList(keys) for name, keys in lists.items()}
+        self._indexes = {name: _new_index(keys) for name, keys in lists.items()}
         self._stale = False
 
     def restore(self, states: Iterable[SessionState], position: int) -> None:

@@ -25,7 +25,6 @@ from events.factory import open_store
 from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
 from events.store import Clock, EventStore
 from registry import forks
-from registry.acp.methods import handle as handle_acp
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.commands import (
@@ -381,7 +380,9 @@ class SessionRegistry:
         carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
         unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
-        return handle_acp(self, method, params)
+        from registry.acp.methods import handle  # noqa: PLC0415 - the method table: not what a CLI read loads
+
+        return handle(self, method, params)
 
     # -- changes ----------------------------------------------------------------------------------------
 
