@@ -144,9 +144,7 @@ def test_the_agents_requests_mid_turn_reach_the_client_and_its_answers_the_agent
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_a_cancel_request_reaches_the_successor_naming_the_envelope_the_link_sent(
-    form: str, url: str, tmp_path: Path
-) -> None:
+def test_a_cancel_request_names_the_links_envelope(form: str, url: str, tmp_path: Path) -> None:
     conductor, session = chained(form, url, cwd=tmp_path)
     with conductor:
         conductor.send({"id": 2, "method": "session/prompt", "params": prompt(session, "slow 20")})

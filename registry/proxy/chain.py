@@ -58,6 +58,7 @@ from msgspec import UNSET, UnsetType
 
 from registry.acp.jsonrpc import Invalid, OverlongLine, RequestId
 from registry.errors import INVALID_PARAMS, INVALID_REQUEST, RpcError
+from registry.proxy.client import deliver
 from registry.proxy.lines import LineReader, LineWriter
 from registry.proxy.ports import AgentEnd, FromAgent, FromClient, Line
 from registry.proxy.wire import CANCEL, AgentLine, encode_error, peek_agent
@@ -392,13 +393,7 @@ class _Client:
         self._thread.start()
 
     def _deliver(self, relay: FromClient) -> None:
-        lines = self._chain._client_lines
-        try:
-            while (batch := lines.get()) is not _END:
-                relay.from_client(batch)
-        except Exception:
-            log.exception("relaying the client's messages failed")
-        relay.client_ended()
+        deliver(iter(self._chain._client_lines.get, _END), relay)
 
     def send(self, lines: Sequence[bytes]) -> bool:
         return self._chain._to_client(lines)
