@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,9 +20,11 @@ import pytest
 
 from registry.acp.jsonrpc import OverlongLine
 from registry.limits import MAX_MESSAGE_BYTES
+from registry.proxy import Proxy
 from registry.proxy.chain import ENDED, NOT_A_PROXY, THINKWELL, Chain
 from registry.proxy.lines import LineReader
 from registry.proxy.ports import AgentEnd, Line
+from registry.service import SessionRegistry
 
 Message = dict[str, Any]
 TIMEOUT = 20.0  # a deadline only: the threads here answer at once, even on a loaded machine
@@ -352,3 +355,35 @@ def test_a_cancel_request_names_the_id_the_next_hop_knows_both_ways(link: Link) 
     link.conduct({"method": "_proxy/successor/notification", "params": cancel})
     link.relay_to_client(link.to_relay_agent() or {})  # the relay passes the agent's notification as it is
     assert link.written() == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": relayed["id"]}}
+
+
+def test_a_host_that_closes_its_chained_proxy_gets_every_thread_back(tmp_path: Path) -> None:
+    """Embedded: ``Proxy`` with a ``Chain`` on two pipes of the host's (the host is the conductor), stopped with the
+    conductor's output still open - the relay's own rules end the link, and every thread is joined."""
+    before = set(threading.enumerate())
+    to_link_read, to_link = os.pipe()
+    from_link, from_link_write = os.pipe()
+    with SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+        chain = Chain(to_link_read, from_link_write)
+        proxy = Proxy(registry, [], client=chain.client, import_history=False)
+        proxy.start(chain.agent)
+        runner = threading.Thread(target=proxy.run)
+        runner.start()
+        reader = os.fdopen(from_link, "rb")
+        os.write(to_link, _encode({"id": 0, "method": "proxy/initialize", "params": {"protocolVersion": 1}}) + b"\n")
+        envelope = msgspec.json.decode(reader.readline())
+        assert envelope["method"] == "proxy/successor" and envelope["params"]["method"] == "initialize"
+        os.write(to_link, _encode({"id": envelope["id"], "result": {"protocolVersion": 1}}) + b"\n")
+        answer = msgspec.json.decode(reader.readline())
+        assert answer["id"] == 0 and "list" in answer["result"]["agentCapabilities"]["sessionCapabilities"]
+        os.write(to_link, _encode({"id": 1, "method": "session/list", "params": {}}) + b"\n")
+        assert msgspec.json.decode(reader.readline())["result"]["sessions"] == []
+        proxy.stop("the host is done")
+        runner.join(TIMEOUT)
+        assert not runner.is_alive()  # run returns once stopped: the reader stopped, the conductor still open
+        proxy.close()
+        left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+        assert left == [], left
+    for fd in (to_link, to_link_read, from_link_write):
+        os.close(fd)
+    reader.close()
