@@ -28,7 +28,7 @@ Ids: every request the chain writes to the conductor carries an id from the chai
 and the successor's would otherwise meet on the one wire) and its answer is handed back under the id it had; the
 successor's requests keep the conductor's envelope ids, which the client's answers then name. A
 ``$/cancel_request`` names the id the next hop knows: the envelope's on the way to the successor, the chain's on
-the way to the client.
+the way to the client (mapped as it is unwrapped: the lines for the client are then never searched for it).
 
 The initialize request is the client's, as the conductor gives it: the relay forwards it (as ``initialize``, in
 an envelope) and the conductor gives it to the successor - as ``proxy/initialize`` or ``initialize`` in the RFD's
@@ -137,7 +137,6 @@ _decode: Final = msgspec.json.Decoder().decode
 _END: Final = None
 # An envelope too long or too deep to decode is still known by its method near the start of the line.
 _ENVELOPE_HEAD: Final = re.compile(rb'"method"\s*:\s*"_?proxy/successor')
-_CANCEL_BYTES: Final = CANCEL.encode()
 
 
 def _head(line: Line) -> bytes:
@@ -283,7 +282,14 @@ class Chain:
             self._out.write([encode_error(envelope.id, RpcError(INVALID_PARAMS, reason))])
             return
         if envelope.id is UNSET:
-            to_agent.append(_encode(_Notification(method=inner.method, params=_raw(inner.params))))
+            params: Any = _raw(inner.params)
+            if inner.method == CANCEL:  # the successor's cancel of its request: under the chain's id for it
+                with self._lock:
+                    params = _cancelled(params, self._asked)
+                if params is None:
+                    log.debug("the successor's $/cancel_request names no request waiting at the client; dropped")
+                    return
+            to_agent.append(_encode(_Notification(method=inner.method, params=params)))
             return
         with self._lock:
             self._successor_asks.add(envelope.id)
@@ -341,7 +347,7 @@ class Chain:
         for line in lines:
             # Most lines are the successor's notifications: one without an "id" anywhere is neither a request
             # nor initialize's answer (every line here was encoded by this package: an id is spelt "id").
-            if b'"id"' not in line and _CANCEL_BYTES not in line:
+            if b'"id"' not in line:
                 out.append(line)
                 continue
             message = peek_agent(line)
@@ -352,11 +358,6 @@ class Chain:
                 with self._lock:
                     self._asked[chain_id] = message.id
                 out.append(_encode(_Request(id=chain_id, method=message.method, params=_raw(message.params))))
-            elif message.method == CANCEL:  # the successor's cancel of its request: under the chain's id for it
-                with self._lock:
-                    params = _cancelled(message.params, self._asked)
-                if params is not None:
-                    out.append(_encode(_Notification(method=CANCEL, params=params)))
             elif (
                 self._initialize_id is not UNSET
                 and message.method is UNSET
