@@ -32,11 +32,15 @@ import logging
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry.cli.errors import InputError
 from registry.cli.options import page_size
 from registry.cli.stores import locate, open_log
+
+if TYPE_CHECKING:
+    from registry.proxy import Proxy
+    from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -123,7 +127,7 @@ def _in_a_chain(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _open_registry(args: argparse.Namespace) -> Any:
+def _open_registry(args: argparse.Namespace) -> SessionRegistry:
     """The registry on ``--store`` (a bad or unusable store: ``InputError``, one line, exit 2)."""
     from events.errors import RegistryError  # noqa: PLC0415
 
@@ -141,13 +145,13 @@ def _open_registry(args: argparse.Namespace) -> Any:
         raise
 
 
-def _run(proxy: Any) -> int:
+def _run(proxy: Proxy) -> int:
     """Relay until one side ends, then close the proxy - with SIGTERM and Ctrl-C still its own until ``close`` has
     written what the recorder holds (a second signal then only asks again; it cannot cut a write short)."""
     previous = _on_signals(proxy)
     try:
         try:
-            return int(proxy.run())
+            return proxy.run()
         finally:
             proxy.close()
     finally:
