@@ -361,29 +361,30 @@ def test_a_host_that_closes_its_chained_proxy_gets_every_thread_back(tmp_path: P
     """Embedded: ``Proxy`` with a ``Chain`` on two pipes of the host's (the host is the conductor), stopped with the
     conductor's output still open - the relay's own rules end the link, and every thread is joined."""
     before = set(threading.enumerate())
-    to_link_read, to_link = os.pipe()
-    from_link, from_link_write = os.pipe()
-    with SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+    with contextlib.ExitStack() as pipes, SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+        to_link_read, to_link = os.pipe()
+        from_link, from_link_write = os.pipe()
+        for fd in (to_link_read, to_link, from_link_write):
+            pipes.callback(os.close, fd)
+        reader = pipes.enter_context(os.fdopen(from_link, "rb"))
+
+        def conduct(message: Message) -> Message:
+            os.write(to_link, _encode(message) + b"\n")
+            decoded: Message = msgspec.json.decode(reader.readline())
+            return decoded
+
         chain = Chain(to_link_read, from_link_write)
         proxy = Proxy(registry, [], client=chain.client, import_history=False)
         proxy.start(chain.agent)
         runner = threading.Thread(target=proxy.run)
         runner.start()
-        reader = os.fdopen(from_link, "rb")
-        os.write(to_link, _encode({"id": 0, "method": "proxy/initialize", "params": {"protocolVersion": 1}}) + b"\n")
-        envelope = msgspec.json.decode(reader.readline())
+        envelope = conduct({"id": 0, "method": "proxy/initialize", "params": {"protocolVersion": 1}})
         assert envelope["method"] == "proxy/successor" and envelope["params"]["method"] == "initialize"
-        os.write(to_link, _encode({"id": envelope["id"], "result": {"protocolVersion": 1}}) + b"\n")
-        answer = msgspec.json.decode(reader.readline())
+        answer = conduct({"id": envelope["id"], "result": {"protocolVersion": 1}})
         assert answer["id"] == 0 and "list" in answer["result"]["agentCapabilities"]["sessionCapabilities"]
-        os.write(to_link, _encode({"id": 1, "method": "session/list", "params": {}}) + b"\n")
-        assert msgspec.json.decode(reader.readline())["result"]["sessions"] == []
+        assert conduct({"id": 1, "method": "session/list", "params": {}})["result"]["sessions"] == []
         proxy.stop("the host is done")
         runner.join(TIMEOUT)
         assert not runner.is_alive()  # run returns once stopped: the reader stopped, the conductor still open
         proxy.close()
-        left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
-        assert left == [], left
-    for fd in (to_link, to_link_read, from_link_write):
-        os.close(fd)
-    reader.close()
+        assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
