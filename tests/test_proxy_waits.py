@@ -18,7 +18,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.recorder import EARLY_TITLE_BYTES, Recorder
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
-from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
+from tests.proxy_wire import AGENT, SIGTERM_IN_CLOSE, ProxyProcess, prompt, proxy_command, started
 
 
 @pytest.fixture
@@ -66,6 +66,20 @@ def test_ctrl_c_answers_the_waiting_request_with_an_error_and_says_so(url: str, 
     assert said == [
         "acp-registry proxy: stopped (SIGINT): 1 requests were waiting for the agent; each was answered with an error"
     ]
+
+
+def test_a_sigterm_while_the_proxy_closes_does_not_cut_the_recorders_writes_short(url: str, tmp_path: Path) -> None:
+    """SIGTERM and Ctrl-C stay the proxy's own until ``close`` has written what the recorder holds: a second
+    signal then asks again (on main before this, the handlers were restored first and it killed the proxy)."""
+    command = [sys.executable, "-c", SIGTERM_IN_CLOSE, *proxy_command(url)[3:]]
+    with ProxyProcess(command) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        assert proxy.result(2, "session/prompt", prompt(session, "kept")) == {"stopReason": "end_turn"}
+        assert proxy.close() == 0
+    with SessionRegistry.open(url, follow=False) as registry:
+        state = registry.state(f"scripted-agent:{session}")
+    assert state is not None and state.messages == 2 and state.title == "kept"
 
 
 @pytest.mark.parametrize("attempt", range(3))

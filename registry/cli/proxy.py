@@ -14,6 +14,15 @@ the agent, if started, is then ended.
 Start: the agent is started first, and the store's open, the relay, the registry's facade and the read model's
 catch-up with the log all happen while the agent starts (``import registry`` and ``import registry.proxy`` are
 light for this). The name the agent is recorded under is said once on stderr.
+
+Without COMMAND it is one link of a conductor's proxy chain (``registry.proxy.chain``): the conductor started it,
+tells it at initialize that it is a proxy, and relays between it and its successor (the next proxy or the agent);
+the registry does the same as in front of an agent it started. Exit codes: 0 when the conductor ended it (EOF,
+SIGTERM); 2 when the store cannot be opened, or when the initialize did not say it is a proxy (answered with an
+error naming the two ways to run it).
+
+Either way SIGTERM and Ctrl-C stay the proxy's own until ``Proxy.close`` has returned, so that what the recorder
+holds is written (``@thinkwell/conductor`` closes a component's stdin and sends SIGTERM 250 ms later).
 """
 
 from __future__ import annotations
@@ -23,11 +32,15 @@ import logging
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry.cli.errors import InputError
 from registry.cli.options import page_size
 from registry.cli.stores import locate, open_log
+
+if TYPE_CHECKING:
+    from registry.proxy import Proxy
+    from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -52,18 +65,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long the first session/list waits for the agent's past to be read (5; later lists never wait)",
     )
-    parser.add_argument("agent_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    parser.add_argument(
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the agent to start and relay to; none: run as a proxy in a conductor's chain",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     command = list(args.agent_command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise InputError("proxy needs the agent's command: acp-registry proxy [--store URL] -- COMMAND [ARGS...]")
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-registry proxy: %(message)s")
     logging.getLogger("acp_registry.proxy.identity").setLevel(logging.INFO)
+    if not command:
+        return _in_a_chain(args)
     from registry.proxy.spawn import spawn  # noqa: PLC0415 - stdlib only: the agent starts before anything loads
 
     try:
@@ -72,36 +90,73 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"cannot start the agent {command[0]!r}: {exc.strerror or exc}") from None
     # The agent starts while the store opens and the relay, the registry and the read model load.
     try:
-        from events.errors import RegistryError  # noqa: PLC0415
-
-        location = locate(args.store)
-        store = open_log(location, create=True)  # a bad or unusable store: one line, exit 2
-        from registry.proxy import Proxy  # noqa: PLC0415
-        from registry.service import SessionRegistry  # noqa: PLC0415
-
-        try:
-            registry = SessionRegistry(store, owns_store=True, page_size=args.page_size)
-        except (RegistryError, OSError) as exc:
-            store.close()
-            raise InputError(f"cannot open the store {location.url}: {exc}") from None
-        except BaseException:
-            store.close()
-            raise
+        registry = _open_registry(args)
     except BaseException:
         agent.kill()
         raise
     try:
+        from registry.proxy import Proxy  # noqa: PLC0415
+
         proxy = Proxy(registry, command, agent=args.agent, import_history=not args.no_history, list_wait=args.list_wait)
         proxy.start(agent)
-        previous = _on_signals(proxy)
+        return _run(proxy)
+    finally:
+        registry.close()
+
+
+def _in_a_chain(args: argparse.Namespace) -> int:
+    """One link of a conductor's chain: the conductor's stdio is both the client and the agent."""
+    registry = _open_registry(args)
+    try:
+        from registry.proxy import Proxy  # noqa: PLC0415
+        from registry.proxy.chain import Chain  # noqa: PLC0415
+
+        chain = Chain(0, 1)
+        proxy = Proxy(
+            registry,
+            (),
+            agent=args.agent,
+            client=chain.client,
+            import_history=not args.no_history,
+            list_wait=args.list_wait,
+        )
+        proxy.start(chain.agent)
+        code = _run(proxy)
+        return 2 if chain.refused is not None else code
+    finally:
+        registry.close()
+
+
+def _open_registry(args: argparse.Namespace) -> SessionRegistry:
+    """The registry on ``--store`` (a bad or unusable store: ``InputError``, one line, exit 2)."""
+    from events.errors import RegistryError  # noqa: PLC0415
+
+    location = locate(args.store)
+    store = open_log(location, create=True)
+    from registry.service import SessionRegistry  # noqa: PLC0415
+
+    try:
+        return SessionRegistry(store, owns_store=True, page_size=args.page_size)
+    except (RegistryError, OSError) as exc:
+        store.close()
+        raise InputError(f"cannot open the store {location.url}: {exc}") from None
+    except BaseException:
+        store.close()
+        raise
+
+
+def _run(proxy: Proxy) -> int:
+    """Relay until one side ends, then close the proxy - with SIGTERM and Ctrl-C still its own until ``close`` has
+    written what the recorder holds (a second signal then only asks again; it cannot cut a write short)."""
+    previous = _on_signals(proxy)
+    try:
         try:
             return proxy.run()
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
             proxy.close()
     finally:
-        registry.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _seconds(text: str) -> float:

@@ -9,12 +9,12 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from registry.proxy.lines import LineReader, LineWriter
-from registry.proxy.ports import FromClient
+from registry.proxy.ports import FromClient, Line
 
-__all__ = ["StdioClient"]
+__all__ = ["StdioClient", "deliver"]
 
 log = logging.getLogger("acp_registry.proxy")
 
@@ -31,12 +31,7 @@ class StdioClient:
         self._thread.start()
 
     def _read(self, relay: FromClient) -> None:
-        try:
-            for batch in LineReader(self._in, wake=self._wake_read).batches():
-                relay.from_client(batch)
-        except Exception:
-            log.exception("relaying the client's messages failed")
-        relay.client_ended()
+        deliver(LineReader(self._in, wake=self._wake_read).batches(), relay)
 
     def send(self, lines: Sequence[bytes]) -> bool:
         return self._out.write(lines)
@@ -50,3 +45,14 @@ class StdioClient:
         for fd in (self._wake_read, self._wake_write):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def deliver(batches: Iterable[Sequence[Line]], relay: FromClient) -> None:
+    """The client's lines to ``relay``, batch by batch, then its end (also when reading them failed: a bug, logged;
+    the conversation cannot go on without them)."""
+    try:
+        for batch in batches:
+            relay.from_client(batch)
+    except Exception:
+        log.exception("relaying the client's messages failed")
+    relay.client_ended()

@@ -6,8 +6,9 @@ agent's lines to a ``FromAgent`` (the relay) and says once how the agent ended; 
 (``registry.proxy.child``) is the agent as a child process on a pipe pair. A ``ClientPort`` sends lines to the
 client; ``StdioClient`` (``registry.proxy.client``) reads and writes two descriptors. A second implementation of
 both - a conductor's proxy chain, where the successor's messages travel wrapped on the client's own stdio - is
-one object that implements both ports and feeds ``Relay.from_client`` / ``Relay.from_agent`` as it
-demultiplexes.
+``registry.proxy.chain.Chain``: one reader of the conductor, seen as two ports (``chain.client``,
+``chain.agent``: their ``send`` differ, one wraps), that feeds ``Relay.from_client`` / ``Relay.from_agent`` as
+it demultiplexes.
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ Each direction is delivered by its port on one thread, in order; the relay never
 sees goes to the recorder's queue; what the proxy answers is the surface's, on the surface's thread). Client ->
 agent: requests are forwarded under the proxy's own ids (``itertools.count``, shared with the requests the proxy
 sends itself, so no two can collide) and the answer goes back under the client's id; notifications and the
-client's answers to the agent's requests pass as the very bytes the client wrote. Agent -> client: requests
-(``session/request_permission``, ``fs/*``, ``terminal/*``, anything) and notifications pass as the agent's
-bytes, written in one call per batch the port read; only responses are re-encoded (the client's id around the
-agent's raw result), and a title update is what the title policy lets through (``registry.proxy.titles``).
+client's answers to the agent's requests pass as the very bytes the client wrote, but for a ``$/cancel_request``,
+which is made to name the proxy's id for the request (and dropped when that request is not waiting at the agent).
+Agent -> client: requests (``session/request_permission``, ``fs/*``, ``terminal/*``, anything) and notifications
+pass as the agent's bytes, written in one call per batch the port read; only responses are re-encoded (the
+client's id around the agent's raw result), and a title update is what the title policy lets through
+(``registry.proxy.titles``).
 
 A client is never left waiting. When the agent ends before it answered, each pending request gets a -32603
 error naming the agent and how it ended; when the proxy is stopped (SIGTERM, Ctrl-C, a host's ``stop``), each
@@ -25,12 +27,20 @@ from typing import Any, Final
 
 from msgspec import UNSET
 
-from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, incoming
+from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
 from registry.errors import INTERNAL_ERROR, RpcError
 from registry.proxy.identity import Identity
 from registry.proxy.ports import AgentEnd, AgentPort, ClientPort, Line
 from registry.proxy.surface import Pending, Surface
-from registry.proxy.wire import AgentLine, encode_error, encode_request, encode_response, peek_agent, title_update
+from registry.proxy.wire import (
+    CANCEL,
+    AgentLine,
+    encode_error,
+    encode_request,
+    encode_response,
+    peek_agent,
+    title_update,
+)
 
 __all__ = ["Relay"]
 
@@ -86,6 +96,11 @@ class Relay:
                 continue
             if message.is_response or not message.has_id:
                 assert isinstance(line, bytes)
+                if message.method == CANCEL:
+                    cancel = self._cancel(message, line)
+                    if cancel:
+                        out.append(cancel)
+                    continue
                 out.append(line)  # a notification, or the client's answer to the agent: the client's own bytes
                 continue
             routed = surface.route(message)
@@ -111,6 +126,29 @@ class Relay:
             proxy_id = next(self._ids)
             self._pending[proxy_id] = pending
         return encode_request(proxy_id, message)
+
+    def _cancel(self, message: Incoming, line: bytes) -> bytes:
+        """The client's ``$/cancel_request`` as the agent must get it: naming the proxy's id for the request
+        (``b""``: that request is not waiting at the agent - answered, or the proxy's own to answer - so the agent
+        has nothing to cancel, and a client's id could name another request of the agent's). One without a
+        ``requestId`` passes as it is: the agent's to judge."""
+        params = message.params
+        if not isinstance(params, dict) or "requestId" not in params:
+            return line
+        named = params["requestId"]
+        with self._lock:
+            proxy_id = next(
+                (
+                    proxy_id
+                    for proxy_id, pending in self._pending.items()
+                    if pending.own is None and pending.client_id == named and type(pending.client_id) is type(named)
+                ),
+                None,
+            )
+        if proxy_id is None:
+            log.debug("a $/cancel_request for no request waiting at the agent (%r); dropped", named)
+            return b""
+        return encode_notification(CANCEL, {**params, "requestId": proxy_id})
 
     def client_ended(self) -> None:
         """The client's input ended: the agent is asked to end (exit 0 unless it had already ended by itself)."""
