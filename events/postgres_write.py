@@ -50,7 +50,7 @@ from typing import Final, Literal, TypeVar
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from events.chain import GENESIS, links
+from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
@@ -85,6 +85,7 @@ class Writer:
         self._clock = clock
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
+        self.rule = ChainRule()  # the store's link function at each position (set by the store once it is open)
         self._known: _Known | None = None  # the log's end as this process's last append left it
         self._active: tuple[CommitHook, ...] = ()  # the hooks of the append being written
 
@@ -167,6 +168,8 @@ class Writer:
         (``_append_reading``)."""
 
         def append() -> list[int]:
+            if not self._active and len(blobs) == 1 and self.rule.sql_from is not None:
+                return self._append_at_end(conn, request, blobs[0])
             known = self._known
             if known is not None and not known.contended:
                 positions = self._append_known(conn, known, request, blobs)
@@ -175,6 +178,38 @@ class Writer:
             return self._append_reading(conn, request, blobs)
 
         return self._with_hooks(append)
+
+    def _append_at_end(self, conn: Connection, request: PreparedAppend, blob: bytes) -> list[int]:
+        """One event with no commit hook to fold it: one exchange whoever appended last - the server finds the
+        log's end under the lock and computes the position, the stream, the version and the link itself, and
+        checks the expected version. An event id stored already (a retry whose answer was lost) fails the insert
+        and writes nothing (as does an expected version the session is past): the stored positions are then looked
+        up."""
+        self._known = None  # this append learns the end, not the next stream number: a later one reads first
+        params = {
+            "genesis": GENESIS,
+            "session": request.session_id,
+            "id": request.event_ids[0],
+            "at": self._clock(),
+            "blob": blob,
+            "expected": request.expected_version,
+        }
+        try:
+            with self._committing(conn, implicit=not self._barrier):
+                conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
+                inserted = conn.execute(self._sql.insert_at_end, params, binary=True)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id":
+                raise
+            return self._append_reading(conn, request, [blob])
+        position, _link, actual = one(inserted)
+        if position is not None:
+            return [position]
+        retried = self._stored_positions(conn, request.session_id, request.events, request.event_ids)
+        if retried is not None:
+            self._flush(conn)  # stored by an attempt whose answer was lost: maybe before its barrier
+            return retried
+        raise ConcurrencyError(request.session_id, request.expected_version, actual)
 
     def _with_hooks(self, write: Callable[[], _T]) -> _T:
         """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
@@ -206,7 +241,7 @@ class Writer:
             return None  # the store decides a conflict, from what it reads
         hooks = self._active
         at = self._clock()
-        positions, chain, written = _laid_out(request, blobs, known.head, actual, at, known.previous)
+        positions, chain, written = _laid_out(self.rule, request, blobs, known.head, actual, at, known.previous)
         if not all(hook.fold_known(written, known.head, chain[-1]) for hook in hooks):
             return None
         new_stream = stream is None
@@ -271,7 +306,7 @@ class Writer:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
                     raise psycopg.Rollback
                 at = self._clock()
-                positions, chain, written = _laid_out(request, blobs, head, actual, at, previous or GENESIS)
+                positions, chain, written = _laid_out(self.rule, request, blobs, head, actual, at, previous or GENESIS)
                 new_stream = stream is None
                 if stream is None:
                     stream = next_stream
@@ -384,7 +419,7 @@ class Writer:
                 (head + n, session_id, actual + n, event_id.bytes, at, blob)
                 for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
             ]
-            chain = links(tip.previous, rows)
+            chain = self.rule.links(tip.previous, rows)
             values: tuple[Sequence[object], ...] = (
                 [head + n for n in range(1, count + 1)],
                 [stream] * count,
@@ -424,13 +459,13 @@ class Writer:
 
 
 def _laid_out(
-    request: PreparedAppend, blobs: list[bytes], head: int, actual: int, at: int, previous: bytes
+    rule: ChainRule, request: PreparedAppend, blobs: list[bytes], head: int, actual: int, at: int, previous: bytes
 ) -> tuple[list[int], list[bytes], list[LogEntry]]:
     """Where a lone append's events go after ``head`` on a stream at version ``actual``: their positions, their
     chain links (from the ``previous`` one) and the log entries the hooks fold."""
     session_id, events = request.session_id, request.events
     positions = list(range(head + 1, head + 1 + len(events)))
-    chain = links(
+    chain = rule.links(
         previous,
         [
             (position, session_id, actual + n, event_id.bytes, at, blob)

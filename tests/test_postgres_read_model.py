@@ -20,6 +20,7 @@ from registry.readmodel import open_read_model
 from registry.readmodel.check import check_read_model
 from registry.readmodel.guard import GuardedReadModel
 from registry.readmodel.postgres import PostgresReadModel
+from tests.exchanges import round_trips
 
 
 @dataclass(frozen=True)
@@ -325,21 +326,6 @@ def test_a_long_catch_up_leaves_fresh_planner_statistics(schema: Schema, monkeyp
     assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}
 
 
-def _round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
-    """How many exchanges ``action`` waits for on the store's one pooled connection: the ReadyForQuery messages the
-    server sends, one per sync, as libpq's protocol trace shows them."""
-    import tempfile  # noqa: PLC0415
-
-    with tempfile.TemporaryFile() as trace:
-        store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
-        try:
-            action()
-        finally:
-            store.run(lambda conn: conn.pgconn.untrace())
-        trace.seek(0)
-        return trace.read().count(b"\tReadyForQuery\t")
-
-
 def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None:
     # BEGIN, the lock, the events with their stream's row, the read model's guard and rows, COMMIT: one pipeline, one
     # sync (psycopg's own transaction block synced on entering and on leaving: four).
@@ -348,9 +334,9 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None
         SessionRegistry(store, follow=False) as registry,
     ):
         session_id = registry.create("/w").session_id  # the first append reads the log's end
-        assert _round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
-        assert _round_trips(store, lambda: registry.create("/w")) == 1
-        assert _round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
+        assert round_trips(store, lambda: registry.create("/w")) == 1
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
         assert check_read_model(store, _tables(store)).mismatches == []
 
 
@@ -442,7 +428,7 @@ def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_
             model = _tables(store)
             assert not model._guard_function
             registry.record_activity("a", messages=1)  # reads the log's end first
-            assert _round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
+            assert round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
             assert [s.session_id for s in registry.list().sessions] == ["a"]
             assert check_read_model(store, model).mismatches == []
             model.close()
