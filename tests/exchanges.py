@@ -1,7 +1,8 @@
-"""Counting a PostgreSQL store's exchanges with the server (the tests that promise one round trip use it)."""
+"""Counting a PostgreSQL store's round trips to the server (the tests that promise one or two use it)."""
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Callable
 
@@ -11,8 +12,9 @@ __all__ = ["round_trips"]
 
 
 def round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
-    """How many exchanges ``action`` waits for on the store's one pooled connection: the ReadyForQuery messages the
-    server sends, one per sync, as libpq's protocol trace shows them."""
+    """How many times ``action`` sends to the server and then waits for its answer, on the store's one pooled
+    connection: in libpq's protocol trace, each turn from client messages (``F``) to server messages (``B``). A
+    pipeline's mid-way fetch is one (psycopg sends a Flush, not a Sync), as is its closing Sync."""
     with tempfile.TemporaryFile() as trace:
         store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
         try:
@@ -20,4 +22,5 @@ def round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
         finally:
             store.run(lambda conn: conn.pgconn.untrace())
         trace.seek(0)
-        return trace.read().count(b"\tReadyForQuery\t")
+        directions = [line.split(b"\t")[1] for line in trace.read().splitlines() if line.count(b"\t") >= 2]
+    return sum(1 for sent, then in itertools.pairwise(directions) if sent == b"F" and then == b"B")
