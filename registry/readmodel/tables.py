@@ -297,13 +297,29 @@ def merge_pages(current: Iterable[Keyed], past: Iterable[Keyed], limit: int) -> 
     return checked_states(rows[:limit]), len(rows) > limit
 
 
+_CHECKED_SIZE: Final = 4_096
+_checked_blobs: dict[bytes, tuple[SessionState, int, str]] = {}
+"""Page rows' blobs already decoded and checked, with their states' sort keys: the same bytes again (a page asked
+for again, a session that has not changed) are the same state, and their seal was checked. Keyed by the bytes
+themselves, so an edited blob is another key and is checked; the row's key columns are still compared with the
+state's on every read. Cleared whole when full (no eviction order to keep, nothing to lock)."""
+
+
 def checked_states(rows: Iterable[Keyed]) -> list[SessionState]:
     """The states of page rows, each decoded by ``decode_state`` and checked against its row's key columns
     (``checked_row`` names the fault)."""
     states = []
+    known = _checked_blobs
     for rank, session_id, blob in rows:
-        state = decode_state(blob)
-        if state.session_id != session_id or rank_of(state.updated_at) != rank:
+        found = known.get(blob) if type(blob) is bytes else None
+        if found is None:
+            state = decode_state(blob)
+            found = (state, rank_of(state.updated_at), state.session_id)
+            if len(known) >= _CHECKED_SIZE:
+                known.clear()
+            known[blob] = found
+        state, state_rank, state_id = found
+        if state_id != session_id or state_rank != rank:
             checked_row(state, rank, session_id)  # raises
         states.append(state)
     return states
