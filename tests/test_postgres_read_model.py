@@ -5,6 +5,7 @@ makes appends leave their fold to it, never fold twice; the first page is fresh 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -355,6 +356,28 @@ def test_a_create_among_other_writers_reads_the_log_end_in_one_round_trip(schema
         theirs.create("/w")
         assert round_trips(store, lambda: mine.create("/w")) == 2
         assert check_read_model(store, _tables(store)).mismatches == []
+
+
+def test_a_later_page_is_one_checkout_and_one_round_trip_once_writers_are_at_work(schema: Schema) -> None:
+    # The page as of the walk's start and the check that nothing changed since go together; when another process
+    # has written, the page through rm_past follows on the same connection - and once that is seen, both go in
+    # one exchange.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False, page_size=2) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        for n in range(6):
+            theirs.create("/w", session_id=f"s{n}", at=n)
+        walk = mine.list()
+        assert round_trips(store, lambda: mine.list(cursor=_next(walk))) == 1  # nothing changed: one statement
+        for turn, expected in enumerate((2, 1, 1)):
+            walk = mine.list()
+            second = mine.list(cursor=_next(walk))
+            theirs.record_activity(second.sessions[0].session_id, at=10**15 + turn)  # the list changes under the walk
+            again = functools.partial(mine.list, cursor=_next(walk))
+            assert round_trips(store, again) == expected
+            assert again() == second  # as of the walk's start
 
 
 def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
