@@ -17,10 +17,16 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from benchmarks.figures import Figure, interleave, latency
 
-__all__ = ["RAW_SERVER", "side_by_side"]
+if TYPE_CHECKING:
+    from registry import SessionRegistry
+
+__all__ = ["RAW_SERVER", "cases", "side_by_side", "walk"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
@@ -122,3 +128,34 @@ def side_by_side(
         ours.close()
         theirs.close()
     return figures
+
+
+def walk(registry: SessionRegistry, cwd: str | None, depth: float) -> tuple[str | None, tuple[int, str] | None]:
+    """Page by page, as a client would, ``depth`` of the way through the default list (of ``cwd``): the cursor to
+    the next page there, and the sort key (rank, session id) of the last session before it (None, None: the list
+    is one page)."""
+    from registry.model import sort_key  # noqa: PLC0415
+
+    live = registry.read_model.count() if cwd is None else registry.read_model.cwd_counts().get(cwd, 0)
+    cursor: str | None = None
+    last: str | None = None
+    for _ in range(max(1, int(live * depth) // registry.page_size)):
+        page = registry.list(cwd=cwd, cursor=cursor)
+        if not isinstance(page.next_cursor, str):
+            break
+        cursor, last = page.next_cursor, page.sessions[-1].session_id
+    state = None if last is None else registry.state(last)
+    return cursor, None if state is None else sort_key(state)
+
+
+def cases(
+    registry: SessionRegistry, ours: dict[str, str], raw: dict[str, str], depth: float = 0.8
+) -> dict[str, tuple[str, bytes, bytes]]:
+    """``side_by_side``'s cases for the first page and one ``depth`` of the way through the default list (the
+    deep one left out when the list is one page), keyed as ``ours`` and ``raw`` name them by page."""
+    encode = msgspec.json.encode
+    cursor, after = walk(registry, None, depth)
+    found = {"first": (raw["first"], b"{}", b"{}")}
+    if cursor is not None and after is not None:
+        found["deep"] = (raw["deep"], encode({"cursor": cursor}), encode({"after": list(after)}))
+    return {ours[page]: case for page, case in found.items()}
