@@ -166,17 +166,18 @@ LIST: Final = _pages("registry.list_", "registry: session/list ")
 LIST_FIRST, LIST_DEEP, LIST_FIRST_CWD, LIST_DEEP_CWD = LIST.values()
 # session/list round trip to a running `acp-registry serve`, over its pipes
 STDIO_LIST = _figure("registry.stdio_list", "registry: session/list round trip over stdio, p50 / p99")
-# session/list from a warm `serve` over its pipes (first page, and one reached by a cursor 90% of the way through the
+# session/list from a warm `serve` over its pipes (first page, and one reached by a cursor 80% of the way through the
 # walk), beside a plain Python stdio server doing the raw keyset query of the same rows (benchmarks/stdio_pages.py)
-STDIO_PAGES: Final = {"first": "first page", "deep": "page 90% deep"}
-STDIO_PAGE = {
-    page: _figure(f"registry.stdio_{page}", f"registry: session/list {title} from a warm `serve`, p50 / p99")
-    for page, title in STDIO_PAGES.items()
-}
-RAW_STDIO = {
-    page: _figure(f"raw.stdio_{page}", f"raw stdio server: the same {title} (keyset query), p50 / p99")
-    for page, title in STDIO_PAGES.items()
-}
+STDIO_PAGES: Final = {"first": "first page", "deep": "page 80% deep"}
+
+
+def _stdio(key: str, name: str) -> dict[str, str]:
+    """The key of each of ``STDIO_PAGES`` (``key`` + page), named by ``name`` with the page's name in it."""
+    return {page: _figure(key + page, name.format(page=title)) for page, title in STDIO_PAGES.items()}
+
+
+STDIO_PAGE = _stdio("registry.stdio_", "registry: session/list {page} from a warm `serve`, p50 / p99")
+RAW_STDIO = _stdio("raw.stdio_", "raw stdio server: the same {page} (keyset query), p50 / p99")
 # a fresh `acp-registry serve` process until its first session/list answer
 SERVE_FIRST = _figure("registry.serve_first", "registry: fresh `serve` to its first session/list answer, p50 / p99")
 # the same on a 1,000-session store, in the same stage
@@ -243,14 +244,8 @@ PG_LIST_CHANGED = _figure(
     "pg.list_deep_changed", "postgres: session/list page 90% deep, the list changed since the walk began, p50 / p99"
 )
 PG_RAW_LIST = _pages("pg.raw_list_", "raw psycopg: ", " (keyset query of the same rows)")
-PG_STDIO = {
-    page: _figure(f"pg.stdio_{page}", f"postgres: session/list {title} from a warm `serve`, p50 / p99")
-    for page, title in STDIO_PAGES.items()
-}
-PG_RAW_STDIO = {
-    page: _figure(f"pg.raw_stdio_{page}", f"raw psycopg stdio server: the same {title} (keyset query), p50 / p99")
-    for page, title in STDIO_PAGES.items()
-}
+PG_STDIO = _stdio("pg.stdio_", "postgres: session/list {page} from a warm `serve`, p50 / p99")
+PG_RAW_STDIO = _stdio("pg.raw_stdio_", "raw psycopg stdio server: the same {page} (keyset query), p50 / p99")
 # a fresh `acp-registry serve` to its first page, beside a fresh process that imports psycopg and queries the page
 PG_SERVE_FIRST = _figure("pg.serve_first", "postgres: fresh `serve` to its first session/list answer, p50 / p99")
 PG_RAW_FIRST = _figure("pg.raw_first", "raw psycopg: a fresh process to the same page (connect, query), p50 / p99")

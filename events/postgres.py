@@ -208,11 +208,7 @@ class PostgresStore(GroupCommitStore):
         """Where the links the server computes start: nowhere before version 3, else ``sql_link_from``."""
         if version < SQL_LINK_SINCE:
             return ChainRule()
-        row = conn.execute(self._sql.select_sql_link_from).fetchone()
-        try:
-            start = int(bytes(row[0]).decode("ascii")) if row else 0
-        except ValueError:
-            start = 0
+        start = _meta_number(conn.execute(self._sql.select_sql_link_from).fetchone())
         if start < 1:
             raise StoreFormatError(self.location, "registry_meta holds no valid sql_link_from; left untouched")
         return ChainRule(start)
@@ -250,11 +246,7 @@ class PostgresStore(GroupCommitStore):
                 f"schema {self.schema!r} is not an acp-session-registry store (it holds {', '.join(tables[:8])}"
                 f"{'...' if len(tables) > 8 else ''}); left untouched",
             )
-        row = conn.execute(self._sql.select_version).fetchone()
-        try:
-            version = int(bytes(row[0]).decode("ascii")) if row else 0
-        except ValueError:
-            version = 0
+        version = _meta_number(conn.execute(self._sql.select_version).fetchone())
         if version < 1:
             raise StoreFormatError(self.location, "registry_meta holds no valid schema_version; left untouched")
         if version > SCHEMA_VERSION:
@@ -425,3 +417,11 @@ class PostgresStore(GroupCommitStore):
             time.sleep(delay)
             delay = min(delay * 2, MAX_DELAY)
             self._pool.check()  # drop the other connections the same outage broke
+
+
+def _meta_number(row: TupleRow | None) -> int:
+    """A number ``registry_meta`` keeps (ASCII digits); 0 when the row is missing or holds anything else."""
+    try:
+        return int(bytes(row[0]).decode("ascii")) if row else 0
+    except (ValueError, TypeError):
+        return 0

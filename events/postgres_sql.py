@@ -104,8 +104,7 @@ class Statements:
         }
         # A lone event appended where the server finds the log's end (the append lock held): its position, stream,
         # version and link computed here, the expected version checked here - one exchange whoever appended last.
-        # Returns the position and link (NULL when the expected version did not match: nothing is written) and
-        # the version the session had.
+        # Returns the position (NULL when the expected version did not match: nothing is written).
         self.insert_at_end = q(
             "WITH tip AS (SELECT coalesce(h.position, 0) AS position, coalesce(h.chain, %(genesis)b) AS chain"
             " FROM (VALUES (1)) AS one (x)"
@@ -117,12 +116,10 @@ class Statements:
             " %(id)b::uuid AS event_id, %(at)s::bigint AS at, %(session)s::text AS session, %(blob)b::bytea AS data"
             " FROM tip, cur WHERE %(expected)s::integer < 0 OR cur.version = %(expected)s::integer),"
             " ev AS (INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
-            " SELECT position, stream, version, event_id, at, session, data, "
-            + LINK
-            + " FROM r RETURNING position, chain),"
+            " SELECT position, stream, version, event_id, at, session, data, " + LINK + " FROM r RETURNING position),"
             " st AS (INSERT INTO {s}.streams (session_id, stream, version) SELECT session, stream, version FROM r"
             " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version)"
-            " SELECT ev.position, ev.chain, cur.version FROM cur LEFT JOIN ev ON true"
+            " SELECT (SELECT position FROM ev)"
         )
         self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
         self.upsert_streams = q(

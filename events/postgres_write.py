@@ -181,35 +181,22 @@ class Writer:
 
     def _append_at_end(self, conn: Connection, request: PreparedAppend, blob: bytes) -> list[int]:
         """One event with no commit hook to fold it: one exchange whoever appended last - the server finds the
-        log's end under the lock and computes the position, the stream, the version and the link itself, and
-        checks the expected version. An event id stored already (a retry whose answer was lost) fails the insert
-        and writes nothing (as does an expected version the session is past): the stored positions are then looked
-        up."""
+        log's end under the lock, computes the position, stream, version and link, and checks the expected
+        version. When it writes nothing (an id stored already: a retry whose answer was lost; or a version the
+        session is past), the append that reads first tells which, as it does for any append."""
         self._known = None  # this append learns the end, not the next stream number: a later one reads first
-        params = {
-            "genesis": GENESIS,
-            "session": request.session_id,
-            "id": request.event_ids[0],
-            "at": self._clock(),
-            "blob": blob,
-            "expected": request.expected_version,
-        }
+        at, expected = self._clock(), request.expected_version
+        params = {"genesis": GENESIS, "session": request.session_id, "id": request.event_ids[0], "at": at}
         try:
             with self._committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
-                inserted = conn.execute(self._sql.insert_at_end, params, binary=True)
+                inserted = conn.execute(self._sql.insert_at_end, params | {"blob": blob, "expected": expected})
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id":
                 raise
             return self._append_reading(conn, request, [blob])
-        position, _link, actual = one(inserted)
-        if position is not None:
-            return [position]
-        retried = self._stored_positions(conn, request.session_id, request.events, request.event_ids)
-        if retried is not None:
-            self._flush(conn)  # stored by an attempt whose answer was lost: maybe before its barrier
-            return retried
-        raise ConcurrencyError(request.session_id, request.expected_version, actual)
+        (position,) = one(inserted)
+        return [position] if position is not None else self._append_reading(conn, request, [blob])
 
     def _with_hooks(self, write: Callable[[], _T]) -> _T:
         """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
