@@ -13,11 +13,12 @@ on a position (or a new stream) it took, or a hook's guard fails, and nothing is
 under the lock first (BEGIN, two round trips, COMMIT), which also tells whether writers contend (then appends keep
 reading first). Commit hooks (the registry's read model) queue their look-ups in the reading path's first
 exchange and their writes with the events' before the COMMIT; in the one-exchange path they fold from what they
-know and guard it. Either way: one transaction, one WAL flush.
+know and guard it. Either way: one transaction, one WAL flush. A lone event with no hook to fold it needs none of
+this: the server finds the log's end under the lock and computes the rest (store format 3), one exchange always.
 
-What bounds writers on different sessions is that lock: under contention an append reads under it (the
-two-round-trip path), so it is held across a round trip to the client and the client's fold, then the COMMIT
-and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
+What bounds writers on different sessions is that lock: under contention a hooked append reads under it (the
+two-round-trip path: the fold's rows carry the position), so it is held across a round trip to the client and the
+client's fold, then the COMMIT and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
 load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
 client process for half to two thirds of it, on the WAL flush for 7-37%.
 
