@@ -105,17 +105,9 @@ def _params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit:
     """A page statement's parameters, with its shape (which ``_PAGES`` entry) and whether both halves are read."""
     cwd, archived, agent = where
     rank, sid = after or (None, None)
-    return {
-        "cwd": cwd,
-        "agent": agent,
-        "p": as_of,
-        "n": limit + 1,
-        "archived": int(archived == "only"),
-        "rank": rank,
-        "sid": sid,
-        "shape": (cwd is not None, agent is not None, after is not None),
-        "include": archived == "include",
-    }
+    shape = (cwd is not None, agent is not None, after is not None)
+    keys = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid, "shape": shape}
+    return keys | {"archived": int(archived == "only"), "include": archived == "include"}
 
 
 class SqliteReadModel(ReadModel):
@@ -369,8 +361,7 @@ class SqliteReadModel(ReadModel):
             return self._meta(self._reader())["floor"]
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
-        """The first page as of the head, read in the same transaction as the freshness check (is the checkpoint
-        the log's head?): one snapshot, no statement of its own for either; a catch-up first when behind."""
+        """The first page as of the head, read in the freshness check's transaction; a catch-up first if behind."""
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -387,8 +378,7 @@ class SqliteReadModel(ReadModel):
         return checkpoint, Page(states, more, checkpoint >= floor)
 
     def _rows(self, db: sqlite3.Connection, params: dict[str, Any], dated: bool) -> Iterable[Keyed]:
-        """A page's current rows (``dated``: only those valid at ``:p``, a position before the checkpoint), both
-        halves of an ``include`` walk merged in list order."""
+        """A page's current rows (``dated``: those valid at ``:p``), an ``include`` walk's two halves merged."""
         query = _PAGES[(*params["shape"], True, dated, False)]
         rows: Iterable[Keyed] = db.execute(query, params).fetchall()
         if params["include"]:  # the other half of the archived index, merged in list order
