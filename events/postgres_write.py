@@ -18,9 +18,9 @@ this: the server finds the log's end under the lock and computes the rest (store
 
 What bounds writers on different sessions is that lock: under contention a hooked append reads under it (the
 two-round-trip path: the fold's rows carry the position), so it is held across a round trip to the client and the
-client's fold, then the COMMIT and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
-load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
-client process for half to two thirds of it, on the WAL flush for 7-37%.
+client's fold, then the COMMIT and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores
+shared with the server and other load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time,
+its holder waiting for its own client process for half to two thirds of it, on the WAL flush for 7-37%.
 
 Commit modes (``PostgresStore(commit=...)``):
 
