@@ -2,7 +2,9 @@
 
 Each table is written down once with portable column kinds; ``sqlite_ddl`` and ``postgres_ddl`` render it in
 each dialect. Version 2 adds ``events.chain`` (see ``events.chain``): a version-1 store is upgraded in place on
-its first writable open (the chain is computed then); a store of a newer version is refused untouched.
+its first writable open (the chain is computed then); a store of a newer version is refused untouched. PostgreSQL's
+version 3 links new records by a function the server computes (``events.chain.sql_link``); upgrading to it only
+records where that starts.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from events.store import StoreIdentity
 
 __all__ = [
     "CHAIN_SINCE",
+    "POSTGRES_SCHEMA_VERSION",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
+    "SQL_LINK_SINCE",
     "TABLES",
     "Table",
     "chain_query",
@@ -35,6 +39,10 @@ SCHEMA_VERSION: Final = 2
 """The log's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``registry_meta.schema_version``):
 1 = the first release; 2 = every record carries its link of the integrity chain."""
 CHAIN_SINCE: Final = 2
+POSTGRES_SCHEMA_VERSION: Final = 3
+"""PostgreSQL's schema version: 3 = records are linked by ``events.chain.sql_link`` (which the server computes)
+from the position ``registry_meta.sql_link_from`` names on; the links before it are version 2's, kept."""
+SQL_LINK_SINCE: Final = 3
 
 Kind = Literal["text", "blob", "int", "int32", "uuid"]
 # Column kinds in each dialect: SQLite's INTEGER is 64-bit already; PostgreSQL has a native uuid.

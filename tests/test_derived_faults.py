@@ -99,6 +99,7 @@ def test_commands_succeed_once_and_answer_the_fold_while_the_tables_are_broken(
     url = store_urls()
     with SessionRegistry.open(url, follow=False, page_size=2) as registry:
         _fill(registry)
+        assert listed(registry) == expected(registry.store)  # rows served once: their blobs known as checked
         tamper(url, DAMAGE[damage])
         head = registry.store.head()
         made = registry.create("/work/0", session_id="new", title="new")  # answers success, once

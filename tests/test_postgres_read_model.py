@@ -5,6 +5,7 @@ makes appends leave their fold to it, never fold twice; the first page is fresh 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
 from registry.readmodel.guard import GuardedReadModel, open_read_model
 from registry.readmodel.postgres import PostgresReadModel
+from tests.exchanges import round_trips
 
 
 @dataclass(frozen=True)
@@ -325,21 +327,6 @@ def test_a_long_catch_up_leaves_fresh_planner_statistics(schema: Schema, monkeyp
     assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}
 
 
-def _round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
-    """How many exchanges ``action`` waits for on the store's one pooled connection: the ReadyForQuery messages the
-    server sends, one per sync, as libpq's protocol trace shows them."""
-    import tempfile  # noqa: PLC0415
-
-    with tempfile.TemporaryFile() as trace:
-        store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
-        try:
-            action()
-        finally:
-            store.run(lambda conn: conn.pgconn.untrace())
-        trace.seek(0)
-        return trace.read().count(b"\tReadyForQuery\t")
-
-
 def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None:
     # BEGIN, the lock, the events with their stream's row, the read model's guard and rows, COMMIT: one pipeline, one
     # sync (psycopg's own transaction block synced on entering and on leaving: four).
@@ -347,11 +334,50 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None
         PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
         SessionRegistry(store, follow=False) as registry,
     ):
-        session_id = registry.create("/w").session_id  # the first append reads the log's end
-        assert _round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
-        assert _round_trips(store, lambda: registry.create("/w")) == 1
-        assert _round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        session_id = registry.create("/w").session_id  # the first append reads the log's end,
+        registry.record_activity(session_id, messages=1)  # and so does the next: nobody else appended meanwhile
+        assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
+        assert round_trips(store, lambda: registry.create("/w")) == 1
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
         assert check_read_model(backend_for(store), _tables(store)).mismatches == []
+
+
+def test_a_create_among_other_writers_reads_the_log_end_in_one_round_trip(schema: Schema) -> None:
+    # Once writers contend, an append reads under the lock first (two round trips); the fold's look-up of the
+    # appended session is in the first, and a session it did not find is new - no third round trip to load it.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        for _ in range(2):
+            theirs.create("/w")
+            mine.create("/w")
+        theirs.create("/w")
+        assert round_trips(store, lambda: mine.create("/w")) == 2
+        assert check_read_model(backend_for(store), _tables(store)).mismatches == []
+
+
+def test_a_later_page_is_one_checkout_and_one_round_trip_once_writers_are_at_work(schema: Schema) -> None:
+    # The page as of the walk's start and the check that nothing changed since go together; when another process
+    # has written, the page through rm_past follows on the same connection - and once that is seen, both go in
+    # one exchange.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False, page_size=2) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        for n in range(6):
+            theirs.create("/w", session_id=f"s{n}", at=n)
+        walk = mine.list()
+        assert round_trips(store, lambda: mine.list(cursor=_next(walk))) == 1  # nothing changed: one statement
+        for turn, expected in enumerate((2, 1, 1)):
+            walk = mine.list()
+            second = mine.list(cursor=_next(walk))
+            theirs.record_activity(second.sessions[0].session_id, at=10**15 + turn)  # the list changes under the walk
+            again = functools.partial(mine.list, cursor=_next(walk))
+            assert round_trips(store, again) == expected
+            assert again() == second  # as of the walk's start
 
 
 def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
@@ -441,9 +467,12 @@ def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_
         ):
             model = _tables(store)
             assert not model._guard_function
-            registry.record_activity("a", messages=1)  # reads the log's end first
-            assert _round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
+            model.close()  # its commit hook off: the registry's read model alone folds the appends below
+            registry.record_activity("a", messages=1)  # reads the log's end first (twice: see the test above)
+            registry.record_activity("a", messages=1)
+            assert round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
             assert [s.session_id for s in registry.list().sessions] == ["a"]
+            model = _tables(store)
             assert check_read_model(backend_for(store), model).mismatches == []
             model.close()
     finally:

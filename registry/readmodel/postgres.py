@@ -75,6 +75,10 @@ _DROP: Final = {
 }
 """How each kind of object the catalogue reports is dropped (any other: a table)."""
 
+_MOVING: Final = 16
+"""Later pages that send the time-travel statement with the one that reads the current rows, after one found the
+checkpoint moved since its walk began."""
+
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +117,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         self._pending = None
         self._recent = None
         self._known_writes = None
+        self._moving = 0  # later pages still to send both statements at once (see _later_page)
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
@@ -341,32 +346,42 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
             "rank": None,
             "sid": None,
         }
+        key = (cwd is not None, agent is not None, after is not None, archived == "include")
+        query = self._sql.sized(self._sql.pages[key], limit + 1)
         if after is not None:
             params["rank"], params["sid"] = after
             if as_of == self._position:  # as far as this process knows, nothing changed since the walk began
-                page = self._unchanged_page(params, where, limit)
-                if page is not None:
-                    return page
-        key = (cwd is not None, agent is not None, after is not None, archived == "include")
-        query = self._sql.sized(self._sql.pages[key], limit + 1)
+                return self._store.run(functools.partial(self._later_page, params, where, query, limit))
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         return _cut(rows, as_of, limit, self._seal)
 
-    def _unchanged_page(self, params: dict[str, Any], where: ListFilter, limit: int) -> Page | None:
-        """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``); None
-        when the checkpoint has moved past the walk's position (another process wrote): the caller then reads
-        the page through rm_past, and this process's position has moved, so the walk's next pages go there at
-        once."""
+    def _later_page(
+        self, params: dict[str, Any], where: ListFilter, query: bytes, limit: int, conn: Connection
+    ) -> Page:
+        """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``, which
+        the server plans once), with the checkpoint in the same snapshot; if the checkpoint has moved past the
+        walk's position (another process wrote), the page through rm_past (``query``) on the same connection,
+        and this process's position moves, so the walk's next pages go there at once. When the last later page
+        found the checkpoint moved (writers at work), both statements go in one exchange for the next
+        ``_MOVING`` later pages that find it still: one round trip, for the time-travel statement's planning in the
+        server on pages that turn out not to need it (its cost: docs/scale.md)."""
         cwd, archived, agent = where
-        key = (cwd is not None, agent is not None, archived == "include")
-        query = self._sql.sized(self._sql.unchanged_pages[key], limit + 1)
-        rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
-        checkpoint = next((rank for part, rank, _sid, _state in rows if part == 4), None)
-        if checkpoint != params["p"]:
-            if isinstance(checkpoint, int):
-                self._position = max(self._position, checkpoint)
-            return None
-        return _cut([row for row in rows if row[0] != 4], params["p"], limit, self._seal)
+        unchanged = self._sql.sized(
+            self._sql.unchanged_pages[(cwd is not None, agent is not None, archived == "include")], limit + 1
+        )
+        with conn.pipeline():
+            rows = conn.execute(unchanged, params, binary=True)
+            through_past = conn.execute(query, params, binary=True) if self._moving else None
+        found = rows.fetchall()
+        checkpoint = next((rank for part, rank, _sid, _state in found if part == 4), None)
+        if checkpoint == params["p"]:
+            self._moving = max(self._moving - 1, 0)
+            return _cut([row for row in found if row[0] != 4], params["p"], limit, self._seal)
+        self._moving = _MOVING
+        if isinstance(checkpoint, int):
+            self._position = max(self._position, checkpoint)
+        past = through_past.fetchall() if through_past is not None else conn.execute(query, params, binary=True)
+        return _cut(list(past), params["p"], limit, self._seal)
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the

@@ -99,14 +99,17 @@ class AppendFold:
             return
         try:
             states = {session_id: self._seal.open(state) for session_id, state in loaded.fetchall()}
+            looked = {entry.session_id for entry in written}  # a session the look-up did not find has no row
             entries: list[LogEntry] = written
             if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
                 gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
                 entries = [LogEntry(p, sid, v, _event_decoder.decode(d)) for p, sid, v, d in gap] + written
-                states = {}
+                states, looked = {}, set()
 
             def load(session_ids: list[str]) -> dict[str, SessionState]:
-                missing = [sid for sid in session_ids if sid not in states]
+                # A fetch here is one more round trip with the append lock held (a create paid it): only for
+                # sessions the look-up did not cover.
+                missing = [sid for sid in session_ids if sid not in states and sid not in looked]
                 return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
 
             position = written[-1].position

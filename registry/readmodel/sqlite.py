@@ -95,6 +95,15 @@ def _by_key(row: Keyed) -> tuple[int, str]:
     return row[0], row[1]
 
 
+def _params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> dict[str, Any]:
+    """A page statement's parameters, with its shape (which ``_PAGES`` entry) and whether both halves are read."""
+    cwd, archived, agent = where
+    rank, sid = after or (None, None)
+    shape = (cwd is not None, agent is not None, after is not None)
+    keys = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid, "shape": shape}
+    return keys | {"archived": int(archived == "only"), "include": archived == "include"}
+
+
 class SqliteReadModel(ReadModel, StoredTables):
     """``rm_*`` tables in a SQLite store's file. Use ``open`` (it may decline for a read-only file)."""
 
@@ -357,12 +366,33 @@ class SqliteReadModel(ReadModel, StoredTables):
         with self._store.translate_errors():
             return self._meta(self._reader())["floor"]
 
+    def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
+        """The first page as of the head, read in the freshness check's transaction; a catch-up first if behind."""
+        db = self._reader()
+        with self._store.translate_errors():
+            db.execute("BEGIN")
+            try:
+                checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
+                rows = None if head > checkpoint else self._rows(db, _params(where, checkpoint, None, limit), False)
+            finally:
+                db.execute("COMMIT")
+        if rows is None:
+            as_of = self.catch_up()
+            return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
+        self._position, self._head = checkpoint, head
+        states, more = merge_pages(rows, [], limit, self._seal)
+        return checkpoint, Page(states, more, checkpoint >= floor)
+
+    def _rows(self, db: sqlite3.Connection, params: dict[str, Any], dated: bool) -> Iterable[Keyed]:
+        """A page's current rows (``dated``: those valid at ``:p``), an ``include`` walk's two halves merged."""
+        query = _PAGES[(*params["shape"], True, dated, False)]
+        rows: Iterable[Keyed] = db.execute(query, params).fetchall()
+        if params["include"]:  # the other half of the archived index, merged in list order
+            rows = heapq.merge(rows, db.execute(query, {**params, "archived": 1}).fetchall(), key=_by_key)
+        return rows
+
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
-        cwd, archived, agent = where
-        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "archived": 0}
-        if after is not None:
-            params["rank"], params["sid"] = after
-        shape = (cwd is not None, agent is not None, after is not None)
+        params = _params(where, as_of, after, limit)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -371,16 +401,11 @@ class SqliteReadModel(ReadModel, StoredTables):
                 checkpoint, floor = meta["checkpoint"], meta["floor"]
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
-                query = _PAGES[(*shape, True, as_of < checkpoint, False)]
-                params["archived"] = int(archived == "only")
-                current: Iterable[Keyed] = db.execute(query, params).fetchall()
-                if archived == "include":  # the other half of the archived index, merged in list order
-                    params["archived"] = 1
-                    current = heapq.merge(current, db.execute(query, params).fetchall(), key=_by_key)
-                    params["archived"] = 0
+                current = self._rows(db, params, as_of < checkpoint)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    past = db.execute(_PAGES[(*shape, archived != "include", True, True)], params).fetchall()
+                    query = _PAGES[(*params["shape"], not params["include"], True, True)]
+                    past = db.execute(query, params).fetchall()
             finally:
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit, self._seal)
