@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 DEMO_STORE := sqlite://$(abspath $(DEMO_DIR))/sessions.db
 
-.PHONY: install test lint demo bench bench-full fuzz agents test-agents clean
+.PHONY: install test lint guard demo bench bench-full fuzz agents test-agents clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,15 @@ lint: install
 	$(BIN)/mypy
 
 # The suite on every core (pytest-xdist), then the tests marked serial alone: one restarts the PostgreSQL server
-# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one.
+# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard, alone.
 test: lint
 	$(BIN)/pytest -n auto -m 'not real_agents and not serial'
 	$(BIN)/pytest -m 'serial and not real_agents'
+	$(BIN)/pytest benchmarks/test_guard.py
+
+# The speed figures CI holds, each a ratio against a reference measured in the same run (benchmarks/guard.py).
+guard: install
+	$(BIN)/pytest benchmarks/test_guard.py
 
 demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*

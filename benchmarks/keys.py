@@ -52,17 +52,21 @@ __all__ = [
     "PG_RAW_LIST",
     "PG_RAW_NOTIFY",
     "PG_RAW_RSS",
+    "PG_RAW_STDIO",
     "PG_RAW_WRITERS",
     "PG_READ_MODEL_BYTES",
     "PG_RECORD",
     "PG_SERVE_FIRST",
     "PG_SERVE_RSS",
+    "PG_STDIO",
+    "PG_STORE_WRITERS",
     "PG_WRITERS",
     "PG_WRITERS_CPU",
     "PG_WRITERS_WAITS",
     "RAW_INSERT",
     "RAW_SCAN",
     "RAW_SINGLE",
+    "RAW_STDIO",
     "REBUILD",
     "REPLAY_HALF",
     "SERVE_FIRST",
@@ -72,6 +76,8 @@ __all__ = [
     "SERVE_RSS",
     "SERVE_RSS_1K",
     "STDIO_LIST",
+    "STDIO_PAGE",
+    "STDIO_PAGES",
     "SUBSCRIPTION",
     "WRITER_COUNTS",
     "WRITER_SUBSCRIBERS",
@@ -160,6 +166,18 @@ LIST: Final = _pages("registry.list_", "registry: session/list ")
 LIST_FIRST, LIST_DEEP, LIST_FIRST_CWD, LIST_DEEP_CWD = LIST.values()
 # session/list round trip to a running `acp-registry serve`, over its pipes
 STDIO_LIST = _figure("registry.stdio_list", "registry: session/list round trip over stdio, p50 / p99")
+# session/list from a warm `serve` over its pipes (first page, and one reached by a cursor 80% of the way through the
+# walk), beside a plain Python stdio server doing the raw keyset query of the same rows (benchmarks/stdio_pages.py)
+STDIO_PAGES: Final = {"first": "first page", "deep": "page 80% deep"}
+
+
+def _stdio(key: str, name: str) -> dict[str, str]:
+    """The key of each of ``STDIO_PAGES`` (``key`` + page), named by ``name`` with the page's name in it."""
+    return {page: _figure(key + page, name.format(page=title)) for page, title in STDIO_PAGES.items()}
+
+
+STDIO_PAGE = _stdio("registry.stdio_", "registry: session/list {page} from a warm `serve`, p50 / p99")
+RAW_STDIO = _stdio("raw.stdio_", "raw stdio server: the same {page} (keyset query), p50 / p99")
 # a fresh `acp-registry serve` process until its first session/list answer
 SERVE_FIRST = _figure("registry.serve_first", "registry: fresh `serve` to its first session/list answer, p50 / p99")
 # the same on a 1,000-session store, in the same stage
@@ -226,6 +244,8 @@ PG_LIST_CHANGED = _figure(
     "pg.list_deep_changed", "postgres: session/list page 90% deep, the list changed since the walk began, p50 / p99"
 )
 PG_RAW_LIST = _pages("pg.raw_list_", "raw psycopg: ", " (keyset query of the same rows)")
+PG_STDIO = _stdio("pg.stdio_", "postgres: session/list {page} from a warm `serve`, p50 / p99")
+PG_RAW_STDIO = _stdio("pg.raw_stdio_", "raw psycopg stdio server: the same {page} (keyset query), p50 / p99")
 # a fresh `acp-registry serve` to its first page, beside a fresh process that imports psycopg and queries the page
 PG_SERVE_FIRST = _figure("pg.serve_first", "postgres: fresh `serve` to its first session/list answer, p50 / p99")
 PG_RAW_FIRST = _figure("pg.raw_first", "raw psycopg: a fresh process to the same page (connect, query), p50 / p99")
@@ -237,6 +257,7 @@ PG_RAW_NOTIFY = _figure("pg.raw_notification", "raw psycopg: INSERT + pg_notify 
 WRITER_COUNTS: Final = (1, 2, 4, 8)
 # writer processes on sessions of their own: Latency per operation under the key, ops/s under its rate_key
 PG_WRITERS = "pg.writers_{count}"
+PG_STORE_WRITERS = "pg.store_writers_{count}"  # the store alone: PostgresStore.append of one event, no read model
 PG_RAW_WRITERS = "pg.raw_writers_{count}"
 PG_WRITERS_CPU = "pg.writers_{count}.cpu_busy"  # Quantity: the machine's CPU busy meanwhile (server included)
 PG_WRITERS_WAITS = "pg.writers_{count}.lock_waiters"  # Quantity: backends waiting for a lock, sampled
@@ -244,5 +265,9 @@ for _count in WRITER_COUNTS:
     _writers = f"{_count} writer process{'es' if _count > 1 else ''}"
     _durable(PG_WRITERS.format(count=_count), f"postgres: {_writers} (create, then 4 record_activity), per operation")
     _durable(PG_RAW_WRITERS.format(count=_count), f"raw psycopg: {_writers} of INSERT + COMMIT, per operation")
+    _durable(
+        PG_STORE_WRITERS.format(count=_count),
+        f"postgres store: {_writers} appending one event (no read model), per append",
+    )
     _figure(PG_WRITERS_CPU.format(count=_count), f"postgres: {_writers}, the machine's CPU busy")
     _figure(PG_WRITERS_WAITS.format(count=_count), f"postgres: {_writers}, backends waiting for a lock (mean)")

@@ -5,7 +5,8 @@ the "4 writer processes ÷ 1" rows of ``benchmarks.postgres_registry``, measured
         [--writers 1,2,4,8] [--rounds 3] [--seconds 4] [--json out.json]
 
 Needs a PostgreSQL server: without one it says so and exits 0 having measured nothing. Each writer process appends
-one 100-byte record per operation to a table of (position, session, data, link), in one of four ways:
+one 100-byte record per operation to a table of (position, session, data, link), in one of four ways, or one
+event through the store itself:
 
 - ``raw``: a one-row ``INSERT`` + ``COMMIT``, no lock, no position, no link (what the hardware allows);
 - ``client-link``: the store's exchange once writers contend - the schema's advisory lock and the head's position
@@ -15,7 +16,9 @@ one 100-byte record per operation to a table of (position, session, data, link),
   link and the record) in the same exchange: one round trip, the lock held for the server's work and the commit -
   what a store format whose link PostgreSQL can compute would allow;
 - ``server-link-barrier``: as ``server-link``, committed without waiting for the WAL flush under the lock, then a
-  second transaction waiting for a flush that covers it (the store's ``flush-barrier`` commit mode).
+  second transaction waiting for a flush that covers it (the store's ``flush-barrier`` commit mode);
+- ``store``: ``PostgresStore.append`` of one event with no commit hook (no read model): the store's own exchange,
+  its position, version, stream and link computed by the server (store format 3), the expected version checked.
 
 Each round runs every count of processes and every way, the order rotating between rounds; the best round of each
 is reported (the machine is shared). Per way and count: operations per second, the ratio to one process of the same
@@ -34,7 +37,7 @@ from typing import Any, Final
 
 from benchmarks.args import bench_parser, postgres_or_skip
 
-WAYS: Final = ("raw", "client-link", "server-link", "server-link-barrier")
+WAYS: Final = ("raw", "client-link", "server-link", "server-link-barrier", "store")
 _KEY: Final = 0x5EED_10C4
 _LINK: Final = 16
 
@@ -62,6 +65,9 @@ def _writer(url: str, schema: str, way: str, seconds: float, results: Any, index
     sql = _statements(schema)
     data, session = os.urandom(100), f"writer-{index}"
     done = 0
+    if way == "store":
+        results.put(_store_writer(url, schema, seconds, session))
+        return
     with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
         cpu, end = time.process_time(), time.perf_counter() + seconds
         while time.perf_counter() < end:
@@ -92,6 +98,20 @@ def _writer(url: str, schema: str, way: str, seconds: float, results: Any, index
                         conn.execute(sql["barrier"])
             done += 1
         results.put((done, time.process_time() - cpu))
+
+
+def _store_writer(url: str, schema: str, seconds: float, session: str) -> tuple[int, float]:
+    from events import SessionUpdated  # noqa: PLC0415
+    from events.postgres import PostgresStore  # noqa: PLC0415
+
+    done = 0
+    with PostgresStore(url, schema=f"{schema}_store") as store:
+        store.append(session, [SessionUpdated(at=1)])  # the pool's connection made, the store's format read
+        cpu, end = time.process_time(), time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            store.append(session, [SessionUpdated(at=done, messages=1)])
+            done += 1
+        return done, time.process_time() - cpu
 
 
 def _run(url: str, schema: str, way: str, processes: int, seconds: float) -> tuple[float, float]:
@@ -130,6 +150,7 @@ def measure(url: str, counts: list[int], rounds: int, seconds: float) -> dict[st
                         best[way][count] = max(best[way].get(count, (0.0, 0.0)), measured)
         finally:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema}_store CASCADE")
     return {
         way: {
             count: {"ops_per_s": rate, "vs_one": rate / by_count[counts[0]][0], "cpu_us_per_op": cpu}

@@ -9,6 +9,7 @@ from the release, for every process at once, so ``count`` processes are really `
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import sys
 import threading
@@ -49,16 +50,27 @@ def _insert(schema: str) -> bytes:
 # -- writer processes -----------------------------------------------------------------------------------------
 
 
-def _writer(url: str, server: str, schema: str, seconds: float, raw: bool, gate: Any, out: Any) -> None:
-    """Create a session, then 4 ``record_activity`` on it, over and over (``raw``: INSERT + COMMIT) for
-    ``seconds`` after the gate opens; the duration of every operation goes to ``out``."""
+def _writer(url: str, server: str, schema: str, seconds: float, kind: str, gate: Any, out: Any) -> None:
+    """Create a session, then 4 ``record_activity`` on it, over and over (``raw``: INSERT + COMMIT; ``store``: a
+    bare store's append of one event, in a schema of its own) for ``seconds`` after the gate opens; the duration
+    of every operation goes to ``out``."""
     import psycopg  # noqa: PLC0415
 
+    from events import SessionUpdated  # noqa: PLC0415
     from events.postgres import PostgresStore  # noqa: PLC0415
     from registry import SessionRegistry  # noqa: PLC0415
 
     durations: list[float] = []
-    if raw:
+    if kind == "store":
+        with PostgresStore(server, schema=_store_schema(schema)) as store:
+            own = f"w-{os.getpid()}"
+            store.append(own, [SessionUpdated(at=0)])
+            gate.wait()
+            end = time.perf_counter() + seconds
+            while (start := time.perf_counter()) < end:
+                store.append(own, [SessionUpdated(at=len(durations), messages=1)])
+                durations.append(time.perf_counter() - start)
+    elif kind == "raw":
         with psycopg.connect(server, autocommit=True, prepare_threshold=0) as conn:
             insert = _insert(schema)
             conn.execute(insert, ("s-x", b"y" * 60))
@@ -103,11 +115,17 @@ def _lock_waiters(server: str) -> int:
         return 0
 
 
-def _side_by_side(url: str, server: str, schema: str, count: int, seconds: float, raw: bool) -> dict[str, Figure]:
+def _store_schema(schema: str) -> str:
+    """The schema of the bare store's writers beside the registry's (a store without a read model appending to the
+    registry's own would leave its read model behind)."""
+    return f"{schema}_log"
+
+
+def _side_by_side(url: str, server: str, schema: str, count: int, seconds: float, kind: str) -> dict[str, Figure]:
     context = multiprocessing.get_context("spawn")
     gate, queue = context.Barrier(count + 1), context.Queue()
     procs = [
-        context.Process(target=_writer, args=(url, server, schema, seconds, raw, gate, queue)) for _ in range(count)
+        context.Process(target=_writer, args=(url, server, schema, seconds, kind, gate, queue)) for _ in range(count)
     ]
     for proc in procs:
         proc.start()
@@ -122,20 +140,28 @@ def _side_by_side(url: str, server: str, schema: str, count: int, seconds: float
     durations = [d for _ in procs for d in queue.get()]
     for proc in procs:
         proc.join()
-    key = (keys.PG_RAW_WRITERS if raw else keys.PG_WRITERS).format(count=count)
+    key = {"raw": keys.PG_RAW_WRITERS, "store": keys.PG_STORE_WRITERS, "registry": keys.PG_WRITERS}[kind]
+    key = key.format(count=count)
     figures: dict[str, Figure] = {key: latency(durations), keys.rate_key(key): throughput(len(durations), seconds)}
-    if not raw:
+    if kind == "registry":
         figures[keys.PG_WRITERS_CPU.format(count=count)] = Quantity(value=cpu * 100, unit="%")
         figures[keys.PG_WRITERS_WAITS.format(count=count)] = Quantity(value=statistics.fmean(waits or [0]), unit="")
     return figures
 
 
 def writers(url: str, server: str, schema: str, counts: tuple[int, ...], seconds: float) -> dict[str, Figure]:
-    """``count`` registry writer processes, then as many raw ones, for each count in turn."""
+    """``count`` registry writer processes, then as many bare store ones, then as many raw ones, for each count in
+    turn."""
+    import psycopg  # noqa: PLC0415
+
     figures: dict[str, Figure] = {}
-    for count in counts:
-        for raw in (False, True):
-            figures.update(_side_by_side(url, server, schema, count, seconds, raw))
+    try:
+        for count in counts:
+            for kind in ("registry", "store", "raw"):
+                figures.update(_side_by_side(url, server, schema, count, seconds, kind))
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{_store_schema(schema)}" CASCADE')
     return figures
 
 

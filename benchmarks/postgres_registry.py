@@ -14,10 +14,13 @@ stages (``benchmarks/generate.py``), imported with ``append_batch``; at each siz
 * the import, 1,000 sessions a call - against ``COPY`` of the same events' bytes, chunk by chunk;
 * the read model catching up with the import (a fresh process's first open);
 * ``session/list`` first and 90%-deep page, with and without a cwd - against the raw keyset query of the same rows;
+* ``session/list`` from a warm ``acp-registry serve`` over its pipes - against a plain Python stdio server doing
+  that query (``stdio_pages.py``);
 * a fresh ``acp-registry serve`` to its first page, and its RSS - against a fresh process that imports psycopg,
   connects and runs that query;
 
-and at the largest size: 1, 2, 4, 8 writer processes (``postgres_processes.py``) against as many raw processes,
+and at the largest size: 1, 2, 4, 8 writer processes (``postgres_processes.py``) - the registry's, and the bare
+store's appending one event - against as many raw processes,
 and the cross-host notification under 4 writer processes against a raw ``LISTEN`` woken by another process.
 """
 
@@ -38,7 +41,7 @@ from typing import Any
 
 import msgspec
 
-from benchmarks import keys, postgres_processes
+from benchmarks import keys, postgres_processes, stdio_pages
 from benchmarks.args import DEFAULT_POSTGRES, bench_parser, postgres_unreachable
 from benchmarks.figures import Figure, Quantity, interleave, latency, rate_of, throughput
 from benchmarks.generate import DEFAULT_SEED, History, iter_histories, working_directories
@@ -242,6 +245,18 @@ def _deep_cursor(registry: Any, cwd: str | None, after: tuple[int, str]) -> str 
     return str(registry._cursors.encode(Cursor(position, after[0], after[1]), where))
 
 
+def _stdio_pages(log: _Log) -> dict[str, Figure]:
+    """``session/list`` from a warm ``serve`` over its pipes beside a plain Python stdio server doing the raw
+    keyset query with psycopg (``benchmarks.stdio_pages``), taking turns: first page and one 80% deep."""
+    from events.postgres import PostgresStore  # noqa: PLC0415
+    from registry import SessionRegistry  # noqa: PLC0415
+
+    with SessionRegistry(PostgresStore.from_url(log.url), follow=False, owns_store=True) as registry:
+        cases = stdio_pages.cases(registry, keys.PG_STDIO, keys.PG_RAW_STDIO)
+    serve = [str(Path(sys.executable).with_name("acp-registry")), "serve", "--store", log.url]
+    return stdio_pages.side_by_side(serve, [log.server, "postgresql", log.schema], cases)
+
+
 def _in_process(log: _Log, cwd: str, samples: int) -> dict[str, Figure]:
     """Writes and pages, each interleaved call by call with its raw baseline."""
     from events.postgres import PostgresStore  # noqa: PLC0415
@@ -352,6 +367,8 @@ def measure(settings: PostgresSettings, progress: Callable[[str], None] | None =
                 ).fetchall()
             cwd = max(counts, key=lambda row: row[1])[0] if counts else cwds[0]
             figures.update(_in_process(log, cwd, settings.samples))
+            say(f"postgres: pages from a warm serve at {size:,}")
+            figures.update(_stdio_pages(log))
             say(f"postgres: fresh processes at {size:,}")
             figures.update(
                 postgres_processes.first_pages(url, settings.url, _page_query(schema, None), settings.serve_runs)

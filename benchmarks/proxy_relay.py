@@ -18,6 +18,10 @@ lines so that it is not what limits the rate):
   the background and is not waited for), for the bench agent and for ``acp-registry serve``, runs interleaved;
   medians and p90s (``--only-start`` measures only this). The package's bytecode is compiled first, as an
   installed package has it (with ``PYTHONDONTWRITEBYTECODE`` set every run would compile every module again).
+- **with a history** (``--history N``; ``--only-history`` measures only this): the proxy recording as
+  ``claude-code`` in front of the bench agent, with a HOME holding an N-session Claude Code history - spawn to the
+  first ``session/list`` answer (it waits for the import, within ``--list-wait``'s bound) and whether the history
+  was whole by then; and round trips from the moment ``initialize`` is answered, while the import runs.
 - **session/list**: a first page of ``--sessions`` sessions through the proxy (the agent's sessions in its store)
   beside the same page from ``acp-registry serve`` over stdio (its own sessions in its store).
 
@@ -71,11 +75,14 @@ for raw in sys.stdin.buffer:
 """
 
 
+_PROXY = [sys.executable, "-m", "registry.cli", "proxy"]
+
+
 class Client:
     """A client of one agent process (direct, or the proxy in front of it)."""
 
-    def __init__(self, command: list[str]) -> None:
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin
         self._out = self.proc.stdout
@@ -194,6 +201,67 @@ def list_pages(
     return results
 
 
+def with_history(folder: Path, direct: list[str], sessions: int, pings: int) -> dict[str, dict[str, Any]]:
+    """The proxy recording as ``claude-code`` with a HOME holding a Claude Code history of ``sessions`` sessions
+    (``benchmarks/import_agents.generate``, 20 turns each): spawn to the first ``session/list`` answer (which
+    waits for the import, within its bound) and what it says; then, on a fresh store, round trips sent from the
+    moment ``initialize`` is answered, while the import runs on the proxy's history thread, beside the agent alone
+    in the same run (the added latency per relayed message then includes what a relayed line waits on while the
+    import holds the interpreter)."""
+    from benchmarks.import_agents import generate  # noqa: PLC0415
+
+    home = folder / "history-home"
+    generate(home / ".claude", sessions, 20)
+    env = {**os.environ, "HOME": str(home)}
+    stores = iter(range(100))
+
+    def proxied() -> list[str]:
+        return [
+            *_PROXY,
+            "--store",
+            f"sqlite://{folder}/history-{next(stores)}.db",
+            "--agent",
+            "claude-code",
+            "--",
+            *direct,
+        ]
+
+    started = time.perf_counter()
+    client = Client(proxied(), env)
+    client.send("initialize", {"protocolVersion": 1})
+    client.line()
+    client.send("session/list", {})
+    page = json.loads(client.line())["result"]
+    first = time.perf_counter() - started
+    client.close()
+    results: dict[str, dict[str, Any]] = {
+        "history_first_list": {
+            "sessions": sessions,
+            "seconds": first,
+            "history": page["_meta"]["acp-session-registry/proxy"]["history"],
+            "listed": len(page["sessions"]),
+        }
+    }
+    alone = Client(direct)
+    alone.send("initialize", {"protocolVersion": 1})
+    alone.line()
+    direct_times = round_trips(alone, pings)
+    alone.close()
+    client = Client(proxied(), env)
+    client.send("initialize", {"protocolVersion": 1})
+    client.line()
+    during = round_trips(client, pings)
+    client.close()
+    for q in (0.5, 0.99):
+        d, p = _percentile(direct_times, q), _percentile(during, q)
+        results[f"round_trip_during_import_p{round(q * 100)}_ms"] = {
+            "direct": d,
+            "proxy": p,
+            "added_per_message": (p - d) / 2,
+        }
+    return results
+
+
 def start_time(command: list[str]) -> float:
     started = time.perf_counter()
     client = Client(command)
@@ -241,6 +309,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["notifications_per_s"] = {"direct": fl_direct, "proxy": fl_proxy, "ratio": fl_proxy / fl_direct}
     results["list_first_page_ms"] = list_pages(folder, args.sessions, args.pings // 4, proxied, both)
     results.update(starts(folder, direct, args.starts))
+    if args.history:
+        results.update(with_history(folder, direct, args.history, args.pings))
     return results
 
 
@@ -287,8 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--json", default=None, metavar="FILE")
     parser.add_argument("--only-start", action="store_true", help="measure only the start time")
+    parser.add_argument("--history", type=int, default=0, metavar="N", help="also: with an N-session history")
+    parser.add_argument("--only-history", action="store_true", help="measure only --history's figures")
     args = parser.parse_args(argv)
-    if args.only_start:
+    if args.only_history:
+        folder = Path(tempfile.mkdtemp(prefix="proxy-history-"))
+        (folder / "agent.py").write_text(_AGENT)
+        results = with_history(folder, [sys.executable, str(folder / "agent.py")], args.history or 1000, args.pings)
+    elif args.only_start:
         folder = Path(tempfile.mkdtemp(prefix="proxy-start-"))
         (folder / "agent.py").write_text(_AGENT)
         results = starts(folder, [sys.executable, str(folder / "agent.py")], args.starts)

@@ -26,11 +26,12 @@ from typing import Any
 
 import msgspec
 
-from benchmarks import keys
+from benchmarks import keys, stdio_pages
 from benchmarks.change_stream import fastest_writers, sync_seconds
 from benchmarks.figures import Figure, Latency, Quantity, latency, repeat_rate, throughput
 from events import SessionCreated, SessionUpdated, SqliteStore
 from registry import SessionRegistry
+from registry.backends import backend_for
 from registry.projection import Projection
 from registry.timetravel import projection_at
 
@@ -99,15 +100,7 @@ def _checkpoint(path: Path) -> int:
 
 def _deep_cursor(registry: SessionRegistry, cwd: str | None, depth: float = 0.9) -> str | None:
     """The cursor of a page ``depth`` of the way through a walk (walked page by page, as a client would)."""
-    live = registry.read_model.count() if cwd is None else registry.read_model.cwd_counts().get(cwd, 0)
-    pages = max(1, int(live * depth) // registry.page_size)
-    cursor: str | None = None
-    for _ in range(pages):
-        page = registry.list(cwd=cwd, cursor=cursor)
-        if not isinstance(page.next_cursor, str):
-            break
-        cursor = page.next_cursor
-    return cursor
+    return stdio_pages.walk(registry, cwd, depth)[0]
 
 
 def session_list_in_process(ctx: StageContext) -> dict[str, Figure] | None:
@@ -317,6 +310,16 @@ def stdio_round_trip(ctx: StageContext) -> dict[str, Figure] | None:
     return {keys.STDIO_LIST: latency(samples, note="first page, 500 requests after 100 to warm up")}
 
 
+def stdio_pages_beside_raw(ctx: StageContext) -> dict[str, Figure] | None:
+    """``session/list`` from a warm ``serve`` over its pipes, first page and one 80% deep, beside a plain Python
+    stdio server doing the raw keyset query of the same rows (``benchmarks.stdio_pages``), taking turns. Target:
+    <= 2x the raw server's at 1M."""
+    with _registry(ctx.store_path) as registry:
+        cases = stdio_pages.cases(registry, keys.STDIO_PAGE, keys.RAW_STDIO)
+    serve = _serve_command(_url(ctx.store_path), "tables")
+    return stdio_pages.side_by_side(serve, [str(ctx.store_path), "sqlite"], cases)
+
+
 def cli_commands(ctx: StageContext) -> dict[str, Figure] | None:
     """``acp-registry list`` and ``show SESSION`` as whole processes (keys.CLI_LIST, keys.CLI_SHOW). Target <= 0.5 s at
     1M."""
@@ -358,7 +361,7 @@ def folds(ctx: StageContext) -> dict[str, Figure] | None:
         samples = []
         for _ in range(3):
             start = time.perf_counter()
-            travel = projection_at(store, head // 2, keep=False)
+            travel = projection_at(backend_for(store), head // 2, keep=False)
             samples.append(time.perf_counter() - start)
         note = f"from the snapshot at {travel.snapshot:,}" if travel.snapshot is not None else "no snapshot"
         figures[keys.REPLAY_HALF] = latency(
@@ -416,6 +419,7 @@ HOOKS: dict[str, Hook] = {
     "fork": fork,
     "serve cold start": serve_cold_start,
     "stdio round trip": stdio_round_trip,
+    "stdio pages beside a raw server": stdio_pages_beside_raw,
     "cli commands": cli_commands,
     "folds and time travel": folds,
     "writes": writes,

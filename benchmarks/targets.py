@@ -318,6 +318,18 @@ SPECS = (
     ),
     Spec("fork", "SessionRegistry.fork of a 10,000-event session, p50 ms", keys.FORK_10K, None, "value", 50_000.0),
     Spec("list", "session/list over stdio ÷ in process (time)", keys.STDIO_LIST, keys.LIST_FIRST, "time"),
+    *(
+        Spec(
+            "list",
+            f"session/list {title} from a warm serve ÷ a raw stdio server's (time)",
+            keys.STDIO_PAGE[page],
+            keys.RAW_STDIO[page],
+            "time",
+            2.0,
+            _1M,
+        )
+        for page, title in keys.STDIO_PAGES.items()
+    ),
     Spec(
         "stream",
         "change stream to 10 subscribers, diffs/s each",
@@ -346,7 +358,8 @@ def _writers(count: int) -> str:
 
 
 _PERCENTILES: tuple[Literal["p50_us", "p99_us"], ...] = ("p50_us", "p99_us")
-_WRITERS_SCALE = {4: 3.0, 8: 4.0}  # throughput over a single writer process's, on different sessions
+_WRITERS_SCALE = {4: 1.2}  # throughput over a single writer process's, on different sessions
+_WRITERS_RAW = {4: 0.4}  # throughput over as many raw INSERT + COMMIT processes
 
 POSTGRES_SPECS = (
     *(
@@ -382,6 +395,18 @@ POSTGRES_SPECS = (
         2.0,
         _1M,
     ),
+    *(
+        Spec(
+            "pg list",
+            f"postgres: session/list {title} from a warm serve ÷ a raw stdio server's (time)",
+            keys.PG_STDIO[page],
+            keys.PG_RAW_STDIO[page],
+            "time",
+            2.0,
+            _1M,
+        )
+        for page, title in keys.STDIO_PAGES.items()
+    ),
     Spec(
         "pg start",
         "postgres: fresh serve to first page ÷ fresh raw psycopg process (time)",
@@ -393,22 +418,25 @@ POSTGRES_SPECS = (
     *(
         Spec(
             "pg writers",
-            f"postgres: {_writers(count)} ÷ as many of raw INSERT + COMMIT (ops/s)",
-            rate_key(keys.PG_WRITERS.format(count=count)),
+            f"postgres{who}: {_writers(count)} ÷ as many of raw INSERT + COMMIT (ops/s)",
+            rate_key(key.format(count=count)),
             rate_key(keys.PG_RAW_WRITERS.format(count=count)),
             "rate",
+            _WRITERS_RAW.get(count),
         )
+        for who, key in (("", keys.PG_WRITERS), (" store", keys.PG_STORE_WRITERS))
         for count in keys.WRITER_COUNTS
     ),
     *(
         Spec(
             "pg writers",
-            f"postgres: {_writers(count)} ÷ 1 (ops/s)",
-            rate_key(keys.PG_WRITERS.format(count=count)),
-            rate_key(keys.PG_WRITERS.format(count=1)),
+            f"postgres{who}: {_writers(count)} ÷ 1 (ops/s)",
+            rate_key(key.format(count=count)),
+            rate_key(key.format(count=1)),
             "rate",
             _WRITERS_SCALE.get(count),
         )
+        for who, key in (("", keys.PG_WRITERS), (" store", keys.PG_STORE_WRITERS))
         for count in keys.WRITER_COUNTS[1:]
     ),
     *(

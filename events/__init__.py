@@ -1,31 +1,40 @@
-"""The truth: the session event log (vocabulary, codec, stores)."""
+"""The truth: the session event log (vocabulary, codec, stores).
 
-from events.errors import (
-    ConcurrencyError,
-    CorruptEventError,
-    EventIdConflict,
-    RegistryError,
-    StoreClosedError,
-    StoreError,
-    StoreFormatError,
-)
-from events.memory import MemoryStore
-from events.model import (
-    Event,
-    ForkRef,
-    LogEntry,
-    RecordedEvent,
-    SessionArchived,
-    SessionCreated,
-    SessionDeleted,
-    SessionInfoChanged,
-    SessionUnarchived,
-    SessionUpdated,
-    TitleSource,
-)
-from events.sqlite import SqliteStore
-from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
-from events.urls import open_store
+``import events`` stays light: each name loads its module when first read (PEP 562), so a process that opens a
+SQLite store does not import the in-memory store, the hash chain (hashlib) or the PostgreSQL driver it never uses.
+"""
+
+from typing import TYPE_CHECKING
+
+from events.exports import lazy_names
+
+if TYPE_CHECKING:
+    from events.errors import (
+        ConcurrencyError,
+        CorruptEventError,
+        EventIdConflict,
+        RegistryError,
+        StoreClosedError,
+        StoreError,
+        StoreFormatError,
+    )
+    from events.factory import open_store
+    from events.memory import MemoryStore
+    from events.model import (
+        Event,
+        ForkRef,
+        LogEntry,
+        RecordedEvent,
+        SessionArchived,
+        SessionCreated,
+        SessionDeleted,
+        SessionInfoChanged,
+        SessionUnarchived,
+        SessionUpdated,
+        TitleSource,
+    )
+    from events.sqlite import SqliteStore
+    from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
 
 __distribution__ = "acp-session-registry"
 """Marks this ``events`` as ours: another distribution (the PyPI package ``Events``) installs a package of that
@@ -60,3 +69,37 @@ __all__ = [
     "TitleSource",
     "open_store",
 ]
+
+_HOMES = {
+    "ANY": "events.store",
+    "NO_STREAM": "events.store",
+    "AppendRequest": "events.store",
+    "ConcurrencyError": "events.errors",
+    "CorruptEventError": "events.errors",
+    "Event": "events.model",
+    "EventIdConflict": "events.errors",
+    "EventStore": "events.store",
+    "ForkRef": "events.model",
+    "LogEntry": "events.model",
+    "MemoryStore": "events.memory",
+    "RecordedEvent": "events.model",
+    "RegistryError": "events.errors",
+    "SessionArchived": "events.model",
+    "SessionCreated": "events.model",
+    "SessionDeleted": "events.model",
+    "SessionInfoChanged": "events.model",
+    "SessionUnarchived": "events.model",
+    "SessionUpdated": "events.model",
+    "SqliteStore": "events.sqlite",
+    "StoreClosedError": "events.errors",
+    "StoreError": "events.errors",
+    "StoreFormatError": "events.errors",
+    "StoreIdentity": "events.store",
+    "Subscription": "events.store",
+    "TitleSource": "events.model",
+    "open_store": "events.factory",
+}
+"""Each public name -> the module it lives in, imported when the name is first read."""
+
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,9 +36,10 @@ from typing import Final, Literal, TypeVar
 import msgspec
 import psycopg
 import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
-from events.chain import GENESIS, StoredRecord, links
+from events.chain import GENESIS, ChainRule, StoredRecord, links
 from events.codec import decode_event
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
@@ -47,7 +49,8 @@ from events.postgres_sql import Statements, lock_key, one, transient
 from events.postgres_write import CommitHook, CommitMode, Unit, Writer
 from events.schema import (
     CHAIN_SINCE,
-    SCHEMA_VERSION,
+    POSTGRES_SCHEMA_VERSION,
+    SQL_LINK_SINCE,
     TABLES,
     identity_from_meta,
     new_meta,
@@ -63,6 +66,8 @@ from events.store import (
 from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
+
+SCHEMA_VERSION: Final = POSTGRES_SCHEMA_VERSION
 
 _Connection = psycopg.Connection[TupleRow]
 _T = TypeVar("_T")
@@ -112,7 +117,9 @@ class PostgresStore(GroupCommitStore):
         self._create = create
         self._read_only = False  # a standby, a read-only default, or no INSERT privilege: found by _prepare
         self._chained = True  # False only for a version-1 store that could not be upgraded (read-only)
+        self._rule = ChainRule()  # where the links the server computes start (found by _prepare)
         self._identity = self._run(self._prepare, connect=self._connect_directly, retry=False)
+        self._writer.rule = self._rule
         self._pool: psycopg_pool.ConnectionPool[_Connection] = psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
@@ -138,6 +145,10 @@ class PostgresStore(GroupCommitStore):
         return self._read_only
 
     @property
+    def chain_rule(self) -> ChainRule:
+        return self._rule
+
+    @property
     def append_lock_key(self) -> int:
         """The transaction-level advisory lock every append of this store holds from reading the head to COMMIT:
         a commit hook's own work that must not overlap an append (a short catch-up of the read model) takes it
@@ -150,8 +161,12 @@ class PostgresStore(GroupCommitStore):
     # -- opening --------------------------------------------------------------------------------------
 
     def _connect_directly(self, timeout: float) -> _Connection:
-        # Opening does not go through the pool: a wrong host or password is reported at once, in libpq's words.
-        return psycopg.connect(self._conninfo, autocommit=True)
+        # Opening does not go through the pool: a wrong host or password is reported at once, in libpq's words; a
+        # server that takes the connection and never answers, within ``timeout`` (at least libpq's 2 s), as the
+        # pool's connections are - libpq alone waits for ever. A connect_timeout the URL gives is its own.
+        if "connect_timeout" in conninfo_to_dict(self._conninfo):
+            return psycopg.connect(self._conninfo, autocommit=True)
+        return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=max(2, math.ceil(timeout)))
 
     def _configure(self, conn: _Connection) -> None:
         # A server or URL default of another isolation level would break position assignment (see _commit_once).
@@ -165,6 +180,7 @@ class PostgresStore(GroupCommitStore):
         self._read_only = bool(one(conn.execute(self._sql.read_only, (state == "ready",)))[0])
         if state == "ready" and (version == SCHEMA_VERSION or self._read_only):
             self._chained = version >= CHAIN_SINCE
+            self._rule = self._chain_rule(conn, version)
             return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
         if state != "ready" and (not self._create or self._read_only):
             why = "the server or this user is read-only" if self._read_only else "opened only to read"
@@ -181,16 +197,31 @@ class PostgresStore(GroupCommitStore):
                 for statement in self._sql.create_tables:
                     conn.execute(statement)
                 conn.cursor().executemany(
-                    self._sql.insert_meta, [("schema_version", str(SCHEMA_VERSION).encode()), *new_meta()]
+                    self._sql.insert_meta,
+                    [("schema_version", str(SCHEMA_VERSION).encode()), ("sql_link_from", b"1"), *new_meta()],
                 )
-            elif version < CHAIN_SINCE:
-                self._add_chain(conn)
+            elif version < SCHEMA_VERSION:
+                conn.execute(self._sql.lock, (self._sql.append_key,))  # no append interleaves
+                if version < CHAIN_SINCE:
+                    self._add_chain(conn)
+                if version < SQL_LINK_SINCE:
+                    conn.execute(self._sql.start_sql_link)
+                conn.execute(self._sql.set_version, (str(SCHEMA_VERSION).encode(),))
+            self._rule = self._chain_rule(conn, SCHEMA_VERSION)
         return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
 
+    def _chain_rule(self, conn: _Connection, version: int) -> ChainRule:
+        """Where the links the server computes start: nowhere before version 3, else ``sql_link_from``."""
+        if version < SQL_LINK_SINCE:
+            return ChainRule()
+        start = _meta_number(conn.execute(self._sql.select_sql_link_from).fetchone())
+        if start < 1:
+            raise StoreFormatError(self.location, "registry_meta holds no valid sql_link_from; left untouched")
+        return ChainRule(start)
+
     def _add_chain(self, conn: _Connection) -> None:
-        """Version 1 to 2: every record gets its link, in position order, inside the caller's transaction and
-        under the append lock (no append interleaves; an interrupted upgrade leaves a version-1 store)."""
-        conn.execute(self._sql.lock, (self._sql.append_key,))
+        """Version 1 to 2: every record gets its (version 2) link, in position order, inside the caller's
+        transaction and under the append lock (an interrupted upgrade leaves a version-1 store)."""
         conn.execute(self._sql.add_chain)
         previous, after = GENESIS, 0
         while True:
@@ -200,7 +231,6 @@ class PostgresStore(GroupCommitStore):
             chain = links(previous, [(p, s, v, i.bytes, t, d) for p, s, v, i, t, d in rows])
             conn.execute(self._sql.set_chain, ([r[0] for r in rows], chain))
             previous, after = chain[-1], rows[-1][0]
-        conn.execute(self._sql.set_version, (str(SCHEMA_VERSION).encode(),))
 
     def _inspect(self, conn: _Connection) -> tuple[Literal["missing", "empty", "ready"], int]:
         """The schema's state and version; a schema that is not ours, or newer, raises (and is left untouched)."""
@@ -222,11 +252,7 @@ class PostgresStore(GroupCommitStore):
                 f"schema {self.schema!r} is not an acp-session-registry store (it holds {', '.join(tables[:8])}"
                 f"{'...' if len(tables) > 8 else ''}); left untouched",
             )
-        row = conn.execute(self._sql.select_version).fetchone()
-        try:
-            version = int(bytes(row[0]).decode("ascii")) if row else 0
-        except ValueError:
-            version = 0
+        version = _meta_number(conn.execute(self._sql.select_version).fetchone())
         if version < 1:
             raise StoreFormatError(self.location, "registry_meta holds no valid schema_version; left untouched")
         if version > SCHEMA_VERSION:
@@ -397,3 +423,11 @@ class PostgresStore(GroupCommitStore):
             time.sleep(delay)
             delay = min(delay * 2, MAX_DELAY)
             self._pool.check()  # drop the other connections the same outage broke
+
+
+def _meta_number(row: TupleRow | None) -> int:
+    """A number ``registry_meta`` keeps (ASCII digits); 0 when the row is missing or holds anything else."""
+    try:
+        return int(bytes(row[0]).decode("ascii")) if row else 0
+    except (ValueError, TypeError):
+        return 0

@@ -14,11 +14,19 @@ from psycopg.rows import TupleRow
 from events.errors import StoreError
 from events.schema import RECORD_COLUMNS, postgres_ddl
 
-__all__ = ["Statements", "lock_key", "one", "transient"]
+__all__ = ["LINK", "Statements", "lock_key", "one", "transient"]
 
 # Failures after which running the same operation again is worth it: the connection broke (class 08, or no
 # SQLSTATE at all), the server is shutting down or starting up, too many connections, a rolled-back transaction.
 _TRANSIENT_STATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+
+
+LINK: Final = (
+    "substring(sha256(previous || int8send(position) || int4send(version) || uuid_send(event_id) || int8send(at)"
+    " || int4send(octet_length(convert_to(session, 'UTF8'))) || convert_to(session, 'UTF8') || data) for 16)"
+)
+"""``events.chain.sql_link`` in SQL, over columns named ``previous`` (the link before), ``position``, ``version``,
+``event_id``, ``at``, ``session`` and ``data``."""
 
 
 class Statements:
@@ -43,6 +51,13 @@ class Statements:
         self.create_tables = [q(statement) for statement in postgres_ddl("{s}")]
         self.insert_meta = q("INSERT INTO {s}.registry_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING")
         self.select_meta = q("SELECT key, value FROM {s}.registry_meta WHERE key IN ('store_id', 'secret')")
+        self.select_sql_link_from = q("SELECT value FROM {s}.registry_meta WHERE key = 'sql_link_from'")
+        # Version 2 to 3: the links the server computes start after the head (the append lock is held).
+        self.start_sql_link = q(
+            "INSERT INTO {s}.registry_meta (key, value)"
+            " SELECT 'sql_link_from', convert_to((coalesce(max(position), 0) + 1)::text, 'UTF8') FROM {s}.events"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
         self.select_version = q("SELECT value FROM {s}.registry_meta WHERE key = 'schema_version'")
         self.lock = b"SELECT pg_advisory_xact_lock(%s)"
         self.commit_unflushed = b"SET LOCAL synchronous_commit = off"
@@ -87,6 +102,25 @@ class Statements:
             (True, False): q(new_stream + events_after),
             (True, True): q(new_stream + one_event_after),
         }
+        # A lone event appended where the server finds the log's end (the append lock held): its position, stream,
+        # version and link computed here, the expected version checked here - one exchange whoever appended last.
+        # Returns the position (NULL when the expected version did not match: nothing is written).
+        self.insert_at_end = q(
+            "WITH tip AS (SELECT coalesce(h.position, 0) AS position, coalesce(h.chain, %(genesis)b) AS chain"
+            " FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true),"
+            " cur AS (SELECT coalesce(st.stream, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)) AS stream,"
+            " coalesce(st.version, 0) AS version FROM (VALUES (1)) AS one (x)"
+            " LEFT JOIN {s}.streams AS st ON st.session_id = %(session)s),"
+            " r AS (SELECT tip.position + 1 AS position, tip.chain AS previous, cur.stream, cur.version + 1 AS version,"
+            " %(id)b::uuid AS event_id, %(at)s::bigint AS at, %(session)s::text AS session, %(blob)b::bytea AS data"
+            " FROM tip, cur WHERE %(expected)s::integer < 0 OR cur.version = %(expected)s::integer),"
+            " ev AS (INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT position, stream, version, event_id, at, session, data, " + LINK + " FROM r RETURNING position),"
+            " st AS (INSERT INTO {s}.streams (session_id, stream, version) SELECT session, stream, version FROM r"
+            " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version)"
+            " SELECT (SELECT position FROM ev)"
+        )
         self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
         self.upsert_streams = q(
             "INSERT INTO {s}.streams (session_id, stream, version)"

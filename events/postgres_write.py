@@ -13,13 +13,13 @@ on a position (or a new stream) it took, or a hook's guard fails, and nothing is
 under the lock first (BEGIN, two round trips, COMMIT), which also tells whether writers contend (then appends keep
 reading first). Commit hooks (the registry's read model) queue their look-ups in the reading path's first
 exchange and their writes with the events' before the COMMIT; in the one-exchange path they fold from what they
-know and guard it. Either way: one transaction, one WAL flush.
+know and guard it. Either way: one transaction, one WAL flush. A lone event with no hook to fold it needs none of
+this: the server finds the log's end under the lock and computes the rest (store format 3), one exchange always.
 
-What bounds writers on different sessions is that lock: under contention an append reads under it (the
-two-round-trip path), so it is held across a round trip to the client and the client's fold, then the COMMIT
-and (by default) its WAL flush. Measured with 2-4 writer processes on 2 cores shared with the server and other
-load (``benchmarks.postgres_writers``): the lock was held 86-100% of the time, its holder waiting for its own
-client process for half to two thirds of it, on the WAL flush for 7-37%.
+What bounds writers on different sessions is that lock: under contention a hooked append reads under it (the
+two-round-trip path: the fold's rows carry the position), so it is held across a round trip to the client and the
+client's fold, then the COMMIT and (by default) its WAL flush: what the lock's holder spends its time on is measured
+by ``benchmarks.postgres_writers`` (figures in ``docs/scale.md``).
 
 Commit modes (``PostgresStore(commit=...)``):
 
@@ -35,8 +35,8 @@ Commit modes (``PostgresStore(commit=...)``):
   that had passed them skips those (it asks for ``> last``), a kept snapshot taken past them is reported as a
   log shorter than seen (``registry.evidence``), and a walk or cursor as of such a position reads other events
   there. The read model, in the same database, loses the same tail and stays consistent with the log. It pays
-  where the flush is most of the time the lock is held (a slow disk); measured here it was not, so it is not the
-  default.
+  where the flush is most of the time the lock is held (a slow disk), which is not the default's case
+  (``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from typing import Final, Literal, TypeVar
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from events.chain import GENESIS, links
+from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
@@ -85,6 +85,7 @@ class Writer:
         self._clock = clock
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
+        self.rule = ChainRule()  # the store's link function at each position (set by the store once it is open)
         self._known: _Known | None = None  # the log's end as this process's last append left it
         self._active: tuple[CommitHook, ...] = ()  # the hooks of the append being written
 
@@ -103,8 +104,8 @@ class Writer:
 
         ``implicit`` (a block that fetches nothing on the way; not with the flush barrier): no BEGIN and COMMIT -
         on the pool's autocommit connections the statements a pipeline sends before its sync are one implicit
-        transaction, which the server commits at the sync or rolls back whole at the first error. Two messages and
-        ~100 us fewer a ``record_activity`` (measured interleaved: p50 716-747 against 797-851 us at 100k sessions).
+        transaction, which the server commits at the sync or rolls back whole at the first error: two messages fewer
+        an append (the time that saves: ``benchmarks/bounds.toml``).
 
         The server's error, met in the block or at the pipeline's end, is raised once the pipeline is left (so
         psycopg does not log the aborted pipeline's own error as a warning on the way out), after a ROLLBACK: it
@@ -167,6 +168,8 @@ class Writer:
         (``_append_reading``)."""
 
         def append() -> list[int]:
+            if not self._active and len(blobs) == 1 and self.rule.sql_from is not None:
+                return self._append_at_end(conn, request, blobs[0])
             known = self._known
             if known is not None and not known.contended:
                 positions = self._append_known(conn, known, request, blobs)
@@ -175,6 +178,25 @@ class Writer:
             return self._append_reading(conn, request, blobs)
 
         return self._with_hooks(append)
+
+    def _append_at_end(self, conn: Connection, request: PreparedAppend, blob: bytes) -> list[int]:
+        """One event with no commit hook to fold it: one exchange whoever appended last - the server finds the
+        log's end under the lock, computes the position, stream, version and link, and checks the expected
+        version. When it writes nothing (an id stored already: a retry whose answer was lost; or a version the
+        session is past), the append that reads first tells which, as it does for any append."""
+        self._known = None  # this append learns the end, not the next stream number: a later one reads first
+        at, expected = self._clock(), request.expected_version
+        params = {"genesis": GENESIS, "session": request.session_id, "id": request.event_ids[0], "at": at}
+        try:
+            with self._committing(conn, implicit=not self._barrier):
+                conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
+                inserted = conn.execute(self._sql.insert_at_end, params | {"blob": blob, "expected": expected})
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id":
+                raise
+            return self._append_reading(conn, request, [blob])
+        (position,) = one(inserted)
+        return [position] if position is not None else self._append_reading(conn, request, [blob])
 
     def _with_hooks(self, write: Callable[[], _T]) -> _T:
         """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
@@ -206,7 +228,7 @@ class Writer:
             return None  # the store decides a conflict, from what it reads
         hooks = self._active
         at = self._clock()
-        positions, chain, written = _laid_out(request, blobs, known.head, actual, at, known.previous)
+        positions, chain, written = _laid_out(self.rule, request, blobs, known.head, actual, at, known.previous)
         if not all(hook.fold_known(written, known.head, chain[-1]) for hook in hooks):
             return None
         new_stream = stream is None
@@ -271,7 +293,7 @@ class Writer:
                     conflict = ConcurrencyError(session_id, expected_version, actual)
                     raise psycopg.Rollback
                 at = self._clock()
-                positions, chain, written = _laid_out(request, blobs, head, actual, at, previous or GENESIS)
+                positions, chain, written = _laid_out(self.rule, request, blobs, head, actual, at, previous or GENESIS)
                 new_stream = stream is None
                 if stream is None:
                     stream = next_stream
@@ -384,7 +406,7 @@ class Writer:
                 (head + n, session_id, actual + n, event_id.bytes, at, blob)
                 for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
             ]
-            chain = links(tip.previous, rows)
+            chain = self.rule.links(tip.previous, rows)
             values: tuple[Sequence[object], ...] = (
                 [head + n for n in range(1, count + 1)],
                 [stream] * count,
@@ -424,13 +446,13 @@ class Writer:
 
 
 def _laid_out(
-    request: PreparedAppend, blobs: list[bytes], head: int, actual: int, at: int, previous: bytes
+    rule: ChainRule, request: PreparedAppend, blobs: list[bytes], head: int, actual: int, at: int, previous: bytes
 ) -> tuple[list[int], list[bytes], list[LogEntry]]:
     """Where a lone append's events go after ``head`` on a stream at version ``actual``: their positions, their
     chain links (from the ``previous`` one) and the log entries the hooks fold."""
     session_id, events = request.session_id, request.events
     positions = list(range(head + 1, head + 1 + len(events)))
-    chain = links(
+    chain = rule.links(
         previous,
         [
             (position, session_id, actual + n, event_id.bytes, at, blob)

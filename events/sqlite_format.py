@@ -20,14 +20,19 @@ __all__ = ["APPLICATION_ID", "check_format", "create_or_upgrade"]
 log = logging.getLogger("events.sqlite")
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
+_FORMAT: Final = (
+    "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM pragma_user_version),"
+    " (SELECT count(*) FROM sqlite_master)"
+)
 
 
 def check_format(db: sqlite3.Connection, path: str, initialise: bool, read_only: str | None) -> int:
-    """The file's schema version (0: an empty database, to initialise); raises for anything not ours."""
+    """The file's schema version (0: an empty database, to initialise); raises for anything not ours. The three
+    values are read by one statement, so in one snapshot: another process creating the store meanwhile is seen
+    whole or not at all (read one by one, a first start beside another could see no application id and its
+    tables, and refuse the file as another application's)."""
     try:
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        objects = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        app_id, version, objects = db.execute(_FORMAT).fetchone()
     except sqlite3.DatabaseError as exc:
         if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CORRUPT:  # SQLite checks the size against the header
             raise StoreFormatError(

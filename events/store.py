@@ -19,7 +19,7 @@ from typing import Final, Self, cast
 
 import msgspec
 
-from events.chain import StoredRecord
+from events.chain import ChainRule, StoredRecord
 from events.codec import decode_event, new_event_id, now_ns
 from events.errors import CorruptEventError, EventIdConflict, StoreClosedError, StoreError
 from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, RecordedEvent
@@ -193,6 +193,11 @@ class EventStore(abc.ABC):
         any record up to ``position`` changes. None when no record is stored there, or the store has no chain (a
         version-1 store opened read-only). Something derived from the log as of ``position`` keeps it to tell
         later whether it still reflects this log."""
+
+    @property
+    def chain_rule(self) -> ChainRule:
+        """Which link function made the chain at each position (``events.chain``): what ``verify`` recomputes."""
+        return ChainRule()
 
     @abc.abstractmethod
     def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:

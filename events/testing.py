@@ -30,11 +30,11 @@ from events.errors import (
     EventIdConflict,
     StoreClosedError,
 )
+from events.factory import open_store
 from events.model import Event, LogEntry, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
 from events.store import ANY, NO_STREAM, AppendRequest, EventStore
 from events.testing_integrity import IntegrityContract
 from events.testing_processes import ProcessContract, _activity, _assert_batches_do_not_interleave, _flat, check_log
-from events.urls import open_store
 
 __all__ = ["StoreContract", "check_log", "fake_clock"]
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from events.codec import encode_record_json
+from events.factory import open_store
 from events.model import RecordedEvent, SessionUpdated
 from events.store import ANY, AppendRequest, EventStore
-from events.urls import open_store
 from events.verify import verify_log
 
 __all__ = ["ProcessContract", "acknowledged_batches", "assert_no_partial_batches", "check_log"]

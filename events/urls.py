@@ -1,84 +1,19 @@
-"""Store URLs: ``memory://``, ``sqlite:///abs/path.db[?synchronous=normal]``,
-``postgresql://user@host:port/db[?schema=NAME&...]``; opening the store one names, and the PostgreSQL URL rules
-(split into libpq's URL and our schema, shown without passwords). psycopg is imported only when a PostgreSQL URL is
-opened or split: ``import events`` stays free of it.
+"""The PostgreSQL URL rules: a store URL split into libpq's URL and our schema, the schema's name checked, a
+location shown without passwords. psycopg is imported only when a URL is split: ``import events`` stays free of
+it. (Which store a URL names, and opening it: ``events.factory``.)
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 import urllib.parse
-from typing import Final, cast
+from typing import Final
 
-from events.memory import MemoryStore
-from events.sqlite import SqliteStore, Synchronous
-from events.store import Clock, EventStore
-
-__all__ = ["DEFAULT_SCHEMA", "check_schema", "open_store", "postgres_location", "redact", "split_postgres_url"]
+__all__ = ["DEFAULT_SCHEMA", "check_schema", "postgres_location", "redact", "split_postgres_url"]
 
 DEFAULT_SCHEMA: Final = "acp_registry"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-_SQLITE_OPTIONS = {"synchronous": ("full", "normal", "off")}
-
-
-def open_store(
-    url: str, *, create: bool = True, follow_symlinks: bool = False, clock: Clock | None = None
-) -> EventStore:
-    """Open the store a URL names. Bad URLs raise ``ValueError`` saying what is wrong.
-
-    ``create`` (default True, so that a host's first run makes its store): make the store when there is none - a
-    missing or empty SQLite file, a missing or empty PostgreSQL schema. Callers that only read pass False: then
-    nothing is created or initialised, and an empty file is a ``StoreFormatError``. ``follow_symlinks``: accept a
-    SQLite path that is a symbolic link (refused by default, see ``events.sqlite_file``).
-    """
-    if not isinstance(url, str):
-        raise TypeError(f"store URL must be a str, not {type(url).__name__}")
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme == "memory":
-        if parts.netloc or parts.path or parts.query:
-            raise ValueError(f"memory store URLs take nothing after the scheme: write 'memory://', not {url!r}")
-        return MemoryStore(clock=clock)
-    if scheme == "sqlite":
-        if parts.netloc:
-            raise ValueError(
-                f"{url!r}: a SQLite store URL needs an absolute path after three slashes, "
-                "e.g. sqlite:///home/me/sessions.db"
-            )
-        path = "/" + urllib.parse.unquote(parts.path).lstrip("/") if parts.path.startswith("/") else parts.path
-        if not os.path.isabs(path) or path.endswith("/"):
-            raise ValueError(
-                f"{url!r}: the SQLite path must be an absolute file path, e.g. sqlite:///home/me/sessions.db"
-            )
-        options = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-        for key, value in options.items():
-            allowed = _SQLITE_OPTIONS.get(key)
-            if allowed is None:
-                raise ValueError(f"{url!r}: unknown option {key!r} (known: {', '.join(_SQLITE_OPTIONS)})")
-            if value not in allowed:
-                raise ValueError(f"{url!r}: {key} must be one of {', '.join(allowed)}, got {value!r}")
-        synchronous = cast(Synchronous, options.get("synchronous", "full"))
-        return SqliteStore(path, synchronous=synchronous, create=create, follow_symlinks=follow_symlinks, clock=clock)
-    if scheme in ("postgresql", "postgres"):
-        try:
-            from events.postgres import PostgresStore  # noqa: PLC0415 - keeps `import events` free of psycopg
-        except ImportError as exc:
-            # psycopg missing, or present without a libpq to load ("no pq wrapper available").
-            if isinstance(exc, ModuleNotFoundError) and not (exc.name or "").startswith("psycopg"):
-                raise
-            raise ModuleNotFoundError(
-                f"the PostgreSQL store needs psycopg and libpq ({exc}): pip install "
-                "'acp-session-registry[postgres-binary]' (or [postgres] where the system has libpq)",
-                name=exc.name,
-            ) from exc
-        return PostgresStore.from_url(url, create=create, clock=clock)
-    raise ValueError(
-        f"{url!r}: unknown store URL scheme {parts.scheme!r}; use memory://, sqlite:///abs/path.db or "
-        "postgresql://user@host:port/dbname"
-    )
 
 
 def check_schema(schema: object) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from events.chain import GENESIS, StoredRecord, link
+from events.chain import GENESIS, ChainRule, StoredRecord
 from events.codec import decode_event
 from events.errors import CorruptEventError
 from events.store import EventStore
@@ -46,10 +46,11 @@ def verify_log(store: EventStore, *, batch: int = 10_000, progress: Callable[[in
     report = LogReport()
     versions: dict[str, int] = {}
     last, previous = 0, GENESIS
+    rule = store.chain_rule
     while True:
         chunk = store.stored_records(last, batch)
         for record in chunk:
-            decodes, problems = _problems(record, last, previous, versions)
+            decodes, problems = _problems(record, last, previous, versions, rule)
             report.chained = report.chained and record.chain is not None
             if problems:
                 report.problems.append(LogProblem(record.position, record.session_id, "; ".join(problems)))
@@ -65,7 +66,9 @@ def verify_log(store: EventStore, *, batch: int = 10_000, progress: Callable[[in
     return report
 
 
-def _problems(record: StoredRecord, last: int, previous: bytes, versions: dict[str, int]) -> tuple[bool, list[str]]:
+def _problems(
+    record: StoredRecord, last: int, previous: bytes, versions: dict[str, int], rule: ChainRule
+) -> tuple[bool, list[str]]:
     """Whether the record decodes, and what is wrong with it."""
     problems = []
     decodes = True
@@ -81,7 +84,7 @@ def _problems(record: StoredRecord, last: int, previous: bytes, versions: dict[s
         problems.append(f"version {record.version} where {expected} was due (a gap or repeat)")
     versions[record.session_id] = record.version  # a record that does not decode still has its version
     if record.chain is not None:
-        recomputed = link(
+        recomputed = rule.link(
             previous,
             record.position,
             record.session_id,

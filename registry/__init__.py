@@ -20,7 +20,9 @@ if getattr(_events, "__distribution__", None) != "acp-session-registry":  # prag
         "virtual environment of its own, or remove the other one (pip uninstall Events)"
     )
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from events.exports import lazy_names
 
 if TYPE_CHECKING:
     from events.errors import RegistryError
@@ -98,16 +100,4 @@ registry.cli`` (every ``acp-registry`` command) or ``import registry.errors`` do
 and ``acp-registry proxy`` starts its agent before it loads what only the relay needs."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'registry' has no attribute {name!r}")
-    import importlib  # noqa: PLC0415
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)

@@ -1,99 +1,41 @@
-"""The read side's backend seam: every question whose answer depends on the kind of store, asked in one place.
+"""The read side's backend: one object per open store that owns everything the registry keeps beside its log.
 
-The registry keeps derived data beside each log - the read model, kept snapshots, the importers' state - and a
-few facts about the log itself (its size on disk, how many events lie up to a position). Where and how differs
-per backend; ``backend_for(store)`` is the only function that knows the store classes, and everything else in
-``registry/`` asks the ``Backend`` it returns:
+The registry derives data from each log - the read model, kept snapshots, the importers' state, integrity evidence
+- and asks a few questions of the log itself (its size on disk, how many events lie up to a position). Where and
+how differs per store; a ``Backend`` answers all of it for one store, and is built once where the store is opened
+(``registry.backends.backend_for``, the one function that knows the store classes). Everything that works on
+derived data - read models, snapshots, time travel, ``verify`` - receives it, and never looks it up.
 
-* ``SqliteBackend``: the read model's tables in the store's own file, snapshots in ``<file>.snapshots/``, the
-  import state in ``<file>.import-state``, the log's size the file and its ``-wal``;
-* ``PostgresBackend``: the tables in the store's schema, snapshots and import state in the user's cache and
-  state directories under the store's id, positions that may have gaps (events are counted by the server);
-* ``MemoryBackend``: ``memory://`` keeps nothing beside its log, folds in memory;
-* ``OtherBackend``: any other ``EventStore``: folded in memory, files under the store's id.
-
-A new store means one module in ``events/`` held to ``events.testing.StoreContract`` and one ``Backend`` here held
-to ``registry.testing.ReadModelContract``.
+This class is also the backend of a store the registry knows nothing about: the read model is folded in memory,
+snapshots and import state are files in the user's cache and state directories under the store's id, integrity
+evidence lives as long as this object, and events are counted by scanning. ``registry.backends`` has the kinds
+that keep more (SQLite, PostgreSQL) or less (``memory://``); each is held to ``registry.testing.ReadModelContract``.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import sys
-import weakref
+import hashlib
+import logging
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-if TYPE_CHECKING:
-    import psycopg
-    from psycopg.rows import TupleRow
+from registry.evidence import IntegrityEvent, describe
 
+if TYPE_CHECKING:
     from events.store import EventStore
     from registry.readmodel import ReadModel
 
-from registry.evidence import IntegrityEvent
+__all__ = ["SNAPSHOT_JOIN_TIMEOUT", "Backend"]
 
-_KEPT: weakref.WeakKeyDictionary[EventStore, list[IntegrityEvent]] = weakref.WeakKeyDictionary()
-"""Integrity events of stores that keep nothing beside their log, for as long as the store object lives."""
-_T = TypeVar("_T")
-_TABLE: Final = "acp_integrity"
-_COLUMNS: Final = "found_at, seen_by, position, chain, head, acknowledged"
+log = logging.getLogger("registry.evidence")
 
-__all__ = ["Backend", "MemoryBackend", "OtherBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
-
-
-class Backend(Protocol):
-    """What the registry keeps beside one store's log, and where."""
-
-    @property
-    def store(self) -> EventStore: ...
-
-    @property
-    def name(self) -> str:
-        """``sqlite``, ``postgresql``, ``memory`` or ``other``, for people and tests."""
-        ...
-
-    @property
-    def location(self) -> str:
-        """The store as messages name it (a file's path, a server's schema, a URL)."""
-        ...
-
-    def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
-        """The read model kept as tables in the store (created or rebuilt as needed), or None: fold in memory
-        (a store that keeps no tables, or a read-only file whose tables cannot serve)."""
-        ...
-
-    def snapshot_dir(self) -> Path | None:
-        """Where kept snapshots live (None: nowhere, they are not kept)."""
-        ...
-
-    def import_state_path(self) -> Path | None:
-        """Where the importers keep their state between passes (None: in memory only)."""
-        ...
-
-    def log_bytes(self) -> int | None:
-        """The log's size on disk (None: not known from here)."""
-        ...
-
-    def events_up_to(self, position: int) -> int:
-        """How many events the log holds at positions ``<= position``."""
-        ...
-
-    def record_integrity(self, event: IntegrityEvent) -> None:
-        """Keep ``event`` in the store (once: the same finding again is not added); raises where it cannot."""
-        ...
-
-    def integrity_events(self) -> list[IntegrityEvent]:
-        """The integrity events recorded in the store, oldest first (acknowledged ones included)."""
-        ...
-
-    def acknowledge(self) -> int:
-        """Mark every integrity event acknowledged; returns how many were not yet."""
-        ...
+SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
+"""Seconds ``join_background`` waits, in all, for the snapshots being written in the background."""
 
 
 def _user_dir(kind: str) -> Path:
@@ -104,13 +46,24 @@ def _user_dir(kind: str) -> Path:
     return Path(platformdirs.user_state_dir("acp-registry"))
 
 
-class OtherBackend:
-    """Any store this module does not know: the in-memory fold, files under the store's id."""
+def same_finding(a: IntegrityEvent, b: IntegrityEvent) -> bool:
+    """Whether two integrity events record the same finding (found at different times)."""
+    return (a.seen_by, a.position, a.chain, a.head) == (b.seen_by, b.position, b.chain, b.head)
+
+
+class Backend:
+    """What the registry keeps beside one store's log, and where: a store it knows nothing about."""
 
     name = "other"
+    """``sqlite``, ``postgresql``, ``memory`` or ``other``, for people and tests."""
+    contiguous = False
+    """Whether the store's positions run 1, 2, 3... without gaps (then events are counted without reading)."""
 
     def __init__(self, store: EventStore) -> None:
         self._store = store
+        self._kept: list[IntegrityEvent] = []
+        self._threads: set[threading.Thread] = set()
+        self._threads_lock = threading.Lock()
 
     @property
     def store(self) -> EventStore:
@@ -118,212 +71,104 @@ class OtherBackend:
 
     @property
     def location(self) -> str:
+        """The store as messages name it (a file's path, a server's schema, a URL)."""
         return repr(self._store)
 
+    # -- the read model -------------------------------------------------------------------------------
+
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
+        """The read model kept as tables in the store (created or rebuilt as needed), or None: fold in memory
+        (a store that keeps no tables, or a read-only file whose tables cannot serve)."""
         return None
 
+    def seal_key(self) -> bytes:
+        """The key the tables' rows are sealed with (``readmodel.tables.Seal``). Here: derived from the store's own
+        secret - tables every host shares must be checked by every host, so the key lives with the store."""
+        return hashlib.blake2b(self._store.identity.secret, digest_size=32, person=b"acp-rm-seal-key").digest()
+
+    # -- files beside the log -------------------------------------------------------------------------
+
     def snapshot_dir(self) -> Path | None:
+        """Where kept snapshots live (None: nowhere, they are not kept)."""
         return _user_dir("cache") / "snapshots" / self._store.identity.store_id
 
     def import_state_path(self) -> Path | None:
+        """Where the importers keep their state between passes (None: in memory only)."""
         return _user_dir("state") / f"import-state-{self._store.identity.store_id}.msgpack"
 
+    # -- the log --------------------------------------------------------------------------------------
+
     def log_bytes(self) -> int | None:
+        """The log's size on disk (None: not known from here)."""
         return None
 
     def events_up_to(self, position: int) -> int:
+        """How many events the log holds at positions ``<= position``."""
+        if self.contiguous:
+            return min(position, self._store.head())
         return sum(1 for _ in self._store.scan(0, until=position))
 
+    # -- integrity evidence (``registry.evidence``) ---------------------------------------------------
+
     def record_integrity(self, event: IntegrityEvent) -> None:
-        kept = _KEPT.setdefault(self._store, [])
-        if not any(_same(event, known) for known in kept):
-            kept.append(event)
+        """Keep ``event`` in the store (once: the same finding again is not added); raises where it cannot."""
+        if not any(same_finding(event, known) for known in self._kept):
+            self._kept.append(event)
 
     def integrity_events(self) -> list[IntegrityEvent]:
-        return list(_KEPT.get(self._store, []))
+        """The integrity events recorded in the store, oldest first (acknowledged ones included)."""
+        return list(self._kept)
 
     def acknowledge(self) -> int:
-        kept = _KEPT.get(self._store, [])
-        fresh = sum(not event.acknowledged for event in kept)
-        kept[:] = [msgspec.structs.replace(event, acknowledged=True) for event in kept]
+        """Mark every integrity event acknowledged; returns how many were not yet."""
+        fresh = sum(not event.acknowledged for event in self._kept)
+        self._kept[:] = [msgspec.structs.replace(event, acknowledged=True) for event in self._kept]
         return fresh
 
-
-def _same(a: IntegrityEvent, b: IntegrityEvent) -> bool:
-    return (a.seen_by, a.position, a.chain, a.head) == (b.seen_by, b.position, b.chain, b.head)
-
-
-class MemoryBackend(OtherBackend):
-    """``memory://``: nothing is kept beside the log (it lives and dies with the process)."""
-
-    name = "memory"
-
-    def snapshot_dir(self) -> Path | None:
-        return None
-
-    def import_state_path(self) -> Path | None:
-        return None
-
-    def events_up_to(self, position: int) -> int:
-        return min(position, self._store.head())  # positions are contiguous from 1
-
-
-class SqliteBackend(OtherBackend):
-    """A SQLite file: everything derived lives in it or beside it."""
-
-    name = "sqlite"
-
-    def __init__(self, store: EventStore) -> None:
-        from events.sqlite import SqliteStore  # noqa: PLC0415
-
-        assert isinstance(store, SqliteStore)
-        super().__init__(store)
-        self._sqlite = store
-
-    @property
-    def location(self) -> str:
-        return self._sqlite.path
-
-    def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
-        from registry.readmodel.sqlite import SqliteReadModel  # noqa: PLC0415 - each backend loads only when used
-
-        return SqliteReadModel.open(self._sqlite, window=window, catch_up=catch_up)
-
-    def snapshot_dir(self) -> Path | None:
-        return Path(self._sqlite.path + ".snapshots")
-
-    def import_state_path(self) -> Path | None:
-        return Path(self._sqlite.path + ".import-state")
-
-    def _evidence(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        db = self._sqlite.connect()
+    def record(self, event: IntegrityEvent) -> None:
+        """Record ``event`` in the store (``record_integrity``) and state it on stderr; a store that cannot be
+        written (read-only) only states it."""
         try:
-            with self._sqlite.translate_errors():
-                db.execute(
-                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (found_at INTEGER NOT NULL, seen_by TEXT NOT NULL,"
-                    " position INTEGER NOT NULL, chain TEXT NOT NULL, head INTEGER NOT NULL,"
-                    " acknowledged INTEGER NOT NULL DEFAULT 0, UNIQUE (seen_by, position, chain, head))"
-                )
-                return work(db)
-        finally:
-            db.close()
+            self.record_integrity(event)
+            kept = "recorded in the store"
+        except Exception as exc:  # a read-only store: the finding is at least stated
+            kept = f"NOT recorded in the store ({exc})"
+        log.warning(
+            "%s: integrity: %s; %s - `acp-registry verify` reports it until `acp-registry verify --acknowledge`",
+            self.location,
+            describe(event),
+            kept,
+        )
 
-    def record_integrity(self, event: IntegrityEvent) -> None:
-        self._evidence(
-            lambda db: db.execute(
-                f"INSERT OR IGNORE INTO {_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
+    # -- work in the background -----------------------------------------------------------------------
+
+    def in_background(self, work: Callable[[], None], name: str) -> None:
+        """Run ``work`` on a daemon thread of its own (a snapshot kept without making a writer wait), joined by
+        ``join_background``."""
+
+        def run() -> None:
+            try:
+                work()
+            finally:
+                with self._threads_lock:
+                    self._threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        with self._threads_lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def join_background(self, timeout: float = SNAPSHOT_JOIN_TIMEOUT) -> bool:
+        """Wait for the work running in the background (a read model's ``close``), at most ``timeout`` seconds in
+        all; False (and a warning) when some is still running then."""
+        with self._threads_lock:
+            threads = list(self._threads)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        running = sum(thread.is_alive() for thread in threads)
+        if running:
+            logging.getLogger("registry.readmodel.tables").warning(
+                "a snapshot was still being written after %s s; it is left to finish or be tidied", timeout
             )
-        )
-
-    def integrity_events(self) -> list[IntegrityEvent]:
-        db = self._sqlite.connect()  # a read: the table is made only by the first record
-        try:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM {_TABLE} ORDER BY found_at").fetchall()
-        except sqlite3.OperationalError:
-            return []  # nothing was ever recorded
-        finally:
-            db.close()
-        return [IntegrityEvent(a, b, c, d, e, bool(f)) for a, b, c, d, e, f in rows]
-
-    def acknowledge(self) -> int:
-        return self._evidence(
-            lambda db: db.execute(f"UPDATE {_TABLE} SET acknowledged = 1 WHERE NOT acknowledged").rowcount
-        )
-
-    def log_bytes(self) -> int | None:
-        path = self._sqlite.path
-        return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-
-    def events_up_to(self, position: int) -> int:
-        return min(position, self._store.head())  # positions are contiguous from 1
-
-
-class PostgresBackend(OtherBackend):
-    """A PostgreSQL schema: the tables beside the log, files under the store's id; positions may have gaps."""
-
-    name = "postgresql"
-
-    def __init__(self, store: EventStore) -> None:
-        from events.postgres import PostgresStore  # noqa: PLC0415 - psycopg loads only with such a store open
-
-        assert isinstance(store, PostgresStore)
-        super().__init__(store)
-        self._postgres = store
-
-    @property
-    def location(self) -> str:
-        return self._postgres.location
-
-    def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
-        from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415
-
-        return PostgresReadModel(self._postgres, window=window, catch_up=catch_up)
-
-    def _evidence(
-        self, statement: str, params: tuple[object, ...] = (), *, create: bool = True
-    ) -> list[tuple[Any, ...]]:
-        from psycopg import sql  # noqa: PLC0415
-
-        schema = sql.Identifier(self._postgres.schema)
-        create_table = sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {}.acp_integrity (found_at bigint NOT NULL, seen_by text NOT NULL,"
-            " position bigint NOT NULL, chain text NOT NULL, head bigint NOT NULL,"
-            " acknowledged boolean NOT NULL DEFAULT false, UNIQUE (seen_by, position, chain, head))"
-        ).format(schema)
-        query = sql.SQL(statement).format(schema)
-
-        def work(conn: psycopg.Connection[TupleRow]) -> list[tuple[Any, ...]]:
-            if create:
-                conn.execute(create_table)
-            cursor = conn.execute(query, params)
-            return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
-
-        return self._postgres.run(work)
-
-    def record_integrity(self, event: IntegrityEvent) -> None:
-        self._evidence(
-            f"INSERT INTO {{}}.acp_integrity ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
-        )
-
-    def integrity_events(self) -> list[IntegrityEvent]:
-        from psycopg import sql  # noqa: PLC0415
-
-        exists = sql.SQL("SELECT to_regclass({})").format(sql.Literal(f'"{self._postgres.schema}".acp_integrity'))
-        if self._postgres.run(lambda conn: conn.execute(exists).fetchone()) in (None, (None,)):
-            return []  # nothing was ever recorded
-        rows = self._evidence(f"SELECT {_COLUMNS} FROM {{}}.acp_integrity ORDER BY found_at", create=False)
-        return [IntegrityEvent(int(a), b, int(c), d, int(e), bool(f)) for a, b, c, d, e, f in rows]
-
-    def acknowledge(self) -> int:
-        return int(self._evidence("UPDATE {}.acp_integrity SET acknowledged = true WHERE NOT acknowledged")[0][0])
-
-    def events_up_to(self, position: int) -> int:
-        from psycopg import sql  # noqa: PLC0415
-
-        query = sql.SQL("SELECT count(*) FROM {}.events WHERE position <= %s").format(
-            sql.Identifier(self._postgres.schema)
-        )
-
-        def count(conn: psycopg.Connection[TupleRow]) -> int:
-            row = conn.execute(query, (position,)).fetchone()
-            return 0 if row is None else int(row[0])
-
-        return self._postgres.run(count)
-
-
-def backend_for(store: EventStore) -> Backend:
-    """The backend of ``store``: the one place that knows the store classes."""
-    from events.memory import MemoryStore  # noqa: PLC0415
-    from events.sqlite import SqliteStore  # noqa: PLC0415
-
-    if isinstance(store, SqliteStore):
-        return SqliteBackend(store)
-    if isinstance(store, MemoryStore):
-        return MemoryBackend(store)
-    postgres = sys.modules.get("events.postgres")  # not loaded: no such store can be open (psycopg stays out)
-    if postgres is not None and isinstance(store, postgres.PostgresStore):
-        return PostgresBackend(store)
-    return OtherBackend(store)
+        return not running

@@ -31,7 +31,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 import reactivex
@@ -46,7 +45,7 @@ from registry.diffs import (
     ListChange,
     SessionNotification,
     Updated,
-    shown,
+    shown_as,
 )
 from registry.errors import SubscriberTooSlow
 from registry.model import SessionState
@@ -242,17 +241,18 @@ def _catch_up(store: EventStore, following: Following, start: int) -> list[Chang
 def _raw_changes(
     source: ChangeSource,
     after: int | None,
-    delivery: abc.SchedulerBase,
+    delivery: Callable[[], abc.SchedulerBase],
     max_pending: int,
     transform: Callable[[Change], Any] | None = None,
     *,
     owned: bool = False,
 ) -> Observable[Any]:
-    """Changes after ``after`` (default: from now on), then live, delivered on ``delivery`` (``transform``ed;
-    ``owned``: the delivery scheduler is this subscription's own, disposed when it ends)."""
+    """Changes after ``after`` (default: from now on), then live, delivered on the scheduler ``delivery`` makes for
+    each subscription (``transform``ed; ``owned``: that scheduler is the subscription's own, disposed when it
+    ends)."""
 
     def subscribe(observer: abc.ObserverBase[Any], _default: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-        feed = _Feed(observer, delivery, max_pending, transform, owned=owned)
+        feed = _Feed(observer, delivery(), max_pending, transform, owned=owned)
         following = source.follow(feed.on_changes, feed.close)
         feed.remove_listener = following.stop
         start = following.position if after is None else after
@@ -331,32 +331,35 @@ def list_changes(
     if coalesce is not None and not coalesce > 0:
         raise ValueError(f"coalesce must be a positive number of seconds, got {coalesce!r}")
     # Each change's diff made once however many subscribers receive it (they share the change objects).
-    to_item = partial(shown, additional_directories=source.additional_directories, include_archived=include_archived)
+    to_item = shown_as(source.additional_directories, include_archived)
+
+    def delivery() -> abc.SchedulerBase:
+        if scheduler is not None:
+            return scheduler
+        if loop is not None:
+            return AsyncIOThreadSafeScheduler(loop)
+        # A thread of its own for the subscription's life (disposed when it ends): starting one per burst cost
+        # more than the delivery itself (measured: a fan-out to 100 subscribers took twice the CPU).
+        return EventLoopScheduler(_delivery_thread, exit_if_empty=False)
+
+    owned = scheduler is None and loop is None
+    if coalesce is None:
+        # The common path: each change's diff made once, handed straight to the observer (one reactivex layer:
+        # each layer wraps the observer once more, a call per item and subscriber).
+        return _raw_changes(source, after, delivery, max_pending, to_item, owned=owned)
+    window = coalesce
 
     def build(_scheduler: abc.SchedulerBase | None) -> Observable[ListChange]:
-        if scheduler is not None:
-            delivery: abc.SchedulerBase = scheduler
-        elif loop is not None:
-            delivery = AsyncIOThreadSafeScheduler(loop)
-        else:
-            # A thread of its own for the subscription's life (disposed when it ends): starting one per burst
-            # cost more than the delivery itself (measured: a fan-out to 100 subscribers took twice the CPU).
-            delivery = EventLoopScheduler(_delivery_thread, exit_if_empty=False)
-        owned = scheduler is None and loop is None
-        if coalesce is None:  # the common path: each change's diff made once, handed straight to the observer
-            return _raw_changes(source, after, delivery, max_pending, to_item, owned=owned)
-        stream = _raw_changes(source, after, delivery, max_pending, owned=owned)
-        if coalesce is not None:
-            window = coalesce
-            stream = stream.pipe(
-                ops.group_by_until(
-                    lambda change: change.after.session_id,
-                    None,
-                    lambda _group: reactivex.timer(window, scheduler=delivery),
-                ),
-                ops.flat_map(_burst),
-                ops.map(_merge),
-            )
+        made = delivery()  # the coalescing timers run on the subscription's delivery scheduler
+        stream = _raw_changes(source, after, lambda: made, max_pending, owned=owned).pipe(
+            ops.group_by_until(
+                lambda change: change.after.session_id,
+                None,
+                lambda _group: reactivex.timer(window, scheduler=made),
+            ),
+            ops.flat_map(_burst),
+            ops.map(_merge),
+        )
         items = stream.pipe(ops.map(to_item), ops.filter(lambda item: item is not None))
         return _isolated(items)
 

@@ -13,12 +13,14 @@ stream machinery; ``registry.changes`` builds the live stream on it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from registry.model import SHOWN_IN_META, SessionInfo, SessionState, format_time, session_info, visible_meta
+from registry.model import SessionInfo, SessionState, format_time, meta_changed, session_info, visible_meta
 
 if TYPE_CHECKING:
     from registry.projection import Change
@@ -34,6 +36,7 @@ __all__ = [
     "encode_session_update",
     "meta_changed",
     "shown",
+    "shown_as",
 ]
 
 
@@ -88,28 +91,47 @@ def encode_session_update(notification: SessionNotification) -> bytes:
     return _encoder.encode(_JsonRpcNotification(method="session/update", params=notification))
 
 
-def meta_changed(before: SessionState, after: SessionState) -> bool:
-    """Whether the ``_meta`` a client sees differs between two states of a session."""
-    return before.meta != after.meta or any(field.shown(before) != field.shown(after) for field in SHOWN_IN_META)
-
-
 def shown(change: Change, *, additional_directories: bool = True, include_archived: bool = False) -> ListChange | None:
     """``diff`` of a fold's change as seen with these options, made once per view however many listeners
-    (serve's agent, each stream subscriber) receive this very change object: kept on ``change.shown``."""
-    view = (additional_directories, include_archived)
-    made: dict[tuple[bool, bool], ListChange | None] | None = change.shown
-    if made is None:
-        made = change.shown = {}
-    elif view in made:
-        return made[view]
-    item = made[view] = diff(
-        change.position,
-        change.before,
-        change.after,
-        additional_directories=additional_directories,
-        include_archived=include_archived,
-    )
-    return item
+    (serve's agent, each stream subscriber) receive this very change object: kept on the change."""
+    return shown_as(additional_directories, include_archived)(change)
+
+
+@functools.cache
+def shown_as(additional_directories: bool, include_archived: bool) -> Callable[[Change], ListChange | None]:
+    """``shown`` for one view, as a function of the change (what a subscriber calls for each change it gets).
+
+    The first view's diff is kept on the change as it is (``change.view`` says which view): no container per
+    change, which would feed the cyclic GC at hundreds of thousands of changes a second; another view's go in
+    ``change.views``, made only when a second view is asked for (serve's agent asks two).
+    """
+    view = 2 * additional_directories + include_archived
+
+    def made(change: Change) -> ListChange | None:
+        item: ListChange | None
+        if change.view == view:
+            item = change.shown
+            return item
+        views = change.views
+        if views is not None and view in views:
+            item = views[view]
+            return item
+        item = diff(
+            change.position,
+            change.before,
+            change.after,
+            additional_directories=additional_directories,
+            include_archived=include_archived,
+        )
+        if change.view < 0:
+            change.shown, change.view = item, view
+        else:
+            if views is None:
+                views = change.views = {}
+            views[view] = item
+        return item
+
+    return made
 
 
 def diff(
@@ -123,16 +145,17 @@ def diff(
     """What a client that saw ``before`` must be told to see ``after``; None when nothing visible changed.
 
     Fields are compared as the client sees them (``updatedAt`` to the millisecond, ``_meta`` with the
-    registry's keys), and only changed ones are formatted: this runs once per change and subscriber.
+    registry's keys), and only changed ones are formatted: this runs once per change and view.
     """
-    was = before is not None and not before.deleted and (include_archived or not before.archived)
-    now = after is not None and not after.deleted and (include_archived or not after.archived)
-    if not now:
-        return Removed(position, before.session_id) if was and before is not None else None
-    assert after is not None
-    if not was:
-        return Added(position, after.session_id, session_info(after, additional_directories=additional_directories))
-    assert before is not None
+    if (
+        before is None
+        or after is None
+        or before.deleted
+        or after.deleted
+        or (not include_archived and (before.archived or after.archived))
+    ):
+        return _listed_or_not(position, before, after, additional_directories, include_archived)
+    # Listed before and after (a turn, a title, an archive seen with archived sessions): only what changed.
     old_ms = None if before.updated_at is None else before.updated_at // 1_000_000
     new_ms = None if after.updated_at is None else after.updated_at // 1_000_000
     new_meta = meta_changed(before, after)
@@ -144,3 +167,19 @@ def diff(
         meta=visible_meta(after) if new_meta else UNSET,
     )
     return Updated(position, after.session_id, SessionNotification(after.session_id, update))
+
+
+def _listed_or_not(
+    position: int,
+    before: SessionState | None,
+    after: SessionState | None,
+    additional_directories: bool,
+    include_archived: bool,
+) -> ListChange | None:
+    """``diff`` of a change that adds or removes a session from the list, or happens out of it."""
+    was = before is not None and not before.deleted and (include_archived or not before.archived)
+    now = after is not None and not after.deleted and (include_archived or not after.archived)
+    if not now:
+        return Removed(position, before.session_id) if was and before is not None else None
+    assert after is not None and not was  # listed both times: diff's own case
+    return Added(position, after.session_id, session_info(after, additional_directories=additional_directories))

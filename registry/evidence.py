@@ -8,25 +8,19 @@ link it had seen, the log's head, when), and stated on stderr by the read that f
 reports it (exit 1), and ``stats`` lists it, until someone who looked acknowledges it
 (``acp-registry verify --acknowledge``).
 
-Where it lives (``registry.backend``): a table ``acp_integrity`` beside the log in the SQLite file or PostgreSQL
-schema - not an ``rm_*`` table, so no rebuild ever drops it. A store that cannot be written (read-only) only
-states it; ``memory://`` keeps it in the process.
+Where it lives (the store's backend, ``registry.backend.Backend.record``, keeps and states it): a table
+``acp_integrity`` beside the log in the SQLite file or PostgreSQL schema - not an ``rm_*`` table, so no rebuild
+ever drops it. A store that cannot be written (read-only) only states it; ``memory://`` keeps it in the
+backend object, for as long as the registry that opened it lives.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from typing import TYPE_CHECKING
 
 import msgspec
 
-if TYPE_CHECKING:
-    from registry.backend import Backend
-
-__all__ = ["IntegrityEvent", "describe", "log_shorter", "record"]
-
-log = logging.getLogger("registry.evidence")
+__all__ = ["IntegrityEvent", "describe", "log_shorter"]
 
 
 class IntegrityEvent(msgspec.Struct, frozen=True, rename="camel"):
@@ -55,19 +49,4 @@ def describe(event: IntegrityEvent) -> str:
     return (
         f"{when}: the {event.seen_by} had seen the log reach position {event.position}{link}; the log then held "
         f"{'up to position ' + str(event.head) if event.head < event.position else 'other records there'}"
-    )
-
-
-def record(backend: Backend, event: IntegrityEvent) -> None:
-    """Record ``event`` in the store (``backend.record_integrity``) and state it on stderr."""
-    try:
-        backend.record_integrity(event)
-        kept = "recorded in the store"
-    except Exception as exc:  # a read-only store: the finding is at least stated
-        kept = f"NOT recorded in the store ({exc})"
-    log.warning(
-        "%s: integrity: %s; %s - `acp-registry verify` reports it until `acp-registry verify --acknowledge`",
-        backend.location,
-        describe(event),
-        kept,
     )

@@ -72,7 +72,7 @@ def activity(store: EventStore, session_id: str) -> list[SessionUpdated]:
 
 
 def forks_of(read_model: ReadModel, session_id: str) -> list[SessionState]:
-    """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first. It reads every
-    session's state: for ``show``, not for a hot path."""
-    found = [s for s in read_model.states() if s.parent is not None and s.parent.session_id == session_id]
+    """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first: one indexed
+    look-up of the read model's tables."""
+    found = read_model.forks(session_id)
     return sorted(found, key=lambda s: (s.parent.position if s.parent else 0, s.session_id))

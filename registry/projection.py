@@ -18,15 +18,17 @@ import heapq
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, assert_never
 
 import msgspec
 from msgspec import UNSET
 from msgspec.structs import replace
-from sortedcontainers import SortedList
 
 import events
 from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
+
+if TYPE_CHECKING:
+    from sortedcontainers import SortedList
 
 __all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
 
@@ -38,14 +40,16 @@ Entry = events.RecordedEvent | events.LogEntry
 class Change(msgspec.Struct, gc=False):
     """What one applied event did to a session: ``before`` is None for a creation.
 
-    ``shown`` is where ``registry.diffs.shown`` keeps the clients' views of it (a diff per view), made once
-    however many listeners receive this very object.
+    ``shown``, ``view`` and ``views`` are where ``registry.diffs.shown`` keeps the clients' views of it (a diff per
+    view), made once however many listeners receive this very object.
     """
 
     position: int
     before: SessionState | None
     after: SessionState
     shown: Any = None
+    view: int = -1
+    views: dict[int, Any] | None = None
 
 
 class Page(NamedTuple):
@@ -86,37 +90,39 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         )
     if state is None or state.deleted:
         return None
-    if isinstance(event, events.SessionUpdated):
-        return replace(
-            state,
-            updated_at=event.at,
-            messages=state.messages + event.messages,
-            version=record.version,
-            position=record.position,
-        )
-    if isinstance(event, events.SessionInfoChanged):
-        title, title_source = state.title, state.title_source
-        if event.title is None:
-            title, title_source = None, None
-        elif event.title is not UNSET:
-            source = events.TitleSource.AGENT if event.title_source is UNSET else event.title_source
-            if title_replaces(state.title_source, source):
-                title, title_source = event.title, source
-        return replace(
-            state,
-            title=title,
-            title_source=title_source,
-            updated_at=state.updated_at if event.updated_at is UNSET else event.updated_at,
-            meta=state.meta if event.meta is UNSET else event.meta,
-            version=record.version,
-            position=record.position,
-        )
-    if isinstance(event, events.SessionArchived | events.SessionUnarchived):
-        return replace(
-            state, archived=isinstance(event, events.SessionArchived), version=record.version, position=record.position
-        )
-    assert isinstance(event, events.SessionDeleted)
-    return replace(state, deleted=True, version=record.version, position=record.position)
+    match event:  # every other kind, named: mypy fails here on a kind added to ``events.Event`` without a case
+        case events.SessionUpdated():
+            return replace(
+                state,
+                updated_at=event.at,
+                messages=state.messages + event.messages,
+                version=record.version,
+                position=record.position,
+            )
+        case events.SessionInfoChanged():
+            title, title_source = state.title, state.title_source
+            if event.title is None:
+                title, title_source = None, None
+            elif event.title is not UNSET:
+                source = events.TitleSource.AGENT if event.title_source is UNSET else event.title_source
+                if title_replaces(state.title_source, source):
+                    title, title_source = event.title, source
+            return replace(
+                state,
+                title=title,
+                title_source=title_source,
+                updated_at=state.updated_at if event.updated_at is UNSET else event.updated_at,
+                meta=state.meta if event.meta is UNSET else event.meta,
+                version=record.version,
+                position=record.position,
+            )
+        case events.SessionArchived() | events.SessionUnarchived():
+            archived = isinstance(event, events.SessionArchived)
+            return replace(state, archived=archived, version=record.version, position=record.position)
+        case events.SessionDeleted():
+            return replace(state, deleted=True, version=record.version, position=record.position)
+        case _:
+            assert_never(event)  # raises, -O or not: an unknown kind is never read as another
 
 
 @contextlib.contextmanager
@@ -141,6 +147,12 @@ def _index_names(state: SessionState) -> tuple[IndexName, ...]:
     if state.agent is None:
         return ((None, None, archived), (state.cwd, None, archived))
     return ((None, None, archived), (state.cwd, None, archived), (None, state.agent, archived))
+
+
+def _new_index(keys: Iterable[SortKey]) -> SortedList[SortKey]:
+    from sortedcontainers import SortedList  # noqa: PLC0415 - only the in-memory fold keeps indexes: not a read on tables
+
+    return SortedList(keys)
 
 
 class _AsOf:
@@ -330,7 +342,7 @@ class Projection:
             for name in _index_names(after):
                 index = indexes.get(name)
                 if index is None:
-                    index = indexes[name] = SortedList()
+                    index = indexes[name] = _new_index(())
                 index.add(new_key)
 
     def _remember(self, position: int, session_id: str, before: SessionState | None) -> None:
@@ -411,7 +423,7 @@ class Projection:
                 lists[(cwd, None, archived)] = pair[archived]
             for agent, pair in by_agent.items():
                 lists[(None, agent, archived)] = pair[archived]
-        self._indexes = {name: SortedList(keys) for name, keys in lists.items()}
+        self._indexes = {name: _new_index(keys) for name, keys in lists.items()}
         self._stale = False
 
     def restore(self, states: Iterable[SessionState], position: int) -> None:

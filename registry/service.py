@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.errors import ConcurrencyError
+from events.factory import open_store
 from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
-from events.store import NO_STREAM, Clock, EventStore
-from events.urls import open_store
+from events.store import Clock, EventStore
 from registry import forks
-from registry.acp.methods import handle as handle_acp
+from registry.backend import Backend
+from registry.backends import backend_for
 from registry.commands import (
     archive_change,
     check_messages,
@@ -43,13 +43,14 @@ from registry.commands import (
     list_filter,
 )
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, SessionExists
+from registry.errors import InvalidParams
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
-from registry.readmodel import DEFAULT_WINDOW, ReadModel, open_read_model
+from registry.readmodel import DEFAULT_WINDOW, ReadModel
+from registry.readmodel.guard import open_read_model
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
@@ -105,7 +106,8 @@ class SessionRegistry:
         self._owns_store = owns_store
         self._cursors = CursorCodec(store.identity)
         self._render = Renderer(additional_directories=additional_directories)
-        self._read_model = open_read_model(store, window=window, kind=read_model)
+        self._backend = backend_for(store)
+        self._read_model = open_read_model(self._backend, window=window, kind=read_model)
         self._follower = Follower(store, self._read_model, live=follow)
         self._writer = CommandWriter(
             store, self._read_model, self._follower, additional_directories=additional_directories
@@ -127,6 +129,11 @@ class SessionRegistry:
     @property
     def store(self) -> EventStore:
         return self._store
+
+    @property
+    def backend(self) -> Backend:
+        """What the registry keeps beside the store's log (the read model's tables, kept snapshots, evidence)."""
+        return self._backend
 
     @property
     def read_model(self) -> ReadModel:
@@ -185,12 +192,7 @@ class SessionRegistry:
             agent=agent,
             parent=None if parent is None else forks.fork_point(self._store, self._read_model, parent)[1],
         )
-        try:
-            positions = self._store.append(session_id, [event], NO_STREAM)
-        except ConcurrencyError:
-            raise SessionExists(session_id) from None
-        self._writer.applied(positions[-1])
-        return self._writer.written(session_id)
+        return self._writer.create(session_id, event)
 
     def record_activity(
         self, session_id: str, *, messages: int = 0, payload: Any = None, at: int | None = None
@@ -200,6 +202,23 @@ class SessionRegistry:
         check_payload(payload)
         when = check_time(self._clock() if at is None else at, "at")
         self._writer.write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
+        return self._writer.written(session_id)
+
+    def record_turn(self, session_id: str, *, before: int, messages: int, at: int | None = None) -> SessionInfo:
+        """A turn seen live (by a proxy) that added ``messages`` to a session that had ``before`` messages when the
+        turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
+        ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
+        while it was under way (the importer brings the count up to the agent's own) is not counted twice, and an
+        import after it adds only what the files hold beyond it - one turn, one count, in either order."""
+        check_messages(messages)
+        check_messages(before)
+        when = check_time(self._clock() if at is None else at, "at")
+
+        def events(state: SessionState) -> list[Event]:
+            added = max(0, before + messages - state.messages)
+            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added)]
+
+        self._writer.write(session_id, events)
         return self._writer.written(session_id)
 
     def change_info(
@@ -218,14 +237,24 @@ class SessionRegistry:
         """
         if title is not None and title is not UNSET:
             check_title(title)
-        source = check_source(title_source)
         stamp: int | UnsetType | None = (
             updated_at if updated_at is UNSET or updated_at is None else check_time(updated_at)
         )
         new_meta = meta if meta is UNSET else check_meta(meta)
+        return self._change_info(session_id, title, check_source(title_source), stamp, new_meta)
+
+    def _change_info(
+        self,
+        session_id: str,
+        title: str | UnsetType | None,
+        source: TitleSource,
+        stamp: int | UnsetType | None,
+        meta: dict[str, Any] | UnsetType | None,
+    ) -> SessionInfo:
+        """``change_info`` of values already checked (each check once on the way in)."""
 
         def events(state: SessionState) -> list[Event]:
-            change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=new_meta)
+            change = info_change(state, title=title, title_source=source, updated_at=stamp, meta=meta)
             return [] if change is None else [change]
 
         self._writer.write(session_id, events)
@@ -236,7 +265,7 @@ class SessionRegistry:
         stored title (surrounding whitespace trimmed). Blank or empty -> ``InvalidParams``; an unknown or deleted
         session -> ``SessionNotFound``. Setting the title it has writes nothing."""
         stored = check_user_title(title)
-        self.change_info(session_id, title=stored, title_source=TitleSource.USER)
+        self._change_info(session_id, stored, TitleSource.USER, UNSET, UNSET)
         return stored
 
     def archive(self, session_id: str) -> None:
@@ -311,8 +340,7 @@ class SessionRegistry:
         return forks.activity(self._store, session_id)
 
     def forks(self, session_id: str) -> list[SessionState]:
-        """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first. Reads every
-        session's state: for ``show``, not for a hot path."""
+        """The sessions forked from ``session_id`` (deleted ones included), oldest fork point first."""
         check_session_id(session_id)
         self._read_model.catch_up()
         return forks.forks_of(self._read_model, session_id)
@@ -352,7 +380,9 @@ class SessionRegistry:
         carrying its JSON-RPC code (``registry.errors.rpc_error`` maps it). ``params`` absent or null is ``{}``;
         unknown keys are ignored. The method table and its params live in ``registry.acp.methods``.
         """
-        return handle_acp(self, method, params)
+        from registry.acp.methods import handle  # noqa: PLC0415 - the method table: not what a CLI read loads
+
+        return handle(self, method, params)
 
     # -- changes ----------------------------------------------------------------------------------------
 

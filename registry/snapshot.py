@@ -6,7 +6,8 @@ missing, damaged, foreign or forged one only costs time - it is ignored (with a 
 the fold starts earlier. A snapshot file is opened ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` (a
 regular file of this user) before anything is read: a FIFO, device, directory or link planted there is ignored,
 never waited on. One beyond the log's head is evidence that records were cut from the log's end: it is recorded
-in the store (``registry.evidence``) when it is met. Where snapshots live is ``registry.backend``'s answer.
+in the store (``registry.evidence``) when it is met. Where snapshots live is the store's backend's answer: every
+function here is handed the ``registry.backend.Backend`` of the store.
 
 Where: beside a SQLite store in ``<file>.snapshots/`` (0700), elsewhere in the user's cache directory under the
 store's id; each file ``<position>.snap`` (0600), written to a fresh temporary name in the same directory
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from events.errors import RegistryError
+from registry.backend import Backend
+from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 
 if TYPE_CHECKING:
@@ -55,13 +58,12 @@ __all__ = [
     "Snapshot",
     "SnapshotError",
     "SnapshotHeader",
-    "events_up_to",
     "kept_positions",
     "load_snapshot",
+    "oddities",
     "read_snapshot",
     "save_encoded_snapshot",
     "save_snapshot",
-    "snapshot_dir",
     "snapshots",
     "thin",
 ]
@@ -121,13 +123,6 @@ _body_decoder = msgspec.msgpack.Decoder(list[SessionState])
 # -- where ----------------------------------------------------------------------------------------------
 
 
-def snapshot_dir(store: EventStore) -> Path | None:
-    """Where ``store``'s snapshots are kept (None: a store that keeps nothing, ``memory://``)."""
-    from registry.backend import backend_for  # noqa: PLC0415
-
-    return backend_for(store).snapshot_dir()
-
-
 def anchor(store: EventStore, position: int) -> bytes:
     """What binds a snapshot at ``position`` to this log: the store's chain value there, else the event id."""
     if position == 0:
@@ -139,13 +134,6 @@ def anchor(store: EventStore, position: int) -> bytes:
     if not found or found[0].position != position:
         return b"missing"
     return found[0].event_id.bytes
-
-
-def events_up_to(store: EventStore, position: int) -> int:
-    """How many events the log holds up to ``position`` (PostgreSQL's positions may have gaps)."""
-    from registry.backend import backend_for  # noqa: PLC0415
-
-    return backend_for(store).events_up_to(position)
 
 
 def kept_positions(head: int, every: int = EVERY) -> list[int]:
@@ -189,7 +177,7 @@ def _private_dir(folder: Path) -> None:
 
 
 def save_snapshot(
-    store: EventStore,
+    backend: Backend,
     position: int,
     sessions: Iterable[SessionState],
     *,
@@ -203,12 +191,12 @@ def save_snapshot(
     snapshot then sorts its indexes from nearly sorted input, in about linear time."""
     states = sorted(sessions, key=lambda state: (state.deleted, sort_key(state)))
     return save_encoded_snapshot(
-        store, position, map(_encoder.encode, states), len(states), events=events, every=every, folder=folder
+        backend, position, map(_encoder.encode, states), len(states), events=events, every=every, folder=folder
     )
 
 
 def save_encoded_snapshot(
-    store: EventStore,
+    backend: Backend,
     position: int,
     encoded: Iterable[bytes],
     count: int,
@@ -218,9 +206,10 @@ def save_encoded_snapshot(
     folder: Path | None = None,
 ) -> Path | None:
     """``save_snapshot`` from ``count`` states already encoded as msgpack (the read model's rows), streamed."""
-    folder = folder or snapshot_dir(store)
+    folder = folder or backend.snapshot_dir()
     if folder is None:
         return None
+    store = backend.store
     _private_dir(folder)
     target = folder / f"{position:020d}{_SUFFIX}"
     temp = folder / f".{target.name}.{uuid.uuid4().hex}.tmp"
@@ -292,9 +281,9 @@ def _tidy(folder: Path, head: int, every: int) -> None:
 # -- reading --------------------------------------------------------------------------------------------
 
 
-def snapshots(store: EventStore) -> Iterator[tuple[int, Path]]:
+def snapshots(backend: Backend) -> Iterator[tuple[int, Path]]:
     """The kept snapshots' positions and paths, newest first (unchecked)."""
-    folder = snapshot_dir(store)
+    folder = backend.snapshot_dir()
     if folder is None or not folder.is_dir() or folder.is_symlink():
         return iter(())
     found = []
@@ -303,6 +292,54 @@ def snapshots(store: EventStore) -> Iterator[tuple[int, Path]]:
         if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
             found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
     return iter(sorted(found, reverse=True))
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return name
+    return "a file"
+
+
+def oddities(backend: Backend) -> list[str]:
+    """What is where kept snapshots live that this registry never writes there, each named (for ``verify``): a
+    folder that is not one, an entry with a snapshot's name that is not a regular file of this user, any other
+    name than a snapshot's or a writer's temporary file's. Time travel ignores all of them."""
+    folder = backend.snapshot_dir()
+    if folder is None:
+        return []
+    try:
+        info = folder.lstat()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"the snapshot folder {folder} cannot be looked at ({exc.strerror})"]
+    if not stat.S_ISDIR(info.st_mode):
+        return [f"the snapshot folder {folder} is {_kind(info.st_mode)}, not a directory: no snapshot is kept or read"]
+    found = []
+    for entry in os.scandir(folder):
+        name = entry.name
+        try:
+            mode = entry.stat(follow_symlinks=False)
+        except OSError:  # gone meanwhile
+            continue
+        snapshot = name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit()
+        temporary = name.startswith(".") and name.endswith(".tmp")
+        if (snapshot or temporary) and stat.S_ISREG(mode.st_mode):
+            if mode.st_uid != os.geteuid():
+                found.append(f"{entry.path} belongs to another user (uid {mode.st_uid}): never read")
+        elif snapshot or temporary:
+            found.append(f"{entry.path} is {_kind(mode.st_mode)}, not a snapshot file: never read")
+        else:
+            found.append(f"{entry.path} ({_kind(mode.st_mode)}) is not something this registry keeps there")
+    return sorted(found)
 
 
 def read_snapshot(path: Path, store: EventStore) -> Snapshot:
@@ -373,17 +410,15 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         raise SnapshotError(f"does not decode ({exc})") from exc
 
 
-def load_snapshot(store: EventStore, at_most: int) -> Snapshot | None:
+def load_snapshot(backend: Backend, at_most: int) -> Snapshot | None:
     """The newest kept snapshot at or before position ``at_most`` that checks out (bad ones: a warning each)."""
     head: int | None = None
-    for position, path in snapshots(store):
+    store = backend.store
+    for position, path in snapshots(backend):
         if position > at_most:
             head = store.head() if head is None else head
             if position > head:  # it saw the log reach further than it does now: keep the evidence
-                from registry.backend import backend_for  # noqa: PLC0415
-                from registry.evidence import log_shorter, record  # noqa: PLC0415
-
-                record(backend_for(store), log_shorter("kept snapshot", position, head))
+                backend.record(log_shorter("kept snapshot", position, head))
             continue
         try:
             return read_snapshot(path, store)

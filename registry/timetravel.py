@@ -1,6 +1,6 @@
 """Time travel: the projection exactly as it was at a log position, or at a moment.
 
-``projection_at(store, P)`` starts from the nearest kept snapshot at or before P (``registry.snapshot``) and folds
+``projection_at(backend, P)`` starts from the nearest kept snapshot at or before P (``registry.snapshot``) and folds
 only the log after it, through the lean read path; while it folds it leaves snapshots behind at the positions
 thinning keeps, so the next trip is short. ``position_at(store, moment)`` finds the last event recorded at or
 before a time by bisecting the log (``recorded_at`` never decreases along positions while the clock does not go
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, NamedTuple
 
+from registry.backend import Backend
 from registry.projection import Entry, Projection, paused_gc
 from registry.snapshot import EVERY, SnapshotError, kept_positions, load_snapshot, save_snapshot
 
@@ -35,7 +36,7 @@ class TimeTravel(NamedTuple):
 
 
 def projection_at(
-    store: EventStore,
+    backend: Backend,
     position: int,
     *,
     report: Callable[[int], None] | None = None,
@@ -46,10 +47,11 @@ def projection_at(
 
     ``keep``: save kept snapshots at the positions it passes that thinning wants (never on a read-only store).
     """
+    store = backend.store
     projection = Projection(window=0)
     events = 0
     start = 0
-    snapshot = load_snapshot(store, position)
+    snapshot = load_snapshot(backend, position)
     if snapshot is not None:
         with paused_gc():
             projection.restore(snapshot.sessions, snapshot.position)
@@ -65,7 +67,7 @@ def projection_at(
         events += counted
         if stop != position and counted:
             try:
-                save_snapshot(store, projection.position, projection.states().values(), events=events, every=every)
+                save_snapshot(backend, projection.position, projection.states().values(), events=events, every=every)
             except (OSError, SnapshotError) as exc:
                 log.warning("could not keep a snapshot at position %s: %s", projection.position, exc)
                 keep = False

@@ -5,6 +5,7 @@ a Claude Code history to import (``tests/importing.py``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import urllib.parse
@@ -124,6 +125,9 @@ def copy(populated: Populated, tmp_path: Path) -> Path:
     os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # private, as the store makes its files
     with sqlite3.connect(populated.path) as source, sqlite3.connect(target) as copied:
         source.backup(copied)  # the log and the read model as one consistent file, WAL included
+    key = Path(f"{populated.path}.seal-key")  # the key the read model's rows are sealed with, kept apart
+    if key.exists():
+        shutil.copy2(key, f"{target}.seal-key")
     return target
 
 

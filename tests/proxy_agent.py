@@ -1,6 +1,7 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
-Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]``.
+Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]
+[--keep FILE] [--reuse-ids] [--slow-list S]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -17,6 +18,10 @@ A prompt's first text block is a script:
 - ``error``: answers the prompt with a JSON-RPC error;
 - anything else: echoed back as one chunk.
 
+``--keep FILE`` makes it an agent that keeps a session only once it had a turn (as claude-agent-acp, codex-acp
+and fast-agent do): those are written to FILE and read back by the next process; ``session/load`` / ``resume`` of
+any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh in every process (as the Python
+SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
 replays its title as a ``session_info_update`` before answering). ``--name`` is its
@@ -48,6 +53,9 @@ def main() -> None:
     parser.add_argument("--past", default=None)
     parser.add_argument("--log", default=None)
     parser.add_argument("--banner", action="store_true")
+    parser.add_argument("--keep", default=None)
+    parser.add_argument("--reuse-ids", action="store_true")
+    parser.add_argument("--slow-list", type=float, default=0.0)
     args = parser.parse_args()
     agent = Agent(args)
     if args.banner:
@@ -71,10 +79,17 @@ class Agent:
         if args.past:
             with open(args.past) as file:
                 for item in json.load(file):
-                    self.sessions[item["sessionId"]] = item
+                    if isinstance(item, dict) and isinstance(item.get("sessionId"), str):
+                        self.sessions[item["sessionId"]] = item
+        self.kept: dict[str, dict[str, Any]] = {}
+        if args.keep and os.path.exists(args.keep):
+            with open(args.keep) as file:
+                self.kept = json.load(file)
+            self.sessions.update(self.kept)
         self.next_id = 0
         self.waiting: dict[Any, queue.Queue[Any]] = {}
         self.cancelled: set[str] = set()
+        self.next_session = 0
 
     def raw(self, text: str) -> None:
         with _out_lock:
@@ -115,6 +130,10 @@ class Agent:
             return
         try:
             result = self.answer(method, params)
+        except KeyError as exc:
+            error = {"code": -32002, "message": f"session {exc} not found", "data": {"sessionId": exc.args[0]}}
+            self.send({"id": request_id, "error": error})
+            return
         except LookupError as exc:
             self.send({"id": request_id, "error": {"code": -32601, "message": f"method not found: {exc}"}})
             return
@@ -141,7 +160,8 @@ class Agent:
         if method == "authenticate":
             return {}
         if method == "session/new":
-            session_id = f"s-{len(self.sessions) + 1}-{os.getpid()}"
+            session_id = str(self.next_session) if self.args.reuse_ids else f"s-{len(self.sessions) + 1}-{os.getpid()}"
+            self.next_session += 1
             self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
             return {"sessionId": session_id}
         if method == "session/fork" and self.args.fork:
@@ -150,11 +170,20 @@ class Agent:
             return {"sessionId": session_id}
         if method in ("session/load", "session/resume"):
             known = self.sessions.get(str(params.get("sessionId")))
+            if self.args.keep and known is None:
+                raise KeyError(params.get("sessionId"))
             if method == "session/load" and known and known.get("title"):  # a replay, as real agents do
                 update = {"sessionUpdate": "session_info_update", "title": known["title"]}
                 self.notify(known["sessionId"], update)
             return {}
         if method == "session/list" and self.args.list:
+            time.sleep(self.args.slow_list)
+            if self.args.keep:
+                return {"sessions": list(self.kept.values())}
+            if self.args.past:  # as written, malformed entries included
+                with open(self.args.past) as file:
+                    past = json.load(file)
+                return {"sessions": past + [s for s in self.sessions.values() if s not in past]}
             return {"sessions": list(self.sessions.values())}
         if method == "session/delete" and self.args.delete:
             self.sessions.pop(str(params.get("sessionId")), None)
@@ -190,6 +219,13 @@ class Agent:
             self.chunk(session_id, "y" * int(rest))
         elif word == "title":
             self.notify(session_id, {"sessionUpdate": "session_info_update", "title": rest})
+        elif word == "titled":  # a title with another field in the same update
+            update = {"sessionUpdate": "session_info_update", "title": rest, "updatedAt": "2026-12-01T10:00:00Z"}
+            self.notify(session_id, update)
+        elif word == "titles":  # N titles of SIZE characters each, for sessions nobody has made
+            count, _, size = rest.partition(" ")
+            for n in range(int(count)):
+                self.notify(f"ghost-{n}", {"sessionUpdate": "session_info_update", "title": "t" * int(size)})
         elif word == "crash":
             self.chunk(session_id, "about to crash")
             os.kill(os.getpid(), signal.SIGKILL)
@@ -212,6 +248,10 @@ class Agent:
             return
         else:
             self.chunk(session_id, text)
+        if self.args.keep and session_id in self.sessions:
+            self.kept[session_id] = self.sessions[session_id]
+            with open(self.args.keep, "w") as file:
+                json.dump(self.kept, file)
         self.send({"id": request_id, "result": {"stopReason": stop}})
 
 

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -57,18 +57,38 @@ def check_line(line: bytes) -> Message | list[Message]:
     return decoded  # type: ignore[no-any-return]
 
 
+SIGTERM_IN_CLOSE: Final = """
+import os, signal, sys
+from registry.proxy.proxy import Proxy
+close = Proxy.close
+def closing(self):
+    os.kill(os.getpid(), signal.SIGTERM)  # a SIGTERM that lands while the proxy closes (a conductor's, after EOF)
+    close(self)
+Proxy.close = closing
+from registry.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+"""``python -c SIGTERM_IN_CLOSE proxy ...``: ``acp-registry``, sending itself SIGTERM as ``Proxy.close`` begins."""
+
+
+def piped(command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``command`` started with pipes on its stdin, stdout and stderr, in this checkout (or ``cwd``), with ``env``
+    over the tests' environment."""
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd or str(ROOT),
+        env={**os.environ, **(env or {})},
+    )
+
+
 class ProxyProcess:
     """The proxy as a child process: send lines, read messages (responses by id, the rest in order)."""
 
     def __init__(self, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd or str(ROOT),
-            env={**os.environ, **(env or {})},
-        )
+        self.proc = piped(command, cwd=cwd, env=env)
         self.lines: queue.Queue[Message | list[Message] | None] = queue.Queue()
         self.stderr_lines: list[str] = []
         self.notifications: list[Message] = []

@@ -178,6 +178,8 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
         assert isinstance(rss := stage.figures["registry.serve_rss"], Quantity) and rss.value > 0
         assert isinstance(stage.figures["registry.serve_first_snapshot"], Latency)
         assert isinstance(stage.figures["registry.replay_half"], Latency)
+        for key in (*keys.STDIO_PAGE.values(), *keys.RAW_STDIO.values()):  # a warm serve beside the raw server
+            assert isinstance(figure := stage.figures[key], Latency) and figure.n == 500, key
     assert [point.files for point in result.jsonl] == [40, 200]
     assert any(row.ratio is not None for row in result.ratios)
 
@@ -237,9 +239,15 @@ def test_the_postgresql_part_at_a_tiny_size(postgres_server: str, tmp_path: Path
     # Writer processes and the notification at the largest size only; each count's ops beside as many raw ones.
     assert keys.PG_NOTIFY not in small.figures and keys.rate_key(keys.PG_WRITERS.format(count=2)) not in small.figures
     for count in (1, 2):
-        for key in (keys.PG_WRITERS, keys.PG_RAW_WRITERS):
+        for key in (keys.PG_WRITERS, keys.PG_STORE_WRITERS, keys.PG_RAW_WRITERS):
             assert isinstance(ops := large.figures[keys.rate_key(key.format(count=count))], Throughput)
             assert ops.count > 0 and ops.seconds == 0.3
+    # Pages from a warm serve beside the raw stdio server's, at every size, taking turns.
+    for stage in part.stages:
+        for page in keys.STDIO_PAGES:
+            for key in (keys.PG_STDIO[page], keys.PG_RAW_STDIO[page]):
+                timed = stage.figures[key]
+                assert isinstance(timed, Latency) and timed.n == 500, key
     assert isinstance(notified := large.figures[keys.PG_NOTIFY], Latency) and notified.n == 3
     assert isinstance(raw_notified := large.figures[keys.PG_RAW_NOTIFY], Latency) and raw_notified.n == 3
     # Every ratio row is a PostgreSQL spec's; each write divides ours by the raw INSERT + COMMIT of the same stage.

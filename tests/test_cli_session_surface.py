@@ -35,6 +35,8 @@ def test_archive_unarchive_and_the_list_filters(run: Cli, tmp_path: Path) -> Non
     assert _ids(run, path, "--archived", "only") == ["codex:b"]
     assert _ids(run, path, "--archived", "include") == ["c", "codex:b", "a"]
     assert _ids(run, path, "--agent", "codex", "--archived", "include") == ["codex:b"]
+    for known in ("codex-acp", "@zed-industries/codex-acp"):  # the names users know the agent by
+        assert _ids(run, path, "--agent", known, "--archived", "include") == ["codex:b"]
     assert _ids(run, path, "--agent", "goose") == ["c"]
     table = run("list", "--archived", "include", store=path, env={"COLUMNS": "160"})
     assert "Second [archived]" in table.stdout and "(untitled) [goose]" in table.stdout

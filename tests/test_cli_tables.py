@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -15,6 +17,7 @@ from registry.cli.terminal import printable
 from registry.cli.views import change_text
 from registry.diffs import Added
 from registry.model import SessionInfo, SessionState, session_info
+from tests.cli_runner import Cli
 
 WIDTHS = (80, 120, 200)
 AT = 1_796_000_000_000_000_000
@@ -154,3 +157,43 @@ def test_show_has_the_id_on_a_line_of_its_own() -> None:
     state = _state(info.session_id, "/w", "T")
     text = _render(SessionTable(session_info(state), state), 80)
     assert any(line.split("│")[2].strip() == info.session_id for line in text.splitlines() if "sessionId" in line)
+
+
+@pytest.fixture(scope="module")
+def odd_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Sessions whose ids, titles and cwd are wide (CJK), escaped (controls) and long: what a cut has to meet."""
+    from registry import SessionRegistry  # noqa: PLC0415
+
+    url = f"sqlite://{tmp_path_factory.mktemp('odd') / 'odd.db'}"
+    wide_cwd = "/home/dev/" + "漢字ディレクトリ" * 6
+    with SessionRegistry.open(url, page_size=4) as registry:
+        for n in range(9):
+            session_id = f"s{n}-" + "漢" * (n % 5)
+            registry.create(wide_cwd if n % 2 else "/w", session_id=session_id, title=EVIL_TITLE if n % 3 else None)
+            registry.record_activity(session_id)
+        registry.archive("s3-漢漢漢")
+    return url
+
+
+@pytest.mark.parametrize(
+    "options", [(), ("--all",), ("--archived", "include"), ("--cwd", "/home/dev/" + "漢字ディレクトリ" * 6)]
+)
+def test_list_writes_to_a_pipe_what_rich_draws_there(run: Cli, odd_store: str, options: tuple[str, ...]) -> None:
+    """Piped, ``list`` writes its lines itself (no rich); drawn by rich (told it is a terminal) they are the same."""
+    run.env.pop("COLUMNS", None)
+    for columns in (None, "17", "40", "61", "120"):
+        plain = run("list", *options, store=odd_store, env={} if columns is None else {"COLUMNS": columns})
+        # Unset, a pipe is drawn 200 columns wide (a terminal gets its own width).
+        drawn = run("list", *options, store=odd_store, env={"COLUMNS": columns or "200", "TTY_COMPATIBLE": "1"})
+        assert plain.returncode == drawn.returncode == 0, (plain.stderr, drawn.stderr)
+        assert plain.stdout == drawn.stdout, (columns, options)
+        assert "\x1b" not in plain.stdout
+
+
+def test_a_piped_list_does_not_load_rich_s_console(odd_store: str) -> None:
+    code = "import sys; from registry.cli import main; main(sys.argv[1:]); print(sorted(sys.modules), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--store", odd_store, "list"], capture_output=True, text=True, check=True
+    )
+    loaded = done.stderr.strip()
+    assert "'rich.cells'" in loaded and "'rich.console'" not in loaded

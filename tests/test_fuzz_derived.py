@@ -33,10 +33,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.errors import RegistryError
-from events.urls import open_store
+from events.factory import open_store
 from registry import SessionRegistry
-from registry.readmodel import open_read_model
+from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
+from registry.readmodel.guard import open_read_model
 from registry.testing import reference_fold
 from registry.timetravel import projection_at
 from tests.fuzzing import fuzz_settings
@@ -216,20 +217,20 @@ def test_damage_to_anything_derived_never_gives_a_wrong_answer_a_hang_or_a_lost_
             with SessionRegistry.open(url, follow=False, page_size=2, window=1_000) as registry:
                 made = _build(registry, history)
                 with open_store(url) as store:
-                    projection_at(store, store.head(), every=3)  # kept snapshots, to be damaged too
+                    projection_at(backend_for(store), store.head(), every=3)  # kept snapshots, to be damaged too
                 acknowledged = [(r.position, r.event_id) for r in registry.store.read()]
             sid = f"s{target}" if f"s{target}" in made else (made[0] if made else "none")
             for _name, statement in seen_by_verify:
                 _tamper(path, statement.format(sid=sid))
             if seen_by_verify:  # verify finds it (before anything reads the tables) and rebuild mends it
                 with open_store(url) as store:
-                    model = open_read_model(store, catch_up=False, window=1_000)
+                    model = open_read_model(backend_for(store), catch_up=False, window=1_000)
                     try:
-                        found = check_read_model(store, model).mismatches
+                        found = check_read_model(backend_for(store), model).mismatches
                         if found:
                             FOUND.verify_found += 1
                         model.rebuild()
-                        assert check_read_model(store, model).mismatches == []
+                        assert check_read_model(backend_for(store), model).mismatches == []
                     finally:
                         model.close()
             for _name, statement in seen_when_read:
@@ -261,12 +262,12 @@ def test_damage_to_anything_derived_never_gives_a_wrong_answer_a_hang_or_a_lost_
                 stored = {(r.position, r.event_id) for r in registry.store.read()}
                 assert set(acknowledged) <= stored  # nothing acknowledged is lost
                 for position in (0, head // 2, head):  # time travel past whatever the snapshots became
-                    travelled = projection_at(registry.store, position, keep=False)
+                    travelled = projection_at(backend_for(registry.store), position, keep=False)
                     assert travelled.projection.states() == reference_fold(registry.store, position).states()
             with open_store(url) as store:  # verify never hangs or raises, whatever is planted
-                model = open_read_model(store, catch_up=False, window=1_000)
+                model = open_read_model(backend_for(store), catch_up=False, window=1_000)
                 try:
-                    check_read_model(store, model)
+                    check_read_model(backend_for(store), model)
                 finally:
                     model.close()
 

@@ -15,8 +15,8 @@ import zstandard
 
 from events import MemoryStore
 from registry import SessionRegistry
-from registry.importers.importer import META_ARCHIVED, META_GIT_BRANCH, META_PATH
-from registry.model import META_MESSAGES
+from registry.importers.importer import META_GIT_BRANCH, META_PATH
+from registry.model import META_ARCHIVED, META_MESSAGES
 from tests.importing import facts, only, run_import, skipped, write_lines
 
 CODEX_ID = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"

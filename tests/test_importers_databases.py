@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from events import MemoryStore
-from registry.importers.importer import META_ARCHIVED
-from registry.model import META_MESSAGES, META_TITLE_SOURCE
+from registry.model import META_ARCHIVED, META_MESSAGES, META_TITLE_SOURCE
 from tests.importing import FIXTURES, listing, only, run_import, skipped
 
 # -- goose ---------------------------------------------------------------------------------------------------

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from events import MemoryStore
-from registry.importers.importer import META_ARCHIVED
-from registry.model import META_TITLE_SOURCE
+from registry.model import META_ARCHIVED, META_TITLE_SOURCE
 from tests.importing import facts, listing, only, run_import, skipped, write_lines
 
 KIMI_ID = "8c7d6e5f-4a3b-4c2d-9e1f-0a9b8c7d6e5f"

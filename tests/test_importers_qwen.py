@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from events import MemoryStore
-from registry.importers.importer import META_ARCHIVED
 from registry.importers.lines import GLUED
+from registry.model import META_ARCHIVED
 from tests.importing import facts, only, run_import, skipped, write_lines
 
 QWEN_ID = "a3b4c5d6-e7f8-4a9b-8c0d-1e2f3a4b5c6d"

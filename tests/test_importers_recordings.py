@@ -15,8 +15,8 @@ import pytest
 
 from events import MemoryStore
 from registry import SessionRegistry
-from registry.importers.importer import META_AGENT_MESSAGES, META_ARCHIVED, META_GIT_BRANCH
-from registry.model import META_MESSAGES, META_TITLE_SOURCE
+from registry.importers.importer import META_AGENT_MESSAGES, META_GIT_BRANCH
+from registry.model import META_ARCHIVED, META_MESSAGES, META_TITLE_SOURCE
 from tests.importing import FIXTURES, listing, only, run_import, skipped
 from tests.test_importers_databases import opencode_db
 

@@ -273,3 +273,27 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
 
 
 # -- no silent new stores, read-only users, tables of others, the integrity chain's upgrade ----------------------
+
+
+_SILENT_SERVER = """
+import socket, sys
+from events.errors import StoreError
+from events.postgres import PostgresStore
+silent = socket.socket()
+silent.bind(("127.0.0.1", 0))
+silent.listen(1)  # connections are taken (the kernel's backlog) and never answered
+try:
+    PostgresStore(f"postgresql://nobody@127.0.0.1:{silent.getsockname()[1]}/db", retry_timeout=2)
+except StoreError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_the_first_connection_of_a_store_is_bounded_by_its_timeout() -> None:
+    """A server that takes the connection and never answers: opening the store gives up after ``retry_timeout``
+    (2 s here) with one error, where libpq without a connect_timeout waited for ever. The subprocess's 60 s is a
+    deadline only for that hang, far above the 2 s bound on a loaded machine."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SILENT_SERVER], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.startswith("refused:") and "timeout" in done.stdout, done.stdout + done.stderr

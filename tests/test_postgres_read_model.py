@@ -5,6 +5,7 @@ makes appends leave their fold to it, never fold twice; the first page is fresh 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,10 +17,11 @@ from events import ConcurrencyError, SessionCreated, SessionUpdated
 from events.postgres import PostgresStore
 from events.urls import split_postgres_url
 from registry import ListSessionsResult, SessionRegistry
-from registry.readmodel import open_read_model
+from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
-from registry.readmodel.guard import GuardedReadModel
+from registry.readmodel.guard import GuardedReadModel, open_read_model
 from registry.readmodel.postgres import PostgresReadModel
+from tests.exchanges import round_trips
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def schema(postgres_schemas: Callable[[], str]) -> Schema:
 
 def _tables(store: PostgresStore) -> PostgresReadModel:
     """The store's read model itself (``open_read_model`` wraps it in the guard), to reach what only it has."""
-    guarded = open_read_model(store)
+    guarded = open_read_model(backend_for(store))
     assert isinstance(guarded, GuardedReadModel)
     model = guarded.inner
     assert isinstance(model, PostgresReadModel)
@@ -69,7 +71,7 @@ def test_an_append_commits_its_read_model_rows_in_the_same_transaction(schema: S
         model.close()
         # A read model opened elsewhere sees the same rows without folding anything.
         with PostgresStore.from_url(schema.url) as other:
-            again = open_read_model(other, catch_up=False)
+            again = open_read_model(backend_for(other), catch_up=False)
             assert again.position == 2 and again.count() == 1
             found = again.get("a")
             assert found is not None and found.updated_at == 5
@@ -78,14 +80,14 @@ def test_an_append_commits_its_read_model_rows_in_the_same_transaction(schema: S
 
 def test_a_read_model_behind_the_log_is_caught_up_by_the_next_append(schema: Schema) -> None:
     with PostgresStore.from_url(schema.url) as store, PostgresStore.from_url(schema.url) as bare:
-        model = open_read_model(store)
+        model = open_read_model(backend_for(store))
         for n in range(5):  # a store with no read model open: appends that do not fold
             bare.append(f"s{n}", [SessionCreated(cwd="/w", at=n + 1)])
         assert schema.checkpoint_and_head() == (0, 5)
         store.append("s0", [SessionUpdated(at=10)])
         assert schema.checkpoint_and_head() == (6, 6)
         assert model.count() == 5
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -104,7 +106,7 @@ def test_a_catch_up_holding_the_lock_gets_the_fold_never_twice(schema: Schema) -
         store.append("c", [SessionCreated(cwd="/w", at=4)])
         assert schema.checkpoint_and_head() == (4, 4)
         assert model.count() == 3
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -126,7 +128,7 @@ def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(
     from events import ConcurrencyError  # noqa: PLC0415
 
     with PostgresStore.from_url(schema.url) as one, PostgresStore.from_url(schema.url) as two:
-        first, second = open_read_model(one), open_read_model(two)
+        first, second = open_read_model(backend_for(one)), open_read_model(backend_for(two))
         one.append("s", [SessionCreated(cwd="/w", at=1)])
         one.append("s", [SessionUpdated(at=2, messages=1)], 1)
         with pytest.raises(ConcurrencyError):
@@ -134,7 +136,7 @@ def test_two_writers_on_one_session_still_conflict_and_the_loser_writes_nothing(
         assert second.catch_up() == 2
         state = second.get("s")
         assert state is not None and state.messages == 1 and state.version == 2
-        assert check_read_model(two, second).mismatches == []
+        assert check_read_model(backend_for(two), second).mismatches == []
         first.close()
         second.close()
 
@@ -144,12 +146,12 @@ def test_append_batch_and_group_commits_fold_in_their_transaction(schema: Schema
     from events import AppendRequest  # noqa: PLC0415
 
     with PostgresStore.from_url(schema.url) as store:
-        model = open_read_model(store)
+        model = open_read_model(backend_for(store))
         store.append_batch([AppendRequest(f"s{n}", [SessionCreated(cwd=f"/w{n % 3}", at=n + 1)]) for n in range(batch)])
         assert schema.checkpoint_and_head() == (batch, batch)
         assert model.count() == batch
         assert model.cwd_counts() == {f"/w{k}": len(range(k, batch, 3)) for k in range(min(batch, 3))}
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -170,7 +172,7 @@ def test_a_command_decided_on_a_stale_state_is_decided_again(schema: Schema) -> 
         one.sync()
         state = one.state("s")
         assert state is not None and state.messages == 5 and state.title == "A"
-        assert check_read_model(one.store, one.read_model).mismatches == []
+        assert check_read_model(one.backend, one.read_model).mismatches == []
 
 
 def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
@@ -179,7 +181,7 @@ def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
     from events.testing import check_log  # noqa: PLC0415
 
     with PostgresStore.from_url(schema.url) as mine, PostgresStore.from_url(schema.url) as other:
-        model, theirs = open_read_model(mine), open_read_model(other)
+        model, theirs = open_read_model(backend_for(mine)), open_read_model(backend_for(other))
         assert mine.append("a", [SessionCreated(cwd="/w", at=1)]) == [1]  # reads the log's end first
         assert mine.append("a", [SessionUpdated(at=2)], 1) == [2]  # known end, no other writer: one exchange
         assert mine.append("b", [SessionCreated(cwd="/w", at=3)]) == [3]
@@ -200,7 +202,7 @@ def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
         assert [r.position for r in check_log(mine)] == list(range(1, 9))
         for store, read_model in ((mine, model), (other, theirs)):
             read_model.catch_up()
-            assert check_read_model(store, read_model).mismatches == []
+            assert check_read_model(backend_for(store), read_model).mismatches == []
         state = model.get("a")
         assert state is not None and state.messages == 7 and state.version == 5
         assert theirs.window_floor() == model.window_floor() == 7  # the rebuild's floor, not lowered by mine
@@ -221,7 +223,7 @@ def test_an_append_folds_while_the_previous_append_still_holds_its_share_of_the_
             store.append("b", [SessionCreated(cwd="/w", at=2)])
             assert schema.checkpoint_and_head() == (2, 2)
             previous.rollback()
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -243,7 +245,7 @@ def test_a_short_catch_up_waits_for_the_append_lock_and_appends_fold_after_it(sc
         assert schema.checkpoint_and_head() == (3, 3)
         store.append("s0", [SessionUpdated(at=9, messages=1)])
         assert schema.checkpoint_and_head() == (4, 4)
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -302,7 +304,7 @@ def test_concurrent_writers_keep_positions_gapless_the_chain_valid_and_the_table
         assert [r.position for r in check_log(store)] == list(range(1, 1 + writers * (1 + 2 * turns) + 1))
         assert verify_log(store).healthy
         assert schema.checkpoint_and_head()[0] == store.head()
-        assert check_read_model(store, registry.read_model).mismatches == []
+        assert check_read_model(backend_for(store), registry.read_model).mismatches == []
         messages = {state.session_id: state.messages for state in registry.read_model.states()}
         assert messages.pop("shared") == writers * turns
         assert sorted(messages.values()) == [turns] * writers
@@ -325,21 +327,6 @@ def test_a_long_catch_up_leaves_fresh_planner_statistics(schema: Schema, monkeyp
     assert {"rm_sessions", "rm_past"} <= {name for (name,) in analysed}
 
 
-def _round_trips(store: PostgresStore, action: Callable[[], object]) -> int:
-    """How many exchanges ``action`` waits for on the store's one pooled connection: the ReadyForQuery messages the
-    server sends, one per sync, as libpq's protocol trace shows them."""
-    import tempfile  # noqa: PLC0415
-
-    with tempfile.TemporaryFile() as trace:
-        store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
-        try:
-            action()
-        finally:
-            store.run(lambda conn: conn.pgconn.untrace())
-        trace.seek(0)
-        return trace.read().count(b"\tReadyForQuery\t")
-
-
 def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None:
     # BEGIN, the lock, the events with their stream's row, the read model's guard and rows, COMMIT: one pipeline, one
     # sync (psycopg's own transaction block synced on entering and on leaving: four).
@@ -347,11 +334,50 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None
         PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
         SessionRegistry(store, follow=False) as registry,
     ):
-        session_id = registry.create("/w").session_id  # the first append reads the log's end
-        assert _round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
-        assert _round_trips(store, lambda: registry.create("/w")) == 1
-        assert _round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
-        assert check_read_model(store, _tables(store)).mismatches == []
+        session_id = registry.create("/w").session_id  # the first append reads the log's end,
+        registry.record_activity(session_id, messages=1)  # and so does the next: nobody else appended meanwhile
+        assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
+        assert round_trips(store, lambda: registry.create("/w")) == 1
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        assert check_read_model(backend_for(store), _tables(store)).mismatches == []
+
+
+def test_a_create_among_other_writers_reads_the_log_end_in_one_round_trip(schema: Schema) -> None:
+    # Once writers contend, an append reads under the lock first (two round trips); the fold's look-up of the
+    # appended session is in the first, and a session it did not find is new - no third round trip to load it.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        for _ in range(2):
+            theirs.create("/w")
+            mine.create("/w")
+        theirs.create("/w")
+        assert round_trips(store, lambda: mine.create("/w")) == 2
+        assert check_read_model(backend_for(store), _tables(store)).mismatches == []
+
+
+def test_a_later_page_is_one_checkout_and_one_round_trip_once_writers_are_at_work(schema: Schema) -> None:
+    # The page as of the walk's start and the check that nothing changed since go together; when another process
+    # has written, the page through rm_past follows on the same connection - and once that is seen, both go in
+    # one exchange.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False, page_size=2) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        for n in range(6):
+            theirs.create("/w", session_id=f"s{n}", at=n)
+        walk = mine.list()
+        assert round_trips(store, lambda: mine.list(cursor=_next(walk))) == 1  # nothing changed: one statement
+        for turn, expected in enumerate((2, 1, 1)):
+            walk = mine.list()
+            second = mine.list(cursor=_next(walk))
+            theirs.record_activity(second.sessions[0].session_id, at=10**15 + turn)  # the list changes under the walk
+            again = functools.partial(mine.list, cursor=_next(walk))
+            assert round_trips(store, again) == expected
+            assert again() == second  # as of the walk's start
 
 
 def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
@@ -374,7 +400,7 @@ def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
         with psycopg.connect(schema.conninfo, autocommit=True) as conn:
             row = conn.execute(f"SELECT to_regprocedure('{schema.name}.rm_guard_1(bigint,bigint,bigint)')").fetchone()
             assert row is not None and row[0] is not None
-        assert check_read_model(store, model).mismatches == []
+        assert check_read_model(backend_for(store), model).mismatches == []
         model.close()
 
 
@@ -441,10 +467,13 @@ def test_a_writer_that_may_not_define_the_guard_function_appends_with_the_guard_
         ):
             model = _tables(store)
             assert not model._guard_function
-            registry.record_activity("a", messages=1)  # reads the log's end first
-            assert _round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
+            model.close()  # its commit hook off: the registry's read model alone folds the appends below
+            registry.record_activity("a", messages=1)  # reads the log's end first (twice: see the test above)
+            registry.record_activity("a", messages=1)
+            assert round_trips(store, lambda: registry.record_activity("a", messages=2)) == 1
             assert [s.session_id for s in registry.list().sessions] == ["a"]
-            assert check_read_model(store, model).mismatches == []
+            model = _tables(store)
+            assert check_read_model(backend_for(store), model).mismatches == []
             model.close()
     finally:
         with psycopg.connect(schema.conninfo, autocommit=True) as admin:

@@ -7,6 +7,7 @@ schema of its own and drops it. Without a server the tests skip and say how to s
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from psycopg import sql
 
 from events import (
     NO_STREAM,
+    ConcurrencyError,
     EventStore,
     SessionCreated,
     SessionUpdated,
@@ -29,10 +31,12 @@ from events import (
     StoreFormatError,
     open_store,
 )
+from events.chain import GENESIS, links, sql_link
 from events.postgres import SCHEMA_VERSION, PostgresStore
 from events.testing import StoreContract, check_log, fake_clock
 from events.verify import verify_log
 from tests.conftest import POSTGRES as SERVER
+from tests.exchanges import round_trips
 
 
 @pytest.fixture(scope="session")
@@ -218,7 +222,10 @@ def test_libpq_parameters_pass_through(schema: str) -> None:
 
 
 def test_importing_events_does_not_import_psycopg() -> None:
-    probe = "import sys, events, events.urls; assert not [m for m in sys.modules if m.startswith('psycopg')]"
+    probe = (
+        "import sys, events, events.urls, events.factory;"
+        " assert not [m for m in sys.modules if m.startswith('psycopg')]"
+    )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
 
 
@@ -270,20 +277,97 @@ def test_tables_of_others_in_the_schema_are_tolerated(schema: str) -> None:
         assert store.head() == 1 and check_log(store)
 
 
-def test_a_version_1_store_is_upgraded_in_place_on_its_first_open(schema: str) -> None:
+def _made_by_version_2(schema: str, appends: int) -> list[bytes]:
+    """A store as version 2 of the schema wrote it (every link BLAKE2b, no ``sql_link_from``; a store made with
+    that version's code was checked to upgrade the same way), and its chain."""
     with PostgresStore(SERVER, schema=schema, clock=fake_clock()) as store:
-        for n in range(30):
-            store.append(f"s{n % 4}", [SessionUpdated(at=n)])
-        expected = [store.chain_at(p) for p in range(31)]
+        for n in range(appends):
+            store.append(f"s{n % 4}", [SessionUpdated(at=n)] * (1 + n % 3 // 2))
+        rows = [
+            (r.position, r.session_id, r.version, r.event_id, r.recorded_at, r.data) for r in store.stored_records()
+        ]
+    name = sql.Identifier(schema)
+    chain = links(GENESIS, rows)
+    for (position, *_), value in zip(rows, chain, strict=True):
+        _admin(sql.SQL("UPDATE {}.events SET chain = %s WHERE position = %s").format(name), (value, position))
+    _admin(sql.SQL("UPDATE {}.registry_meta SET value = '2' WHERE key = 'schema_version'").format(name))
+    _admin(sql.SQL("DELETE FROM {}.registry_meta WHERE key = 'sql_link_from'").format(name))
+    return [GENESIS, *chain]
+
+
+def _meta(schema: str, key: str) -> bytes:
+    query = sql.SQL("SELECT value FROM {}.registry_meta WHERE key = %s").format(sql.Identifier(schema))
+    return bytes(_admin(query, (key,))[0][0])
+
+
+def test_a_version_2_store_is_upgraded_on_its_first_writable_open_and_keeps_its_links(schema: str) -> None:
+    # Its links stay (what was bound to them - a snapshot, the read model's checkpoint - still matches); the
+    # records after them are linked by the function the server computes, and verify checks both.
+    chain = _made_by_version_2(schema, 30)
+    head = len(chain) - 1
+    read_only = _url(schema) + "&options=-c%20default_transaction_read_only%3Don"
+    with open_store(read_only, create=False) as store:  # a reader cannot upgrade: it reads version 2 as it is
+        assert store.read_only and store.chain_rule.sql_from is None and verify_log(store).healthy
+    with open_store(_url(schema)) as store:
+        assert [store.chain_at(p) for p in range(head + 1)] == chain
+        assert store.chain_rule.sql_from == head + 1
+        (position,) = store.append("s0", [SessionUpdated(at=99)])
+        record = store.stored_records(head)[0]
+        assert (
+            record.chain
+            == store.chain_at(position)
+            == sql_link(chain[-1], position, "s0", record.version, record.event_id, record.recorded_at, record.data)
+        )
+        store.append("s9", [SessionUpdated(at=1), SessionUpdated(at=2)])  # links computed by this client
+        report = verify_log(store)
+        assert report.healthy and report.chained and report.events == head + 3
+    assert _meta(schema, "schema_version") == str(SCHEMA_VERSION).encode() == b"3"
+    assert _meta(schema, "sql_link_from") == str(head + 1).encode()
+
+
+def test_a_changed_record_or_link_start_is_found_on_both_sides_of_the_upgrade(schema: str) -> None:
+    head = len(_made_by_version_2(schema, 10)) - 1
+    with open_store(_url(schema)) as store:
+        after = [p for n in range(4) for p in store.append(f"s{n}", [SessionUpdated(at=n)])]
+        name = sql.Identifier(schema)
+        for position in (3, after[1]):
+            _admin(sql.SQL("UPDATE {}.events SET recorded_at = 7 WHERE position = %s").format(name), (position,))
+        assert [p.position for p in verify_log(store).problems] == [3, after[1]]
+    _admin(sql.SQL("UPDATE {}.registry_meta SET value = '5' WHERE key = 'sql_link_from'").format(name))
+    with open_store(_url(schema)) as store:  # the upgrade's position moved: the links from 5 to it no longer match
+        assert [p.position for p in verify_log(store).problems] == [3, *range(5, head + 1), after[1]]
+    _admin(sql.SQL("UPDATE {}.registry_meta SET value = 'x' WHERE key = 'sql_link_from'").format(name))
+    with pytest.raises(StoreFormatError, match="no valid sql_link_from"):
+        open_store(_url(schema))
+
+
+def test_a_version_1_store_is_upgraded_in_place_on_its_first_open(schema: str) -> None:
+    chain = _made_by_version_2(schema, 30)
     name = sql.Identifier(schema)
     _admin(sql.SQL("ALTER TABLE {}.events DROP COLUMN chain").format(name))
     _admin(sql.SQL("UPDATE {}.registry_meta SET value = '1' WHERE key = 'schema_version'").format(name))
     with open_store(_url(schema)) as store:
-        assert [store.chain_at(p) for p in range(31)] == expected
+        assert [store.chain_at(p) for p in range(len(chain))] == chain  # version 2's links, computed on upgrade
         store.append("s0", [SessionUpdated(at=99)])
         assert verify_log(store).healthy
-    version = _admin(sql.SQL("SELECT value FROM {}.registry_meta WHERE key = 'schema_version'").format(name))
-    assert bytes(version[0][0]) == str(SCHEMA_VERSION).encode() == b"2"
+    assert _meta(schema, "schema_version") == str(SCHEMA_VERSION).encode()
+    assert _meta(schema, "sql_link_from") == str(len(chain)).encode()
+
+
+def test_writers_that_take_turns_append_in_one_exchange_each(schema: str) -> None:
+    # With no commit hook, the server finds the log's end, so an append whose process did not write last still
+    # goes in one exchange: nothing to read first, nothing to retry.
+    with (
+        PostgresStore(SERVER, schema=schema, pool_size=1) as mine,
+        PostgresStore(SERVER, schema=schema, pool_size=1) as theirs,
+    ):
+        for n in range(3):
+            assert round_trips(mine, functools.partial(mine.append, "a", [SessionUpdated(at=n)])) == 1
+            assert round_trips(theirs, functools.partial(theirs.append, "b", [SessionUpdated(at=n)], n)) == 1
+        with pytest.raises(ConcurrencyError) as caught:
+            mine.append("b", [SessionUpdated(at=9)], 1)
+        assert (caught.value.expected, caught.value.actual) == (1, 3)
+        assert mine.head() == 6 and verify_log(mine).healthy
 
 
 _KILLED_BETWEEN_COMMIT_AND_BARRIER = """

@@ -7,9 +7,12 @@ timestamps, so ties on ``updatedAt`` are common.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
@@ -210,3 +213,29 @@ def test_past_the_window_a_walk_goes_on_without_repeating_a_session(
     changed_since = {r.session_id for r in store.read(start)}
     assert [s for s in live_then if s not in changed_since] == [s for s in seen if s not in changed_since]
     registry.close()
+
+
+_FOREIGN_KIND = """
+import msgspec, events
+from registry.projection import fold
+class Pinned(msgspec.Struct, frozen=True, tag="pinned"):
+    pinned: bool = True
+created = events.LogEntry(1, "s", 1, events.SessionCreated(cwd="/w", at=1))
+state = fold(None, created)
+try:
+    after = fold(state, events.LogEntry(2, "s", 2, Pinned()))  # type: ignore[arg-type]
+except AssertionError:
+    print("refused")
+else:
+    print("deleted" if after is not None and after.deleted else "folded")
+"""
+
+
+@pytest.mark.parametrize("optimise", [[], ["-O"]])
+def test_an_event_kind_the_fold_does_not_name_is_refused_never_read_as_another(optimise: list[str]) -> None:
+    """A kind missing from the fold is a type error (``assert_never``: mypy names the fold); at run time it is
+    refused, with ``python -O`` too, where an ``assert isinstance`` would have read it as a deletion."""
+    ran = subprocess.run(
+        [sys.executable, *optimise, "-c", _FOREIGN_KIND], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert ran.stdout.strip() == "refused", ran.stdout + ran.stderr

@@ -166,6 +166,25 @@ def test_extension_and_unknown_methods_and_notifications_pass_through(url: str, 
     assert '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"' + session + '"}}' in text
 
 
+def test_a_clients_cancel_request_names_the_id_the_agent_knows_and_one_for_nothing_waiting_is_dropped(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    with proxy:
+        proxy.send({"id": "turn", "method": "session/prompt", "params": prompt(session, "slow 20")})
+        proxy.send({"method": "$/cancel_request", "params": {"requestId": "turn"}})
+        # session/new's id: answered long ago; at the agent, the client's 1 could name a request of its own.
+        proxy.send({"method": "$/cancel_request", "params": {"requestId": 1}})
+        proxy.send({"method": "session/cancel", "params": {"sessionId": session}})
+        assert proxy.pump("turn")["result"] == {"stopReason": "cancelled"}
+        assert proxy.close() == 0
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    (turn,) = [m for m in received if m.get("method") == "session/prompt"]
+    cancels = [m for m in received if m.get("method") == "$/cancel_request"]
+    assert cancels == [{"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": turn["id"]}}]
+
+
 def test_floods_and_large_messages_pass_in_order(url: str, tmp_path: Path) -> None:
     proxy, session = started(url, cwd=str(tmp_path))
     with proxy:

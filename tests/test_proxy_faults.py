@@ -40,7 +40,9 @@ def test_an_agent_that_ends_mid_turn_fails_each_pending_request_and_the_proxy_ex
             assert "scripted-agent" in error["message"] and how in error["message"]
         assert proxy.proc.wait(20) == 1
     own = [line for line in proxy.stderr_lines if line.startswith("acp-registry proxy:")]
-    assert len(own) == 1 and how in own[0], proxy.stderr_lines
+    named, ended = own[:1], own[1:]  # the name it records under, said once; then how the agent ended, once
+    assert named == ["acp-registry proxy: recording as agent 'scripted-agent' (from agentInfo)"], own
+    assert len(ended) == 1 and how in ended[0], proxy.stderr_lines
 
 
 @pytest.mark.slow
@@ -74,26 +76,45 @@ def test_client_eof_ends_what_the_agent_started_that_holds_its_stdout(url: str, 
         assert time.monotonic() - started_at < 10
 
 
-def test_a_corrupt_store_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
+def _agent_leaving_its_pid(marker: Path) -> list[str]:
+    """An agent that writes its pid to ``marker`` and then lives a minute unless ended."""
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    return [sys.executable, "-c", code]
+
+
+def _ended(marker: Path) -> bool:
+    """Whether the agent that wrote ``marker`` has been ended (it started: the store opens while it starts)."""
+    deadline = time.monotonic() + 10
+    while not marker.exists() or not marker.read_text():
+        if time.monotonic() > deadline:
+            return True  # ended before it got to write
+        time.sleep(0.05)
+    try:
+        os.kill(int(marker.read_text()), 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_corrupt_store_is_one_line_exit_2_and_the_agent_ended(tmp_path: Path) -> None:
     store = tmp_path / "corrupt.db"
     store.write_bytes(b"this is not a database" * 100)
-    marker = tmp_path / "agent-started"
-    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
-    with ProxyProcess(proxy_command(f"sqlite://{store}", command=agent)) as proxy:
+    marker = tmp_path / "agent-pid"
+    with ProxyProcess(proxy_command(f"sqlite://{store}", command=_agent_leaving_its_pid(marker))) as proxy:
         assert proxy.proc.wait(20) == 2
         assert proxy.next() is None  # nothing on stdout
     assert len(proxy.stderr_lines) == 1 and proxy.stderr_lines[0].startswith("acp-registry: ")
-    assert not marker.exists()
+    assert _ended(marker)
 
 
-def test_an_unreachable_postgresql_is_one_line_exit_2_and_no_agent(tmp_path: Path) -> None:
-    marker = tmp_path / "agent-started"
-    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
-    with ProxyProcess(proxy_command("postgresql://postgres@127.0.0.1:1/test", command=agent)) as proxy:
+def test_an_unreachable_postgresql_is_one_line_exit_2_and_the_agent_ended(tmp_path: Path) -> None:
+    marker = tmp_path / "agent-pid"
+    url = "postgresql://postgres@127.0.0.1:1/test"
+    with ProxyProcess(proxy_command(url, command=_agent_leaving_its_pid(marker))) as proxy:
         assert proxy.proc.wait(60) == 2
         assert proxy.next() is None
     assert len(proxy.stderr_lines) == 1 and "cannot open the store" in proxy.stderr_lines[0]
-    assert not marker.exists()
+    assert _ended(marker)
 
 
 def test_an_agent_that_cannot_start_is_one_line_exit_2(url: str, tmp_path: Path) -> None:

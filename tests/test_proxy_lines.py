@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from registry.acp.jsonrpc import OverlongLine
+from registry.agents import IMPORTED, agent_name, command_name, native_id, split_id, stored_id
 from registry.proxy.lines import LineReader, LineWriter
-from registry.proxy.names import IMPORTED, agent_name
 
 
 def _read_all(chunks: list[bytes], limit: int) -> list[bytes | OverlongLine]:
@@ -69,6 +69,9 @@ def test_the_writer_writes_batches_whole_and_says_when_the_reader_has_gone() -> 
         ("qwen-code", "qwen"),
         ("opencode", "opencode"),
         ("Kimi CLI", "kimi"),
+        ("Kimi Code CLI", "kimi"),  # kimi-cli 1.x's agentInfo.name; its history is kimi's (~/.kimi)
+        ("kimi-code", "kimi-code"),  # the separate Kimi Code product keeps its own name
+        ("codex-acp@0.16.0", "codex"),
         ("/usr/local/bin/codex-acp", "codex"),
         ("fast-agent", "fast-agent"),
         ("My Agent!", "my-agent"),
@@ -79,8 +82,34 @@ def test_agent_names_map_to_the_importers_names(said: str, name: str) -> None:
     assert agent_name(said) == name
 
 
-def test_the_agents_the_proxy_imports_are_the_importers_agents() -> None:
-    """The proxy knows which agents have an importer without importing the importers (``names.IMPORTED``)."""
-    from registry.importers import AGENTS  # noqa: PLC0415 - the check is that names.py does without it
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["python3", "script.py"], "script"),
+        (["/usr/bin/python3.12", "-u", "/srv/agents/my_agent.py", "--flag"], "my_agent"),
+        (["node", "dist/index.js"], "index"),
+        (["npx", "-y", "@zed-industries/codex-acp"], "codex"),
+        (["uvx", "fast-agent-acp", "--model", "passthrough"], "fast-agent-acp"),
+        (["sh", "-c", "exec claude-agent-acp --verbose"], "claude-code"),
+        (["/opt/bin/claude-code-acp"], "claude-code"),
+        (["env", "FOO=1", "bunx", "opencode-ai", "acp"], "opencode"),
+    ],
+)
+def test_an_interpreter_or_launcher_is_never_the_agents_name(command: list[str], name: str) -> None:
+    assert command_name(command) == name
 
-    assert set(AGENTS) == IMPORTED
+
+def test_the_stored_id_format_is_one_function_and_reads_back() -> None:
+    assert stored_id("codex", "019a-x") == "codex:019a-x"
+    assert stored_id("example-agent", "0", 3) == "example-agent~3:0"
+    assert split_id("example-agent~3:0") == ("example-agent", 3, "0")
+    assert split_id("codex:a:b") == ("codex", 1, "a:b")  # the first colon ends the agent's part
+    assert native_id("codex", "codex~2:x") == "x" and native_id("codex", "gemini:x") is None
+    assert split_id("no-colon") is None and split_id("a~1:x") is None  # generation 1 has no suffix
+
+
+def test_the_agents_the_proxy_imports_are_the_importers_agents() -> None:
+    """One declaration (``registry.agents.KNOWN``): the importers' names are read from it."""
+    from registry.importers import AGENTS  # noqa: PLC0415
+
+    assert AGENTS == IMPORTED

@@ -1,7 +1,8 @@
 """The public surface, listed: adding or removing a name is a decision this test makes visible (as httpx does).
 
 Each package's ``__all__`` is sorted, every name in it exists, every module is importable on its own (no import
-circle kept alive by import order), and ``import registry`` loads neither reactivex nor psycopg.
+circle kept alive by import order), ``import registry`` loads neither reactivex nor psycopg nor a store, and the
+library works without the packages only the CLI and the importers use.
 """
 
 from __future__ import annotations
@@ -60,10 +61,36 @@ def test_each_module_imports_on_its_own(module: str) -> None:
 
 
 def test_import_registry_stays_light() -> None:
-    heavy = "('reactivex', 'psycopg', 'rich', 'asyncio')"
+    heavy = "('reactivex', 'psycopg', 'rich', 'asyncio', 'msgspec', 'hashlib', 'sqlite3', 'events.memory')"
     code = f"import sys, registry; print(sorted(m for m in {heavy} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+CLI_ONLY = ("rich", "watchfiles", "zstandard", "platformdirs")
+"""Packages only the CLI and the importers use: the library must run without them installed."""
+
+WITHOUT_THEM = f"""
+import sys, threading
+for name in {CLI_ONLY!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
+from registry import SessionRegistry
+for url in sys.argv[1:]:
+    with SessionRegistry.open(url) as registry:
+        registry.create("/w", session_id="a")
+        heard = threading.Event()
+        registry.list_changes().subscribe(lambda _item: heard.set())
+        registry.change_info("a", title="t")
+        registry.fork("a", "/w", session_id="b")
+        assert [info.session_id for info in registry.list().sessions] == ["b", "a"]
+        assert registry.handle("session/list", {{"cwd": "/w"}})["sessions"]
+        assert heard.wait(60)
+"""
+
+
+def test_the_library_runs_without_the_cli_s_packages(tmp_path: Path) -> None:
+    urls = ["memory://", f"sqlite://{tmp_path / 'store.db'}"]
+    subprocess.run([sys.executable, "-c", WITHOUT_THEM, *urls], check=True, timeout=120)
 
 
 def test_another_top_level_events_package_is_named_in_one_line(tmp_path: Path) -> None:

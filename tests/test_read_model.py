@@ -24,10 +24,12 @@ from events import SessionCreated, SessionUpdated, SqliteStore, StoreFormatError
 from events.model import Event, LogEntry
 from events.store import EventStore
 from registry import SessionRegistry
+from registry.backends import backend_for
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection
-from registry.readmodel import PAST_WINDOW, ReadModel, open_read_model
+from registry.readmodel import PAST_WINDOW, ReadModel
 from registry.readmodel.check import check_read_model
+from registry.readmodel.guard import open_read_model
 from tests.test_projection_properties import history
 
 FEW = settings(
@@ -81,8 +83,8 @@ def test_the_tables_equal_the_reference_fold_and_the_replay(
     limit: int,
 ) -> None:
     with open_store(store_urls()) as store:
-        tables = open_read_model(store, window=window, kind="tables")
-        reference = open_read_model(store, window=window, kind="memory")
+        tables = open_read_model(backend_for(store), window=window, kind="tables")
+        reference = open_read_model(backend_for(store), window=window, kind="memory")
         checkpoints = [tables.position]
         pending = iter(ops)
         for cut in cuts * 8:  # catch up after every few appends: checkpoints land in many places
@@ -104,7 +106,7 @@ def test_the_tables_equal_the_reference_fold_and_the_replay(
         assert tables.count() == reference.count() and tables.cwd_counts() == reference.cwd_counts()
         for cwd in (None, "/a", "/nowhere"):
             assert tables.archived_count(cwd) == reference.archived_count(cwd)
-        assert check_read_model(store, tables).mismatches == []
+        assert check_read_model(backend_for(store), tables).mismatches == []
 
         floor = tables.window_floor()
         for position in sorted(set(checkpoints)):
@@ -169,7 +171,7 @@ def test_a_store_written_before_the_read_model_is_upgraded_in_place(tmp_path: Pa
     with SessionRegistry.open(f"sqlite://{path}", page_size=1000) as registry:
         assert len(registry) == 30
         assert [s.session_id for s in registry.list().sessions] == [f"s{n}" for n in reversed(range(30))]
-        assert check_read_model(registry.store, registry.read_model).mismatches == []
+        assert check_read_model(backend_for(registry.store), registry.read_model).mismatches == []
 
 
 def test_an_older_read_model_is_rebuilt_and_a_newer_one_refused_untouched(tmp_path: Path) -> None:
@@ -240,13 +242,13 @@ def test_writers_killed_at_any_point_never_leave_tables_that_disagree_with_the_l
         child.send_signal(signal.SIGKILL)
         child.wait(30)
         with open_store(url) as store:  # look before anything catches up: behind is fine, wrong is not
-            tables = open_read_model(store, kind="tables", catch_up=False)
-            assert check_read_model(store, tables).mismatches == []
+            tables = open_read_model(backend_for(store), kind="tables", catch_up=False)
+            assert check_read_model(backend_for(store), tables).mismatches == []
             tables.close()
     with SessionRegistry.open(url, page_size=1000) as registry:
         assert registry.position == registry.store.head()
         assert "orphan" in {s.session_id for s in registry.list().sessions}
-        assert check_read_model(registry.store, registry.read_model).mismatches == []
+        assert check_read_model(backend_for(registry.store), registry.read_model).mismatches == []
 
 
 _WRITER = """
@@ -301,7 +303,7 @@ def test_concurrent_writers_in_threads_and_processes_leave_exact_tables(store_ur
             assert child.wait(60) == 0
         registry.sync()
         assert len(registry) == 5 * 30
-        assert check_read_model(registry.store, registry.read_model).mismatches == []
+        assert check_read_model(backend_for(registry.store), registry.read_model).mismatches == []
 
 
 def test_long_session_ids_page_and_walk(store_urls: Callable[[], str]) -> None:
@@ -440,8 +442,8 @@ def test_verify_notices_records_cut_from_the_end_of_the_log(tmp_path: Path) -> N
         db.execute("DELETE FROM events WHERE position > 3")
         db.execute("UPDATE streams SET version = 0 WHERE session_id IN ('s3', 's4')")
     with SqliteStore(path) as store:
-        tables = open_read_model(store, kind="tables", catch_up=False)
-        problems = check_read_model(store, tables).mismatches
+        tables = open_read_model(backend_for(store), kind="tables", catch_up=False)
+        problems = check_read_model(backend_for(store), tables).mismatches
         tables.close()
     assert problems and "records at the log's end were removed" in problems[0].problem
 
@@ -458,5 +460,5 @@ def test_tables_that_do_not_match_the_log_are_rebuilt_from_it(tmp_path: Path, ca
         db.execute("DELETE FROM streams WHERE session_id IN ('s3', 's4')")
     with caplog.at_level("WARNING"), SessionRegistry.open(f"sqlite://{path}") as registry:
         assert [s.session_id for s in registry.list().sessions] == ["s2", "s1", "s0"]
-        assert check_read_model(registry.store, registry.read_model).mismatches == []
+        assert check_read_model(backend_for(registry.store), registry.read_model).mismatches == []
     assert "does not match the log" in caplog.text

@@ -17,6 +17,7 @@ from tests.conftest import POSTGRES
 
 class TestSqliteReadModel(ReadModelContract):
     tables = True
+    dialect = "sqlite"
 
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
@@ -25,11 +26,12 @@ class TestSqliteReadModel(ReadModelContract):
     def tamper(self, store: EventStore, statement: str) -> None:
         assert isinstance(store, SqliteStore)
         with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as db:
-            db.execute(statement)
+            db.executescript(statement)
 
 
 class TestPostgresReadModel(ReadModelContract):
     tables = True
+    dialect = "postgresql"
 
     @pytest.fixture
     def store_url(self, postgres_schemas: Callable[[], str]) -> str:

@@ -100,6 +100,10 @@ RUNNERS: dict[str, Callable[[Block], bool]] = {
     ),
     "serve in Zed": lambda b: b.language == "json" and '"serve"' in b.text,
     "proxy in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and '"proxy"' in b.text,
+    "chain in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and "conductor_chain.mjs" in b.text,
+    "chain set up (test_real_agents_readme.py, make test-agents)": lambda b: (
+        b.language == "sh" and "conductor_chain.mjs" in b.text
+    ),
 }
 
 
@@ -156,10 +160,19 @@ def _demo_recipe(demo: Path) -> list[str]:
 
 
 class _Client:
-    """The reader at the proxy's stdin: one line at a time, each answered before the next is pasted."""
+    """The reader at the stdin of a command line that speaks ACP: one line at a time, each answered before the next
+    is pasted."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
+    def __init__(self, line: str, *, cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            ["bash", "-c", line],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def send(self, line: str) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -191,17 +204,9 @@ def test_the_first_screen_gets_a_newcomer_through_the_proxy_to_acp_registry_list
 
     (lines,) = [_lines(block.text) for block in _claimed("try-out lines")]
     (shown,) = [json.loads(block.text) for block in _claimed("try-out answer")]
-    process = subprocess.Popen(
-        ["bash", "-c", f". .venv/bin/activate && exec {proxy_line}"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    client = _Client(f". .venv/bin/activate && exec {proxy_line}", cwd=ROOT, env=env)
+    process = client.process
     try:
-        client = _Client(process)
         answers = [client.send(lines[0]), client.send(lines[1])]
         session = answers[1]["result"]["sessionId"]
         answers += [client.send(line.replace("SESSION_ID", session)) for line in lines[2:]]

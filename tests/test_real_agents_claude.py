@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents import peers
+from tests.agents.acp_client import AcpProcess
 from tests.agents.llm_stub import REPLY_PREFIX
 from tests.agents.scene import Scene, by_id, list_all, scene, wait_for_list
 
@@ -21,16 +22,12 @@ pytestmark = pytest.mark.real_agents
 
 
 def _history(world: Scene, *prompts: str) -> list[str]:
-    """Sessions made by the agent alone (no proxy), one real turn each; their ids."""
-    direct = world.direct()
-    ids = []
-    for text in prompts:
-        sid = world.new_session(direct)
-        world.turn(direct, sid, text)
-        assert direct.text(sid).startswith(REPLY_PREFIX + text)
-        ids.append(sid)
-    direct.close(timeout=5)
-    return ids
+    """Sessions made by the agent alone (no proxy), one real turn each, answered by the stub; their ids."""
+    return world.past(*prompts, check=_answered)
+
+
+def _answered(agent: AcpProcess, sid: str, text: str) -> None:
+    assert agent.text(sid).startswith(REPLY_PREFIX + text)
 
 
 def _transcripts(world: Scene) -> dict[str, Path]:
@@ -132,6 +129,10 @@ def test_claude_agent_acp_fork_and_resume_through_the_proxy(tmp_path: Path) -> N
         world.turn(proxy, source, "Back to the original")
         listed = list_all(proxy)
         assert [s["sessionId"] for s in listed] == [source, fork]  # the resumed session's turn is the latest
+        # Ids that travel: the fork's parent by the id the client knows; the id the command line prints opens.
+        assert by_id(listed)[fork]["_meta"]["acp-session-registry/parent"]["sessionId"] == source
+        printed = {"sessionId": f"claude-code:{source}", "cwd": str(world.project), "mcpServers": []}
+        assert proxy.call("session/resume", printed)["sessionId"] == source
         assert proxy.close() == 0, proxy.stderr_tail()
         with world.registry() as registry:
             stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}

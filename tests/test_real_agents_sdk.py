@@ -37,6 +37,15 @@ def _sdk_entry() -> Path:
     return package / str(exports["import"])
 
 
+def typescript_client(node: str, config: dict[str, Any], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """What ``ts_sdk_client.mjs`` observed, driving ``config["command"]`` as the editor."""
+    argv = [node, str(SCRIPT), str(_sdk_entry()), json.dumps(config)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 def test_typescript_sdk_client_through_the_proxy_in_front_of_fast_agent(tmp_path: Path) -> None:
     peers.TS_SDK.require()
     node = peers.node()
@@ -50,17 +59,7 @@ def test_typescript_sdk_client_through_the_proxy_in_front_of_fast_agent(tmp_path
             "prompts": PROMPTS,
             "authenticate": None,
         }
-        done = subprocess.run(
-            [node, str(SCRIPT), str(_sdk_entry()), json.dumps(config)],
-            capture_output=True,
-            text=True,
-            env=world.env,
-            cwd=world.project,
-            timeout=240,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        report = json.loads(done.stdout)
+        report = typescript_client(node, config, world.env, world.project)
 
     caps = report["init"]["agentCapabilities"]["sessionCapabilities"]
     assert {"list", "delete"} <= set(caps)

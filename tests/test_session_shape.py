@@ -6,7 +6,9 @@
   user's). Changing the fields fails here until ``STATE_VERSION`` is bumped (which moves both) and the new
   fingerprint is added to ``PINNED``.
 * ``_meta`` is built from one declaration (``SHOWN_IN_META``) and the diff compares by it: whatever state field
-  changes the ``_meta`` a client sees, a ``session/update`` is sent.
+  changes the ``_meta`` a client sees, a ``session/update`` is sent. Each entry names the fields it reads (the
+  diff compares those first) and whether its value changes exactly when they do: both are held to its value here.
+* A change's diff is made once per view, whoever asks for it.
 * The fold changes only what an event changes: every field an event does not touch is carried over.
 """
 
@@ -14,22 +16,33 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import typing
 from typing import Any
 
 import msgspec
 import pytest
 
 import events
-from registry.diffs import Updated, diff
-from registry.model import STATE_VERSION, SessionState, session_info, visible_meta
-from registry.projection import fold
+from registry.diffs import Updated, diff, shown
+from registry.model import (
+    SHOWN_IN_META,
+    STATE_VERSION,
+    MetaField,
+    SessionState,
+    meta_changed,
+    session_info,
+    visible_meta,
+)
+from registry.projection import Change, fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
 
 PINNED: list[tuple[str, int, int, int]] = [
     # (fingerprint of SessionState's fields, STATE_VERSION, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
     ("0f391cc253363472", 1, 3, 3),
-    ("3603b47edd4e986e", 2, 6, 4),  # archived, agent, parent; read model 5, 6: each row's state sealed
+    # archived, agent, parent; read model 5, 6: each row's state sealed, 7: a fork's parent in a column of its own,
+    # 8: the seal keyed
+    ("3603b47edd4e986e", 2, 8, 4),
 ]
 
 
@@ -113,6 +126,58 @@ def test_whatever_changes_the_shown_meta_sends_an_update(name: str) -> None:
         assert item.notification.update.meta == visible_meta(changed), name
     elif seen_before == seen_after:
         assert item is None, name
+
+
+@pytest.mark.parametrize("field", SHOWN_IN_META, ids=lambda field: field.key.rpartition("/")[2])
+def test_each_shown_field_reads_what_it_declares(field: MetaField) -> None:
+    for name, value in _OTHER_AND_CLEARED:
+        changed = msgspec.structs.replace(BASE, **{name: value})
+        if name not in field.reads:  # what it reads is all it reads: the diff may skip it when those are equal
+            assert field.value(changed) == field.value(BASE), name
+        elif field.follows:  # and when it says so, a change of those is a change of the value
+            assert field.value(changed) != field.value(BASE), name
+    if not field.follows:  # one that does not follow has a change of what it reads that shows the same
+        assert any(
+            field.value(msgspec.structs.replace(BASE, **{name: OTHER_VALUES[name]})) == field.value(BASE)
+            for name in field.reads
+        )
+
+
+def _optional(name: str) -> bool:
+    (field,) = (field for field in msgspec.structs.fields(SessionState) if field.name == name)
+    return type(None) in typing.get_args(field.type)
+
+
+_OTHER_AND_CLEARED = [
+    *OTHER_VALUES.items(),
+    *((name, None) for name, value in OTHER_VALUES.items() if value is not None and _optional(name)),
+]
+
+
+def test_the_written_out_meta_is_the_declarations() -> None:
+    bare = SessionState("s1", "/w", (), None, None, None, None, 0, 1, 1, 1)
+    states = [start for start in (BASE, bare)]
+    states += [
+        msgspec.structs.replace(start, **{name: value}) for start in (BASE, bare) for name, value in _OTHER_AND_CLEARED
+    ]
+    for state in states:
+        shown = {field.key: value for field in SHOWN_IN_META if (value := field.value(state)) is not None}
+        expected = dict(state.meta or {}) | shown
+        assert list(visible_meta(state).items()) == list(expected.items())  # in the declaration's order
+    for before in states:
+        for after in states:
+            assert meta_changed(before, after) == (visible_meta(before) != visible_meta(after)), (before, after)
+
+
+def test_a_change_is_diffed_once_per_view() -> None:
+    archived = msgspec.structs.replace(BASE, archived=True, messages=5, position=12)
+    change = Change(12, BASE, archived)
+    views = [(directories, archives) for directories in (True, False) for archives in (False, True)]
+    made = [shown(change, additional_directories=d, include_archived=a) for d, a in views]
+    for (directories, archives), item in zip(views, made, strict=True):
+        assert item == diff(12, BASE, archived, additional_directories=directories, include_archived=archives)
+        assert shown(change, additional_directories=directories, include_archived=archives) is item
+    assert made[0] is not None and made[1] is not None and made[0] != made[1]  # removed vs updated
 
 
 EVENTS = [

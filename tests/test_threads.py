@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from events.errors import CorruptEventError, StoreError
+from events.factory import open_store
 from events.group_commit import GroupCommit
-from events.urls import open_store
 from registry import SessionRegistry
-from registry.readmodel.tables import SnapshotPlan, join_snapshot_threads
+from registry.backends import backend_for
+from registry.readmodel.tables import SnapshotPlan
 from registry.snapshot import EVERY
 
 
@@ -98,10 +99,11 @@ def test_a_snapshot_kept_in_the_background_is_joined_on_close() -> None:
         time.sleep(0.3)
         done.set()
 
-    plan = SnapshotPlan(store, EVERY - 1, EVERY + 1, dump)  # a short catch-up that passes a multiple of EVERY
+    backend = backend_for(store)
+    plan = SnapshotPlan(backend, EVERY - 1, EVERY + 1, dump)  # a short catch-up that passes a multiple of EVERY
     plan.passed(EVERY + 1)
     assert _named("acp-registry snapshot")
-    assert join_snapshot_threads(store, timeout=10) and done.is_set()
+    assert backend.join_background(timeout=10) and done.is_set()
     assert _named("acp-registry snapshot") == []
     store.close()
 

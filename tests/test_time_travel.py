@@ -15,6 +15,7 @@ import pytest
 
 from events import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, SqliteStore
 from registry import SessionRegistry
+from registry.backends import backend_for
 from registry.projection import Projection
 from registry.snapshot import (
     KEEP,
@@ -23,7 +24,6 @@ from registry.snapshot import (
     load_snapshot,
     read_snapshot,
     save_snapshot,
-    snapshot_dir,
     snapshots,
     thin,
 )
@@ -57,12 +57,12 @@ def store(tmp_path: Path) -> SqliteStore:
 
 
 def test_the_fold_at_any_position_from_kept_snapshots(store: SqliteStore) -> None:
-    first = projection_at(store, 1_000, every=100)  # leaves snapshots behind on its way
+    first = projection_at(backend_for(store), 1_000, every=100)  # leaves snapshots behind on its way
     assert first.snapshot is None and first.projection == _fold(store, 1_000) and first.events == 1_000
-    kept = [position for position, _ in snapshots(store)]
+    kept = [position for position, _ in snapshots(backend_for(store))]
     assert kept and len(kept) <= KEEP and all(p < 1_000 for p in kept)
     for position in (1_000, 777, 1_200, 5):
-        travel = projection_at(store, position, every=100)
+        travel = projection_at(backend_for(store), position, every=100)
         assert travel.projection == _fold(store, position), position
         assert travel.events == position
         nearest = max((p for p in kept if p <= position), default=None)
@@ -72,9 +72,9 @@ def test_the_fold_at_any_position_from_kept_snapshots(store: SqliteStore) -> Non
 def test_snapshots_are_private_and_their_temporary_leftovers_are_cleaned(store: SqliteStore) -> None:
     old_umask = os.umask(0o022)
     try:
-        folder = snapshot_dir(store)
+        folder = backend_for(store).snapshot_dir()
         assert folder is not None
-        path = save_snapshot(store, 100, _fold(store, 100).states().values(), events=100)
+        path = save_snapshot(backend_for(store), 100, _fold(store, 100).states().values(), events=100)
         assert path is not None
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -83,14 +83,14 @@ def test_snapshots_are_private_and_their_temporary_leftovers_are_cleaned(store: 
             leftover.write_bytes(b"partial")
         two_hours_ago = time.time() - 7_200
         os.utime(stale, (two_hours_ago, two_hours_ago))
-        save_snapshot(store, 200, _fold(store, 200).states().values(), events=200)
+        save_snapshot(backend_for(store), 200, _fold(store, 200).states().values(), events=200)
         assert not stale.exists() and fresh.exists()  # a writer may still be writing the fresh one
     finally:
         os.umask(old_umask)
 
 
 def test_a_snapshot_is_bound_to_its_store_and_log(store: SqliteStore, tmp_path: Path) -> None:
-    path = save_snapshot(store, 300, _fold(store, 300).states().values(), events=300)
+    path = save_snapshot(backend_for(store), 300, _fold(store, 300).states().values(), events=300)
     assert path is not None
     assert read_snapshot(path, store).position == 300
     data = bytearray(path.read_bytes())
@@ -103,7 +103,7 @@ def test_a_snapshot_is_bound_to_its_store_and_log(store: SqliteStore, tmp_path: 
 
     with SqliteStore(tmp_path / "other.db") as other:  # a snapshot made with another store's secret
         _fill(other, 400)
-        theirs = save_snapshot(other, 300, _fold(other, 300).states().values(), events=300)
+        theirs = save_snapshot(backend_for(other), 300, _fold(other, 300).states().values(), events=300)
         assert theirs is not None
         path.write_bytes(theirs.read_bytes())
         with pytest.raises(SnapshotError, match="another store"):
@@ -118,18 +118,18 @@ def test_a_snapshot_is_bound_to_its_store_and_log(store: SqliteStore, tmp_path: 
 
 
 def test_a_bad_snapshot_only_costs_time(store: SqliteStore, caplog: pytest.LogCaptureFixture) -> None:
-    good = save_snapshot(store, 400, _fold(store, 400).states().values(), events=400, every=100)
-    path = save_snapshot(store, 500, _fold(store, 500).states().values(), events=500, every=100)
+    good = save_snapshot(backend_for(store), 400, _fold(store, 400).states().values(), events=400, every=100)
+    path = save_snapshot(backend_for(store), 500, _fold(store, 500).states().values(), events=500, every=100)
     assert good is not None and path is not None
     path.write_bytes(b"ACPRSNAP" + b"\x03" + b"\xff" * 64)
     with caplog.at_level(logging.WARNING):
-        travel = projection_at(store, 600, keep=False)
+        travel = projection_at(backend_for(store), 600, keep=False)
     assert travel.snapshot == 400 and travel.projection == _fold(store, 600)
     assert "ignoring it" in caplog.text and str(path) in caplog.text
 
 
 def test_a_huge_file_is_rejected_by_its_header_without_being_read(store: SqliteStore) -> None:
-    folder = snapshot_dir(store)
+    folder = backend_for(store).snapshot_dir()
     assert folder is not None
     folder.mkdir(mode=0o700, exist_ok=True)
     huge = folder / f"{600:020d}.snap"
@@ -143,20 +143,20 @@ def test_a_huge_file_is_rejected_by_its_header_without_being_read(store: SqliteS
         assert tracemalloc.get_traced_memory()[1] < 1 << 20
     finally:
         tracemalloc.stop()
-    assert load_snapshot(store, 1_200) is None
+    assert load_snapshot(backend_for(store), 1_200) is None
 
 
 def test_symlinks_are_refused(store: SqliteStore, tmp_path: Path) -> None:
-    folder = snapshot_dir(store)
+    folder = backend_for(store).snapshot_dir()
     assert folder is not None
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     folder.symlink_to(elsewhere)
     with pytest.raises(SnapshotError, match="symlink"):
-        save_snapshot(store, 100, [], events=100)
+        save_snapshot(backend_for(store), 100, [], events=100)
     assert not any(elsewhere.iterdir())
     folder.unlink()
-    real = save_snapshot(store, 100, _fold(store, 100).states().values(), events=100)
+    real = save_snapshot(backend_for(store), 100, _fold(store, 100).states().values(), events=100)
     assert real is not None
     planted = folder / f"{200:020d}.snap"
     planted.symlink_to(real)
@@ -195,10 +195,10 @@ def test_a_table_build_leaves_snapshots_for_time_travel(tmp_path: Path, monkeypa
     with SqliteStore(tmp_path / "log.db") as raw:
         _fill(raw, 1_000)  # appended without a registry: the first registry builds the tables from the log
     with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
-        kept = [p for p, _ in snapshots(registry.store)]
+        kept = [p for p, _ in snapshots(backend_for(registry.store))]
         assert kept, "the build kept no snapshot"
         for position in kept:
-            snapshot = load_snapshot(registry.store, position)
+            snapshot = load_snapshot(backend_for(registry.store), position)
             assert snapshot is not None and snapshot.position == position
             assert {s.session_id: s for s in snapshot.sessions} == _fold(registry.store, position).states()  # type: ignore[arg-type]
 

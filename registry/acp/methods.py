@@ -39,7 +39,6 @@ from msgspec import UNSET, UnsetType
 
 from events.model import TitleSource
 from registry.acp.params import (
-    ARCHIVED_FILTERS,
     CancelParams,
     DeleteParams,
     ForkParams,
@@ -53,8 +52,9 @@ from registry.acp.params import (
     SetTitleParams,
     convert_params,
 )
+from registry.agents import native_id, stored_id
 from registry.commands import check_session_id
-from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
+from registry.errors import MethodNotFound, SessionNotFound
 from registry.model import ListSessionsResult, SessionInfo, SessionState
 
 __all__ = [
@@ -83,7 +83,7 @@ class SessionMethods(Protocol):
         cwd: str | None = None,
         cursor: str | None = None,
         *,
-        archived: str = "exclude",
+        archived: str | None = "exclude",
         agent: str | None = None,
     ) -> ListSessionsResult: ...
 
@@ -153,11 +153,11 @@ class Context:
 
     def store_id(self, wire_id: str) -> str:
         """The store's id of a session the client names ``wire_id``."""
-        return wire_id if self.agent is None else f"{self.agent}:{wire_id}"
+        return wire_id if self.agent is None else stored_id(self.agent, wire_id)
 
     def wire_id(self, store_id: str) -> str:
         """The id the client sees for a stored session."""
-        return store_id if self.agent is None else store_id.removeprefix(f"{self.agent}:")
+        return store_id if self.agent is None else native_id(self.agent, store_id) or store_id
 
     def opened(self, wire_id: str) -> None:
         self.open_sessions.add(wire_id)
@@ -230,11 +230,8 @@ def _stored(context: Context, wire_id: str) -> Iterator[str]:
 
 
 def _list(context: Context, request: ListParams) -> Result:
-    archived = "exclude" if request.archived is None else request.archived
-    if archived not in ARCHIVED_FILTERS:  # ACP: an unsupported value is refused, never read as "exclude"
-        choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
-        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
-    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=archived, agent=context.agent)
+    # ``commands.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
+    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent)
     result: Result = msgspec.to_builtins(page)
     for info in result["sessions"]:
         if context.reports_archived:

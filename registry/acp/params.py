@@ -22,7 +22,6 @@ import msgspec
 from registry.errors import InvalidParams
 
 __all__ = [
-    "ARCHIVED_FILTERS",
     "CancelParams",
     "DeleteParams",
     "ForkParams",
@@ -95,10 +94,6 @@ class CancelParams(msgspec.Struct, rename="camel"):
     """``session/cancel`` (a notification)."""
 
     session_id: str
-
-
-ARCHIVED_FILTERS: Final = ("exclude", "include", "only")
-"""``session/list``'s ``archived`` values this version supports (omitted and null are ``exclude``)."""
 
 
 class ListParams(msgspec.Struct, rename="camel"):

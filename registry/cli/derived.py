@@ -11,10 +11,10 @@ from __future__ import annotations
 import msgspec
 
 from events.errors import CorruptEventError
-from events.store import EventStore
+from registry.backend import Backend
 from registry.cli.terminal import progress
-from registry.readmodel import open_read_model
 from registry.readmodel.check import check_read_model
+from registry.readmodel.guard import open_read_model
 from registry.snapshot import snapshots
 
 __all__ = ["Problem", "ReadModelInfo", "check_derived", "describe_derived"]
@@ -37,27 +37,27 @@ class ReadModelInfo(msgspec.Struct, rename="camel"):
     """Positions of the kept snapshots (time travel starts from the nearest)."""
 
 
-def describe_derived(store: EventStore, head: int) -> ReadModelInfo:
+def describe_derived(backend: Backend, head: int) -> ReadModelInfo:
     """``stats``: the read model's kind, checkpoint and floor, and where the kept snapshots are."""
-    read_model = open_read_model(store, catch_up=False)
+    read_model = open_read_model(backend, catch_up=False)
     try:
         return ReadModelInfo(
             read_model.kind,
             read_model.position,
             read_model.window_floor(),
             head - read_model.position,
-            [position for position, _path in snapshots(store)],
+            [position for position, _path in snapshots(backend)],
         )
     finally:
         read_model.close()
 
 
-def check_derived(store: EventStore) -> tuple[str, list[Problem]]:
+def check_derived(backend: Backend) -> tuple[str, list[Problem]]:
     """``verify``: a note on the read model and the kept snapshots, and their problems."""
-    read_model = open_read_model(store, catch_up=False)
+    read_model = open_read_model(backend, catch_up=False)
     try:
         with progress("comparing the read model with the log", read_model.position) as report:
-            checked = check_read_model(store, read_model, report=report)
+            checked = check_read_model(backend, read_model, report=report)
     except CorruptEventError as exc:
         return f"not compared with the log: the record at position {exc.position} is corrupt", []
     finally:

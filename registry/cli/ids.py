@@ -20,6 +20,7 @@ import difflib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
+from registry.agents import IMPORTED, stored_id
 from registry.cli.errors import InputError
 from registry.errors import InvalidParams
 
@@ -37,9 +38,9 @@ def resolve_session(registry: SessionRegistry, text: str) -> str:
     """The stored id of the session ``text`` names (see the module docstring); ``InputError`` when none or several."""
     if _exists(registry, text):
         return text
-    from registry.importers import AGENTS  # noqa: PLC0415 - the agents' names, only when the id is not stored as is
-
-    qualified = [f"{agent}:{text}" for agent in AGENTS if ":" not in text and _exists(registry, f"{agent}:{text}")]
+    qualified = [
+        stored_id(agent, text) for agent in IMPORTED if ":" not in text and _exists(registry, stored_id(agent, text))
+    ]
     if len(qualified) == 1:
         return qualified[0]
     ids = [state.session_id for state in registry.read_model.states()]

@@ -10,10 +10,12 @@ import argparse
 
 from msgspec import UNSET
 
+from registry.agents import known_name
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_registry
 from registry.cli.tables import SessionsTable
-from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
+from registry.model import ARCHIVED_FILTERS
 
 __all__ = ["add_arguments", "run"]
 
@@ -25,11 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
     parser.add_argument(
         "--archived",
-        choices=("exclude", "include", "only"),
+        choices=ARCHIVED_FILTERS,
         default="exclude",
         help="archived sessions: left out (exclude, the default), listed too (include), or only they (only)",
     )
-    parser.add_argument("--agent", metavar="NAME", help="only the sessions of this agent (e.g. codex)")
+    parser.add_argument(
+        "--agent",
+        metavar="NAME",
+        type=known_name,
+        help="only the sessions of this agent (codex, or a name it goes by: codex-acp, claude-agent-acp, ...)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json([info for p in pages for info in p] if args.all else page)
         return 0
-    console = stdout_console()
     count = sum(map(len, pages))
     where = ("" if cwd is None else f" in {cwd}") + ("" if args.agent is None else f" of {args.agent}")
     where += {"exclude": "", "include": " (archived ones included)", "only": " (archived only)"}[args.archived]
@@ -59,11 +65,18 @@ def run(args: argparse.Namespace) -> int:
     if args.agent is not None and page.next_cursor is not UNSET:
         shown = f"first {count:,}"  # no count by agent without a walk: say only that more follow
     heading = f"{shown} session{'s' if (total if count < total else count) != 1 else ''}{where}"
-    console.print(SessionsTable(pages, title=printable(heading)))
+    table = SessionsTable(pages, title=printable(heading))
+    more = None
     if page.next_cursor is not UNSET:
-        console.print(
-            f"more sessions follow: --all lists every page, or --cursor {page.next_cursor} the next one",
-            markup=False,
-            soft_wrap=True,
-        )
+        more = f"more sessions follow: --all lists every page, or --cursor {page.next_cursor} the next one"
+    width = plain_width()
+    if width is not None:  # a pipe or a file: the same characters rich would write, without loading rich
+        write_lines(table.lines(width), width)
+        if more is not None:
+            print(more, flush=True)
+        return 0
+    console = stdout_console()
+    console.print(table)
+    if more is not None:
+        console.print(more, markup=False, soft_wrap=True)
     return 0

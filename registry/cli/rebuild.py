@@ -15,9 +15,11 @@ import time
 import msgspec
 
 from events.errors import RegistryError
+from registry.backends import backend_for
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import stdout_console, write_json
-from registry.readmodel import ReadModel, open_read_model
+from registry.readmodel import ReadModel
+from registry.readmodel.guard import open_read_model
 
 __all__ = ["RebuildResult", "add_arguments", "run"]
 
@@ -37,11 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _what_is_there(read_model: ReadModel) -> str:
     """The read model about to be thrown away, for people: its checkpoint and what was wrong with its schema."""
-    if read_model.kind != "tables":
+    tables = read_model.tables
+    if tables is None:
         return "nothing kept (the log is folded in memory)"
-    problems = read_model.schema_problems() or []
+    problems = tables.schema_problems()
     try:
-        checkpoint = read_model.stored_meta().get("checkpoint")
+        checkpoint = tables.stored_meta().get("checkpoint")
     except RegistryError:
         checkpoint = None
     at = "an unknown checkpoint" if checkpoint is None else f"checkpoint {checkpoint}"
@@ -54,7 +57,7 @@ def _what_is_there(read_model: ReadModel) -> str:
 def run(args: argparse.Namespace) -> int:
     with open_log(locate(args.store), create=False) as store:
         started = time.perf_counter()
-        read_model = open_read_model(store, catch_up=False)
+        read_model = open_read_model(backend_for(store), catch_up=False)
         try:
             replaced = _what_is_there(read_model)
             checkpoint = read_model.rebuild()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import msgspec
 
+from registry.backends import backend_for
 from registry.cli.errors import InputError
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_log
@@ -73,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--at {position} is beyond the log's head ({head})")
         target = position_at(store, moment) if moment is not None else position if position is not None else head
         with progress("replaying the log", target) as report:
-            travel = projection_at(store, target, report=report)  # from the nearest kept snapshot at or before
+            travel = projection_at(
+                backend_for(store), target, report=report
+            )  # from the nearest kept snapshot at or before
         codec = CursorCodec(store.identity)
     projection = travel.projection
     deleted = sum(1 for state in projection.states().values() if state.deleted)

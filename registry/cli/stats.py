@@ -6,7 +6,7 @@ import argparse
 
 import msgspec
 
-from registry.backend import backend_for
+from registry.backends import backend_for
 from registry.cli.derived import ReadModelInfo, describe_derived
 from registry.cli.stores import locate, open_log
 from registry.cli.terminal import human_size, progress, stdout_console, write_json
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
         head = store.head()
         with progress("reading the log", head) as report:
             folded = fold_log(store, report=report)
-        derived = describe_derived(store, head)
         backend = backend_for(store)
+        derived = describe_derived(backend, head)
         log_bytes = backend.log_bytes()
         evidence = [event for event in backend.integrity_events() if not event.acknowledged]
     cwds: dict[str, CwdCount] = {}

@@ -37,7 +37,6 @@ __all__ = [
     "locate",
     "open_log",
     "open_registry",
-    "resolve_url",
     "sqlite_file",
     "sqlite_url",
 ]
@@ -78,7 +77,7 @@ def locate(option: str | None) -> StoreLocation:
 
 
 def sqlite_file(url: str) -> str | None:
-    """The file a ``sqlite://`` URL names (as ``events.urls.open_store`` reads it); None for other URLs."""
+    """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
         return None
@@ -148,7 +147,7 @@ def check_url(location: StoreLocation) -> None:
     """``InputError`` when the URL itself is bad (its scheme, path form or options), whether or not its store is
     there; creates and opens nothing."""
     from events.errors import StoreError  # noqa: PLC0415
-    from events.urls import open_store  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
 
     if sqlite_file(location.url) is None:
         return  # the other kinds are checked by opening them
@@ -158,12 +157,6 @@ def check_url(location: StoreLocation) -> None:
         raise InputError(f"bad store URL: {exc}") from exc
     except StoreError:
         pass  # the URL is good; what is (or is not) at its path is the opener's to say
-
-
-def resolve_url(location: StoreLocation, *, create: bool) -> str:
-    """The URL, after the checks ``open_log`` makes (and a new SQLite store's folder created)."""
-    _prepare(location, create=create)
-    return location.url
 
 
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
@@ -200,7 +193,7 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
 def _open(location: StoreLocation, *, create: bool) -> tuple[EventStore, str | None]:
     """The store, and where it was created when this open created it (None: it was there)."""
     from events.errors import StoreError  # noqa: PLC0415
-    from events.urls import open_store  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
 
     path = sqlite_file(location.url)
     if not create or location.url.lower().startswith("memory:"):
@@ -241,8 +234,9 @@ def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
 def catch_up_read_model(store: EventStore) -> None:
     """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
     now, so that the next ``session/list`` of any process does not pay for it."""
-    from registry.readmodel import open_read_model  # noqa: PLC0415
+    from registry.backends import backend_for  # noqa: PLC0415
+    from registry.readmodel.guard import open_read_model  # noqa: PLC0415
 
     if store.read_only:
         return
-    open_read_model(store).close()
+    open_read_model(backend_for(store)).close()

@@ -30,6 +30,7 @@ import msgspec
 from msgspec import UNSET
 
 from events.model import RecordedEvent, SessionCreated, TitleSource
+from registry.agents import native_id
 from registry.cli.terminal import printable
 from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
 
@@ -122,7 +123,7 @@ def _title(info: SessionInfo) -> str:
     title = "(untitled)" if info.title is UNSET or info.title is None else printable(info.title)
     marks = []
     agent = info.agent
-    if agent is not None and not info.session_id.startswith(f"{agent}:"):
+    if agent is not None and native_id(agent, info.session_id) is None:
         marks.append(printable(agent))
     if info.archived is True:
         marks.append("archived")

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -20,13 +20,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "human_age",
     "human_size",
+    "plain_width",
     "printable",
     "progress",
     "stdout_console",
     "write_json",
     "write_json_line",
+    "write_lines",
 ]
 
 _json = msgspec.json.Encoder()
@@ -58,6 +59,40 @@ def stdout_console() -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPED_WIDTH
     return console
+
+
+def plain_width() -> int | None:
+    """The width of stdout when rich would write plain text there (no terminal: a pipe, a file), for a command
+    whose output is lines already laid out: it writes them itself (``write_lines``) without loading rich. None:
+    a terminal, by rich's own rules (``TTY_COMPATIBLE``, ``FORCE_COLOR``, then the stream), or a ``COLUMNS``
+    that only rich interprets."""
+    environ = os.environ
+    claimed, forced = environ.get("TTY_COMPATIBLE", ""), environ.get("FORCE_COLOR")
+    if claimed == "1" or (claimed != "0" and (forced != "" if forced is not None else _isatty(sys.stdout))):
+        return None
+    columns = environ.get("COLUMNS")
+    if columns is None:
+        return _PIPED_WIDTH
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no such method, or a closed stream: not a terminal
+        return False
+
+
+def write_lines(lines: Iterable[str], width: int) -> None:
+    """Lines on stdout as rich's console writes them where there is no terminal: each cut to ``width`` cells."""
+    from rich.cells import cell_len, set_cell_size  # noqa: PLC0415 - the cell widths only, not the console
+
+    out = sys.stdout
+    for line in lines:
+        wide = len(line) > width if line.isascii() else cell_len(line) > width
+        out.write(set_cell_size(line, width) if wide else line)
+        out.write("\n")
+    out.flush()
 
 
 def write_json(value: Any) -> None:
@@ -126,13 +161,3 @@ def human_size(size: int) -> str:
             return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def human_age(seconds: float) -> str:
-    if seconds < 0:
-        return "in the future (a clock moved back?)"
-    for unit, length in (("day", 86_400), ("hour", 3_600), ("min", 60)):
-        if seconds >= length:
-            count = int(seconds // length)
-            return f"{count} {unit}{'s' if count > 1 and unit != 'min' else ''} ago"
-    return f"{int(seconds)} s ago"

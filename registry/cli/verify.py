@@ -15,7 +15,7 @@ import sys
 import msgspec
 
 from events.verify import verify_log
-from registry.backend import backend_for
+from registry.backends import backend_for
 from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
 from registry.cli.stores import locate, open_log
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         with progress("verifying the log", head) as report:
             log = verify_log(store, progress=report)
         problems = [Problem(p.position, p.session_id, p.problem) for p in log.problems]
-        note, derived = check_derived(store)
+        note, derived = check_derived(backend)
         evidence = [
             Problem(event.position, None, f"integrity: {describe(event)} (acp-registry verify --acknowledge)")
             for event in backend.integrity_events()

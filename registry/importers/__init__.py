@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from registry.agents import IMPORTED
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, Skip, Source, session_id
 from registry.importers.claude_code import ClaudeCode
 from registry.importers.codex import Codex
 from registry.importers.gemini import Gemini
 from registry.importers.goose import Goose
-from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary, default_state_path
+from registry.importers.importer import AgentSummary, Importer, SkipGroup, Summary
 from registry.importers.kimi import Kimi
 from registry.importers.kimi_code import KimiCode
 from registry.importers.opencode import Opencode
@@ -45,15 +46,16 @@ __all__ = [
     "SkipGroup",
     "Source",
     "Summary",
-    "default_state_path",
     "session_id",
     "sources",
 ]
 
-_CLASSES: tuple[Callable[[], Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, KimiCode, Qwen, Goose, Opencode)
-_SOURCES: dict[str, Callable[[], Source]] = {make().agent: make for make in _CLASSES}
-AGENTS: tuple[str, ...] = tuple(_SOURCES)
-"""Every supported agent, by the name ``--agent`` takes."""
+_CLASSES: tuple[type[Source], ...] = (ClaudeCode, Codex, Gemini, Kimi, KimiCode, Qwen, Goose, Opencode)
+_SOURCES: dict[str, Callable[[], Source]] = {make.agent: make for make in _CLASSES}
+AGENTS: tuple[str, ...] = IMPORTED
+"""Every supported agent, by the name ``--agent`` takes: the agents ``registry.agents.KNOWN`` says are imported."""
+if set(_SOURCES) != set(AGENTS):  # pragma: no cover - a parser module whose agent registry.agents does not declare
+    raise ImportError(f"importers for {sorted(_SOURCES)}, but registry.agents declares {sorted(AGENTS)}")
 
 
 def sources(agents: Iterable[str] | None = None) -> list[Source]:

@@ -26,6 +26,7 @@ from typing import ClassVar, Final, NamedTuple, Protocol
 import msgspec
 
 from events.model import TitleSource
+from registry.agents import stored_id
 from registry.commands import (
     PROMPT_TITLE_LENGTH,
     check_directories,
@@ -69,8 +70,8 @@ _MAX_AGENT_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps
 
 
 def session_id(agent: str, native_id: str) -> str:
-    """The registry id of an imported session: the agent's name, a colon, the agent's own id."""
-    return f"{agent}:{native_id}"
+    """The registry id of an imported session: ``registry.agents.stored_id`` (the agent's name, a colon, its own id)."""
+    return stored_id(agent, native_id)
 
 
 class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):

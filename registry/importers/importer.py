@@ -30,19 +30,21 @@ import msgspec
 from events.errors import ConcurrencyError, EventIdConflict
 from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
 from events.store import AppendRequest, EventStore
+from registry.agents import current_id
+from registry.backends import backend_for
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
-from registry.model import META_NAMESPACE, SessionState
+from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
 from registry.projection import fold
+from registry.readmodel.guard import open_read_model
+from registry.writing import retried
 
 __all__ = [
-    "META_AGENT",
     "META_AGENT_ARCHIVED",
     "META_AGENT_MESSAGES",
     "META_AGENT_SESSION_ID",
-    "META_ARCHIVED",
     "META_GIT_BRANCH",
     "META_PATH",
     "AgentSummary",
@@ -50,22 +52,20 @@ __all__ = [
     "SkipGroup",
     "Summary",
     "append_sessions",
-    "default_state_path",
 ]
 
 log = logging.getLogger(__name__)
 
-META_AGENT: Final = f"{META_NAMESPACE}/agent"
 META_AGENT_SESSION_ID: Final = f"{META_NAMESPACE}/agentSessionId"
 META_PATH: Final = f"{META_NAMESPACE}/path"
 META_GIT_BRANCH: Final = f"{META_NAMESPACE}/gitBranch"
 META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
 """The agent's own count, which can shrink (a rewind); the registry's ``messageCount`` only ever grows."""
-META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
-"""Shown while the session is archived (``registry.model``: from its state; the importer no longer writes it)."""
 META_AGENT_ARCHIVED: Final = f"{META_NAMESPACE}/agentArchived"
 """``true`` while the agent itself marks the session archived, as last imported: the registry's archive follows the
 agent's changes of that mark, and keeps an archive or unarchive made in the registry until the mark changes."""
+# META_AGENT and META_ARCHIVED (``registry.model``) are shown from the state; older importers wrote them into the
+# session's own ``_meta`` too, so they are among the keys an import owns there.
 _OWN_KEYS: Final = frozenset(
     {
         META_AGENT,
@@ -77,7 +77,6 @@ _OWN_KEYS: Final = frozenset(
         META_AGENT_ARCHIVED,
     }
 )
-_RETRIES: Final = 10
 _EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
@@ -147,13 +146,6 @@ class Summary(msgspec.Struct, kw_only=True, rename="camel"):
         return sum(a.added + a.changed + a.removed for a in self.agents)
 
 
-def default_state_path(store: EventStore) -> Path | None:
-    """Beside a SQLite store's file; none for an in-memory store; else per store in the user's state dir."""
-    from registry.backend import backend_for  # noqa: PLC0415
-
-    return backend_for(store).import_state_path()
-
-
 class Importer:
     """Imports agents' histories into a store, incrementally. One ``run()`` is one pass over every source."""
 
@@ -174,7 +166,8 @@ class Importer:
         environ = os.environ if environ is None else environ
         overrides = dict(roots or {})
         self.roots = {s.agent: overrides.get(s.agent) or s.default_root(environ) for s in self.sources}
-        self.state_path = default_state_path(store) if state_path == "default" else state_path
+        self._backend = backend_for(store)
+        self.state_path = self._backend.import_state_path() if state_path == "default" else state_path
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.progress = progress
@@ -207,11 +200,9 @@ class Importer:
 
     def _known_cwds(self) -> set[str]:
         """The directories of this pass's sessions so far and of every session the store lists."""
-        from registry.readmodel import open_read_model  # noqa: PLC0415 - only when a source asks
-
         cwds = set(self._cwds)
         try:
-            model = open_read_model(self.store)
+            model = open_read_model(self._backend)
         except Exception:  # the store has no usable read model (read-only, another version): this pass's only
             log.warning("the store's directories could not be read", exc_info=True)
             return cwds
@@ -252,11 +243,18 @@ class Importer:
             self._count(summary, outcome, sid, native_id, record, pending, gone)
 
         self._cwds.update(facts.cwd for facts in result.sessions)
+        read: dict[str, SessionState | None] = {}  # each stream read once per session here
+
+        def state_of(sid: str) -> SessionState | None:
+            read[sid] = self._state(sid)
+            return read[sid]
+
         for facts in result.sessions:
             seen.add(facts.native_id)
-            sid = session_id(agent, facts.native_id)
+            read.clear()
+            sid = current_id(agent, facts.native_id, state_of)  # past the records a proxy retired under its id
             plan = functools.partial(_plan, agent, sid, facts)
-            prepared = self._prepare(sid, plan)
+            prepared = self._prepare(sid, plan, read[sid])
             if isinstance(prepared, str):
                 count(prepared, sid, facts.native_id, facts.gone)
                 continue
@@ -321,10 +319,12 @@ class Importer:
         else:
             record.imported.discard(native_id)
 
-    def _prepare(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome | tuple[Any, Any]:
-        """What ``plan`` makes of the session's current state: an outcome when nothing is to be written, else the
-        append (at exactly that state's version) and the outcome it will have."""
-        state = self._state(sid)
+    def _prepare(
+        self, sid: str, plan: Callable[[SessionState | None], Planned], *known: SessionState | None
+    ) -> Outcome | tuple[AppendRequest, Outcome]:
+        """What ``plan`` makes of the session's current state (``known``, or read now): an outcome when nothing is
+        to be written, else the append (at exactly that state's version) and the outcome it will have."""
+        state = known[0] if known else self._state(sid)
         if state is not None and state.deleted:
             return "deleted"
         try:
@@ -357,17 +357,19 @@ class Importer:
     def _write(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome:
         """Append what ``plan`` makes of the session's current state, at exactly that state's version, on its own
         (retried when another writer got there first: read again and diff against what it wrote)."""
-        for _ in range(_RETRIES):
+
+        def attempt() -> Outcome:
             prepared = self._prepare(sid, plan)
             if isinstance(prepared, str):
                 return prepared
             request, outcome = prepared
-            try:
-                append_sessions(self.store, [request])
-            except (ConcurrencyError, EventIdConflict):
-                continue
-            return outcome  # type: ignore[no-any-return]
-        return "conflict"
+            append_sessions(self.store, [request])
+            return outcome
+
+        try:
+            return retried(attempt, (ConcurrencyError, EventIdConflict))
+        except (ConcurrencyError, EventIdConflict):
+            return "conflict"
 
     def _state(self, sid: str) -> SessionState | None:
         """The session as the registry folds it (deletions included), straight from its stream."""
@@ -412,6 +414,8 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
     elif facts.gone is not None:
         events.append(SessionDeleted(reason=facts.gone))
     else:
+        # The agent's count, not added to the registry's: a turn a proxy recorded live and that the files now hold
+        # too counts once (SessionRegistry.record_turn is the other half of that rule).
         grown = max(0, facts.messages - state.messages)
         newer = state.updated_at is None or last > state.updated_at
         if grown or newer:

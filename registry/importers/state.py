@@ -39,7 +39,6 @@ __all__ = [
     "lock_path",
     "locked",
     "save_state",
-    "state_folder",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,13 +69,6 @@ class ImportState(msgspec.Struct, kw_only=True):
 
 _decoder = msgspec.msgpack.Decoder(ImportState)
 _encoder = msgspec.msgpack.Encoder()
-
-
-def state_folder() -> Path:
-    """Where import states of stores without a file of their own live (the user's state folder)."""
-    import platformdirs  # noqa: PLC0415
-
-    return Path(platformdirs.user_state_dir("acp-registry"))
 
 
 def lock_path(path: Path) -> Path:

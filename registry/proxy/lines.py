@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -26,21 +27,39 @@ _HEAD: Final = 64 * 1024  # bytes of an over-long line kept to find its id in
 
 
 class LineReader:
-    """The lines of a file descriptor, without their newlines, batch by batch until EOF."""
+    """The lines of a file descriptor, without their newlines, batch by batch until EOF - or until ``wake`` (the
+    read end of a pipe) becomes readable: then the reader stops as at EOF, so that a thread reading a pipe that
+    something else holds open (an agent's child that kept its stdout) can still be ended and joined."""
 
-    def __init__(self, fd: int, limit: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, fd: int, limit: int = MAX_MESSAGE_BYTES, *, wake: int | None = None) -> None:
         self._fd = fd
         self._limit = limit
+        self._poll: select.poll | None = None
+        self._wake = wake
+        if wake is not None:
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN)
+            self._poll.register(wake, select.POLLIN)
+
+    def _read(self) -> bytes:
+        if self._poll is not None:
+            while True:
+                ready = self._poll.poll()
+                if any(fd == self._wake for fd, _ in ready):
+                    return b""
+                if ready:
+                    break
+        return os.read(self._fd, _READ)
 
     def batches(self) -> Iterator[list[bytes | OverlongLine]]:
         """Every complete line each read brings (a batch is never empty); the last line without a newline
         before EOF is a line too."""
-        fd, limit = self._fd, self._limit
+        limit = self._limit
         pending = bytearray()
         skipping: OverlongLine | None = None  # the over-long line being skipped: its head and size so far
         while True:
             try:
-                chunk = os.read(fd, _READ)
+                chunk = self._read()
             except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for odd platforms
                 continue
             except OSError:

@@ -1,12 +1,14 @@
 """The proxy's recording, off the relay's path: observations go into a queue, one thread writes them.
 
-The relay threads only ``put`` what they saw (a session created, loaded or resumed, a turn answered, the agent's
-title); the recorder thread applies each to the registry in order. A registry failure (disk full, PostgreSQL
-gone) never reaches the conversation: the failure is logged once, the recorder keeps the observation and tries
-again (every ``retry`` seconds, up to ``MAX_BACKLOG`` observations kept; older ones beyond that are dropped and
-counted), logs once when recording resumes, and meanwhile ``degraded`` says why, so ``session/list`` can say so
-instead of answering from stale data silently. An observation the registry refuses for its content (a
-relative cwd, an over-long title) is skipped with a log line; that is not a fault of the store.
+The relay and the surface only ``put`` what they saw (a session created, loaded or resumed, a turn answered, the
+agent's title, a change the client asked for and was answered from memory); the recorder thread applies each to
+the registry in order. A registry failure (disk full, a write lock held elsewhere, PostgreSQL gone) never reaches
+the conversation: the failure is logged once, the recorder keeps the observation and tries again (every ``retry``
+seconds, up to ``MAX_BACKLOG`` observations kept; older ones beyond that are dropped and counted), logs once when
+recording resumes, and meanwhile ``degraded`` says why, so ``session/list`` can say so instead of answering from
+stale data silently. An observation the registry refuses for its content (a relative cwd, an over-long title) is
+skipped with a log line; that is not a fault of the store. What a killed proxy had queued comes back from the
+agent's own history at the next start (``registry.proxy.history``).
 """
 
 from __future__ import annotations
@@ -17,36 +19,51 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
+from events.codec import now_ns
 from events.errors import RegistryError
 from events.model import TitleSource
+from registry.agents import META_RETIRED, Retired, retired, split_id, stored_id
 from registry.commands import prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
-from registry.proxy.names import stored_id
+from registry.limits import MAX_TITLE_LENGTH
+from registry.model import SessionState
+from registry.proxy.book import Book, Status
+from registry.proxy.identity import Identity
+from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 
-__all__ = ["MAX_BACKLOG", "MAX_EARLY_TITLES", "Observation", "Recorder"]
+__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 MAX_BACKLOG: Final = 100_000
-MAX_EARLY_TITLES: Final = 1000
+_REMEMBERED: Final = 10_000
+EARLY_TITLE_BYTES: Final = 1 << 20
+"""Bytes of agent titles kept for sessions not recorded yet (ids and titles, as UTF-8): beyond that, dropped."""
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
 
 
 class Recorder:
-    """Writes observations to ``registry`` for agent ``agent`` on its own thread; ``push`` sends a line to the
-    client (the proxy's own ``session_info_update`` for a title it gave)."""
+    """Writes observations to ``registry`` for the agent ``identity`` names, on its own thread (``start``)."""
 
     def __init__(
-        self, registry: SessionRegistry, push: Callable[[str, dict[str, Any]], None], *, retry: float = 1.0
+        self,
+        registry: SessionRegistry,
+        identity: Identity,
+        book: Book,
+        titles: TitlePolicy,
+        *,
+        retry: float = 1.0,
     ) -> None:
         self.registry = registry
-        self.agent = ""
-        self._push = push
+        self.identity = identity
+        self.book = book
+        self.titles = titles
+        self.started_at = now_ns()
         self._retry = retry
         self._items: collections.deque[Observation] = collections.deque()
         self._cond = threading.Condition()
@@ -56,7 +73,11 @@ class Recorder:
         self._closed = False
         self.degraded: str | None = None
         self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
+        self._early_bytes = 0
+        self._began: dict[str, int] = {}  # the count of sessions whose turn is under way, as it began
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
+
+    def start(self) -> None:
         self._thread.start()
 
     # -- the relay's side ---------------------------------------------------------------------------
@@ -85,13 +106,14 @@ class Recorder:
         return True
 
     def close(self, timeout: float = 5.0) -> None:
-        """Write what is queued (within ``timeout``), then stop the thread."""
-        if not self.wait_idle(timeout):
+        """Write what is queued (within ``timeout``), then stop the thread and join it."""
+        if self._thread.is_alive() and not self.wait_idle(timeout):
             log.error("%d observations were not recorded (%s)", len(self._items), self.degraded or "the store is slow")
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     # -- the recorder's thread ----------------------------------------------------------------------
 
@@ -135,68 +157,141 @@ class Recorder:
 
     # -- what observations do -----------------------------------------------------------------------
 
+    def _current(self, native: str) -> tuple[str, SessionState | None]:
+        """The stored id of the agent's session ``native`` now (its latest conversation) and its state."""
+        entry = self.book.entry(native)
+        return entry.stored, self.registry.state(entry.stored)
+
     def session(
-        self, native: str, cwd: str | None, directories: list[str] | None = None, *, at: int | None = None
+        self,
+        native: str,
+        cwd: str | None,
+        directories: list[str] | None = None,
+        *,
+        at: int | None = None,
+        live: bool = False,
+        made: bool = False,
     ) -> None:
-        """A session of the agent is live (new, loaded, resumed, forked) or listed by it: known to the registry."""
-        sid = stored_id(self.agent, native)
-        if self.registry.state(sid) is None and cwd is not None:
+        """A session of the agent is live (``live``: new, loaded, resumed, forked; ``made``: by ``session/new`` or
+        fork) or shown in its past: known to the registry. ``made`` under an id the registry holds for a
+        conversation from before this proxy started: the agent reused the id - the old record is retired
+        (superseded, kept in the history) and this one is recorded as the next generation. A session a proxy
+        retired as not kept that the agent has after all comes back as the next generation too; one a user
+        deleted never does."""
+        agent = self.identity.fix()
+        sid, state = self._current(native)
+        if state is not None and not state.deleted and made and state.created_at < self.started_at:
+            self._retire(sid, state, Retired.SUPERSEDED)
+            sid, state = self._following(sid), None
+        elif state is not None and state.deleted:
+            if retired(state) is None:
+                return  # deleted in the registry: a tombstone wins over what the agent still has
+            sid, state = self._following(sid), self.registry.state(self._following(sid))
+        if state is None and cwd is not None:
             with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-                self.registry.create(
-                    cwd, session_id=sid, additional_directories=directories or (), at=at, agent=self.agent
-                )
+                self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=agent)
+            state = self.registry.state(sid)
+        if state is not None:
+            self.book.set(native, sid, Status.LIVE if live else Status.KEPT)
+            if state.title is not None and state.title_source is TitleSource.USER:
+                self.titles.user_titled(native)
         self._apply_early_title(native)
+
+    def _following(self, sid: str) -> str:
+        parts = split_id(sid)
+        assert parts is not None
+        return stored_id(parts[0], parts[2], parts[1] + 1)
+
+    def _retire(self, sid: str, state: SessionState, why: Retired) -> None:
+        self.registry.change_info(sid, meta={**(state.meta or {}), META_RETIRED: why.value})
+        self.registry.delete(sid, reason=f"retired by the proxy: {why.value}")
+
+    def retire_unkept(self, native: str) -> None:
+        """A session made through the proxy that never had a turn, which the agent did not keep: retired (not
+        listed; a load of it is still forwarded, and if the agent has it after all, it comes back)."""
+        sid, state = self._current(native)
+        if state is None or state.deleted or state.messages > 0 or self.book.entry(native).status is Status.LIVE:
+            return
+        self._retire(sid, state, Retired.UNKEPT)
+        self.book.set(native, sid, Status.UNKEPT)
 
     def _apply_early_title(self, native: str) -> None:
         if native in self._early_titles:
-            self.agent_title(native, self._early_titles.pop(native))
+            title = self._early_titles.pop(native)
+            self._early_bytes -= _size(native, title)
+            self.agent_title(native, title)
 
     def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
         """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
         source (else as a session of its own)."""
-        sid = stored_id(self.agent, native)
-        if self.registry.state(sid) is not None:
-            self._apply_early_title(native)
-            return
-        parent = self.registry.state(stored_id(self.agent, source))
-        if parent is None or parent.deleted:
-            self.session(native, cwd, directories)
+        agent = self.identity.fix()
+        sid, state = self._current(native)
+        parent_id, parent = self._current(source)
+        if state is not None or parent is None or parent.deleted:
+            self.session(native, cwd, directories, live=True, made=True)
             return
         with contextlib.suppress(SessionExists):
-            self.registry.fork(
-                parent.session_id, cwd, additional_directories=directories or (), session_id=sid, agent=self.agent
-            )
+            self.registry.fork(parent_id, cwd, additional_directories=directories or (), session_id=sid, agent=agent)
+        self.book.set(native, sid, Status.LIVE)
         self._apply_early_title(native)
 
-    def turn(self, native: str, *, answered: bool, at: int | None = None) -> None:
-        """A turn ended (answered, or with an error) at ``at`` (default: now): activity. Stamped with the time the
-        relay saw it end, not the time this thread writes it, so that sessions of several proxies on one store sort
-        by when their turns really ended; never before the session's last activity."""
-        sid = stored_id(self.agent, native)
-        state = self.registry.state(sid)
+    def turn_began(self, native: str) -> None:
+        """A prompt went to the agent: the session's count now is what the turn adds to (``turn``)."""
+        _, state = self._current(native)
         if state is not None and not state.deleted:
-            when = None if at is None else max(at, state.updated_at or 0)
-            self.registry.record_activity(sid, messages=2 if answered else 1, at=when)
+            self._began[native] = state.messages
+            while len(self._began) > _REMEMBERED:
+                del self._began[next(iter(self._began))]
+
+    def turn(self, native: str, *, answered: bool, at: int | None = None) -> None:
+        """A turn ended (answered, or with an error) at ``at`` (default: now): activity, counted once with what the
+        agent's files say of it (``SessionRegistry.record_turn``). Stamped with the time the relay saw it end, not
+        the time this thread writes it, so that sessions of several proxies on one store sort by when their turns
+        really ended. A turn in a session a proxy retired as not kept brings it back: the agent has it."""
+        sid, state = self._current(native)
+        if state is not None and state.deleted and retired(state) is Retired.UNKEPT:
+            self.session(native, state.cwd, list(state.additional_directories), live=True)
+            sid, state = self._current(native)
+        before = self._began.pop(native, None)
+        if state is not None and not state.deleted:
+            messages = 2 if answered else 1
+            self.registry.record_turn(
+                sid, before=state.messages if before is None else before, messages=messages, at=at
+            )
 
     def prompt_title(self, native: str, text: str) -> None:
-        """After a turn: a title from its prompt for a session that has none, pushed to the client."""
+        """After a turn: a title from its prompt for a session that has none, told to the client - or, for a
+        session made here whose title came from elsewhere first (an import of the agent's files), that title."""
         title = prompt_title(text)
-        state = self.registry.state(stored_id(self.agent, native))
-        if title is None or state is None or state.deleted or state.title is not None:
+        sid, state = self._current(native)
+        if state is None or state.deleted:
             return
-        info = self.registry.change_info(state.session_id, title=title, title_source=TitleSource.PROMPT)
-        if info.title == title:
-            self._push(native, {"sessionUpdate": "session_info_update", "title": title})
+        if state.title is None and title is not None:
+            info = self.registry.change_info(sid, title=title, title_source=TitleSource.PROMPT)
+            if info.title == title:
+                self.titles.push(native, title)
+        elif (
+            state.title is not None
+            and state.title_source is not TitleSource.USER
+            and native in self.book.made_here
+            and not self.titles.told(native)
+        ):
+            self.titles.push(native, state.title)
 
     def agent_title(self, native: str, title: str | None) -> None:
         """The agent titled (or untitled) a session: recorded as the agent's, never over the user's. A title sent
         before the session is known (while ``session/new`` or ``load`` is being answered: agents replay their
-        titles on load) is kept until it is (at most ``MAX_EARLY_TITLES`` of them)."""
-        sid = stored_id(self.agent, native)
-        state = self.registry.state(sid)
+        titles on load) is kept until it is, within ``EARLY_TITLE_BYTES``; one over the title limit is refused
+        as the registry would refuse it."""
+        if title is not None and len(title) > MAX_TITLE_LENGTH:
+            log.warning("not recorded: the agent's title for %r is %d characters long", native[:80], len(title))
+            return
+        sid, state = self._current(native)
         if state is None:
-            if len(self._early_titles) < MAX_EARLY_TITLES:
+            size = _size(native, title)
+            if native not in self._early_titles and self._early_bytes + size <= EARLY_TITLE_BYTES:
                 self._early_titles[native] = title
+                self._early_bytes += size
             return
         if state.deleted:
             return
@@ -204,5 +299,22 @@ class Recorder:
             return  # the agent clears its own titles only
         self.registry.change_info(sid, title=title, title_source=TitleSource.AGENT)
 
+    # -- what the client asked for, answered from memory ------------------------------------------------
+
+    def user_title(self, native: str, title: str | None) -> None:
+        sid, _ = self._current(native)
+        self.registry.change_info(sid, title=title, title_source=TitleSource.USER)
+
+    def archived(self, native: str, archived: bool) -> None:
+        sid, _ = self._current(native)
+        if archived:
+            self.registry.archive(sid)
+        else:
+            self.registry.unarchive(sid)
+
     def delete(self, native: str) -> None:
-        self.registry.delete(stored_id(self.agent, native))
+        self.registry.delete(self._current(native)[0])
+
+
+def _size(native: str, title: str | None) -> int:
+    return len(native.encode()) + (0 if title is None else len(title.encode()))

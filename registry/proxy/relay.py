@@ -1,198 +1,169 @@
-"""The relay: an ACP agent as a child process, spoken to on its stdio, relayed to a client on two descriptors.
+"""The relay: the rules that move messages between a client port and an agent port (``registry.proxy.ports``).
 
-Two threads move lines, one per direction, each in the order it reads them; neither waits on the registry
-(observations go to ``Recorder``'s queue). Client -> agent: requests are forwarded under the proxy's own ids
-(``itertools.count``, shared with the requests the proxy sends itself, so no two can collide) and the response
-goes back under the client's id; notifications and the client's responses to the agent's requests pass as the
-very bytes the client wrote. Agent -> client: requests (``session/request_permission``, ``fs/*``,
-``terminal/*``, anything) and notifications pass as the agent's bytes, read in chunks and written in one
-``write`` per chunk; only responses are re-encoded (the client's id around the agent's raw result). What the
-proxy answers itself and what it adds to answers is ``registry.proxy.surface``.
+Each direction is delivered by its port on one thread, in order; the relay never waits on the registry (what it
+sees goes to the recorder's queue; what the proxy answers is the surface's, on the surface's thread). Client ->
+agent: requests are forwarded under the proxy's own ids (``itertools.count``, shared with the requests the proxy
+sends itself, so no two can collide) and the answer goes back under the client's id; notifications and the
+client's answers to the agent's requests pass as the very bytes the client wrote, but for a ``$/cancel_request``,
+which is made to name the proxy's id for the request (and dropped when that request is not waiting at the agent).
+Agent -> client: requests (``session/request_permission``, ``fs/*``, ``terminal/*``, anything) and notifications
+pass as the agent's bytes, written in one call per batch the port read; only responses are re-encoded (the
+client's id around the agent's raw result), and a title update is what the title policy lets through
+(``registry.proxy.titles``).
 
-Faults: the agent's stdout ends (it exited or crashed) while the client is there -> each pending client request
-gets a -32603 error naming the agent and how it ended, one line goes to stderr and ``run`` returns 1. The
-client's input ends -> the agent's stdin is closed, it gets ``grace`` seconds to exit, then its process group is
-sent SIGTERM and, two seconds later, SIGKILL; ``run`` returns 0. The agent's stderr is the proxy's stderr.
+A client is never left waiting. When the agent ends before it answered, each pending request gets a -32603
+error naming the agent and how it ended; when the proxy is stopped (SIGTERM, Ctrl-C, a host's ``stop``), each
+gets one naming that; a request that arrives after the agent ended is answered so at once. The exit code does
+not depend on timing: 1 when the agent ended without having been asked to (one line on stderr says how), else 0.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import os
-import signal
-import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from msgspec import UNSET
 
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
 from registry.errors import INTERNAL_ERROR, RpcError
-from registry.proxy.lines import LineReader, LineWriter
-from registry.proxy.names import agent_name
-from registry.proxy.recorder import Recorder
-from registry.proxy.spawn import Spawned, spawn
+from registry.proxy.identity import Identity
+from registry.proxy.ports import AgentEnd, AgentPort, ClientPort, Line
 from registry.proxy.surface import Pending, Surface
-from registry.proxy.wire import AgentLine, encode_error, encode_request, encode_response, peek_agent, title_update
-from registry.service import SessionRegistry
+from registry.proxy.wire import (
+    CANCEL,
+    AgentLine,
+    encode_error,
+    encode_request,
+    encode_response,
+    peek_agent,
+    title_update,
+)
 
-__all__ = ["Proxy"]
+__all__ = ["Relay"]
 
 log = logging.getLogger("acp_registry.proxy")
 
-_KILL_AFTER: Final = 2.0  # seconds between SIGTERM and SIGKILL for an agent that does not end
 _NOISE_SHOWN: Final = 10  # malformed agent lines reported one by one; after that, every 1000th
 
 
-class Proxy:
-    """Relays ACP between a client (``client_in`` / ``client_out``, file descriptors) and ``command``, recording
-    into ``registry``. ``agent`` names the agent in the registry (default: its ``agentInfo.name``, else the
-    command's basename, mapped by ``registry.proxy.names``). ``run()`` blocks until one side ends."""
+class Relay:
+    """The rules between ``client`` and ``agent``; ``surface`` is set before either port starts (``attach``)."""
 
-    def __init__(
-        self,
-        registry: SessionRegistry,
-        command: Sequence[str],
-        *,
-        agent: str | None = None,
-        client_in: int = 0,
-        client_out: int = 1,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        grace: float = 3.0,
-        import_history: bool = True,
-    ) -> None:
-        if not command:
-            raise ValueError("the agent's command is empty")
-        self.registry = registry
-        self.command = list(command)
-        self.named = agent is not None
-        self._client_in = client_in
-        self._to_client = LineWriter(client_out)
-        self._env = None if env is None else dict(env)
-        self._cwd = cwd
-        self._grace = grace
+    def __init__(self, agent: AgentPort, client: ClientPort, identity: Identity, command: str) -> None:
+        self.agent = agent
+        self.client = client
+        self.identity = identity
+        self.command = command
+        self.surface: Surface | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, Pending] = {}
         self._lock = threading.Lock()
-        self._titles = threading.Lock()
-        self._agent_titled: set[str] = set()
-        self._pushed_titles: dict[str, str | None] = {}  # the proxy's own titles sent, until the agent titles
-        self._closing = threading.Event()
-        self._ended = threading.Event()
-        self._exit_code = 0
         self._noise = 0
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._to_agent: LineWriter | None = None
-        self.recorder = Recorder(registry, self._push_update)
-        self.recorder.agent = agent_name(agent) if agent is not None else agent_name(os.path.basename(self.command[0]))
-        self.surface = Surface(self, import_history=import_history)
+        self._gone: RpcError | None = None  # set when the agent ended or the proxy stopped: why nothing is forwarded
+        self.ended = threading.Event()
+        self.exit_code = 0
 
-    @property
-    def agent(self) -> str:
-        """The agent's name in the registry."""
-        return self.recorder.agent
+    def attach(self, surface: Surface) -> None:
+        self.surface = surface
 
-    # -- running --------------------------------------------------------------------------------------
+    # -- the surface's conversation -------------------------------------------------------------------
 
-    def start(self, spawned: Spawned | None = None) -> None:
-        """Start the agent (``OSError`` when it cannot be started), or take over one ``spawn`` started with this
-        proxy's command, and start the agent's reader thread."""
-        if spawned is None:
-            spawned = spawn(self.command, env=self._env, cwd=self._cwd)
-        self._proc, to_agent, from_agent = spawned
-        self._to_agent = LineWriter(to_agent)
-        self._from_agent = from_agent
-        threading.Thread(target=self._agent_loop, name="acp-registry-proxy-agent", daemon=True).start()
-        threading.Thread(target=self._watch_exit, name="acp-registry-proxy-exit", daemon=True).start()
+    def send_client(self, line: bytes) -> None:
+        if not self.client.send([line]):
+            self.stop(None)
 
-    def _watch_exit(self) -> None:
-        """When the agent has exited but something it started still holds its stdout (its reader never sees EOF),
-        end its process group, so that the exit is noticed and reported."""
-        proc = self._proc
-        assert proc is not None
-        proc.wait()
-        if not self._ended.wait(self._grace + 2 * _KILL_AFTER):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-
-    def run(self) -> int:
-        """Start the agent (unless started), relay until one side ends; the exit code (0: the client ended)."""
-        if self._proc is None:
-            self.start()
-        threading.Thread(target=self._client_loop, name="acp-registry-proxy-client", daemon=True).start()
-        self._ended.wait()
-        return self._exit_code
-
-    def stop(self) -> None:
-        """End as if the client had gone: the agent's stdin closes, it is given ``grace`` seconds, then ended."""
-        threading.Thread(target=self._shutdown, name="acp-registry-proxy-stop", daemon=True).start()
-
-    def close(self) -> None:
-        """Write what the recorder holds and stop it (the registry stays open: it is the caller's)."""
-        self.surface.close()
-        self.recorder.close()
+    def request_agent(self, method: str, params: Any, on_answer: Callable[[AgentLine | None], None]) -> None:
+        """Send the proxy's own request to the agent; ``on_answer`` gets the answer (None: the agent ended first),
+        on the agent's thread (or at once, on the caller's, when the agent has already ended)."""
+        line = self._forward((method, params), Pending(None, method, own=on_answer))
+        if line is None:
+            on_answer(None)
+        else:
+            self.agent.send([line])  # if the agent is gone, its end fails what is pending, this included
 
     # -- client -> agent ------------------------------------------------------------------------------
 
-    def _client_loop(self) -> None:
-        # Stopped by a failed send: the agent is gone, and its reader reports it and fails what is pending.
-        if _relay(self._client_in, "client", self._from_client, self._send_agent):
-            self._shutdown()  # the client's input ended
+    def from_client(self, lines: Sequence[Line]) -> None:
+        surface = self.surface
+        assert surface is not None
+        out: list[bytes] = []
+        for line in lines:
+            message = incoming(line, self.send_client)  # an invalid message or a batch is refused there
+            if message is None:
+                continue
+            if message.is_response or not message.has_id:
+                assert isinstance(line, bytes)
+                if message.method == CANCEL:
+                    cancel = self._cancel(message, line)
+                    if cancel:
+                        out.append(cancel)
+                    continue
+                out.append(line)  # a notification, or the client's answer to the agent: the client's own bytes
+                continue
+            routed = surface.route(message)
+            if isinstance(routed, bytes):
+                if routed:
+                    self.send_client(routed)
+                continue
+            forwarded = self._forward(message, routed)
+            if forwarded is None:
+                gone = self._gone
+                assert gone is not None
+                self.send_client(encode_error(message.id, gone))
+            else:
+                out.append(forwarded)
+        if out:
+            self.agent.send(out)  # if the agent is gone, its port reports how, and what is pending is failed then
 
-    def _from_client(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
-        message = incoming(line, self.send_client)  # an invalid message or a batch is refused there
-        if message is None:
-            return
-        if message.is_response or not message.has_id:
-            assert isinstance(line, bytes)
-            out.append(line)  # a notification, or the client's answer to the agent: the client's own bytes
-            return
-        assert message.method is not None
-        if out and self.surface.answers(message.method):  # what came before this request reaches the agent first
-            self._send_agent(out)
-            out.clear()
-        answer = self.surface.answer(message)
-        if answer is not None:
-            if answer:
-                self.send_client(answer)
-            return
-        out.append(self.forward(message, self.surface.observer(message)))
-
-    def forward(self, message: Incoming | tuple[str, Any], pending: Pending) -> bytes:
-        """The line that sends a request to the agent under a new proxy id, ``pending`` waiting for its answer."""
-        proxy_id = next(self._ids)
+    def _forward(self, message: Incoming | tuple[str, Any], pending: Pending) -> bytes | None:
+        """The line that sends a request to the agent under a new proxy id (None: the agent is gone)."""
         with self._lock:
+            if self._gone is not None:
+                return None
+            proxy_id = next(self._ids)
             self._pending[proxy_id] = pending
         return encode_request(proxy_id, message)
 
-    def request_agent(self, method: str, params: Any, on_answer: Callable[[AgentLine | None], None]) -> None:
-        """Send the proxy's own request to the agent; ``on_answer`` gets the response (None: the agent ended),
-        on the agent's reader thread."""
-        line = self.forward((method, params), Pending(None, method, own=on_answer))
-        self._send_agent([line])
+    def _cancel(self, message: Incoming, line: bytes) -> bytes:
+        """The client's ``$/cancel_request`` as the agent must get it: naming the proxy's id for the request
+        (``b""``: that request is not waiting at the agent - answered, or the proxy's own to answer - so the agent
+        has nothing to cancel, and a client's id could name another request of the agent's). One without a
+        ``requestId`` passes as it is: the agent's to judge."""
+        params = message.params
+        if not isinstance(params, dict) or "requestId" not in params:
+            return line
+        named = params["requestId"]
+        with self._lock:
+            proxy_id = next(
+                (
+                    proxy_id
+                    for proxy_id, pending in self._pending.items()
+                    if pending.own is None and pending.client_id == named and type(pending.client_id) is type(named)
+                ),
+                None,
+            )
+        if proxy_id is None:
+            log.debug("a $/cancel_request for no request waiting at the agent (%r); dropped", named)
+            return b""
+        return encode_notification(CANCEL, {**params, "requestId": proxy_id})
 
-    def _send_agent(self, lines: list[bytes]) -> bool:
-        return self._to_agent is not None and self._to_agent.write(lines)
+    def client_ended(self) -> None:
+        """The client's input ended: the agent is asked to end (exit 0 unless it had already ended by itself)."""
+        self.agent.end()
 
     # -- agent -> client ------------------------------------------------------------------------------
 
-    def _agent_loop(self) -> None:
-        try:
-            _relay(self._from_agent, "agent", self._from_agent_line, self._to_the_client)
-        finally:
-            os.close(self._from_agent)
-        self._agent_ended()
+    def from_agent(self, lines: Sequence[Line]) -> None:
+        out: list[bytes] = []
+        for line in lines:
+            self._from_agent_line(line, out)
+        if out and not self.client.send(out):
+            self.stop(None)  # the client cannot be written to any more: as if it had gone
 
-    def _to_the_client(self, lines: list[bytes]) -> bool:
-        if not self._to_client.write(lines):
-            self.stop()  # the client cannot be written to any more: as if it had gone
-        return True  # the agent is still read to its end: that is what reports it and fails what is pending
-
-    def _from_agent_line(self, line: bytes | OverlongLine, out: list[bytes]) -> None:
+    def _from_agent_line(self, line: Line, out: list[bytes]) -> None:
         if isinstance(line, bytes) and not line.strip():
             return
         message = peek_agent(line)
@@ -207,16 +178,10 @@ class Proxy:
             if update is None:
                 out.append(line)  # a request to the client or a notification: the agent's own bytes
                 return
-            native, title = update.session_id, update.title
-            with self._titles:
-                self._agent_titled.add(native)
-                # The agent gives the very title the proxy already told the client (it titled the session from
-                # the same prompt, after the turn): the client has it; nothing else in the update, nothing to say.
-                pushed = self._pushed_titles.pop(native, _NOT_PUSHED)  # no push follows an agent's title
-                repeated = update.alone and pushed == title
-            if not repeated:
-                out.append(line)
-            self.recorder.put(lambda r: r.agent_title(native, title))
+            assert self.surface is not None
+            relayed = self.surface.agent_title(line, update)
+            if relayed is not None:
+                out.append(relayed)
             return
         with self._lock:
             pending = self._pending.pop(message.id, None) if isinstance(message.id, int) else None
@@ -226,9 +191,10 @@ class Proxy:
         if pending.own is not None:
             pending.own(message)
             return
+        assert self.surface is not None
         out.append(self.surface.response(pending, message) or encode_response(pending.client_id, message))
 
-    def _refused(self, line: bytes | OverlongLine, refusal: Invalid, out: list[bytes]) -> None:
+    def _refused(self, line: Line, refusal: Invalid, out: list[bytes]) -> None:
         """An agent's line that is not relayed. A request of the agent's (its id and a ``"method"`` member are
         readable) is answered with the error ``serve`` would give, so the agent is not left waiting; an answer to a
         pending request is replaced by an error naming the agent."""
@@ -236,14 +202,16 @@ class Proxy:
         self._report_noise(f"a line of {size} bytes from the agent was not relayed: {refusal.error.message}")
         head = line.head if isinstance(line, OverlongLine) else line[:65536]
         if refusal.id is not None and b'"method"' in head:
-            self._send_agent([encode_error(refusal.id, refusal.error)])
+            self.agent.send([encode_error(refusal.id, refusal.error)])
             return
         pending = None
         if isinstance(refusal.id, int):
             with self._lock:
                 pending = self._pending.pop(refusal.id, None)
         if pending is not None and pending.own is None:
-            error = RpcError(INTERNAL_ERROR, f"the agent {self.agent}'s answer was refused: {refusal.error.message}")
+            error = RpcError(
+                INTERNAL_ERROR, f"the agent {self.identity.name}'s answer was refused: {refusal.error.message}"
+            )
             out.append(encode_error(pending.client_id, error))
         elif pending is not None and pending.own is not None:
             pending.own(None)
@@ -254,105 +222,47 @@ class Proxy:
             more = f" ({self._noise} so far)" if self._noise > _NOISE_SHOWN else ""
             log.warning("%s%s", what, more)
 
-    def send_client(self, line: bytes) -> None:
-        self._to_client.write([line])
+    # -- ends -----------------------------------------------------------------------------------------
 
-    def _push_update(self, native: str, update: dict[str, Any]) -> None:
-        """The proxy's own title for a session, to the client (from the recorder's thread) - unless the agent has
-        titled the session since: checked and written under the lock the agent's reader takes before relaying
-        an agent's title, so the client never sees the proxy's title after the agent's. An agent's later update
-        that repeats the title sent, and says nothing else, is then not relayed: the client has it."""
-        with self._titles:
-            if native not in self._agent_titled:
-                self.send_client(_encode_update(native, update))
-                if "title" in update:
-                    self._pushed_titles[native] = update["title"]
-
-    # -- ends ----------------------------------------------------------------------------------------
-
-    def _agent_ended(self) -> None:
-        proc = self._proc
-        assert proc is not None
-        try:
-            code = proc.wait(timeout=self._grace + _KILL_AFTER + 1)
-        except subprocess.TimeoutExpired:  # it closed its stdout but lives on: end it
-            self._kill()
-            code = proc.wait()
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    def agent_ended(self, end: AgentEnd) -> None:
+        """The agent ended: every pending request is answered with an error saying how; exit 1 unless the proxy had
+        asked it to end."""
+        error = RpcError(INTERNAL_ERROR, f"the agent {self.identity.name} ({self.command}) {end.how} before answering")
         with self._lock:
-            pending, self._pending = self._pending, {}
-        error = RpcError(INTERNAL_ERROR, f"the agent {self.agent} ({self.command[0]}) {how} before answering")
-        for entry in pending.values():
+            self._gone = self._gone or error
+            pending, self._pending = list(self._pending.values()), {}
+        self._fail(pending, error)
+        if not end.asked:
+            self.exit_code = 1
+            log.error("the agent %s (%s) %s", self.identity.name, self.command, end.how)
+        self.ended.set()
+
+    def stop(self, why: str | None) -> None:
+        """End as if the client had gone; ``why`` (a signal's name, a host's reason): each pending request of the
+        client is answered with an error saying so first, and one line on stderr says how many."""
+        if why is not None:
+            error = RpcError(
+                INTERNAL_ERROR, f"the proxy was stopped ({why}) before the agent {self.identity.name} answered"
+            )
+            with self._lock:
+                self._gone = self._gone or error
+                pending, self._pending = list(self._pending.values()), {}
+            waiting = [p for p in pending if p.own is None]
+            self._fail(pending, error)
+            if waiting:
+                log.warning(
+                    "stopped (%s): %d requests were waiting for the agent; each was answered with an error",
+                    why,
+                    len(waiting),
+                )
+        self.agent.end()
+
+    def _fail(self, pending: list[Pending], error: RpcError | None) -> None:
+        lines = []
+        for entry in pending:
             if entry.own is not None:
                 entry.own(None)
-            elif not self._closing.is_set():
-                self.send_client(encode_error(entry.client_id, error))
-        if not self._closing.is_set():
-            self._exit_code = 1
-            log.error("the agent %s (%s) %s", self.agent, self.command[0], how)
-            self._closing.set()
-        self._ended.set()
-
-    def _shutdown(self) -> None:
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        if self._to_agent is not None:
-            self._to_agent.close()
-        proc = self._proc
-        if proc is None:
-            self._ended.set()
-            return
-        try:
-            proc.wait(timeout=self._grace)
-        except subprocess.TimeoutExpired:
-            self._kill()
-        if not self._ended.wait(_KILL_AFTER):
-            # The agent has ended, but something it started still holds its stdout: end its whole group.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if not self._ended.wait(_KILL_AFTER):
-                log.warning("the agent's stdout stays open after it ended; leaving it")
-                self._ended.set()
-
-    def _kill(self) -> None:
-        proc = self._proc
-        assert proc is not None
-        for sig, wait in ((signal.SIGTERM, _KILL_AFTER), (signal.SIGKILL, None)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-
-def _relay(
-    source: int,
-    side: str,
-    handle: Callable[[bytes | OverlongLine, list[bytes]], None],
-    deliver: Callable[[list[bytes]], bool],
-) -> bool:
-    """One direction: ``source`` read in chunks, each line handled (what goes on is appended to a list), and what
-    a chunk made delivered in one write. True when ``source`` ended (or reading it failed: a bug, logged - the
-    conversation cannot go on without this thread), False as soon as ``deliver`` says the other side is gone."""
-    try:
-        for batch in LineReader(source).batches():
-            out: list[bytes] = []
-            for line in batch:
-                handle(line, out)
-            if out and not deliver(out):
-                return False
-    except Exception:
-        log.exception("relaying the %s's messages failed", side)
-    return True
-
-
-_NOT_PUSHED: Final = object()
-
-
-def _encode_update(native: str, update: dict[str, Any]) -> bytes:
-    return encode_notification("session/update", {"sessionId": native, "update": update})
+            elif error is not None:
+                lines.append(encode_error(entry.client_id, error))
+        if lines:
+            self.client.send(lines)

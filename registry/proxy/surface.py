@@ -1,63 +1,80 @@
 """What the proxy adds to the conversation it relays: its own answers, its additions, what it observes.
 
-The proxy is one more surface over the method table (``registry.acp.methods``, surface ``"proxy"``):
+The proxy is one more surface over the method table (``registry.acp.methods``, surface ``"proxy"``), and the
+table's rules decide: a method ``Method.forwards`` for the agent's capabilities is relayed; any other method the
+table has a proxy role for is answered by the table's own handler (``Method.answer``) in a ``Context`` naming the
+agent, so ids are the agent's own and only its sessions are listed; ``capabilities`` says what ``initialize``'s
+answer gains. Methods the table does not know are relayed.
 
-- ``Role.ANSWER`` methods (``session/list``, ``session/delete``, and those the table adds for every agent:
-  ``session/set_title``, ``session/archive`` / ``unarchive``, ``_registry/rename``) are answered from the
-  registry by the table's own handlers, in a ``Context`` naming the agent, so ids are the agent's own and only
-  its sessions are listed (stored as ``<agent>:<id>``). Before answering, the recorder is given up to
-  ``LIST_WAIT`` seconds to write what it has seen (a session just created is listed); when it cannot, or the
-  store fails, the answer says so (``_meta["acp-session-registry/degraded"]``, or ``data.degraded`` on an
-  error) rather than answering from stale data silently. ``session/delete`` is also forwarded when the agent
-  advertises delete (the client gets ``{}`` once the agent has answered; the agent's error is logged: the
-  session is gone from the list either way).
-- Forward-or-answer methods (``session/status``) are forwarded when the agent advertises them, else answered.
-- Everything else - the agent's own methods, extension methods, methods nobody knows - is forwarded. Of the
-  answers: ``initialize`` comes back with the capabilities of every method the proxy answers added (nothing
-  the agent said is dropped) and ``_meta["acp-session-registry/proxy"]`` naming the agent and the state of its
-  past sessions (``"importing"``, ``"ready"``, ``"none"``, ``"failed"``); the agent's name is decided there when
-  ``--agent`` did not give it. ``session/new`` / ``load`` / ``resume`` / ``fork`` that succeed record the
-  session (with the cwd of the request; a fork with its parent) and make it open on this connection;
-  ``session/close`` ends that. ``session/prompt``'s answer, a result or an error, is a turn: activity, and a
-  title from the prompt when the session has none by then.
+The relay talks to the surface through ``route`` (a client request: forward it, or the bytes answering it),
+``response`` (the agent's answer to a forwarded request) and ``agent_title``; the surface talks back through a
+``Conversation`` (send a line to the client, send a request of its own to the agent). Neither direction waits on
+the store here:
+
+- a request naming a session the registry deleted, or another agent's session, is answered -32002 at once from
+  the book (``registry.proxy.book``) and never reaches the agent; an id in its stored form (``codex:<id>``, as the
+  command line prints it) is relayed as the agent's own id;
+- the answered methods run on the surface's own thread, in order. What they change (``set_title``,
+  ``delete``, ``archive``...) is decided from memory - checked, answered once written or within ``WRITE_WAIT``,
+  and queued for the recorder - so a store whose write lock is held elsewhere delays no relayed line and no answer
+  beyond that. The first answer waits for the agent's past to be read (``list_wait`` seconds at most: a first
+  ``session/list`` then answers with what it has and says ``importing`` in ``_meta``; a deletion of a session
+  from the agent's past is not overtaken by its import). ``session/list`` waits for the recorder to write what
+  the client has seen happen (``LIST_WAIT``; else ``_meta`` says the list is degraded);
+- the answers of ``initialize``, ``session/new`` / ``load`` / ``resume`` / ``fork``, ``session/prompt`` and
+  ``session/close`` are observed (``registry.proxy.observe``).
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.model import TitleSource
 from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encode_result
-from registry.acp.methods import METHODS, Context, Method, Role
+from registry.acp.methods import METHODS, Context, Method
+from registry.acp.methods import capabilities as capabilities_of
+from registry.agents import keeps_unprompted, native_id, split_id
+from registry.commands import check_user_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
-from registry.follow import Following
-from registry.model import META_NAMESPACE, parse_time
+from registry.model import META_NAMESPACE, META_PARENT, ListSessionsResult, SessionInfo, SessionState
 from registry.projection import Change
-from registry.proxy.names import IMPORTED, agent_name
-from registry.proxy.wire import AgentLine, encode_error
+from registry.proxy.book import Status
+from registry.proxy.history import History, HistoryState
+from registry.proxy.recorder import Recorder
+from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
 
-if TYPE_CHECKING:
-    from registry.proxy.relay import Proxy
-
-__all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Pending", "Surface"]
+__all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Conversation", "Pending", "Surface"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 LIST_WAIT: Final = 2.0
+"""Seconds a ``session/list`` waits for the recorder to write what the client has seen happen."""
+WRITE_WAIT: Final = 1.0
+"""Seconds a change the client asks for (``set_title``, ``delete``, ...) waits to be written before it is answered
+from memory (then the recorder writes it when the store allows)."""
 META_PROXY: Final = f"{META_NAMESPACE}/proxy"
 META_DEGRADED: Final = f"{META_NAMESPACE}/degraded"
-_AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
-_READS: Final = frozenset({"session/list", "session/status"})  # answered methods that write nothing
-_OPENING: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
-_OBSERVED: Final = _OPENING | {"initialize", "session/prompt", "session/close", "authenticate"}
+_READS: Final = frozenset({"session/list", "session/status"})
+_OBSERVED: Final = frozenset(
+    {"initialize", "session/new", "session/load", "session/resume", "session/fork", "session/close", "authenticate"}
+)
+
+
+class Conversation(Protocol):
+    """What the surface needs of the relay."""
+
+    def send_client(self, line: bytes) -> None: ...
+
+    def request_agent(self, method: str, params: Any, on_answer: Callable[[AgentLine | None], None]) -> None: ...
 
 
 class Pending(msgspec.Struct):
@@ -70,86 +87,191 @@ class Pending(msgspec.Struct):
     own: Callable[[AgentLine | None], None] | None = None
 
 
-class _Listed(msgspec.Struct, rename="camel"):
-    sessions: list[dict[str, Any]]
-    next_cursor: str | None = None
-
-
-_decode_listed: Final = msgspec.json.Decoder(_Listed).decode
-
-
 class _ProxyContext(Context):
-    """The table's context in front of an agent: closing a session (before archiving it) closes it at the agent
-    too when the agent advertises ``session/close``."""
+    """The table's context in front of an agent: ids mapped by the book (stored forms and later generations
+    included), and closing a session (before archiving it) closes it at the agent too when it advertises close."""
 
     surface: Surface | None = None
+
+    def store_id(self, wire_id: str) -> str:
+        assert self.surface is not None
+        return self.surface.book.stored(wire_id)
+
+    def wire_id(self, store_id: str) -> str:
+        return native_id(self.agent or "", store_id) or store_id
 
     def close(self, wire_id: str) -> None:
         was_open = wire_id in self.open_sessions
         super().close(wire_id)
         surface = self.surface
         if was_open and surface is not None and surface.advertised("session/close"):
-            surface.proxy.request_agent("session/close", {"sessionId": wire_id}, lambda _answer: None)
+            surface.conversation.request_agent("session/close", {"sessionId": wire_id}, lambda _answer: None)
+
+
+class _FromMemory:
+    """The registry as the table's handlers see it in front of an agent: reads from the registry, writes decided
+    here - checked against the book, answered at once, written by the recorder."""
+
+    def __init__(self, surface: Surface) -> None:
+        self._surface = surface
+        self._registry = surface.registry
+
+    def _native(self, store_id: str) -> str:
+        parts = split_id(store_id)
+        return store_id if parts is None else parts[2]
+
+    def _known(self, store_id: str) -> str:
+        native = self._native(store_id)
+        entry = self._surface.book.entry(native)
+        if entry.status is Status.LIVE:
+            return native
+        state = self._registry.read_model.get(store_id)
+        if state is None or state.deleted:
+            raise SessionNotFound(store_id)
+        return native
+
+    def list(
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        *,
+        archived: str | None = "exclude",
+        agent: str | None = None,
+    ) -> ListSessionsResult:
+        return self._registry.list(cwd, cursor, archived=archived, agent=agent)
+
+    def delete(self, session_id: str, *, reason: str | None = None) -> None:
+        native = self._native(session_id)
+        self._surface.book.deleted(native)
+        self._surface.recorder.put(lambda r: r.delete(native))
+
+    def change_info(
+        self, session_id: str, *, title: str | UnsetType | None = UNSET, title_source: TitleSource = TitleSource.USER
+    ) -> SessionInfo:
+        native = self._known(session_id)
+        if title is not UNSET:
+            self._surface.recorder.put(lambda r: r.user_title(native, title))
+        return SessionInfo(session_id=native, cwd="/")  # the table's rename answers {} whatever this is
+
+    def state(self, session_id: str) -> SessionState | None:
+        return self._registry.read_model.get(session_id)
+
+    def set_title(self, session_id: str, title: str) -> str:
+        stored = check_user_title(title)
+        native = self._known(session_id)
+        self._surface.titles.user_titled(native)
+        self._surface.titles_set_here[native] = stored
+        self._surface.recorder.put(lambda r: r.user_title(native, stored))
+        return stored
+
+    def archive(self, session_id: str) -> None:
+        native = self._known(session_id)
+        self._surface.recorder.put(lambda r: r.archived(native, True))
+
+    def unarchive(self, session_id: str) -> None:
+        native = self._known(session_id)
+        self._surface.recorder.put(lambda r: r.archived(native, False))
+
+    def fork(self, source_id: str, cwd: str, **_: Any) -> SessionInfo:
+        raise SessionNotFound(source_id, "the proxy relays session/fork to its agent")  # pragma: no cover
 
 
 class Surface:
-    def __init__(self, proxy: Proxy, *, import_history: bool = True) -> None:
-        self.proxy = proxy
-        self.registry = proxy.registry
-        self.recorder = proxy.recorder
-        self.context = _ProxyContext(self.registry, agent=proxy.agent)
+    """The proxy's answers and observations for one client connection."""
+
+    def __init__(self, recorder: Recorder, history: History, conversation: Conversation, *, list_wait: float) -> None:
+        self.recorder = recorder
+        self.registry, self.identity, self.book, self.titles = (
+            recorder.registry,
+            recorder.identity,
+            recorder.book,
+            recorder.titles,
+        )
+        self.history = history
+        self.conversation = conversation
+        self.list_wait = list_wait
+        self.context = _ProxyContext(_FromMemory(self), agent=self.identity.name)
         self.context.surface = self
-        self._import_history = import_history
-        self.history = "none"
         self.agent_capabilities: dict[str, Any] = {}
-        self._history_thread: threading.Thread | None = None
-        self._own_writes = threading.Lock()
-        self._own_writes_at: collections.deque[int] = collections.deque(maxlen=256)
-        self._following: Following | None = None
+        self._answered_once = False
+        self._jobs: queue.SimpleQueue[Incoming | None] = queue.SimpleQueue()
+        self._answerer = threading.Thread(target=self._answer_loop, name="acp-registry-proxy-answers")
+        self._answerer.start()
+        self._following: Any = None
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
+        self._changes_thread: threading.Thread | None = None
+        self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
+
+    # -- the table's rules ----------------------------------------------------------------------------
 
     def advertised(self, name: str) -> bool:
-        """Whether the agent advertised method ``name`` in its ``initialize`` answer."""
+        """Whether the agent advertised method ``name`` in its ``initialize`` answer (the table's rule)."""
         method = METHODS.get(name)
-        if method is None or method.capability is None:
-            return False
-        node: Any = self.agent_capabilities
-        for key in method.capability.path:
-            node = node.get(key) if isinstance(node, dict) else None
-        return node is True or isinstance(node, dict)
+        return method is not None and method.capability is not None and method.advertised_in(self.agent_capabilities)
 
-    def answers(self, name: str) -> bool:
-        """Whether the proxy answers method ``name`` itself (else it is forwarded)."""
+    def answers(self, method: Method) -> bool:
+        """Whether the proxy answers ``method`` itself (else it is relayed)."""
+        return method.role("proxy") is not None and not method.forwards("proxy", self.agent_capabilities)
+
+    # -- client requests ------------------------------------------------------------------------------
+
+    def route(self, message: Incoming) -> Pending | bytes:
+        """What to do with a client's request: the ``Pending`` to forward it with, or the bytes answering it now
+        (``b""``: the answer comes later, from the surface's thread)."""
+        name = message.method
+        assert name is not None
         method = METHODS.get(name)
-        return method is not None and self._answers(method)
+        if method is not None and self.answers(method):
+            self._jobs.put(message)
+            return b""
+        params = message.params
+        wire = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(wire, str) and wire:
+            try:
+                refusal = self.book.refusal(wire)
+            except Exception as exc:  # the store cannot be read: the agent decides
+                log.warning("could not look up session %r: %s", wire[:80], exc)
+                refusal = None
+            if refusal is not None:
+                return encode_error(message.id, rpc_error(refusal))
+            native = params["sessionId"] = self.book.native(wire)
+            if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
+                self.book.turned.add(native)
+                self.recorder.put(lambda r: r.turn_began(native))
+        return Pending(message.id, name, params)
 
-    def _answers(self, method: Method) -> bool:
-        """Whether the proxy answers ``method`` itself (else it is forwarded)."""
-        role = method.role("proxy")
-        if role is Role.ANSWER:
-            return True
-        return role is not None and role.value == "forward-or-answer" and not self.advertised(method.name)
+    def _answer_loop(self) -> None:
+        while True:
+            message = self._jobs.get()
+            if message is None:
+                return
+            answer = self._answer(message)
+            if answer:
+                self.conversation.send_client(answer)
 
-    # -- answered here ------------------------------------------------------------------------------
-
-    def answer(self, message: Incoming) -> bytes | None:
-        """The proxy's own answer to a client request, ``b""`` when it comes later, None: forward it."""
-        method = METHODS.get(message.method or "")
-        if method is None or not self._answers(method):
-            return None
-        history = self.history  # read first: "ready" then covers every observation the history walk queued
+    def _answer(self, message: Incoming) -> bytes:
+        """The proxy's own answer to a client request (``b""``: it is sent later)."""
+        method = METHODS[message.method or ""]
+        history = self.history.state  # read first: "ready" then covers every observation the history walk queued
         try:
-            # What the client has seen happen is written first (not waited for while the store is failing).
-            caught_up = self.recorder.degraded is None and self.recorder.wait_idle(LIST_WAIT)
-            self.context.agent = self.proxy.agent
-            with self._own_writes:  # the change stream does not echo what this client just asked for
-                before = self.registry.position
-                result = method.answer(self.context, message.params)
-                if method.name not in _READS and self.registry.position != before:
-                    self._own_writes_at.append(self.registry.position)  # its one event is the last folded
+            if not self._answered_once:  # the agent's past first: what it lists, and what a change applies to
+                self._answered_once = True
+                self.history.wait(self.list_wait)
+                history = self.history.state
+            # What the client has seen happen is written first; a change it asks for is answered once written, or
+            # from memory (queued for the recorder) when the store does not take it within WRITE_WAIT.
+            deadline = time.monotonic() + (LIST_WAIT if method.name in _READS else WRITE_WAIT)
+            caught_up = self.recorder.degraded is None and self.recorder.wait_idle(
+                LIST_WAIT if method.name in _READS else WRITE_WAIT
+            )
+            self.context.agent = self.identity.name
+            result = method.answer(self.context, message.params)
+            if method.name not in _READS and caught_up:
+                self.recorder.wait_idle(max(0.0, deadline - time.monotonic()))
             if method.name == "session/delete" and self.advertised("session/delete"):
                 return self._forward_delete(message)
             if method.name == "session/list":
+                self._wire_parents(result)
                 result["_meta"] = self._list_meta(result.get("_meta"), caught_up, history)
             return encode_result(message.id, result)
         except Exception as exc:
@@ -160,32 +282,36 @@ class Surface:
                 error = RpcError(error.code, error.message, {"degraded": self.recorder.degraded})
             return encode_error(message.id, error)
 
-    def _list_meta(self, meta: Any, caught_up: bool, history: str) -> dict[str, Any]:
+    def _wire_parents(self, result: dict[str, Any]) -> None:
+        """A fork's parent named by the id the client knows (the agent's), not the store's."""
+        for info in result.get("sessions", ()):
+            parent = info.get("_meta", {}).get(META_PARENT)
+            if isinstance(parent, dict) and isinstance(parent.get("sessionId"), str):
+                wire = native_id(self.identity.name, parent["sessionId"])
+                if wire is not None:
+                    info["_meta"][META_PARENT] = {**parent, "sessionId": wire}
+
+    def _list_meta(self, meta: Any, caught_up: bool, history: HistoryState) -> dict[str, Any]:
         shown: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
-        shown[META_PROXY] = {"agent": self.proxy.agent, "history": history}
+        shown[META_PROXY] = {"agent": self.identity.name, "history": history.value}
         degraded = self.recorder.degraded or (None if caught_up else "the recorder is behind: recent changes missing")
         if degraded is not None:
             shown[META_DEGRADED] = degraded
         return shown
 
     def _forward_delete(self, message: Incoming) -> bytes:
-        native = message.params["sessionId"]  # checked by the table's handler
+        native = self.book.native(message.params["sessionId"])  # checked by the table's handler
         client_id = message.id
 
         def answered(answer: AgentLine | None) -> None:
             if answer is not None and len(answer.error):
                 log.warning("the agent's own session/delete of %s failed: %s", native, bytes(answer.error)[:300])
-            self.proxy.send_client(encode_result(client_id, {}))
+            self.conversation.send_client(encode_result(client_id, {}))
 
-        self.proxy.request_agent("session/delete", {"sessionId": native}, answered)
+        self.conversation.request_agent("session/delete", {"sessionId": native}, answered)
         return b""
 
-    # -- forwarded and observed ---------------------------------------------------------------------
-
-    def observer(self, message: Incoming) -> Pending:
-        method = message.method
-        assert method is not None
-        return Pending(message.id, method, message.params if method in _OBSERVED else None)
+    # -- the agent's answers ---------------------------------------------------------------------------
 
     def response(self, pending: Pending, answer: AgentLine) -> bytes | None:
         """The client's answer when the proxy changes it (None: the agent's, relayed as it is); records what
@@ -200,38 +326,46 @@ class Surface:
                 self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
-        if ok and method == "authenticate" and self.history == "failed" and self._history_thread is not None:
-            self._history_thread = None  # the agent's own list may have needed it: walk it again
-            self._start_history()
+        if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
+            self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
         if not ok or method not in _OBSERVED:
             return None
         if method == "initialize":
             return self._initialized(pending.client_id, answer)
         if method == "session/close":
-            if isinstance(params.get("sessionId"), str):
-                self.context.open_sessions.discard(params["sessionId"])
+            native = params.get("sessionId")
+            if isinstance(native, str):
+                self.context.open_sessions.discard(native)
+                self.book.closed(native)
             return None
         try:
             result = msgspec.json.decode(answer.result)
         except msgspec.DecodeError:
             return None
+        made = method in ("session/new", "session/fork")
         source = params.get("sessionId")
-        native = (
-            result.get("sessionId")
-            if isinstance(result, dict) and method in ("session/new", "session/fork")
-            else source
-        )
+        native = result.get("sessionId") if isinstance(result, dict) and made else source
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
-        if not isinstance(native, str):
+        if not isinstance(native, str) or not native:
             return None
+        self.identity.fix()
         self.context.opened(native)
-        if isinstance(cwd, str):
-            dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
-            if method == "session/fork" and isinstance(source, str):
-                self.recorder.put(lambda r: r.fork(native, source, cwd, dirs))
-            else:
-                self.recorder.put(lambda r: r.session(native, cwd, dirs))
+        self.book.opened(native, made=made)
+        dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
+        if method == "session/fork" and isinstance(source, str) and isinstance(cwd, str):
+            self.recorder.put(lambda r: r.fork(native, source, cwd, dirs))
+        else:
+            at_cwd = cwd if isinstance(cwd, str) else None
+            self.recorder.put(lambda r: r.session(native, at_cwd, dirs, live=True, made=made))
         return None
+
+    def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
+        """An agent's ``session_info_update`` that sets a title: recorded as the agent's; the line the client gets
+        is the title policy's (None: nothing)."""
+        native, title = update.session_id, update.title
+        relayed = self.titles.agent_update(line, native, title, alone=update.alone)
+        self.recorder.put(lambda r: r.agent_title(native, title))
+        return relayed
 
     def _initialized(self, client_id: RequestId, answer: AgentLine) -> bytes | None:
         try:
@@ -241,132 +375,76 @@ class Surface:
         if not isinstance(result, dict):
             return None
         info = result.get("agentInfo")
-        if not self.proxy.named and isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
-            self.recorder.agent = agent_name(info["name"])
-        self.context.agent = self.proxy.agent
+        self.identity.told(info.get("name") if isinstance(info, dict) else None)
+        self.context.agent = self.identity.name
         capabilities = result.get("agentCapabilities")
         if capabilities is None:
             capabilities = result["agentCapabilities"] = {}
         if isinstance(capabilities, dict):
             self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(capabilities))  # as the agent said
-            _add_capabilities(capabilities, [m for m in METHODS.values() if self._answers(m)])
-        self._start_history()
-        self._follow()
+            _merge(capabilities, capabilities_of("proxy", agent_capabilities=self.agent_capabilities))
+        self.history.start(own_list=self.advertised("session/list"))
+        self.follow()
         meta = result.get("_meta")
         if meta is None:
             meta = result["_meta"] = {}
         if isinstance(meta, dict):
-            meta[META_PROXY] = {"agent": self.proxy.agent, "history": self.history}
+            meta[META_PROXY] = {"agent": self.identity.name, "history": self.history.state.value}
         return encode_result(client_id, result)
 
-    # -- titles set elsewhere ------------------------------------------------------------------------
+    # -- the registry's changes -----------------------------------------------------------------------
 
-    def _follow(self) -> None:
+    def follow(self) -> None:
+        """Hear of changes made elsewhere (once): deletions for the book, users' titles for the client."""
         if self._following is None:
-            threading.Thread(target=self._push_titles, name="acp-registry-proxy-titles", daemon=True).start()
+            self._changes_thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
+            self._changes_thread.start()
             self._following = self.registry.follow(self._changes.put)
 
-    def _push_titles(self) -> None:
-        """A user's title set elsewhere (another window, ``acp-registry title``, a host) for one of this agent's
-        sessions reaches the client as a ``session_info_update``. Only users' titles: the agent's reach the client
-        from the agent, the proxy's own from the recorder, a title this client set is in the answer it got, and
-        activity (``updatedAt``, counts) is not pushed. The follower's thread only queues the changes: this
-        thread waits for an answer being given to finish (it may be writing what would be echoed), and the
-        follower must never wait for that answer, which may be waiting for the follower."""
+    def _from_elsewhere(self) -> None:
+        """A deletion of one of this agent's sessions (any process) reaches the book; a user's title set elsewhere
+        (another window, ``acp-registry title``, a host) reaches the client as a ``session_info_update`` - only
+        users' titles, and not one this client set (it is in the answer it got). The follower's thread only
+        queues the changes; this thread delivers them."""
         while True:
             changes = self._changes.get()
             if changes is None:
                 return
-            agent = self.proxy.agent
-            with self._own_writes:
-                own = set(self._own_writes_at)
+            agent = self.identity.name
             for change in changes:
                 before, after = change.before, change.after
-                if before is None or after.agent != agent or after.deleted or change.position in own:
+                if after.agent != agent:
                     continue
-                if after.title is None or after.title == before.title or after.title_source is not TitleSource.USER:
+                self.book.changed(after)
+                if before is None or after.deleted or after.title is None or after.title == before.title:
                     continue
+                if after.title_source is not TitleSource.USER:
+                    continue
+                native = native_id(agent, after.session_id)
+                if native is None or self.titles_set_here.pop(native, None) == after.title:
+                    continue  # not this client's own title, echoed
+                self.titles.user_titled(native)
                 update = {"sessionUpdate": "session_info_update", "title": after.title}
-                self.proxy.send_client(_encode_update(self.context.wire_id(after.session_id), update))
+                self.conversation.send_client(_encode_update(native, update))
 
-    # -- the agent's past ---------------------------------------------------------------------------
+    # -- closing --------------------------------------------------------------------------------------
 
-    def _start_history(self) -> None:
-        if not self._import_history or self._history_thread is not None:
-            return
-        agent = self.proxy.agent
-        if agent in IMPORTED:  # not registry.importers.AGENTS: importing the importers waits for the history thread
-            target: Callable[[], None] = lambda: self._import(agent)  # noqa: E731
-        elif self.advertised("session/list"):
-            target = self._walk_agent_list
-        else:
-            return
-        self.history = "importing"
-        self._history_thread = threading.Thread(target=target, name="acp-registry-proxy-history", daemon=True)
-        self._history_thread.start()
-
-    def _import(self, agent: str) -> None:
-        from registry.importers import Importer, sources  # noqa: PLC0415
-
-        try:
-            summary = Importer(self.registry.store, sources([agent])).run()
-        except Exception as exc:
-            log.warning("reading %s's past sessions failed: %s", agent, exc)
-            self.history = "failed"
-            return
-        for part in summary.agents:
-            log.info("%s's past sessions: %d added, %d changed (%s)", agent, part.added, part.changed, part.root)
-        self.history = "ready"
-
-    def _walk_agent_list(self) -> None:
-        cursor: str | None = None
-        for _ in range(_AGENT_LIST_PAGES):
-            done = threading.Event()
-            box: list[AgentLine | None] = []
-
-            def answered(
-                answer: AgentLine | None, box: list[AgentLine | None] = box, done: threading.Event = done
-            ) -> None:
-                box.append(answer)
-                done.set()
-
-            self.proxy.request_agent("session/list", {} if cursor is None else {"cursor": cursor}, answered)
-            if not done.wait(60) or not box or box[0] is None or not len(box[0].result):
-                self.history = "failed"
-                return
-            try:
-                page = _decode_listed(box[0].result)
-            except msgspec.DecodeError:
-                self.history = "failed"
-                return
-            for item in page.sessions:
-                self._listed(item)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self.history = "ready"
-
-    def _listed(self, item: dict[str, Any]) -> None:
-        native, cwd, title = item.get("sessionId"), item.get("cwd"), item.get("title")
-        if not isinstance(native, str) or not isinstance(cwd, str):
-            return
-        at: int | None = None
-        if isinstance(item.get("updatedAt"), str):
-            try:
-                at = parse_time(item["updatedAt"])
-            except (InvalidParams, ValueError):
-                at = None
-        self.recorder.put(lambda r: r.session(native, cwd, at=at))
-        if isinstance(title, str):
-            self.recorder.put(lambda r: r.agent_title(native, title))
-
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop answering and following, join the surface's threads, and retire the sessions made here that
+        never had a turn (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
+        self._jobs.put(None)
+        self._answerer.join(timeout)
         if self._following is not None:
             self._following.stop()
             self._following = None
-            self._changes.put(None)
-        if self._history_thread is not None:
-            self._history_thread.join(5.0)
+        self._changes.put(None)
+        if self._changes_thread is not None:
+            self._changes_thread.join(timeout)
+        if keeps_unprompted(self.identity.name):
+            return
+        for native in sorted(self.book.made_here - self.book.turned):
+            self.book.closed(native)
+            self.recorder.put(lambda r, native=native: r.retire_unkept(native))  # type: ignore[misc]
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -377,21 +455,15 @@ def _prompt_text(prompt: Any) -> str:
     )
 
 
+def _merge(capabilities: dict[str, Any], added: dict[str, Any]) -> None:
+    """``added`` (what the proxy serves) into an agent's ``agentCapabilities``, keeping every value the agent gave."""
+    for key, value in added.items():
+        mine = capabilities.get(key)
+        if isinstance(value, dict) and isinstance(mine, dict):
+            _merge(mine, value)
+        elif key not in capabilities or mine is None or mine is False:
+            capabilities[key] = value
+
+
 def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:
     return encode_notification("session/update", {"sessionId": wire_id, "update": update})
-
-
-def _add_capabilities(capabilities: dict[str, Any], methods: list[Method]) -> None:
-    """Advertise ``methods`` in an agent's ``agentCapabilities``, keeping every value the agent gave."""
-    for method in methods:
-        if method.capability is None:
-            continue
-        *parents, key = method.capability.path
-        node: Any = capabilities
-        for parent in parents:
-            child = node.get(parent)
-            if not isinstance(child, dict):
-                child = node[parent] = {}
-            node = child
-        if not (node.get(key) is True or isinstance(node.get(key), dict)):
-            node[key] = method.capability.value

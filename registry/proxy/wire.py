@@ -19,6 +19,7 @@ from registry.errors import INVALID_REQUEST, RpcError
 from registry.limits import MAX_MESSAGE_DEPTH
 
 __all__ = [
+    "CANCEL",
     "AgentLine",
     "TitleUpdate",
     "encode_error",
@@ -27,6 +28,11 @@ __all__ = [
     "peek_agent",
     "title_update",
 ]
+
+
+CANCEL: Final = "$/cancel_request"
+"""ACP's notification cancelling a request (either way): its ``requestId`` is an id of the side that sent the
+request, so a hop that gave the request an id of its own names that id when it passes the cancel on."""
 
 
 class AgentLine(msgspec.Struct):

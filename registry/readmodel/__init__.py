@@ -14,29 +14,23 @@ A read model is caught up, never trusted: ``catch_up()`` folds whatever the log 
 (another process's appends, a writer killed between its append and its fold, an older version of this library
 that appended without folding) before an answer is given, in one transaction with the checkpoint. The tables are
 checked at the boundary - their schema against the one declared in ``schema.py`` when they open, each row and
-blob when it is read (``tables.decode_state``, ``guard.py``) - and a fault rebuilds them from the log or folds the
+blob when it is read (``tables.Seal``, ``guard.py``) - and a fault rebuilds them from the log or folds the
 log in memory instead (``guard.GuardedReadModel``); ``check.py`` compares everything they hold with the log for
-``verify``. Which backend keeps which read model is ``registry.backend``'s answer.
+``verify``. Which read model a store keeps is its backend's answer (``registry.backend``), and
+``guard.open_read_model(backend)`` opens it.
 """
 
 from __future__ import annotations
 
 import abc
-import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 
 from registry.errors import ReadModelFault
 from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Page
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-    from registry.backend import Backend
-
-__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "open_read_model"]
-
-log = logging.getLogger(__name__)
+__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "StoredTables"]
 
 DEFAULT_WINDOW: Final = 100_000
 
@@ -105,6 +99,11 @@ class ReadModel(abc.ABC):
         """The session at the checkpoint (deleted ones included), or None."""
 
     @abc.abstractmethod
+    def forks(self, session_id: str) -> list[SessionState]:
+        """The sessions forked from ``session_id`` at the checkpoint (deleted ones included), in no particular
+        order: one indexed look-up where the read model keeps tables."""
+
+    @abc.abstractmethod
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         """The session as it was at ``position`` (<= the checkpoint): None if it did not exist yet,
         ``PAST_WINDOW`` if the read model no longer knows."""
@@ -138,94 +137,37 @@ class ReadModel(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def schema_problems(self) -> list[str] | None:
-        """How the tables depart from the schema this version makes ([] : not at all; None: no tables)."""
+    @property
+    def tables(self) -> StoredTables | None:
+        """The tables it answers from, as stored (None: it keeps none, the log is folded in memory)."""
         return None
-
-    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``; for ``verify``)."""
-        return iter(())
-
-    def stored_meta(self) -> dict[str, int]:
-        """``rm_meta`` as stored (for ``verify``; {} without tables)."""
-        return {}
-
-    def storage_problems(self) -> list[str]:
-        """What the database itself finds wrong with the tables and their indexes (for ``verify``)."""
-        return []
-
-    def checkpoint_matches_log(self) -> bool:
-        """Whether the checkpoint is a position of this log with the chain link recorded there (for ``verify``)."""
-        return True
 
     @property
     def kind(self) -> str:
         """What keeps it, for people: ``tables`` or ``memory``."""
-        return "memory"
+        return "memory" if self.tables is None else "tables"
 
 
-def open_read_model(
-    store: EventStore, *, window: int = DEFAULT_WINDOW, kind: str | None = None, catch_up: bool = True
-) -> ReadModel:
-    """The read model a store keeps: tables for SQLite and PostgreSQL, the in-memory fold otherwise.
+class StoredTables(abc.ABC):
+    """A read model's tables as they are stored - what ``verify`` compares with the log and ``rebuild`` says it
+    replaced. Read, never repaired: nothing here rebuilds or catches up."""
 
-    ``kind="memory"`` forces the in-memory fold (a reference, or a comparison in benchmarks). Tables whose schema
-    is not this version's are rebuilt from the log at open (one warning line); a read-only SQLite file whose tables
-    are missing or behind its log, or tables that cannot be made at all (a full disk), are folded in memory, with
-    a warning. The tables are then guarded while serving (``guard.GuardedReadModel``). ``catch_up=False`` opens
-    the tables as they are, unguarded and unrepaired (``verify`` looks at them before anything folds into them).
-    """
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ValueError(f"window must be an int >= 0, got {window!r}")
-    if kind not in (None, "memory", "tables"):
-        raise ValueError(f"kind must be 'memory' or 'tables', got {kind!r}")
-    from registry.backend import backend_for  # noqa: PLC0415
-    from registry.readmodel.guard import GuardedReadModel, fault_of  # noqa: PLC0415
-    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
+    @abc.abstractmethod
+    def schema_problems(self) -> list[str]:
+        """How the tables depart from the schema this version makes ([]: not at all)."""
 
-    if kind != "memory":
-        backend = backend_for(store)
-        if kind == "tables" and backend.name not in ("sqlite", "postgresql"):
-            raise ValueError(f"{type(store).__name__} keeps no read-model tables")
-        try:
-            tables = backend.tables(window=window, catch_up=catch_up)
-        except Exception as exc:
-            why = fault_of(exc)
-            if why is None:
-                raise
-            if catch_up:
-                tables = _rebuilt(backend, window, why)
-            else:  # looked at as they are, and there are none to look at (they cannot even be made)
-                log.warning(
-                    "%s: the read model's tables cannot be made (%s); folding the log in memory", backend.location, why
-                )
-                tables = None
-        if tables is not None:
-            return GuardedReadModel(store, tables, location=backend.location) if catch_up else tables
-    return MemoryReadModel(store, window=window)
+    @abc.abstractmethod
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``)."""
 
+    @abc.abstractmethod
+    def stored_meta(self) -> dict[str, int]:
+        """``rm_meta`` as stored."""
 
-def _rebuilt(backend: Backend, window: int, why: str) -> ReadModel | None:
-    """Tables that failed while opening, rebuilt from the log; None (fold in memory) when they cannot be."""
-    from events.errors import StoreError  # noqa: PLC0415
-    from registry.readmodel.guard import fault_of  # noqa: PLC0415
+    @abc.abstractmethod
+    def storage_problems(self) -> list[str]:
+        """What the database itself finds wrong with the tables and their indexes."""
 
-    log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", backend.location, why)
-    tables = None
-    try:
-        tables = backend.tables(window=window, catch_up=False)
-        if tables is not None:
-            tables.rebuild()
-        return tables
-    except Exception as exc:
-        if fault_of(exc) is None and not isinstance(exc, StoreError):
-            raise
-        if tables is not None:
-            tables.close()
-        log.warning(
-            "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory, read-only"
-            " (run `acp-registry rebuild` where the store can be written)",
-            backend.location,
-            fault_of(exc) or exc,
-        )
-        return None
+    @abc.abstractmethod
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link recorded there."""

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
-from registry.readmodel import ReadModel, ReadModelFault
-from registry.readmodel.tables import CurrentRow, PastRow, current_row, decode_state, past_row
-from registry.snapshot import SnapshotError, read_snapshot, snapshots
+from registry.readmodel import ReadModel, ReadModelFault, StoredTables
+from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
+from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -63,12 +64,14 @@ class _Reference(NamedTuple):
 
 
 def check_read_model(
-    store: EventStore, read_model: ReadModel, *, report: Callable[[int], None] | None = None
+    backend: Backend, read_model: ReadModel, *, report: Callable[[int], None] | None = None
 ) -> ReadModelCheck:
-    """Compare ``read_model`` with the fold of ``store``'s log up to its checkpoint (without catching it up)."""
+    """Compare ``read_model`` with the fold of the log of ``backend``'s store up to its checkpoint (without catching
+    it up)."""
+    store = backend.store
     head = store.head()
     problems: list[Mismatch] = []
-    for position, snapshot_path in snapshots(store):  # derived data that remembers the log reaching further: a cut tail
+    for position, snapshot_path in snapshots(backend):  # one that saw the log reach further: its tail was cut
         if position > head:
             problems.append(
                 Mismatch(
@@ -78,10 +81,12 @@ def check_read_model(
                     f" ({head}): records at the log's end were removed",
                 )
             )
-    schema = read_model.schema_problems() or []
+    problems += [Mismatch(0, None, f"kept snapshots: {oddity}") for oddity in oddities(backend)]
+    stored = read_model.tables
+    schema = [] if stored is None else stored.schema_problems()
     problems += [Mismatch(0, None, f"the read model's schema: {problem}") for problem in schema]
-    tables = read_model.kind == "tables"
-    meta = _read(problems, "rm_meta", read_model.stored_meta) if tables and not schema else {}
+    tables = stored is not None
+    meta = _read(problems, "rm_meta", stored.stored_meta) if stored is not None and not schema else {}
     checkpoint = meta.get("checkpoint", read_model.position) if meta is not None else read_model.position
     floor = (meta or {}).get("floor", 0) if tables else read_model.window_floor()
     if checkpoint > head:
@@ -93,15 +98,20 @@ def check_read_model(
             )
         )
         return ReadModelCheck(read_model.kind, checkpoint, floor, 0, 0, problems)
-    kept_snapshots = [(position, path) for position, path in snapshots(store) if position <= checkpoint]
-    reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report)
+    kept_snapshots = [(position, path) for position, path in snapshots(backend) if position <= checkpoint]
+    for position, path in snapshots(backend):  # past the checkpoint (the tables lag): read, not compared
+        if checkpoint < position <= head:
+            try:
+                read_snapshot(path, store)
+            except SnapshotError as exc:
+                problems.append(Mismatch(position, None, f"kept snapshot {path} {exc}"))
+    seal = _seal(backend, problems) if tables and not schema and meta is not None else None
+    reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report, seal)
     expected = reference.fold.states()
-    if tables and not schema and meta is not None:
-        problems += _check_meta(read_model, meta, checkpoint, floor, len(reference.fold))
-        problems += [
-            Mismatch(checkpoint, None, f"the database finds: {line}") for line in read_model.storage_problems()
-        ]
-        problems += _check_rows(read_model, checkpoint, expected, reference.past)
+    if stored is not None and seal is not None and meta is not None:
+        problems += _check_meta(stored, meta, checkpoint, floor, len(reference.fold))
+        problems += [Mismatch(checkpoint, None, f"the database finds: {line}") for line in stored.storage_problems()]
+        problems += _check_rows(stored, checkpoint, expected, reference.past, seal)
     elif not tables:
         problems += _check_states(read_model, checkpoint, expected)
     if not problems:  # the rows agree (or there are none): the answers must too, walked as a client walks them
@@ -120,6 +130,15 @@ def _read(problems: list[Mismatch], what: str, read: Callable[[], Any]) -> Any:
         return None
 
 
+def _seal(backend: Backend, problems: list[Mismatch]) -> Seal | None:
+    """The seal the tables' rows must carry, or None (and a mismatch) when its key cannot be had."""
+    try:
+        return Seal(backend.seal_key())
+    except ReadModelFault as exc:
+        problems.append(Mismatch(0, None, f"the rows cannot be checked: {exc}"))
+        return None
+
+
 def _fold(
     store: EventStore,
     checkpoint: int,
@@ -127,6 +146,7 @@ def _fold(
     kept: list[tuple[int, Path]],
     problems: list[Mismatch],
     report: Callable[[int], None] | None,
+    seal: Seal | None,
 ) -> _Reference:
     reference = Projection(window=0)
     past: dict[tuple[str, int], PastRow] = {}
@@ -139,8 +159,8 @@ def _fold(
                 while walk_at and entry.position > walk_at[0]:
                     lists[walk_at.pop(0)] = _lists(reference.sessions())
                 change = reference.apply(entry)
-                if change is not None and change.before is not None and change.position > floor:
-                    past[(entry.session_id, change.before.position)] = past_row(change.before, change.position)
+                if seal is not None and change is not None and change.before is not None and change.position > floor:
+                    past[(entry.session_id, change.before.position)] = past_row(change.before, change.position, seal)
                 if report is not None and count % 4096 == 0:
                     report(entry.position)
             if path is not None:
@@ -159,7 +179,7 @@ def _lists(states: Iterable[SessionState]) -> dict[str | None, list[str]]:
     return lists
 
 
-def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
+def _check_meta(stored: StoredTables, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
     problems = []
     if meta.get("live") != live:
         problems.append(
@@ -167,22 +187,22 @@ def _check_meta(read_model: ReadModel, meta: dict[str, int], checkpoint: int, fl
         )
     if floor > checkpoint:
         problems.append(Mismatch(checkpoint, None, f"rm_meta.floor ({floor}) is past the checkpoint ({checkpoint})"))
-    if not read_model.checkpoint_matches_log():
+    if not stored.checkpoint_matches_log():
         problems.append(
             Mismatch(checkpoint, None, "rm_meta.anchor is not the log's chain link at the checkpoint: the log changed")
         )
     return problems
 
 
-def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow) -> list[str]:
-    """The fields of a stored row that are not what the fold writes (the state blob compared decoded)."""
+def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow, seal: Seal) -> list[str]:
+    """The fields of a stored row that are not what the fold writes (the state blob compared opened)."""
     found = []
     for name, have, want in zip(expected._fields, kept, expected, strict=True):
         if name == "state":
             try:
-                same = decode_state(bytes(have)) == decode_state(expected.state)
-            except (ReadModelFault, TypeError):
-                found.append(f"{table}.state does not decode")
+                same = seal.open(bytes(have)) == seal.open(expected.state)
+            except (ReadModelFault, TypeError) as exc:
+                found.append(f"{table}.state cannot be read: {exc}")
                 continue
             if not same:
                 found.append(f"{table}.state differs from the fold of the log")
@@ -192,26 +212,27 @@ def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastR
 
 
 def _check_rows(
-    read_model: ReadModel,
+    stored: StoredTables,
     checkpoint: int,
     expected: dict[str, SessionState],
     past: dict[tuple[str, int], PastRow],
+    seal: Seal,
 ) -> list[Mismatch]:
     problems: list[Mismatch] = []
     seen: set[str] = set()
-    for row in read_model.stored("rm_sessions"):
+    for row in stored.stored("rm_sessions"):
         session_id = str(row[0])
         seen.add(session_id)
         state = expected.get(session_id)
         if state is None:
             problems.append(Mismatch(checkpoint, session_id, "rm_sessions holds a row for a session the log lacks"))
             continue
-        want: CurrentRow = current_row(state)
-        problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want)]
+        want: CurrentRow = current_row(state, seal)
+        problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want, seal)]
     for session_id in sorted(expected.keys() - seen):
         problems.append(Mismatch(checkpoint, session_id, "rm_sessions lacks the session's row"))
     seen_past: set[tuple[str, int]] = set()
-    for row in read_model.stored("rm_past"):
+    for row in stored.stored("rm_past"):
         key = (str(row[0]), int(row[4]))
         seen_past.add(key)
         wanted = past.get(key)
@@ -220,7 +241,7 @@ def _check_rows(
                 Mismatch(int(row[5]), key[0], f"rm_past holds a version valid from {key[1]} that the log lacks")
             )
             continue
-        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted)]
+        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted, seal)]
     for session_id, valid_from in sorted(past.keys() - seen_past):
         problems.append(
             Mismatch(

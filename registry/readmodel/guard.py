@@ -1,6 +1,8 @@
-"""A read model that never answers from tables it cannot trust, and never fails a command for derived data.
+"""Opening a store's read model, and a read model that never answers from tables it cannot trust, and never fails a
+command for derived data.
 
-``GuardedReadModel`` wraps the read model a backend keeps (``open_read_model`` returns it). The tables' schema is
+``open_read_model(backend)`` opens the read model a store's backend keeps (tables, or the log folded in memory) and
+wraps tables in ``GuardedReadModel``. The tables' schema is
 checked when they open (``tables.prepare_tables``); while serving, a fault of the tables - a row or blob that does
 not decode, a table, column, index or ``rm_meta`` row that is gone, tables that can no longer be written (a full
 disk, a file made read-only) - is met the same way everywhere:
@@ -23,18 +25,17 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import PastWindow, ReadModel, ReadModelFault
-from registry.readmodel.tables import LogShorter, join_snapshot_threads, record_log_shorter
+from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
+from registry.readmodel.memory import MemoryReadModel
+from registry.readmodel.tables import LogShorter, record_log_shorter
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-
-__all__ = ["GuardedReadModel", "as_they_are", "fault_of"]
+__all__ = ["GuardedReadModel", "as_they_are", "fault_of", "open_read_model"]
 
 log = logging.getLogger("registry.readmodel")
 
@@ -47,9 +48,18 @@ _MISSING_OBJECT: Final = (
     "has no column named",
     "Could not decode to UTF-8",  # a blob column edited into text
 )
-_SQLITE_CANNOT_WRITE: Final = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN}
+# A full disk, a read-only file, and a constraint the tables' own writes break: no row the fold writes breaks one
+# of the declared constraints, so what does is an object added to the tables (a trigger that refuses writes).
+_SQLITE_CANNOT_WRITE: Final = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_CONSTRAINT,
+}
 _PG_MISSING_OBJECT: Final = {"42P01", "42703", "42704"}  # undefined table, column, object
-_PG_CANNOT_WRITE: Final = {"53100", "25006", "42501"}  # disk full, read-only transaction, insufficient privilege
+# Disk full, read-only transaction, insufficient privilege, an exception raised by a trigger or rule (P0001), an
+# integrity constraint broken (class 23).
+_PG_CANNOT_WRITE: Final = {"53100", "25006", "42501", "P0001"}
 
 
 def fault_of(exc: BaseException) -> str | None:
@@ -71,7 +81,7 @@ def fault_of(exc: BaseException) -> str | None:
         if isinstance(state, str):
             if state in _PG_MISSING_OBJECT:
                 return f"its tables are damaged ({' '.join(str(cause).split())})"
-            if state in _PG_CANNOT_WRITE:
+            if state in _PG_CANNOT_WRITE or state.startswith("23"):
                 return f"its tables cannot be written ({' '.join(str(cause).split())})"
             return None
         cause = cause.__cause__
@@ -101,21 +111,17 @@ def as_they_are() -> Iterator[None]:
 class GuardedReadModel(ReadModel):
     """``model`` (tables), rebuilt from the log on a fault, else replaced by the fold of the log in memory."""
 
-    def __init__(self, store: EventStore, model: ReadModel, *, location: str) -> None:
+    def __init__(self, backend: Backend, model: ReadModel) -> None:
         self.window = model.window
-        self._store = store
+        self._backend = backend
         self._model = model
-        self._location = location
+        self._location = backend.location
         self._lock = threading.Lock()
 
     @property
     def inner(self) -> ReadModel:
         """The read model answering now (the tables, or the in-memory fold that replaced them)."""
         return self._model
-
-    @property
-    def kind(self) -> str:
-        return self._model.kind
 
     @property
     def position(self) -> int:
@@ -130,7 +136,7 @@ class GuardedReadModel(ReadModel):
             if why is None:
                 raise
             if isinstance(exc, LogShorter):  # evidence first: the rebuild forgets how far the log reached
-                record_log_shorter(self._store, model.stored_meta(), exc.head)
+                record_log_shorter(self._backend, model.tables.stored_meta() if model.tables else {}, exc.head)
         self._recover(model, why)
         try:
             return call(self._model)
@@ -156,15 +162,13 @@ class GuardedReadModel(ReadModel):
                     if fault_of(exc) is None and not isinstance(exc, StoreError):
                         raise
                     why = fault_of(exc) or str(exc)
-            from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415
-
             log.warning(
                 "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory,"
                 " read-only (run `acp-registry rebuild` where the store can be written)",
                 self._location,
                 why,
             )
-            replacement = MemoryReadModel(self._store, window=self.window)
+            replacement = MemoryReadModel(self._backend, window=self.window)
             model.close()
             self._model = replacement
 
@@ -196,6 +200,15 @@ class GuardedReadModel(ReadModel):
 
         return self._serve(get)
 
+    def forks(self, session_id: str) -> list[SessionState]:
+        def forks(model: ReadModel) -> list[SessionState]:
+            found = model.forks(session_id)
+            if any(state.parent is None or state.parent.session_id != session_id for state in found):
+                raise ReadModelFault(f"the read model's parent column of a fork of {session_id!r} was edited")
+            return found
+
+        return self._serve(forks)
+
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         return self._serve(lambda m: m.state_at(session_id, position))
 
@@ -214,24 +227,70 @@ class GuardedReadModel(ReadModel):
     def rebuild(self) -> int:
         return self._serve(lambda m: m.rebuild())
 
-    # ``verify`` looks at what is stored as it is: no rebuild here
-
-    def schema_problems(self) -> list[str] | None:
-        return self._model.schema_problems()
-
-    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        return self._model.stored(table)
-
-    def stored_meta(self) -> dict[str, int]:
-        return self._model.stored_meta()
-
-    def storage_problems(self) -> list[str]:
-        return self._model.storage_problems()
-
-    def checkpoint_matches_log(self) -> bool:
-        return self._model.checkpoint_matches_log()
+    @property
+    def tables(self) -> StoredTables | None:
+        return self._model.tables  # ``verify`` looks at what is stored as it is: no rebuild here
 
     def close(self) -> None:
         """Release the tables (or the fold), once the snapshot being kept in the background is written."""
-        join_snapshot_threads(self._store)
+        self._backend.join_background()
         self._model.close()
+
+
+def open_read_model(
+    backend: Backend, *, window: int = DEFAULT_WINDOW, kind: str | None = None, catch_up: bool = True
+) -> ReadModel:
+    """The read model ``backend``'s store keeps: its tables (SQLite, PostgreSQL), the in-memory fold otherwise.
+
+    ``kind="memory"`` forces the in-memory fold (a reference, or a comparison in benchmarks). Tables whose schema
+    is not this version's are rebuilt from the log at open (one warning line); a read-only SQLite file whose tables
+    are missing or behind its log, or tables that cannot be made at all (a full disk), are folded in memory, with
+    a warning. The tables are then guarded while serving (``GuardedReadModel``). ``catch_up=False`` opens the
+    tables as they are, unguarded and unrepaired (``verify`` looks at them before anything folds into them).
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be an int >= 0, got {window!r}")
+    if kind not in (None, "memory", "tables"):
+        raise ValueError(f"kind must be 'memory' or 'tables', got {kind!r}")
+    if kind != "memory":
+        if kind == "tables" and backend.name not in ("sqlite", "postgresql"):
+            raise ValueError(f"{type(backend.store).__name__} keeps no read-model tables")
+        try:
+            tables = backend.tables(window=window, catch_up=catch_up)
+        except Exception as exc:
+            why = fault_of(exc)
+            if why is None:
+                raise
+            if catch_up:
+                tables = _rebuilt(backend, window, why)
+            else:  # looked at as they are, and there are none to look at (they cannot even be made)
+                log.warning(
+                    "%s: the read model's tables cannot be made (%s); folding the log in memory", backend.location, why
+                )
+                tables = None
+        if tables is not None:
+            return GuardedReadModel(backend, tables) if catch_up else tables
+    return MemoryReadModel(backend, window=window)
+
+
+def _rebuilt(backend: Backend, window: int, why: str) -> ReadModel | None:
+    """Tables that failed while opening, rebuilt from the log; None (fold in memory) when they cannot be."""
+    log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", backend.location, why)
+    tables = None
+    try:
+        tables = backend.tables(window=window, catch_up=False)
+        if tables is not None:
+            tables.rebuild()
+        return tables
+    except Exception as exc:
+        if fault_of(exc) is None and not isinstance(exc, StoreError):
+            raise
+        if tables is not None:
+            tables.close()
+        log.warning(
+            "%s: the read model's tables cannot be rebuilt (%s); answering from the log folded in memory, read-only"
+            " (run `acp-registry rebuild` where the store can be written)",
+            backend.location,
+            fault_of(exc) or exc,
+        )
+        return None

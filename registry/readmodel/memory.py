@@ -10,29 +10,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page, Projection, paused_gc
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.snapshot import load_snapshot
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-
 __all__ = ["MemoryReadModel"]
 
 
 class MemoryReadModel(ReadModel):
-    """A ``Projection`` of ``store``'s log, folded in at open and caught up before each answer."""
+    """A ``Projection`` of a store's log, folded in at open and caught up before each answer."""
 
-    def __init__(self, store: EventStore, *, window: int = DEFAULT_WINDOW, from_snapshot: bool = True) -> None:
+    def __init__(self, backend: Backend, *, window: int = DEFAULT_WINDOW, from_snapshot: bool = True) -> None:
         self.window = window
-        self._store = store
+        self._store = store = backend.store
         self._lock = threading.RLock()
         self._projection = Projection(window=window)
         if from_snapshot:  # the newest kept snapshot, if one checks out, saves folding the log up to it
-            snapshot = load_snapshot(store, store.head())
+            snapshot = load_snapshot(backend, store.head())
             if snapshot is not None:
                 with paused_gc():
                     self._projection.restore(snapshot.sessions, snapshot.position)
@@ -75,6 +72,11 @@ class MemoryReadModel(ReadModel):
 
     def get(self, session_id: str) -> SessionState | None:
         return self._projection.get(session_id)
+
+    def forks(self, session_id: str) -> list[SessionState]:
+        with self._lock:
+            states = self._projection.states().values()
+        return [s for s in states if s.parent is not None and s.parent.session_id == session_id]
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         with self._lock:

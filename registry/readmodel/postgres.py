@@ -21,37 +21,37 @@ import functools
 import heapq
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg import sql
 
 from events.errors import StoreError
 from events.postgres_sql import lock_key, one
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
-from registry.readmodel.postgres_sql import COLUMNS, INDEXES, TABLES, Statements
-from registry.readmodel.schema import FoundSchema, prepare_tables, schema_problems
+from registry.readmodel.postgres_sql import DESCRIBE, Statements
+from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
-    INITIAL_META,
     CurrentRow,
     Keyed,
     PastRow,
+    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
     chunks,
-    decode_state,
     fold_stretch,
+    initial_meta,
     merge_pages,
     record_log_shorter,
-    unsealed,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import save_encoded_snapshot
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -63,10 +63,27 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresReadModel"]
 
+
+_DROP: Final = {
+    "index": "INDEX",
+    "view": "VIEW",
+    "materialized view": "MATERIALIZED VIEW",
+    "sequence": "SEQUENCE",
+    "foreign table": "FOREIGN TABLE",
+    "trigger": "TRIGGER",
+    "rule": "RULE",
+}
+"""How each kind of object the catalogue reports is dropped (any other: a table)."""
+
+_MOVING: Final = 16
+"""Later pages that send the time-travel statement with the one that reads the current rows, after one found the
+checkpoint moved since its walk began."""
+
+
 log = logging.getLogger(__name__)
 
 
-def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
+def _cut(rows: list[Any], as_of: int, limit: int, seal: Seal) -> Page:
     """A page from the rows of a page query: current rows (parts 0 and 3), past rows (1), the floor (2)."""
     parts: tuple[list[Keyed], list[Keyed], list[Keyed], list[Keyed]] = ([], [], [], [])
     floor = 0
@@ -76,17 +93,23 @@ def _cut(rows: list[Any], as_of: int, limit: int) -> Page:
         else:
             parts[part].append((rank, session_id, state))
     current = parts[0] if not parts[3] else list(heapq.merge(parts[0], parts[3], key=lambda row: row[:2]))
-    states, more = merge_pages(current, parts[1], limit)
+    states, more = merge_pages(current, parts[1], limit, seal)
     return Page(states, more, as_of >= floor)
 
 
-class PostgresReadModel(AppendFold, ReadModel):
+class PostgresReadModel(AppendFold, ReadModel, StoredTables):
     """``rm_*`` tables in the store's PostgreSQL schema, shared by every process and host."""
 
-    kind = "tables"
+    @property
+    def tables(self) -> StoredTables:
+        return self
 
-    def __init__(self, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> None:
+    def __init__(
+        self, backend: Backend, store: PostgresStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True
+    ) -> None:
         self.window = window
+        self._backend = backend
+        self._seal = Seal(backend.seal_key())
         self._store = store
         self._sql = Statements(store.schema)
         self._key = lock_key("read-model", store.schema)
@@ -94,6 +117,7 @@ class PostgresReadModel(AppendFold, ReadModel):
         self._pending = None
         self._recent = None
         self._known_writes = None
+        self._moving = 0  # later pages still to send both statements at once (see _later_page)
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
             self.catch_up()
@@ -112,19 +136,22 @@ class PostgresReadModel(AppendFold, ReadModel):
     # -- schema ---------------------------------------------------------------------------------------
 
     def _describe(self, conn: Connection) -> FoundSchema:
-        """The ``rm_*`` tables, columns, indexes (primary keys aside) and ``rm_meta`` rows as they are."""
-        schema = self._store.schema
-        tables: dict[str, tuple[str, ...]] = {}
-        for table, column in conn.execute(COLUMNS, (schema,)).fetchall():
-            tables[table] = (*tables.get(table, ()), column)
-        indexes = {name: (table, tuple(columns)) for name, table, columns in conn.execute(INDEXES, (schema,))}
+        """The objects on ``rm_*`` tables (one catalogue query) and ``rm_meta``'s rows as they are."""
+        objects = {
+            name: FoundObject(kind, table, definition or "", tuple(columns or ()) if kind == "table" else ())
+            for name, kind, table, definition, columns in conn.execute(DESCRIBE, (self._store.schema,))
+        }
         meta: dict[str, int] | None = None
-        if "rm_meta" in tables and tables["rm_meta"] == ("key", "value"):
+        found = objects.get("rm_meta")
+        if found is not None and found.kind == "table" and found.columns == ("key", "value"):
             meta = {key: int(value) for key, value in conn.execute(self._sql.meta).fetchall() if value is not None}
-        return FoundSchema(tables, indexes, meta)
+        return FoundSchema(objects, meta)
+
+    def _problems(self, found: FoundSchema) -> list[str]:
+        return schema_problems(found, "postgresql", self._seal.key_id)
 
     def schema_problems(self) -> list[str]:
-        return schema_problems(self._store.run(self._describe))
+        return self._problems(self._store.run(self._describe))
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -146,26 +173,31 @@ class PostgresReadModel(AppendFold, ReadModel):
         prepare_tables(
             self._store.location,
             describe=lambda: self._describe(conn),
-            problems=schema_problems,
+            problems=self._problems,
             matches_log=lambda: self._matches_log(conn),
             exclusively=exclusively,
             create=lambda: self._create(conn),
             repair=repair,
             before_rebuild=lambda: record_log_shorter(
-                self._store, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
+                self._backend, dict(conn.execute(self._sql.meta).fetchall()), self._store.head()
             ),
         )
 
     def _create(self, conn: Connection) -> None:
-        """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-        stray = {table for table, _column in conn.execute(COLUMNS, (self._store.schema,)).fetchall()}
-        for table in sorted(stray - set(TABLES)):
-            conn.execute(
-                sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(self._store.schema), sql.Identifier(table))
-            )
-        for statement in (*self._sql.drop, *self._sql.create):
+        """Replace whatever is on ``rm_*`` tables (stray, partial or damaged objects too) with empty tables."""
+        schema = sql.Identifier(self._store.schema)
+        found = self._describe(conn).objects
+        names = {name: FoundObject("table", name, "") for name in (table.name for table in TABLES)}
+        for name, what in sorted({**names, **found}.items(), key=lambda item: item[1].kind.endswith("table")):
+            kind = _DROP.get(what.kind, "TABLE")
+            if kind in ("TRIGGER", "RULE"):
+                on = sql.SQL(" ON {}.{}").format(schema, sql.Identifier(what.table))
+                conn.execute(sql.SQL(f"DROP {kind} IF EXISTS {{}}{{}}").format(sql.Identifier(name), on))
+            else:
+                conn.execute(sql.SQL(f"DROP {kind} IF EXISTS {{}}.{{}}").format(schema, sql.Identifier(name)))
+        for statement in self._sql.create:
             conn.execute(statement)
-        conn.cursor().executemany(self._sql.insert_meta, INITIAL_META)
+        conn.cursor().executemany(self._sql.insert_meta, initial_meta(self._seal))
 
     def _define_guard(self, conn: Connection) -> bool:
         """Define the guard function ``write_known`` calls, unless it is there; False when this role may not (the
@@ -197,7 +229,7 @@ class PostgresReadModel(AppendFold, ReadModel):
             self._store.run(lambda conn: conn.execute(self._sql.check).fetchone())
         )
         self._position = checkpoint
-        plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+        plan = SnapshotPlan(self._backend, checkpoint, head, self._dump)
         long = False
         while checkpoint < head and (to is None or checkpoint < to):
             short = head - checkpoint <= IN_TRANSACTION
@@ -218,7 +250,7 @@ class PostgresReadModel(AppendFold, ReadModel):
 
     def _dump(self, checkpoint: int) -> None:
         """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""
-        events = events_up_to(self._store, checkpoint)
+        events = self._backend.events_up_to(checkpoint)
 
         def dump(conn: Connection) -> None:
             with conn.transaction():
@@ -230,7 +262,11 @@ class PostgresReadModel(AppendFold, ReadModel):
                 with conn.cursor(name="acp_registry_snapshot") as rows:  # a server-side cursor: memory stays flat
                     rows.execute(self._sql.in_list_order)  # see save_snapshot: in list order
                     save_encoded_snapshot(
-                        self._store, checkpoint, (unsealed(bytes(state)) for (state,) in rows), count, events=events
+                        self._backend,
+                        checkpoint,
+                        (self._seal.unsealed(bytes(state)) for (state,) in rows),
+                        count,
+                        events=events,
                     )
 
         self._store.run(dump)
@@ -270,7 +306,11 @@ class PostgresReadModel(AppendFold, ReadModel):
         for chunk in chunks(self._store.scan(checkpoint, until=head)):
             new_floor = head if fresh else self._floor(floor, chunk[-1].position)
             folded = fold_stretch(
-                chunk, lambda ids: self._load(conn, ids), checkpoint=checkpoint, keep_past_after=new_floor
+                chunk,
+                lambda ids: self._load(conn, ids),
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
+                seal=self._seal,
             )
             (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
             with conn.cursor() as cursor:
@@ -306,32 +346,42 @@ class PostgresReadModel(AppendFold, ReadModel):
             "rank": None,
             "sid": None,
         }
+        key = (cwd is not None, agent is not None, after is not None, archived == "include")
+        query = self._sql.sized(self._sql.pages[key], limit + 1)
         if after is not None:
             params["rank"], params["sid"] = after
             if as_of == self._position:  # as far as this process knows, nothing changed since the walk began
-                page = self._unchanged_page(params, where, limit)
-                if page is not None:
-                    return page
-        key = (cwd is not None, agent is not None, after is not None, archived == "include")
-        query = self._sql.sized(self._sql.pages[key], limit + 1)
+                return self._store.run(functools.partial(self._later_page, params, where, query, limit))
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
-        return _cut(rows, as_of, limit)
+        return _cut(rows, as_of, limit, self._seal)
 
-    def _unchanged_page(self, params: dict[str, Any], where: ListFilter, limit: int) -> Page | None:
-        """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``); None
-        when the checkpoint has moved past the walk's position (another process wrote): the caller then reads
-        the page through rm_past, and this process's position has moved, so the walk's next pages go there at
-        once."""
+    def _later_page(
+        self, params: dict[str, Any], where: ListFilter, query: bytes, limit: int, conn: Connection
+    ) -> Page:
+        """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``, which
+        the server plans once), with the checkpoint in the same snapshot; if the checkpoint has moved past the
+        walk's position (another process wrote), the page through rm_past (``query``) on the same connection,
+        and this process's position moves, so the walk's next pages go there at once. When the last later page
+        found the checkpoint moved (writers at work), both statements go in one exchange for the next
+        ``_MOVING`` later pages that find it still: one round trip, for the time-travel statement's planning in the
+        server on pages that turn out not to need it (its cost: docs/scale.md)."""
         cwd, archived, agent = where
-        key = (cwd is not None, agent is not None, archived == "include")
-        query = self._sql.sized(self._sql.unchanged_pages[key], limit + 1)
-        rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
-        checkpoint = next((rank for part, rank, _sid, _state in rows if part == 4), None)
-        if checkpoint != params["p"]:
-            if isinstance(checkpoint, int):
-                self._position = max(self._position, checkpoint)
-            return None
-        return _cut([row for row in rows if row[0] != 4], params["p"], limit)
+        unchanged = self._sql.sized(
+            self._sql.unchanged_pages[(cwd is not None, agent is not None, archived == "include")], limit + 1
+        )
+        with conn.pipeline():
+            rows = conn.execute(unchanged, params, binary=True)
+            through_past = conn.execute(query, params, binary=True) if self._moving else None
+        found = rows.fetchall()
+        checkpoint = next((rank for part, rank, _sid, _state in found if part == 4), None)
+        if checkpoint == params["p"]:
+            self._moving = max(self._moving - 1, 0)
+            return _cut([row for row in found if row[0] != 4], params["p"], limit, self._seal)
+        self._moving = _MOVING
+        if isinstance(checkpoint, int):
+            self._position = max(self._position, checkpoint)
+        past = through_past.fetchall() if through_past is not None else conn.execute(query, params, binary=True)
+        return _cut(list(past), params["p"], limit, self._seal)
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the
@@ -350,14 +400,18 @@ class PostgresReadModel(AppendFold, ReadModel):
             as_of = self.catch_up()
             return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
         self._position = max(self._position, checkpoint)
-        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit)
+        return checkpoint, _cut([row for row in rows if row[0] != 4], checkpoint, limit, self._seal)
 
     def get(self, session_id: str) -> SessionState | None:
         recent = self._recent
         if recent is not None and recent[0] == self._position and session_id in recent[2]:
-            return decode_state(recent[2][session_id])  # this process folded it, and nothing moved since
+            return self._seal.open(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
-        return None if row is None else decode_state(row[0])
+        return None if row is None else self._seal.open(row[0])
+
+    def forks(self, session_id: str) -> list[SessionState]:
+        rows = self._store.run(lambda conn: conn.execute(self._sql.forks, (session_id,)).fetchall())
+        return [self._seal.open(state) for (state,) in rows]
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         rows = self._store.run(
@@ -365,14 +419,14 @@ class PostgresReadModel(AppendFold, ReadModel):
         )
         current = next((row for row in rows if row[0] == 0), None)
         if current is not None and current[1] <= position:
-            return decode_state(current[2])
+            return self._seal.open(current[2])
         meta = {part: value for part, value, _state in rows if part >= 2}
         if 2 not in meta or 3 not in meta:
             raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")
         if position < meta[3] or position > meta[2]:
             return PAST_WINDOW
         past = next((row for row in rows if row[0] == 1), None)
-        return None if past is None else decode_state(past[2])
+        return None if past is None else self._seal.open(past[2])
 
     def count(self) -> int:
         return self._meta()["live"]
@@ -392,6 +446,11 @@ class PostgresReadModel(AppendFold, ReadModel):
         rows = self._store.run(lambda conn: conn.execute(query).fetchall())
         return (tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows)
 
+    def storage_problems(self) -> list[str]:
+        """None looked for: PostgreSQL checks its pages itself, and its index checks (``amcheck``) are an extension
+        the store does not require."""
+        return []
+
     def checkpoint_matches_log(self) -> bool:
         """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
         return self._store.run(self._matches_log)
@@ -402,4 +461,4 @@ class PostgresReadModel(AppendFold, ReadModel):
 
     def states(self) -> Iterator[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.states).fetchall())
-        return (decode_state(state) for (state,) in rows)
+        return (self._seal.open(state) for (state,) in rows)

@@ -19,7 +19,8 @@ import msgspec
 
 from events.model import Event, LogEntry
 from registry.model import SessionState
-from registry.readmodel.tables import Fold, SnapshotPlan, anchor_value, decode_state, fold_stretch
+from registry.readmodel.postgres_sql import CURRENT_NAMES, PAST_NAMES
+from registry.readmodel.tables import CurrentRow, Fold, PastRow, Seal, SnapshotPlan, anchor_value, fold_stretch
 from registry.snapshot import EVERY
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from events.postgres import PostgresStore
+    from registry.backend import Backend
     from registry.readmodel.postgres_sql import Statements
 
     Connection = psycopg.Connection[TupleRow]
@@ -42,8 +44,8 @@ IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
 # The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
-_CURRENT_KEYS: Final = ("sid", "cwd", "rank", "live", "from", "state", "archived", "agent")
-_PAST_KEYS: Final = ("p_sid", "p_cwd", "p_rank", "p_live", "p_from", "p_to", "p_state", "p_archived", "p_agent")
+_CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CurrentRow._fields)
+_PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PastRow._fields)
 
 
 class AppendFold:
@@ -51,6 +53,8 @@ class AppendFold:
     the attributes declared here are the read model's, set in its ``__init__``."""
 
     window: int
+    _backend: Backend
+    _seal: Seal
     _store: PostgresStore
     _sql: Statements
     _key: int  # the read model's advisory lock
@@ -94,20 +98,23 @@ class AppendFold:
         if checkpoint > head_before or head_before - checkpoint > IN_TRANSACTION:
             return
         try:
-            states = {session_id: decode_state(state) for session_id, state in loaded.fetchall()}
+            states = {session_id: self._seal.open(state) for session_id, state in loaded.fetchall()}
+            looked = {entry.session_id for entry in written}  # a session the look-up did not find has no row
             entries: list[LogEntry] = written
             if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
                 gap = conn.execute(self._sql.scan, (checkpoint, head_before), binary=True).fetchall()
                 entries = [LogEntry(p, sid, v, _event_decoder.decode(d)) for p, sid, v, d in gap] + written
-                states = {}
+                states, looked = {}, set()
 
             def load(session_ids: list[str]) -> dict[str, SessionState]:
-                missing = [sid for sid in session_ids if sid not in states]
+                # A fetch here is one more round trip with the append lock held (a create paid it): only for
+                # sessions the look-up did not cover.
+                missing = [sid for sid in session_ids if sid not in states and sid not in looked]
                 return {**{sid: states[sid] for sid in session_ids if sid in states}, **self._load(conn, missing)}
 
             position = written[-1].position
             new_floor = position if checkpoint == 0 else self._floor(floor, position)
-            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor)
+            folded = fold_stretch(entries, load, checkpoint=checkpoint, keep_past_after=new_floor, seal=self._seal)
         except Exception:  # derived data: the append commits without it, and a catch-up folds it later
             log.warning(
                 "%s: the read model could not fold an append in its transaction", self._store.location, exc_info=True
@@ -136,9 +143,10 @@ class AppendFold:
         try:
             folded = fold_stretch(
                 written,
-                lambda ids: {sid: decode_state(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
+                lambda ids: {sid: self._seal.open(rows[sid]) for sid in ids if sid in rows and first[sid] != 1},
                 checkpoint=checkpoint,
                 keep_past_after=new_floor,
+                seal=self._seal,
             )
         except Exception:
             log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
@@ -198,17 +206,17 @@ class AppendFold:
         self._recent = (position, floor, rows)
         self._position = max(self._position, position)
         if position // EVERY != before // EVERY:
-            SnapshotPlan(self._store, before, position, self._dump).passed(position)
+            SnapshotPlan(self._backend, before, position, self._dump).passed(position)
 
     def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
         if not session_ids:
             return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
-        return {session_id: decode_state(state) for session_id, state in rows}
+        return {session_id: self._seal.open(state) for session_id, state in rows}
 
     def _floor(self, floor: int, position: int) -> int:
         """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of
         ``_FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
-        prune's plan depends on statistics: with fresh ones, one per write cost 4 ms at 100k sessions and 30 ms at
-        1M, where a step's prune is paid once in a thousand writes). Walks stay exact over the window at least."""
+        prune's cost depends on the planner's statistics, and grows with the store: ``docs/scale.md``). Walks stay
+        exact over the window at least."""
         return max(floor, (position - self.window) // _FLOOR_STEP * _FLOOR_STEP)

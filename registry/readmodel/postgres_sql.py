@@ -1,6 +1,6 @@
-"""The PostgreSQL read model's tables and every statement on them, built once per schema (identifiers quoted by
-psycopg). Session ids and cwds compare with the "C" collation: code point order, as the registry sorts everywhere
-else."""
+"""The PostgreSQL read model's statements, built once per schema (identifiers quoted by psycopg): the tables as
+``schema.py`` declares them (session ids and cwds in the "C" collation: code point order, as the registry sorts
+everywhere else), what the catalogue says of them, and every read and write on them."""
 
 from __future__ import annotations
 
@@ -8,67 +8,66 @@ from typing import Final, LiteralString
 
 from psycopg import sql
 
-__all__ = ["COLUMNS", "GUARD_FUNCTION", "INDEXES", "TABLES", "Statements"]
+from events.schema import chain_query, entries_query, head_query
+from registry.readmodel.schema import TABLES, Table, insert_statement, postgres_ddl
 
-TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
+__all__ = ["CURRENT_NAMES", "DESCRIBE", "GUARD_FUNCTION", "PAST_NAMES", "Statements"]
+
 # Versioned by name: a changed body is a new function, never a replacement under a running older writer.
 GUARD_FUNCTION: Final = "rm_guard_1"
-_SCHEMA: Final[tuple[LiteralString, ...]] = (
-    "CREATE TABLE {s}.rm_meta (key text PRIMARY KEY, value bigint NOT NULL)",
-    """CREATE TABLE {s}.rm_sessions (
-        session_id text COLLATE "C" PRIMARY KEY,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C"
-    )""",
-    "CREATE INDEX rm_sessions_order ON {s}.rm_sessions (archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON {s}.rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_agent ON {s}.rm_sessions (agent, archived, rank, session_id, valid_from)"
-    " WHERE live AND agent IS NOT NULL",
-    """CREATE TABLE {s}.rm_past (
-        session_id text COLLATE "C" NOT NULL,
-        cwd text COLLATE "C" NOT NULL,
-        rank bigint NOT NULL,
-        live boolean NOT NULL,
-        valid_from bigint NOT NULL,
-        valid_to bigint NOT NULL,
-        state bytea NOT NULL,
-        archived boolean NOT NULL,
-        agent text COLLATE "C",
-        PRIMARY KEY (session_id, valid_from)
-    )""",
-    "CREATE INDEX rm_past_to ON {s}.rm_past (valid_to)",
+
+# Every object on an rm_* table in the schema as the catalogue reports it, in one statement: (name, kind, table,
+# definition, columns) - a table's definition is its columns (type, collation, NOT NULL) and constraints, an
+# index's its table, columns, method and predicate, as ``schema.expected_objects`` renders them; the indexes that
+# carry a table's own constraints are said by the table. Triggers and rules are objects of their own.
+DESCRIBE: Final = (
+    # rm_* by a range of pg_class's (relname, relnamespace) index, and the indexes on those tables whatever their
+    # names: never a scan of the catalogue, which a busy server's many schemas make long.
+    "WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %s),"
+    " named AS (SELECT c.oid, c.relname, c.relkind, c.relam FROM pg_class AS c JOIN ns ON c.relnamespace = ns.oid"
+    " WHERE c.relname >= 'rm_' AND c.relname < 'rm`'),"
+    " rel AS (SELECT * FROM named UNION SELECT i.oid, i.relname, i.relkind, i.relam FROM named"
+    " JOIN pg_index AS y ON y.indrelid = named.oid JOIN pg_class AS i ON i.oid = y.indexrelid)"
+    " SELECT r.relname, CASE r.relkind WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' WHEN 'v' THEN 'view'"
+    " WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table'"
+    " WHEN 'f' THEN 'foreign table' ELSE 'relation' END,"
+    " coalesce(t.relname, r.relname),"
+    " CASE WHEN x.indexrelid IS NOT NULL THEN t.relname || ' (' || (SELECT string_agg(pg_get_indexdef(x.indexrelid,"
+    " k, true), ', ' ORDER BY k) FROM generate_series(1, x.indnatts) AS k) || ')'"
+    " || CASE WHEN x.indisunique THEN ' UNIQUE' ELSE '' END"
+    " || CASE WHEN am.amname <> 'btree' THEN ' USING ' || am.amname ELSE '' END"
+    " || coalesce(' WHERE ' || pg_get_expr(x.indpred, x.indrelid, true), '')"
+    " ELSE concat_ws('; ', (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)"
+    " || CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || quote_ident(co.collname) ELSE '' END"
+    " || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END, '; ' ORDER BY a.attnum)"
+    " FROM pg_attribute AS a LEFT JOIN pg_collation AS co ON co.oid = a.attcollation"
+    " WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),"
+    " (SELECT string_agg(pg_get_constraintdef(k.oid), '; ' ORDER BY k.conname) FROM pg_constraint AS k"
+    " WHERE k.conrelid = r.oid)) END,"
+    " (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute AS a"
+    " WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped)"
+    " FROM rel AS r LEFT JOIN pg_index AS x ON x.indexrelid = r.oid LEFT JOIN pg_class AS t ON t.oid = x.indrelid"
+    " LEFT JOIN pg_am AS am ON am.oid = r.relam"
+    " WHERE x.indexrelid IS NULL OR NOT EXISTS (SELECT 1 FROM pg_constraint AS k WHERE k.conrelid = x.indrelid"
+    " AND k.conindid = x.indexrelid AND k.contype IN ('p', 'u', 'x'))"
+    " UNION ALL SELECT g.tgname, 'trigger', r.relname, '', NULL FROM named AS r JOIN pg_trigger AS g"
+    " ON g.tgrelid = r.oid WHERE NOT g.tgisinternal"
+    " UNION ALL SELECT w.rulename, 'rule', r.relname, '', NULL FROM named AS r JOIN pg_rewrite AS w"
+    " ON w.ev_class = r.oid WHERE w.rulename <> '_RETURN'"
 )
+_META, _CURRENT, _PAST = TABLES
+CURRENT_NAMES: Final = ""
+"""An append's one-row fold names a current row's parameters by their columns, a past row's with this prefix."""
+PAST_NAMES: Final = "p_"
+_SCHEMA: Final = postgres_ddl("{s}.")
 
 
-# What the tables are, as found (schema checks): columns in order, and indexes with their columns.
-COLUMNS: Final = (
-    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s"
-    " AND table_name LIKE 'rm\\_%%' ORDER BY table_name, ordinal_position"
-)
-INDEXES: Final = (
-    "SELECT i.relname, t.relname, array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(num, n)"
-    " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.num ORDER BY k.n)"
-    " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
-    " JOIN pg_namespace ns ON ns.oid = t.relnamespace"
-    " WHERE ns.nspname = %s AND t.relname LIKE 'rm\\_%%' AND NOT x.indisprimary"
-)
+_HEAD: Final = head_query("{s}.")
 
 
-# A row's columns, written once for the batch statements (positional parameters) and an append's one-row CTEs
-# (named ones); a current row replaces the session's row column by column, a past row is kept once.
-_INTO_CURRENT: Final = "INSERT INTO {s}.rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-_REPLACE_CURRENT: Final = (
-    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
-)
-_INTO_PAST: Final = (
-    "INSERT INTO {s}.rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-)
+def _insert(table: Table, names: str | None = None) -> LiteralString:
+    """A row's insert (``schema.insert_statement``), positional or with its parameters named ``<names><column>``."""
+    return insert_statement(table, "postgresql", "{s}.", names)
 
 
 def _guard_checks(lock: LiteralString, checkpoint: LiteralString, floor: LiteralString) -> LiteralString:
@@ -101,23 +100,21 @@ class Statements:
             return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
 
         self.create = [q(statement) for statement in _SCHEMA]
-        self.drop = [q(f"DROP TABLE IF EXISTS {{s}}.{table}") for table in TABLES]
-        self.insert_meta = q("INSERT INTO {s}.rm_meta (key, value) VALUES (%s, %s)")
+        self.insert_meta = q(_insert(_META))
         self.check = q(
             "SELECT (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint'),"
-            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'),"
-            " (SELECT coalesce(max(position), 0) FROM {s}.events)"
+            " (SELECT value FROM {s}.rm_meta WHERE key = 'floor'), " + _HEAD
         )
         self.meta = q("SELECT key, value FROM {s}.rm_meta")
-        self.chain = q("SELECT chain FROM {s}.events WHERE position = %s")
-        self.upsert = q(_INTO_CURRENT + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)" + _REPLACE_CURRENT)
-        self.insert_past = q(_INTO_PAST + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING")
+        self.chain = q(chain_query("{s}.", "%s"))
+        self.upsert = q(_insert(_CURRENT))
+        self.insert_past = q(_insert(_PAST))
         # Only the versions the floor's move leaves behind: a bound below too keeps the index scan off the dead
-        # entries of every earlier prune (until a vacuum, ``valid_to <= floor`` walked them all: 46 ms a write
-        # at 100k sessions, ~350 ms at 1M). Nothing lives below the old floor: no fold writes a version there.
+        # entries of every earlier prune (until a vacuum, ``valid_to <= floor`` walks them all; docs/scale.md has
+        # the cost). Nothing lives below the old floor: no fold writes a version there.
         self.prune = q("DELETE FROM {s}.rm_past WHERE valid_to > %s AND valid_to <= %s")
-        # After a long catch-up: the planner's statistics for the rows it wrote (without them, a deep page's
-        # rm_past part ran as a parallel bitmap scan: 19 ms at 100k sessions, 0.06 ms after ANALYZE).
+        # After a long catch-up: the planner's statistics for the rows it wrote (without them a deep page's rm_past
+        # part can be planned as a parallel bitmap scan, orders of magnitude slower).
         self.analyze = q("ANALYZE {s}.rm_sessions, {s}.rm_past")
         self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
         self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
@@ -134,8 +131,8 @@ class Statements:
         # this one still held). Long catch-ups and rebuilds take it exclusively.
         self.try_lock = b"SELECT pg_try_advisory_xact_lock_shared(%s)"
         # The guard of an append that folds from what its process knows: a function (its plan cached once per
-        # connection; the same body as an anonymous DO block was parsed on every call, ~130 us of the server's
-        # time per append). Each IF is a statement of its own, so the meta rows are read after the lock is granted.
+        # connection, where an anonymous DO block is parsed on every call). Each IF is a statement of its own, so
+        # the meta rows are read after the lock is granted.
         self.guard_exists = (
             "SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
             f" WHERE n.nspname = %s AND p.proname = '{GUARD_FUNCTION}'"
@@ -153,29 +150,15 @@ class Statements:
         self.set_all_meta = q(set_meta)
         # An append's usual fold - at most one current row and one past row - with the meta, in one statement
         # (sibling CTEs: the tables differ, nothing one writes is read by another), by (current row, past row).
-        upsert_one = (
-            "cur AS ("
-            + _INTO_CURRENT
-            + " VALUES (%(sid)s, %(cwd)s, %(rank)s, %(live)s, %(from)s, %(state)s, %(archived)s, %(agent)s)"
-            + _REPLACE_CURRENT
-            + ")"
-        )
-        past_one = (
-            "past AS ("
-            + _INTO_PAST
-            + " VALUES (%(p_sid)s, %(p_cwd)s, %(p_rank)s, %(p_live)s, %(p_from)s, %(p_to)s, %(p_state)s,"
-            " %(p_archived)s, %(p_agent)s) ON CONFLICT DO NOTHING)"
-        )
+        upsert_one = "cur AS (" + _insert(_CURRENT, CURRENT_NAMES) + ")"
+        past_one = "past AS (" + _insert(_PAST, PAST_NAMES) + ")"
         self.fold_one: dict[tuple[bool, bool], bytes] = {
             (True, False): q("WITH " + upsert_one + " " + set_meta),
             (True, True): q("WITH " + upsert_one + ", " + past_one + " " + set_meta),
             (False, True): q("WITH " + past_one + " " + set_meta),
             (False, False): self.set_all_meta,
         }
-        self.scan = q(
-            "SELECT position, session_id, version, data FROM {s}.events WHERE position > %s AND position <= %s"
-            " ORDER BY position"
-        )
+        self.scan = q(entries_query("{s}.", "%s", "%s"))
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
         self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
         self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
@@ -185,6 +168,8 @@ class Statements:
             " UNION ALL (SELECT state FROM {s}.rm_sessions WHERE NOT live)"
         )
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
+        # A session's forks: one range of the partial index on ``parent`` (``show``)
+        self.forks = q("SELECT state FROM {s}.rm_sessions WHERE parent = %s")
         # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
         # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
         # (part 1), and the window's floor (part 2), in one round trip.
@@ -215,8 +200,9 @@ class Statements:
                         if not after:
                             self.first_pages[(cwd, agent, include)] = q(
                                 _current_rows(where, halves)  # as of now: every current row is valid
-                                + " UNION ALL (SELECT 4, value, (SELECT coalesce(max(position), 0) FROM {s}.events)"
-                                "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
+                                + " UNION ALL (SELECT 4, value, "
+                                + _HEAD
+                                + "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
                             )
                         if after:
                             self.unchanged_pages[(cwd, agent, include)] = q(
@@ -236,8 +222,8 @@ class Statements:
 
     def sized(self, query: bytes, rows: int) -> bytes:
         """A page statement with its ``LIMIT`` written in (an integer, never user text). With ``LIMIT`` a parameter,
-        PostgreSQL planned the statement again at every execution: a generic plan's estimate, with no limit
-        known, never beat a custom plan's, and the planning was half of a first page's time in the server."""
+        PostgreSQL plans the statement again at every execution (a generic plan's estimate, with no limit known,
+        never beats a custom plan's), and planning is a large part of a first page's time in the server."""
         key = (query, rows)
         sized = self._sized.get(key)
         if sized is None:

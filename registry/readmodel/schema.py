@@ -1,18 +1,27 @@
-"""The read model's schema, declared once: the tables every backend keeps, their columns and indexes, the rows of
-``rm_meta``; and the one way every backend compares what it finds with it and makes the tables usable.
+"""The read model's schema, declared once: its tables (columns, types, collations, keys), its indexes (with their
+predicates) and the rows of ``rm_meta``; rendered from here for each dialect - the ``CREATE`` statements, the
+inserts - and the one way every backend compares the whole definition it finds with it and makes the tables
+usable.
 
-The columns are the fields of the rows the fold writes (``tables.CurrentRow``, ``tables.PastRow``), so a column
-added there is checked at every open and by ``verify`` on every backend; each backend's ``CREATE`` statements
-must make exactly these (plus its own, such as SQLite's rowids), which ``registry.testing.ReadModelContract``
-checks on fresh tables.
+A table's columns are the fields of the row the fold writes (``tables.CurrentRow``, ``tables.PastRow``), their
+types read from its annotations: a field added there is a column in every dialect, in every insert, and in the
+check. What differs per dialect is said here too: SQLite keeps an integer rowid (``rowid``; measured ~15% off a
+page against a table keyed by the session id) and the key as a unique constraint, PostgreSQL the key as the
+primary key and every text column in the "C" collation (byte order: the list order is the same in both).
+
+The check compares what the database reports - SQLite's ``sqlite_master`` (the text each object was made by),
+PostgreSQL's catalogue (each column's type, collation and nullability, each constraint, each index's columns and
+predicate) - with what this declaration renders, for every object on an ``rm_*`` table (a trigger or a view
+included): one catalogue query at open.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import typing
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 from events.errors import StoreFormatError
 from registry.readmodel.tables import READ_MODEL_VERSION, CurrentRow, PastRow
@@ -21,81 +30,258 @@ __all__ = [
     "INDEXES",
     "META_KEYS",
     "TABLES",
+    "Dialect",
+    "FoundObject",
     "FoundSchema",
+    "Index",
+    "Table",
+    "expected_objects",
+    "insert_statement",
     "newer_version",
+    "postgres_ddl",
     "prepare_tables",
     "schema_problems",
+    "sqlite_ddl",
 ]
 
 log = logging.getLogger("registry.readmodel.tables")
 
-TABLES: Final[Mapping[str, tuple[str, ...]]] = {
-    "rm_meta": ("key", "value"),
-    "rm_sessions": CurrentRow._fields,
-    "rm_past": PastRow._fields,
+Dialect = Literal["sqlite", "postgresql"]
+Kind = Literal["text", "int", "bool", "blob"]
+_TYPES: Final[dict[Kind, tuple[str, str]]] = {
+    "text": ("TEXT", 'text COLLATE "C"'),
+    "int": ("INTEGER", "bigint"),
+    "bool": ("INTEGER", "boolean"),
+    "blob": ("BLOB", "bytea"),
 }
-"""The tables every backend keeps and their columns (the fields of the rows the fold writes): the schema a read
-model is checked against at open. A backend's ``CREATE`` statements must make exactly these (plus its ``own``
-columns, such as SQLite's rowid ``id``): ``ReadModelContract`` checks fresh tables against this declaration."""
+_KINDS: Final[dict[object, Kind]] = {str: "text", int: "int", bool: "bool", bytes: "blob"}
 
-INDEXES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
-    "rm_sessions_order": ("rm_sessions", ("archived", "rank", "session_id", "valid_from")),
-    "rm_sessions_cwd": ("rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from")),
-    "rm_sessions_agent": ("rm_sessions", ("agent", "archived", "rank", "session_id", "valid_from")),
-    "rm_past_to": ("rm_past", ("valid_to",)),
-}
-"""The indexes the pages and the pruning rely on: index -> (table, columns)."""
 
-META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor")
-"""The rows of ``rm_meta``."""
+class Column(NamedTuple):
+    name: str
+    kind: Kind
+    required: bool  # NOT NULL
+
+
+class Table(NamedTuple):
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    """Unique per row: the primary key (PostgreSQL; SQLite without ``rowid``), else a unique constraint."""
+    rowid: bool = False
+    """SQLite: an integer rowid ``id`` the indexes point at, before the declared columns."""
+    replace: bool = False
+    """An insert of a row whose key exists replaces it (else the row there is kept)."""
+
+
+class Index(NamedTuple):
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    where: str = ""
+    """A partial index's predicate (the same text in both dialects)."""
+
+
+def columns_of(row: type[tuple[object, ...]]) -> tuple[Column, ...]:
+    """A row type's fields as columns: ``str`` text, ``int``, ``bool``, ``bytes`` blob; ``X | None`` nullable."""
+    hints = typing.get_type_hints(row)
+    columns = []
+    for name in row._fields:  # type: ignore[attr-defined]
+        hint = hints[name]
+        options = typing.get_args(hint) or (hint,)
+        kind = next(option for option in options if option is not type(None))
+        columns.append(Column(name, _KINDS[kind], type(None) not in options))
+    return tuple(columns)
+
+
+TABLES: Final = (
+    Table("rm_meta", (Column("key", "text", True), Column("value", "int", True)), ("key",), replace=True),
+    Table("rm_sessions", columns_of(CurrentRow), ("session_id",), rowid=True, replace=True),
+    Table("rm_past", columns_of(PastRow), ("session_id", "valid_from"), rowid=True),
+)
+"""The tables every backend keeps: the current version of each session, the versions later events replaced (kept
+for the window), and the read model's own facts (``META_KEYS``)."""
+
+INDEXES: Final = (
+    Index("rm_sessions_order", "rm_sessions", ("archived", "rank", "session_id", "valid_from"), "live"),
+    Index("rm_sessions_cwd", "rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from"), "live"),
+    Index(
+        "rm_sessions_agent",
+        "rm_sessions",
+        ("agent", "archived", "rank", "session_id", "valid_from"),
+        "live AND agent IS NOT NULL",
+    ),
+    Index("rm_sessions_parent", "rm_sessions", ("parent",), "parent IS NOT NULL"),
+    Index("rm_past_to", "rm_past", ("valid_to",)),
+)
+"""What the pages (one range of one index each), ``show``'s forks and the pruning of past versions read."""
+
+META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor", "seal")
+"""The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's
+floor, the live sessions, the key the rows are sealed with (``tables.Seal.key_id``)."""
+
+
+# -- rendering ------------------------------------------------------------------------------------------------
+
+
+def _column(column: Column, dialect: Dialect) -> str:
+    kind = _TYPES[column.kind][dialect == "postgresql"]
+    return f"{column.name} {kind}{' NOT NULL' if column.required else ''}"
+
+
+def _constraint(table: Table, dialect: Dialect) -> str:
+    primary = dialect == "postgresql" or not table.rowid
+    return f"{'PRIMARY KEY' if primary else 'UNIQUE'} ({', '.join(table.key)})"
+
+
+def _table_ddl(table: Table, dialect: Dialect, prefix: str) -> str:
+    parts = ["id INTEGER PRIMARY KEY"] if table.rowid and dialect == "sqlite" else []
+    parts += [_column(column, dialect) for column in table.columns]
+    parts.append(_constraint(table, dialect))
+    without_rowid = " WITHOUT ROWID" if dialect == "sqlite" and not table.rowid else ""
+    return f"CREATE TABLE {prefix}{table.name} ({', '.join(parts)}){without_rowid}"
+
+
+def _index_ddl(index: Index, prefix: str) -> str:
+    where = f" WHERE {index.where}" if index.where else ""
+    return f"CREATE INDEX {index.name} ON {prefix}{index.table} ({', '.join(index.columns)}){where}"
+
+
+def sqlite_ddl() -> list[str]:
+    """The statements that make the tables in a SQLite file (exactly the text ``sqlite_master`` then holds)."""
+    return [_table_ddl(table, "sqlite", "") for table in TABLES] + [_index_ddl(index, "") for index in INDEXES]
+
+
+def postgres_ddl(prefix: str) -> list[str]:
+    """The statements that make the tables in a PostgreSQL schema (``prefix``: the quoted schema and a dot, or a
+    placeholder for it)."""
+    return [_table_ddl(table, "postgresql", prefix) for table in TABLES] + [
+        _index_ddl(index, prefix) for index in INDEXES
+    ]
+
+
+def insert_statement(table: Table, dialect: Dialect, prefix: str = "", names: str | None = None) -> str:
+    """The insert of one row of ``table``: positional parameters, or named ones (``%(<names><column>)s``) when
+    ``names`` is given (PostgreSQL); a row whose key exists is replaced column by column (``replace``), or kept."""
+    columns = [column.name for column in table.columns]
+    if names is not None:
+        marks = [f"%({names}{name})s" for name in columns]
+    else:
+        marks = ["?" if dialect == "sqlite" else "%s"] * len(columns)
+    if table.replace:
+        update = ", ".join(f"{name} = excluded.{name}" for name in columns if name not in table.key)
+        conflict = f"ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {update}"
+    else:
+        conflict = "ON CONFLICT DO NOTHING"
+    return f"INSERT INTO {prefix}{table.name} ({', '.join(columns)}) VALUES ({', '.join(marks)}) {conflict}"
+
+
+# -- checking -------------------------------------------------------------------------------------------------
+
+
+class FoundObject(NamedTuple):
+    """An object on an ``rm_*`` table as the database reports it."""
+
+    kind: str
+    """``table``, ``index``, ``view``, ``trigger``, ``rule``...: what the database says it is."""
+    table: str
+    definition: str
+    """SQLite: the text it was made by; PostgreSQL: a table's columns and constraints, an index's table, columns
+    and predicate, in the form ``expected_objects`` renders."""
+    columns: tuple[str, ...] = ()
+    """A table's column names (to name a difference)."""
 
 
 class FoundSchema(NamedTuple):
-    """What a backend found in the store: tables with their columns, indexes with their table and columns, and
-    ``rm_meta``'s rows (None when it cannot be read)."""
+    """What a backend found in the store: the objects on ``rm_*`` tables by name, and ``rm_meta``'s rows (None
+    when it cannot be read)."""
 
-    tables: dict[str, tuple[str, ...]]
-    indexes: dict[str, tuple[str, tuple[str, ...]]]
+    objects: dict[str, FoundObject]
     meta: dict[str, int] | None
 
+    @property
+    def tables(self) -> list[str]:
+        return [name for name, found in self.objects.items() if found.kind == "table"]
 
-def schema_problems(
-    found: FoundSchema,
-    *,
-    own_columns: Mapping[str, tuple[str, ...]] | None = None,
-    own_indexes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
-) -> list[str]:
-    """How ``found`` departs from the declared schema (``TABLES``, ``INDEXES``, ``META_KEYS``, the version) and the
-    backend's own additions; [] when it is exactly what this version makes. A newer version is one problem,
-    named first (``prepare_tables`` refuses it untouched)."""
+
+def _normal(predicate: str) -> str:
+    """A predicate as PostgreSQL deparses it and as declared, compared alike (its parentheses and spacing aside)."""
+    return " ".join(predicate.replace("(", " ").replace(")", " ").split())
+
+
+def _postgres_definition(table: Table) -> str:
+    return "; ".join([*(_column(column, "postgresql") for column in table.columns), _constraint(table, "postgresql")])
+
+
+def _postgres_index(index: Index) -> str:
+    return _normal(f"{index.table} ({', '.join(index.columns)}){' WHERE ' + index.where if index.where else ''}")
+
+
+def expected_objects(dialect: Dialect) -> dict[str, FoundObject]:
+    """What the declaration makes, as ``FoundSchema.objects`` reports it."""
+    objects: dict[str, FoundObject] = {}
+    for table in TABLES:
+        sqlite = _table_ddl(table, "sqlite", "")
+        definition = sqlite if dialect == "sqlite" else _postgres_definition(table)
+        own = ("id",) if table.rowid and dialect == "sqlite" else ()
+        objects[table.name] = FoundObject("table", table.name, definition, (*own, *(c.name for c in table.columns)))
+    for index in INDEXES:
+        definition = _index_ddl(index, "") if dialect == "sqlite" else _postgres_index(index)
+        objects[index.name] = FoundObject("index", index.table, definition)
+    return objects
+
+
+def _found_normal(found: FoundObject, dialect: Dialect) -> str:
+    return _normal(found.definition) if dialect == "postgresql" and found.kind == "index" else found.definition
+
+
+def schema_problems(found: FoundSchema, dialect: Dialect, key_id: int | None = None) -> list[str]:
+    """How ``found`` departs from the declared schema and the version (and, given ``key_id``, the key its rows are
+    sealed with); [] when it is exactly what this version makes. A newer version is one problem, named first
+    (``prepare_tables`` refuses it untouched)."""
     problems: list[str] = []
     meta = found.meta
     if meta is not None and "version" in meta and meta["version"] != READ_MODEL_VERSION:
         return [f"version {meta['version']} (this version of acp-session-registry writes {READ_MODEL_VERSION})"]
-    for table, columns in TABLES.items():
-        if table not in found.tables:
-            problems.append(f"table {table} is missing")
-            continue
-        expected = set(columns) | set((own_columns or {}).get(table, ()))
-        have = set(found.tables[table])
-        problems += [f"column {table}.{name} is missing" for name in sorted(expected - have)]
-        problems += [f"column {table}.{name} is not one this version makes" for name in sorted(have - expected)]
-    for name in sorted(found.tables.keys() - TABLES.keys()):
-        problems.append(f"table {name} is not one this version makes")
-    for index, (table, columns) in {**INDEXES, **(own_indexes or {})}.items():
-        got = found.indexes.get(index)
-        if got is None:
-            problems.append(f"index {index} is missing")
-        elif got != (table, columns):
-            problems.append(f"index {index} is on {got[0]} ({', '.join(got[1])}), not {table} ({', '.join(columns)})")
-    if "rm_meta" in found.tables:
+    expected = expected_objects(dialect)
+    for name, want in expected.items():
+        have = found.objects.get(name)
+        if have is None:
+            problems.append(f"{want.kind} {name} is missing")
+        elif have.kind != want.kind:
+            problems.append(f"{name} is a {have.kind}, not a {want.kind}")
+        elif have.table != want.table:
+            problems.append(f"{want.kind} {name} is on {have.table}, not on {want.table}")
+        elif _found_normal(have, dialect) != want.definition:
+            problems.append(_departure(name, have, want))
+    for name in sorted(found.objects.keys() - expected.keys()):
+        have = found.objects[name]
+        on = f" on {have.table}" if have.table != name else ""
+        problems.append(f"{have.kind} {name}{on} is not one this version makes")
+    if found.objects.get("rm_meta", FoundObject("", "", "")).kind == "table":
         if meta is None:
             problems.append("rm_meta cannot be read")
         else:
             problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
             if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
                 problems.append("rm_meta holds a negative position or count")
+            if key_id is not None and "seal" in meta and meta["seal"] != key_id:
+                problems.append("its rows are sealed with another key (the store's seal key was replaced or lost)")
     return problems
+
+
+def _departure(name: str, have: FoundObject, want: FoundObject) -> str:
+    """One line naming how an object differs from its declaration: its columns where they differ, else both
+    definitions."""
+    if want.kind == "table":
+        missing = [c for c in want.columns if c not in have.columns]
+        extra = [c for c in have.columns if c not in want.columns]
+        if missing or extra:
+            return "; ".join(
+                [f"column {name}.{c} is missing" for c in missing]
+                + [f"column {name}.{c} is not one this version makes" for c in extra]
+            )
+    return f"{want.kind} {name} is defined as {have.definition!r}, this version makes {want.definition!r}"
 
 
 def newer_version(found: FoundSchema) -> int | None:
@@ -116,7 +302,7 @@ def prepare_tables(
     before_rebuild: Callable[[], None] = lambda: None,
 ) -> bool:
     """Make the tables usable, the same way on every backend: create them when missing, rebuild tables whose
-    schema is not exactly this version's (``problems``: tables, columns, indexes, ``rm_meta``'s rows, an older
+    schema is not exactly this version's (``problems``: every object's definition, ``rm_meta``'s rows, an older
     version) and tables whose checkpoint does not match the log (``before_rebuild`` first records
     that the log is shorter than they had seen) - all only with ``repair``: without it, existing tables are left as
     they are, for ``verify`` to report; refuse a newer version untouched, with one line. The decision is
@@ -131,7 +317,7 @@ def prepare_tables(
             f"{READ_MODEL_VERSION}. Upgrade it; the store was left untouched",
         )
     wrong = problems(found)
-    if not repair and found.tables:
+    if not repair and found.objects:
         return False  # looked at as they are (``verify`` reports what is wrong with them)
     if not wrong and (not repair or matches_log()):
         return False
@@ -142,7 +328,7 @@ def prepare_tables(
         wrong = problems(found)
         if not wrong and (not repair or matches_log()):
             return False
-        if found.tables:
+        if found.objects:
             if wrong:
                 log.warning(
                     "%s: the read model's schema is not this version's (%s); rebuilding it from the log",

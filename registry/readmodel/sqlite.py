@@ -19,52 +19,46 @@ from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
+from events.schema import chain_query, head_query
 from events.sqlite import SqliteStore, ThreadReaders
+from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.schema import FoundSchema, prepare_tables
+from registry.readmodel.schema import TABLES, FoundSchema, insert_statement, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
-    INITIAL_META,
     Keyed,
+    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
     chunks,
-    decode_state,
     fold_stretch,
+    initial_meta,
     merge_pages,
     record_log_shorter,
-    unsealed,
 )
-from registry.snapshot import events_up_to, save_encoded_snapshot
+from registry.snapshot import save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
 log = logging.getLogger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
-_CHECK = (
+_CHECK: Final = (
     "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
-    " (SELECT max(position) FROM events)"
+    f" {head_query()}"
 )
+_CHAIN: Final = chain_query()
+_FORKS: Final = "SELECT state FROM rm_sessions INDEXED BY rm_sessions_parent WHERE parent = ?"
 _IN_LIST_ORDER: Final = (
     "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
     " WHERE live ORDER BY archived, rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
 )
-_UPSERT = (
-    "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived, agent)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, rank = excluded.rank, live = excluded.live,"
-    " valid_from = excluded.valid_from, state = excluded.state, archived = excluded.archived, agent = excluded.agent"
-)
-_INSERT_PAST = (
-    "INSERT INTO rm_past (session_id, cwd, rank, live, valid_from, valid_to, state, archived, agent)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_SET_META, _UPSERT, _INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 
 
 def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:
@@ -101,13 +95,26 @@ def _by_key(row: Keyed) -> tuple[int, str]:
     return row[0], row[1]
 
 
-class SqliteReadModel(ReadModel):
+def _params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> dict[str, Any]:
+    """A page statement's parameters, with its shape (which ``_PAGES`` entry) and whether both halves are read."""
+    cwd, archived, agent = where
+    rank, sid = after or (None, None)
+    shape = (cwd is not None, agent is not None, after is not None)
+    keys = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid, "shape": shape}
+    return keys | {"archived": int(archived == "only"), "include": archived == "include"}
+
+
+class SqliteReadModel(ReadModel, StoredTables):
     """``rm_*`` tables in a SQLite store's file. Use ``open`` (it may decline for a read-only file)."""
 
-    kind = "tables"
+    @property
+    def tables(self) -> StoredTables:
+        return self
 
-    def __init__(self, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
+    def __init__(self, backend: Backend, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
         self.window = window
+        self._backend = backend
+        self._seal = Seal(backend.seal_key())
         self._store = store
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -119,18 +126,21 @@ class SqliteReadModel(ReadModel):
         self._remove_hook: Callable[[], None] = lambda: None
 
     @classmethod
-    def open(cls, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True) -> SqliteReadModel | None:
-        """The tables of ``store`` (created, or rebuilt when an older version made them), caught up to the log.
+    def open(
+        cls, backend: Backend, store: SqliteStore, *, window: int = DEFAULT_WINDOW, catch_up: bool = True
+    ) -> SqliteReadModel | None:
+        """The tables of ``store`` (created, or rebuilt when an older version made them), caught up to the log;
+        ``backend`` is the store's.
 
         None for a read-only store whose tables are missing, outdated or behind its log: fold it in memory.
         """
         read_only = store.read_only
         writer = None if read_only else store.connect()
-        model = cls(store, writer, window=window)
+        model = cls(backend, store, writer, window=window)
         try:
             if writer is None:
                 reader = model._reader()
-                if problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
+                if model._problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -160,8 +170,11 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             return describe(db)
 
+    def _problems(self, found: FoundSchema) -> list[str]:
+        return problems(found, self._seal.key_id)
+
     def schema_problems(self) -> list[str]:
-        return problems(self._describe(self._reader()))
+        return self._problems(self._describe(self._reader()))
 
     def _matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
@@ -169,7 +182,7 @@ class SqliteReadModel(ReadModel):
         checkpoint = meta["checkpoint"]
         if checkpoint == 0:
             return True
-        row = db.execute("SELECT chain FROM events WHERE position = ?", (checkpoint,)).fetchone()
+        row = db.execute(_CHAIN, (checkpoint,)).fetchone()
         return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
 
     def _prepare(self, *, repair: bool = True) -> None:
@@ -191,18 +204,17 @@ class SqliteReadModel(ReadModel):
         prepare_tables(
             self._store.path,
             describe=lambda: self._describe(db),
-            problems=problems,
+            problems=self._problems,
             matches_log=lambda: self._matches_log(db),
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
-            before_rebuild=lambda: record_log_shorter(self._store, self._meta(db), self._store.head()),
+            before_rebuild=lambda: record_log_shorter(self._backend, self._meta(db), self._store.head()),
         )
 
-    @staticmethod
-    def _create(db: sqlite3.Connection) -> None:
+    def _create(self, db: sqlite3.Connection) -> None:
         create(db)
-        db.executemany("INSERT INTO rm_meta (key, value) VALUES (?, ?)", INITIAL_META)
+        db.executemany(_SET_META, initial_meta(self._seal))
 
     # -- connections ----------------------------------------------------------------------------------
 
@@ -237,7 +249,7 @@ class SqliteReadModel(ReadModel):
             return self._position
         if self._writer is None:
             raise StoreFormatError(self._store.path, "is read-only and its read model is behind its log")
-        plan = SnapshotPlan(self._store, self._position, self._head, self._dump)
+        plan = SnapshotPlan(self._backend, self._position, self._head, self._dump)
         with self._write_lock, self._store.translate_errors():
             db = self._writer
             while True:
@@ -269,15 +281,19 @@ class SqliteReadModel(ReadModel):
             # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
             new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
             folded = fold_stretch(
-                chunk, lambda ids: self._load(db, ids), checkpoint=checkpoint, keep_past_after=new_floor
+                chunk,
+                lambda ids: self._load(db, ids),
+                checkpoint=checkpoint,
+                keep_past_after=new_floor,
+                seal=self._seal,
             )
             db.executemany(_UPSERT, folded.current)
             db.executemany(_INSERT_PAST, folded.past)
             if new_floor > floor:
                 db.execute("DELETE FROM rm_past WHERE valid_to <= ?", (new_floor,))
-            chain = db.execute("SELECT chain FROM events WHERE position = ?", (folded.position,)).fetchone()
+            chain = db.execute(_CHAIN, (folded.position,)).fetchone()
             db.executemany(
-                "INSERT INTO rm_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                _SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
             db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
@@ -297,7 +313,7 @@ class SqliteReadModel(ReadModel):
             if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
                 db.execute("RELEASE read_model")
                 return
-            self._plan = SnapshotPlan(self._store, checkpoint, head, self._dump)
+            self._plan = SnapshotPlan(self._backend, checkpoint, head, self._dump)
             self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
             db.execute("RELEASE read_model")
         except (sqlite3.Error, ReadModelFault) as exc:  # derived data: the appends commit, the next reader mends it
@@ -315,8 +331,7 @@ class SqliteReadModel(ReadModel):
             if self._plan is not None:
                 self._plan.passed(pending)
 
-    @staticmethod
-    def _load(db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:
+    def _load(self, db: sqlite3.Connection, session_ids: list[str]) -> dict[str, SessionState]:
         found: dict[str, SessionState] = {}
         for start in range(0, len(session_ids), 500):
             part = session_ids[start : start + 500]
@@ -324,7 +339,7 @@ class SqliteReadModel(ReadModel):
             for session_id, state in db.execute(
                 f"SELECT session_id, state FROM rm_sessions WHERE session_id IN ({marks})", part
             ):
-                found[session_id] = decode_state(state)
+                found[session_id] = self._seal.open(state)
         return found
 
     def rebuild(self) -> int:
@@ -351,12 +366,33 @@ class SqliteReadModel(ReadModel):
         with self._store.translate_errors():
             return self._meta(self._reader())["floor"]
 
+    def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
+        """The first page as of the head, read in the freshness check's transaction; a catch-up first if behind."""
+        db = self._reader()
+        with self._store.translate_errors():
+            db.execute("BEGIN")
+            try:
+                checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
+                rows = None if head > checkpoint else self._rows(db, _params(where, checkpoint, None, limit), False)
+            finally:
+                db.execute("COMMIT")
+        if rows is None:
+            as_of = self.catch_up()
+            return as_of, self.page(as_of=as_of, after=None, where=where, limit=limit)
+        self._position, self._head = checkpoint, head
+        states, more = merge_pages(rows, [], limit, self._seal)
+        return checkpoint, Page(states, more, checkpoint >= floor)
+
+    def _rows(self, db: sqlite3.Connection, params: dict[str, Any], dated: bool) -> Iterable[Keyed]:
+        """A page's current rows (``dated``: those valid at ``:p``), an ``include`` walk's two halves merged."""
+        query = _PAGES[(*params["shape"], True, dated, False)]
+        rows: Iterable[Keyed] = db.execute(query, params).fetchall()
+        if params["include"]:  # the other half of the archived index, merged in list order
+            rows = heapq.merge(rows, db.execute(query, {**params, "archived": 1}).fetchall(), key=_by_key)
+        return rows
+
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
-        cwd, archived, agent = where
-        params: dict[str, Any] = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "archived": 0}
-        if after is not None:
-            params["rank"], params["sid"] = after
-        shape = (cwd is not None, agent is not None, after is not None)
+        params = _params(where, as_of, after, limit)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -365,25 +401,25 @@ class SqliteReadModel(ReadModel):
                 checkpoint, floor = meta["checkpoint"], meta["floor"]
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
-                query = _PAGES[(*shape, True, as_of < checkpoint, False)]
-                params["archived"] = int(archived == "only")
-                current: Iterable[Keyed] = db.execute(query, params).fetchall()
-                if archived == "include":  # the other half of the archived index, merged in list order
-                    params["archived"] = 1
-                    current = heapq.merge(current, db.execute(query, params).fetchall(), key=_by_key)
-                    params["archived"] = 0
+                current = self._rows(db, params, as_of < checkpoint)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    past = db.execute(_PAGES[(*shape, archived != "include", True, True)], params).fetchall()
+                    query = _PAGES[(*params["shape"], not params["include"], True, True)]
+                    past = db.execute(query, params).fetchall()
             finally:
                 db.execute("COMMIT")
-        states, more = merge_pages(current, past, limit)
+        states, more = merge_pages(current, past, limit, self._seal)
         return Page(states, more, as_of >= floor)
+
+    def forks(self, session_id: str) -> list[SessionState]:
+        with self._store.translate_errors():
+            rows = self._reader().execute(_FORKS, (session_id,)).fetchall()
+        return [self._seal.open(state) for (state,) in rows]
 
     def get(self, session_id: str) -> SessionState | None:
         with self._store.translate_errors():
             row = self._reader().execute("SELECT state FROM rm_sessions WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else decode_state(row[0])
+        return None if row is None else self._seal.open(row[0])
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         db = self._reader()
@@ -395,7 +431,7 @@ class SqliteReadModel(ReadModel):
                     "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?", (session_id,)
                 ).fetchone()
                 if row is not None and row[0] <= position:
-                    return decode_state(row[1])
+                    return self._seal.open(row[1])
                 if position < meta["floor"] or position > meta["checkpoint"]:
                     return PAST_WINDOW
                 if row is None:
@@ -405,7 +441,7 @@ class SqliteReadModel(ReadModel):
                     " ORDER BY valid_from DESC LIMIT 1",
                     (session_id, position, position),
                 ).fetchone()
-                return None if past is None else decode_state(past[0])
+                return None if past is None else self._seal.open(past[0])
             finally:
                 db.execute("COMMIT")
 
@@ -438,9 +474,11 @@ class SqliteReadModel(ReadModel):
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
                 (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
-                rows = (unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER))  # see save_snapshot: list order
+                rows = (
+                    self._seal.unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER)
+                )  # see save_snapshot: list order
                 save_encoded_snapshot(
-                    self._store, checkpoint, rows, count, events=events_up_to(self._store, checkpoint)
+                    self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
                 )
         finally:
             db.close()
@@ -471,6 +509,6 @@ class SqliteReadModel(ReadModel):
         try:
             with self._store.translate_errors():
                 for (state,) in db.execute("SELECT state FROM rm_sessions"):
-                    yield decode_state(state)
+                    yield self._seal.open(state)
         finally:
             db.close()

@@ -1,9 +1,7 @@
-"""The SQLite read model's tables as made and as found: the ``CREATE`` statements, and what the schema check and
-``verify`` read of the tables as they are (``sqlite.py`` serves from them).
-
-The columns and indexes every backend keeps are declared in ``schema.py``; this backend adds its rowids and one
-index of its own (``OWN_COLUMNS``, ``OWN_INDEXES``), and ``ReadModelContract`` checks that fresh tables made by
-``SCHEMA`` are exactly that.
+"""The SQLite read model's tables as made and as found: made by the statements ``schema.py`` renders, found by one
+query of ``sqlite_master`` - the text every object on an ``rm_*`` table was made by, which is exactly the rendered
+statement when the object is this version's - and what ``verify`` reads of them as they are (``sqlite.py`` serves
+from them).
 """
 
 from __future__ import annotations
@@ -12,87 +10,48 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, Final
 
-from registry.readmodel.schema import TABLES, FoundSchema, schema_problems
+from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
 from registry.readmodel.tables import CurrentRow, PastRow
 
 __all__ = ["SCHEMA", "create", "describe", "problems", "storage_problems", "stored_meta", "stored_rows"]
 
-_TABLES: Final = ("rm_meta", "rm_sessions", "rm_past")
-SCHEMA: Final = (
-    "CREATE TABLE rm_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
-    # A rowid table: the list indexes find a row by its integer rowid, cheaper than by a text key (measured
-    # ~15% off a page against WITHOUT ROWID keyed by session id, for one more index to write per change).
-    """CREATE TABLE rm_sessions (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL UNIQUE,
-        cwd TEXT NOT NULL,
-        rank INTEGER NOT NULL,
-        live INTEGER NOT NULL,
-        valid_from INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        archived INTEGER NOT NULL,
-        agent TEXT
-    )""",
-    "CREATE INDEX rm_sessions_order ON rm_sessions (archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_cwd ON rm_sessions (cwd, archived, rank, session_id, valid_from) WHERE live",
-    "CREATE INDEX rm_sessions_agent ON rm_sessions (agent, archived, rank, session_id, valid_from)"
-    " WHERE live AND agent IS NOT NULL",
-    """CREATE TABLE rm_past (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        cwd TEXT NOT NULL,
-        rank INTEGER NOT NULL,
-        live INTEGER NOT NULL,
-        valid_from INTEGER NOT NULL,
-        valid_to INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        archived INTEGER NOT NULL,
-        agent TEXT
-    )""",
-    "CREATE INDEX rm_past_to ON rm_past (valid_to)",
-    "CREATE INDEX rm_past_session ON rm_past (session_id, valid_from)",
+SCHEMA: Final = tuple(sqlite_ddl())
+_ON_RM: Final = "(name LIKE 'rm\\_%' ESCAPE '\\' OR tbl_name LIKE 'rm\\_%' ESCAPE '\\')"
+# Every object on an rm_* table (a trigger or a view too), with a table's columns; the indexes SQLite makes for a
+# table's UNIQUE constraint have no text of their own (the table's text says them).
+_OBJECTS: Final = (
+    "SELECT type, name, tbl_name, sql, (SELECT group_concat(name, ' ') FROM pragma_table_info(m.name))"
+    f" FROM sqlite_master AS m WHERE {_ON_RM} AND sql IS NOT NULL"
 )
-_OWN_COLUMNS: Final = {"rm_sessions": ("id",), "rm_past": ("id",)}
-"""Columns only this backend keeps beside the declared ones (``tables.TABLES``): the rowids."""
-_OWN_INDEXES: Final = {"rm_past_session": ("rm_past", ("session_id", "valid_from"))}
-"""Indexes only this backend keeps beside the declared ones (``tables.INDEXES``)."""
 
 
-def problems(found: FoundSchema) -> list[str]:
-    """How ``found`` departs from the declared schema and this backend's own additions."""
-    return schema_problems(found, own_columns=_OWN_COLUMNS, own_indexes=_OWN_INDEXES)
-
-
-_RM_OBJECTS: Final = "SELECT type, name, tbl_name FROM sqlite_master WHERE name LIKE 'rm\\_%' ESCAPE '\\'"
+def problems(found: FoundSchema, key_id: int) -> list[str]:
+    """How ``found`` departs from the declared schema (its rows sealed with the key ``key_id`` names)."""
+    return schema_problems(found, "sqlite", key_id)
 
 
 def describe(db: sqlite3.Connection) -> FoundSchema:
-    """The ``rm_*`` tables, columns, indexes and ``rm_meta`` rows as they are in the file."""
-    objects = db.execute(_RM_OBJECTS).fetchall()
-    tables = {
-        name: tuple(row[1] for row in db.execute(f'PRAGMA table_info("{name}")'))
-        for kind, name, _ in objects
-        if kind == "table"
-    }
-    indexes = {
-        name: (table, tuple(row[2] for row in sorted(db.execute(f'PRAGMA index_info("{name}")'))))
-        for kind, name, table in objects
-        if kind == "index"
+    """The objects on ``rm_*`` tables and ``rm_meta``'s rows as they are in the file."""
+    objects = {
+        name: FoundObject(kind, table, sql, tuple((columns or "").split()) if kind == "table" else ())
+        for kind, name, table, sql, columns in db.execute(_OBJECTS).fetchall()
     }
     meta: dict[str, int] | None = None
-    if "rm_meta" in tables:
+    if objects.get("rm_meta", FoundObject("", "", "")).kind == "table":
         try:
             meta = stored_meta(db)
         except sqlite3.Error:
             meta = None
-    return FoundSchema(tables, indexes, meta)
+    return FoundSchema(objects, meta)
 
 
 def create(db: sqlite3.Connection) -> None:
-    """Replace whatever ``rm_*`` tables are there (stray, partial or damaged ones too) with empty ones."""
-    found = [name for kind, name, _ in db.execute(_RM_OBJECTS).fetchall() if kind == "table"]
-    for table in sorted({*_TABLES, *found}):
-        db.execute(f'DROP TABLE IF EXISTS "{table}"')
+    """Replace whatever is on ``rm_*`` tables (stray, partial or damaged objects too) with empty tables."""
+    found = db.execute(f"SELECT type, name FROM sqlite_master WHERE {_ON_RM} AND sql IS NOT NULL").fetchall()
+    for kind, name in sorted(found, key=lambda row: row[0] == "table"):  # a table's own indexes go with it
+        db.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+    for table in TABLES:
+        db.execute(f'DROP TABLE IF EXISTS "{table.name}"')
     for statement in SCHEMA:
         db.execute(statement)
 
@@ -112,7 +71,7 @@ def storage_problems(db: sqlite3.Connection) -> list[str]:
     """What SQLite's own integrity check finds wrong with the ``rm_*`` tables and their indexes."""
     found = []
     for table in TABLES:
-        for (line,) in db.execute(f'PRAGMA integrity_check("{table}")'):
+        for (line,) in db.execute(f'PRAGMA integrity_check("{table.name}")'):
             if line != "ok":
-                found.append(f"{table}: {line}")
+                found.append(f"{table.name}: {line}")
     return found

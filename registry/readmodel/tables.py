@@ -21,12 +21,9 @@ but the change stream may start from any position (``state_at``), and the rows t
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
-import threading
-import time
-import weakref
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Final, NamedTuple
@@ -34,7 +31,8 @@ from typing import Final, NamedTuple
 import msgspec
 
 from events.errors import StoreClosedError, StoreError
-from events.store import EventStore
+from registry.backend import Backend
+from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
@@ -44,31 +42,29 @@ from registry.snapshot import EVERY, SnapshotError, kept_positions
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "INITIAL_META",
     "READ_MODEL_VERSION",
     "CurrentRow",
     "Fold",
     "LogShorter",
     "PastRow",
+    "Seal",
     "SnapshotPlan",
     "anchor_value",
     "checked_meta",
     "checked_positions",
     "checked_row",
     "current_row",
-    "decode_state",
-    "encode_state",
     "fold_stretch",
-    "join_snapshot_threads",
+    "initial_meta",
     "merge_pages",
     "past_row",
     "record_log_shorter",
-    "unsealed",
 ]
 
-_TABLES_REVISION: Final = 4
+_TABLES_REVISION: Final = 6
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
-row's state blob sealed by a digest, 4: by its CRC-32 (one call to check)."""
+row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
+own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -80,41 +76,72 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(SessionState)
 _encode = _encoder.encode
 _decode = _decoder.decode
-SEAL: Final = 4
-"""Bytes sealing each row's state blob: the msgpack of the state, then its CRC-32 (little-endian)."""
-_RESIDUE: Final = 0x2144DF1C
-"""The CRC-32 of any bytes followed by their own CRC-32 (little-endian): one call checks a seal."""
+SEAL: Final = 8
+"""Bytes sealing each row's state blob: the msgpack of the state, then its keyed BLAKE2b-64."""
 _NOT_SEALED: Final = "a session's state in the read model does not match its seal (edited or damaged)"
+_OPENED: Final = 4096
+"""Opened blobs whose states a ``Seal`` keeps (a few pages' worth; about 2 MB)."""
 
 
-def encode_state(state: SessionState) -> bytes:
-    """A row's state blob: the state's msgpack, sealed by its CRC-32 (an edited or damaged blob is found when it is
-    read, not served; a check against damage and hand edits, not against someone who recomputes it)."""
-    body = _encode(state)
-    return body + zlib.crc32(body).to_bytes(SEAL, "little")
+class Seal:
+    """Each row's state blob is the state's msgpack followed by its BLAKE2b MAC, keyed with a secret the store keeps
+    apart from the tables (``Backend.seal_key``): a blob edited or damaged - its seal recomputed too, without the
+    key - is found when it is read, never served. ``key_id`` names the key in ``rm_meta`` (tables sealed with another
+    key are rebuilt at open).
 
+    The states of the blobs opened last are kept by the blob's bytes, seal included (``_OPENED`` of them): the very
+    bytes checked once are not checked, nor decoded, again - a page read again (a client polling the first page)
+    costs a dict look-up a state, less than the unkeyed CRC-32 and the decode did.
+    """
 
-def _checked(blob: object) -> memoryview:
-    if not isinstance(blob, bytes):  # a column edited into text or a number
-        raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
-    if len(blob) <= SEAL or zlib.crc32(blob) != _RESIDUE:
-        raise ReadModelFault(_NOT_SEALED)
-    return memoryview(blob)[:-SEAL]
+    def __init__(self, key: bytes) -> None:
+        self._mac = hashlib.blake2b(key=key, digest_size=SEAL, person=b"acp-rm-seal")  # copied per blob: keyed once
+        self.key_id = int.from_bytes(hashlib.blake2b(key, digest_size=8, person=b"acp-rm-key-id").digest(), "big") >> 1
+        self._opened: dict[object, SessionState] = {}
 
+    def seal(self, state: SessionState) -> bytes:
+        """A row's state blob."""
+        body = _encode(state)
+        mac = self._mac.copy()
+        mac.update(body)
+        return body + mac.digest()
 
-def unsealed(blob: bytes) -> bytes:
-    """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
-    return bytes(_checked(blob))
+    def _checked(self, blob: object) -> memoryview:
+        if not isinstance(blob, bytes):  # a column edited into text or a number
+            raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
+        body = memoryview(blob)[:-SEAL]
+        mac = self._mac.copy()
+        mac.update(body)
+        if len(blob) <= SEAL or mac.digest() != blob[-SEAL:]:
+            raise ReadModelFault(_NOT_SEALED)
+        return body
 
+    def unsealed(self, blob: bytes) -> bytes:
+        """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
+        return bytes(self._checked(blob))
 
-def decode_state(blob: bytes) -> SessionState:
-    """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
-    log's problem)."""
-    body = _checked(blob)
-    try:
-        return _decode(body)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+    def open(self, blob: bytes) -> SessionState:
+        """A row's state; one whose seal does not match or that does not decode is a ``ReadModelFault`` (never the
+        log's problem)."""
+        opened = self._opened
+        state = opened.get(blob)
+        if state is not None:
+            return state
+        if type(blob) is not bytes or len(blob) <= SEAL:
+            self._checked(blob)  # raises, saying why
+        body = memoryview(blob)[:-SEAL]  # ``_checked`` inlined: this is every page's inner loop
+        mac = self._mac.copy()
+        mac.update(body)
+        if mac.digest() != blob[-SEAL:]:
+            raise ReadModelFault(_NOT_SEALED)
+        try:
+            state = _decode(body)
+        except msgspec.DecodeError as exc:  # ValidationError included
+            raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
+        if len(opened) >= _OPENED:
+            opened.clear()  # a walk past the first pages: start again (dropping the oldest one by one costs more)
+        opened[blob] = state
+        return state
 
 
 def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState:
@@ -145,6 +172,8 @@ def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, i
 
 
 class CurrentRow(NamedTuple):
+    """A row of ``rm_sessions``: its fields are the table's columns, in every dialect (``schema.TABLES``)."""
+
     session_id: str
     cwd: str
     rank: int
@@ -153,9 +182,13 @@ class CurrentRow(NamedTuple):
     state: bytes
     archived: bool
     agent: str | None
+    parent: str | None
+    """The session a fork was made from (its state's ``parent.session_id``)."""
 
 
 class PastRow(NamedTuple):
+    """A row of ``rm_past``: a ``CurrentRow`` closed at ``valid_to``."""
+
     session_id: str
     cwd: str
     rank: int
@@ -165,9 +198,10 @@ class PastRow(NamedTuple):
     state: bytes
     archived: bool
     agent: str | None
+    parent: str | None
 
 
-def current_row(state: SessionState) -> CurrentRow:
+def current_row(state: SessionState, seal: Seal) -> CurrentRow:
     """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
     return CurrentRow(
         state.session_id,
@@ -175,15 +209,16 @@ def current_row(state: SessionState) -> CurrentRow:
         sort_key(state)[0],
         not state.deleted,
         state.position,
-        encode_state(state),
+        seal.seal(state),
         state.archived,
         state.agent,
+        None if state.parent is None else state.parent.session_id,
     )
 
 
-def past_row(old: SessionState, valid_to: int) -> PastRow:
+def past_row(old: SessionState, valid_to: int, seal: Seal) -> PastRow:
     """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
-    row = current_row(old)  # the row it was, closed at valid_to (rm_past's columns: rm_sessions' and valid_to)
+    row = current_row(old, seal)  # the row it was, closed at valid_to (rm_past's columns: rm_sessions' and valid_to)
     return PastRow(*row[:5], valid_to, *row[5:])
 
 
@@ -203,6 +238,7 @@ def fold_stretch(
     *,
     checkpoint: int,
     keep_past_after: int,
+    seal: Seal,
 ) -> Fold:
     """Fold ``entries`` (the log after ``checkpoint``, in order) into the rows to write.
 
@@ -229,7 +265,7 @@ def fold_stretch(
                 continue
             now[session_id] = new
             if old is not None and entry.position > keep_past_after:
-                past.append(past_row(old, entry.position))
+                past.append(past_row(old, entry.position, seal))
         pending.clear()
 
     for entry in entries:
@@ -246,24 +282,23 @@ def fold_stretch(
         if new is old:
             continue
         assert new is not None
-        current.append(current_row(new))
+        current.append(current_row(new, seal))
         live_delta += (not new.deleted) - (old is not None and not old.deleted)
     return Fold(current, past, live_delta, position)
 
 
-INITIAL_META: Final = (("version", READ_MODEL_VERSION), ("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0))
-"""``rm_meta`` of new, empty tables."""
+def initial_meta(seal: Seal) -> list[tuple[str, int]]:
+    """``rm_meta`` of new, empty tables sealed by ``seal``."""
+    zero = [("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)]
+    return [("version", READ_MODEL_VERSION), *zero, ("seal", seal.key_id)]
 
 
-def record_log_shorter(store: EventStore, meta: Mapping[str, int], head: int) -> None:
+def record_log_shorter(backend: Backend, meta: Mapping[str, int], head: int) -> None:
     """The tables had seen the log reach their checkpoint (with its chain link there), and it does not: keep the
     evidence in the store (``registry.evidence``) before they are rebuilt."""
-    from registry.backend import backend_for  # noqa: PLC0415
-    from registry.evidence import log_shorter, record  # noqa: PLC0415
-
     anchor = meta.get("anchor", 0)
     chain = f"{anchor & 0xFFFF_FFFF_FFFF_FFFF:016x}" if anchor else ""
-    record(backend_for(store), log_shorter("read model", meta.get("checkpoint", 0), head, chain))
+    backend.record(log_shorter("read model", meta.get("checkpoint", 0), head, chain))
 
 
 class LogShorter(ReadModelFault):
@@ -288,21 +323,24 @@ Keyed = tuple[int, str, bytes]
 """A page row: rank, session id, encoded state."""
 
 
-def merge_pages(current: Iterable[Keyed], past: Iterable[Keyed], limit: int) -> tuple[list[SessionState], bool]:
+def merge_pages(
+    current: Iterable[Keyed], past: Iterable[Keyed], limit: int, seal: Seal
+) -> tuple[list[SessionState], bool]:
     """The first ``limit`` states of two row streams in sort-key order, and whether more follow."""
     if isinstance(current, list) and isinstance(past, list) and not past:
         rows = current[: limit + 1]  # a first page, or a walk with no past version in it: nothing to merge
     else:
         rows = list(islice(heapq.merge(current, past, key=lambda row: (row[0], row[1])), limit + 1))
-    return checked_states(rows[:limit]), len(rows) > limit
+    return checked_states(rows[:limit], seal), len(rows) > limit
 
 
-def checked_states(rows: Iterable[Keyed]) -> list[SessionState]:
-    """The states of page rows, each decoded by ``decode_state`` and checked against its row's key columns
-    (``checked_row`` names the fault)."""
+def checked_states(rows: Iterable[Keyed], seal: Seal) -> list[SessionState]:
+    """The states of page rows, each opened by ``seal`` and checked against its row's key columns (``checked_row``
+    names the fault)."""
     states = []
+    open_state = seal.open
     for rank, session_id, blob in rows:
-        state = decode_state(blob)
+        state = open_state(blob)
         if state.session_id != session_id or rank_of(state.updated_at) != rank:
             checked_row(state, rank, session_id)  # raises
         states.append(state)
@@ -318,12 +356,6 @@ def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]
         yield chunk
 
 
-SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
-"""Seconds a read model's ``close`` waits for the snapshot being written in the background."""
-_BACKGROUND: weakref.WeakKeyDictionary[EventStore, set[threading.Thread]] = weakref.WeakKeyDictionary()
-_BACKGROUND_LOCK = threading.Lock()
-
-
 class SnapshotPlan:
     """Kept snapshots a catch-up leaves behind, dumped straight from the tables' rows (which hold exactly the
     states at the checkpoint, already encoded): time travel then starts near any position.
@@ -331,14 +363,15 @@ class SnapshotPlan:
     A long catch-up (a build from the whole log, a large import) dumps at the chunk boundaries that pass the
     positions thinning will keep; a short one dumps when it passes a multiple of ``EVERY``, on a thread of its
     own so that the writer it runs in does not wait (a process that exits first leaves a temporary file, which
-    the next snapshot's writer removes). Errors only cost the snapshot, with a warning.
+    the next snapshot's writer removes; the backend joins the thread when the read model closes). Errors only cost
+    the snapshot, with a warning.
     """
 
-    def __init__(self, store: EventStore, start: int, head: int, dump: Callable[[int], object]) -> None:
+    def __init__(self, backend: Backend, start: int, head: int, dump: Callable[[int], object]) -> None:
         self._dump = dump
-        self._store = store
+        self._backend = backend
         self._background = head - start < EVERY
-        if store.read_only or head // EVERY == start // EVERY:
+        if backend.store.read_only or head // EVERY == start // EVERY:
             self._targets: list[int] = []
         elif self._background:
             self._targets = [head - head % EVERY]
@@ -351,10 +384,7 @@ class SnapshotPlan:
             return
         self._targets = [t for t in self._targets if t > checkpoint]
         if self._background:
-            thread = threading.Thread(target=self._run, args=(checkpoint,), name="acp-registry snapshot", daemon=True)
-            with _BACKGROUND_LOCK:
-                _BACKGROUND.setdefault(self._store, set()).add(thread)
-            thread.start()
+            self._backend.in_background(lambda: self._run(checkpoint), "acp-registry snapshot")
         else:
             self._run(checkpoint)
 
@@ -365,20 +395,3 @@ class SnapshotPlan:
             log.debug("no snapshot at position %s: the store was closed first", checkpoint)
         except (OSError, SnapshotError, StoreError) as exc:
             log.warning("could not keep a snapshot at position %s: %s", checkpoint, exc)
-        finally:
-            with _BACKGROUND_LOCK:
-                _BACKGROUND.get(self._store, set()).discard(threading.current_thread())
-
-
-def join_snapshot_threads(store: EventStore, timeout: float = SNAPSHOT_JOIN_TIMEOUT) -> bool:
-    """Wait for the snapshots being kept in the background for ``store`` (a read model's ``close``), at most
-    ``timeout`` seconds in all; False (and a warning) when one is still running then."""
-    with _BACKGROUND_LOCK:
-        threads = list(_BACKGROUND.get(store, ()))
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    running = sum(thread.is_alive() for thread in threads)
-    if running:
-        log.warning("a snapshot was still being written after %s s; it is left to finish or be tidied", timeout)
-    return not running

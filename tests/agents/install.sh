@@ -152,6 +152,7 @@ else
     npm_in gemini @google/gemini-cli@0.61.0
     npm_in codex-acp @zed-industries/codex-acp@0.16.0
     npm_in ts-sdk @agentclientprotocol/sdk@2.4.0
+    npm_in conductor @thinkwell/conductor@0.5.7
 fi
 
 if wanted fast-agent; then

@@ -14,6 +14,7 @@ Agents point at it with ``ANTHROPIC_BASE_URL=<url>``, ``GOOGLE_GEMINI_BASE_URL=<
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -150,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
             block = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}
         stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
         message: dict[str, Any] = {
-            "id": "msg_stub",
+            "id": self.server.message_id(),
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "stub-model"),
@@ -250,6 +251,11 @@ class _Server(ThreadingHTTPServer):
         self.held = threading.Event()  # a held request arrived
         self.release = threading.Event()  # answer the held requests
         self._tool_prompts: set[str] = set()
+        self._replies = itertools.count(1)
+
+    def message_id(self) -> str:
+        """A fresh id for each reply, as a real model gives (agents that count messages by id count each once)."""
+        return f"msg_stub_{next(self._replies)}"
 
     def first_tool_call(self, prompt: str) -> bool:
         """True the first time a ``TOOL`` prompt asks (one tool call per prompt; Claude Code keeps the prompt as

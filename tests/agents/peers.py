@@ -8,8 +8,10 @@ environment (no API keys but the dummy ones a recipe needs), and, for the ones t
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,8 @@ CLAUDE_CODE_ACP = Agent(
 GEMINI = Agent("gemini", "@google/gemini-cli@0.61.0", "node_modules/.bin/gemini", ("--acp", "-m", "gemini-2.5-flash"))
 CODEX_ACP = Agent("codex-acp", "@zed-industries/codex-acp@0.16.0", "node_modules/.bin/codex-acp")
 TS_SDK = Agent("ts-sdk", "@agentclientprotocol/sdk@2.4.0", "node_modules/@agentclientprotocol/sdk/package.json")
+CONDUCTOR = Agent("conductor", "@thinkwell/conductor@0.5.7", "node_modules/@thinkwell/conductor/dist/index.js")
+CHAIN_HOST = ROOT / "examples" / "conductor_chain.mjs"
 
 
 def fake_home(root: Path) -> dict[str, str]:
@@ -127,6 +131,21 @@ def proxy_command(store_url: str, agent: Agent, *extra: str, name: str | None = 
     """``acp-registry proxy`` in front of ``agent`` recording into ``store_url`` (``--agent name`` when given)."""
     named = ["--agent", name] if name else []
     return [sys.executable, "-m", "registry.cli", "proxy", "--store", store_url, *named, *extra, "--", *agent.command()]
+
+
+def link_command(store_url: str, *extra: str) -> list[str]:
+    """``acp-registry proxy`` as a link of a conductor's chain (no agent command) recording into ``store_url``."""
+    return [sys.executable, "-m", "registry.cli", "proxy", "--store", store_url, *extra]
+
+
+def chain_command(node: str, *components: Sequence[str]) -> list[str]:
+    """``examples/conductor_chain.mjs`` (``@thinkwell/conductor`` as one agent on stdio) running ``components``,
+    the agent last; its environment needs ``conductor_env``."""
+    return [node, str(CHAIN_HOST), *(shlex.join(component) for component in components)]
+
+
+def conductor_env(env: dict[str, str]) -> dict[str, str]:
+    return env | {"THINKWELL_CONDUCTOR": str(CONDUCTOR.folder / CONDUCTOR.executable)}
 
 
 def node() -> str | None:

@@ -84,6 +84,20 @@ class Scene:
         params = {"sessionId": session_id, "cwd": str(self.project), "mcpServers": []}
         return process.call("session/load", params, timeout=60)
 
+    def past(self, *prompts: str, check: Callable[[AcpProcess, str, str], None] | None = None) -> list[str]:
+        """Sessions the agent makes alone, before any proxy ran, one real turn each (``check``ed with the agent,
+        the session and the prompt when given); their ids."""
+        direct = self.direct()
+        ids = []
+        for text in prompts:
+            sid = self.new_session(direct)
+            self.turn(direct, sid, text)
+            if check is not None:
+                check(direct, sid, text)
+            ids.append(sid)
+        direct.close(timeout=5)
+        return ids
+
     def registry(self) -> SessionRegistry:
         return SessionRegistry.open(self.store_url, follow=False)
 

@@ -1,0 +1,260 @@
+"""The speed figures CI holds, each a ratio against a reference measured in the same run, on the CPU clock.
+
+A machine's speed changes from run to run (a shared CI host, a laptop on battery), so no figure here is a time:
+each is what the registry costs divided by what a fixed reference costs in the same process run, the two measured
+in turn, several times, the least of each kept (the run the rest of the machine disturbed least).
+
+* ``stream_1`` / ``stream_10``: the change stream's CPU per change (the follower's fold, the diff, the hand-off
+  to each subscriber's thread; ``benchmarks/change_stream.py``'s diffs/s) with 1 and 10 subscribers, divided by
+  the CPU of one round of a fixed pure-Python loop (``reference_loop``).
+* ``list``: ``acp-registry list`` (the table, piped) as a whole process, divided by ``python -c pass``.
+* ``show``: ``acp-registry show SESSION`` as a whole process, divided by ``show --json SESSION`` on the same
+  store of ``SHOW_SESSIONS`` sessions (a session with three forks: ``show`` lists them, ``--json`` does not).
+
+Child processes run with their bytecode cached (``PYTHONPYCACHEPREFIX`` in a scratch folder, warmed first), as an
+installed wheel has it: ``PYTHONDONTWRITEBYTECODE`` would recompile every module in every process.
+
+    python -m benchmarks.guard [--rounds 7] [--json out.json]
+
+prints the ratios; ``benchmarks/test_guard.py`` holds them to the bounds CI checks (``make guard``).
+``ACP_REGISTRY_GUARD_SLOWDOWN=stream,list,show`` doubles the CPU the named figures measure (their own work spends
+as much again), to see the bounds catch a 2x regression.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from benchmarks.args import bench_parser
+from benchmarks.figures import interleave
+from benchmarks.store_throughput import print_results
+
+__all__ = [
+    "SHOW_SESSIONS",
+    "SLOWDOWN",
+    "cli_ratios",
+    "make_store",
+    "measure",
+    "reference_loop",
+    "stream_ratio",
+]
+
+SHOW_SESSIONS: Final = 40_000
+"""Sessions in the store ``list`` and ``show`` run on: enough for ``show``'s way of finding forks to show in its
+figure (today it decodes every session's state: ~1.6 ms a thousand sessions), few enough to write in seconds."""
+
+SLOWDOWN: Final = "ACP_REGISTRY_GUARD_SLOWDOWN"
+"""Figures named here (comma-separated: stream, list, show) spend their measured CPU twice: a 2x regression."""
+
+_SLOWED = frozenset(filter(None, os.environ.get(SLOWDOWN, "").split(",")))
+
+_REFERENCE_ROUNDS: Final = 20_000
+_ROOT: Final = Path(__file__).resolve().parents[1]  # a slowed child imports benchmarks.guard from the checkout
+
+
+def reference_loop(rounds: int = _REFERENCE_ROUNDS) -> int:
+    """A fixed pure-Python workload of the kinds the stream does (calls, attribute and dict look-ups, small tuples
+    and strings made and dropped): how fast this interpreter runs Python on this machine now."""
+    table: dict[tuple[int, str], int] = {}
+    total = 0
+    for n in range(rounds):
+        key = (n & 1023, "key")
+        table[key] = table.get(key, 0) + len(str(n))
+        total += _step(n)
+    return total + len(table)
+
+
+def _step(n: int) -> int:
+    return n % 7
+
+
+def _spend(seconds: float) -> None:
+    """Spend ``seconds`` of this process's CPU (the injected slowdown)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        reference_loop(100)
+
+
+# -- the change stream --------------------------------------------------------------------------------------
+
+
+class _Counter:
+    """A subscriber that counts what it receives and says when it has had ``target`` items."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.target = 0
+        self.done = threading.Event()
+
+    def expect(self, more: int) -> None:
+        self.done.clear()
+        self.target = self.count + more
+
+    def __call__(self, _item: object) -> None:
+        self.count += 1
+        if self.count >= self.target:
+            self.done.set()
+
+
+class _Stream:
+    """A registry on a memory store with ``subscribers`` subscribers of ``list_changes`` (each on its own thread,
+    as by default), fed ``changes`` turns a round: ``benchmarks.change_stream.sync_seconds``'s path."""
+
+    def __init__(self, subscribers: int, changes: int, sessions: int = 1000) -> None:
+        from events import ANY, AppendRequest, MemoryStore, SessionCreated, SessionUpdated  # noqa: PLC0415
+        from registry import SessionRegistry  # noqa: PLC0415
+
+        self.store = MemoryStore()
+        self.registry = SessionRegistry(self.store, follow=False)
+        self.store.append_batch(
+            [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)], ANY) for n in range(sessions)]
+        )
+        self.registry.sync()
+        self.counters = [_Counter() for _ in range(subscribers)]
+        for counter in self.counters:
+            self.registry.list_changes().subscribe(counter)
+        self.changes = changes
+        self.turns = [
+            AppendRequest(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)], ANY) for n in range(changes)
+        ]
+
+    def cpu_per_change(self, _round: int = 0) -> float:
+        """CPU seconds per change from the follower's fold of a round's logged turns until every subscriber has
+        received every item (the log written and the read model caught up beforehand, off the clock)."""
+        self.store.append_batch(self.turns)
+        self.registry.read_model.catch_up()
+        for counter in self.counters:
+            counter.expect(self.changes)
+        start = time.process_time()
+        self.registry.sync()
+        for counter in self.counters:
+            if not counter.done.wait(300):
+                raise RuntimeError("the change stream did not deliver every change within 300 s")
+        spent = time.process_time() - start
+        if "stream" in _SLOWED:
+            _spend(spent)
+            spent *= 2
+        return spent / self.changes
+
+    def close(self) -> None:
+        self.registry.close()
+
+
+def stream_ratio(subscribers: int, changes: int, rounds: int) -> float:
+    """The stream's least CPU per change ÷ the reference loop's least CPU per round, the two taken in turn."""
+
+    def reference(_round: int) -> float:
+        start = time.process_time()
+        reference_loop()
+        return time.process_time() - start
+
+    stream = _Stream(subscribers, changes)
+    try:
+        samples = interleave({"reference": reference, "stream": stream.cpu_per_change}, range(rounds))
+    finally:
+        stream.close()
+    return min(samples["stream"]) / (min(samples["reference"]) / _REFERENCE_ROUNDS)
+
+
+# -- whole processes --------------------------------------------------------------------------------------------
+
+_MAIN = "import sys; from registry.cli import main; code = main(sys.argv[1:]); {slow}sys.exit(code)"
+_SLOW = "import time; from benchmarks.guard import _spend; _spend(time.process_time()); "
+
+
+def _command(args: Sequence[str], slowed: bool) -> list[str]:
+    return [sys.executable, "-c", _MAIN.format(slow=_SLOW if slowed else ""), *args]
+
+
+def _child_cpu(argv: Sequence[str], env: Mapping[str, str]) -> float:
+    """User plus system CPU seconds of one child process (its output read and dropped)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        argv, env=env, cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def _timed_child(argv: Sequence[str], env: Mapping[str, str], _round: int) -> float:
+    return _child_cpu(argv, env)
+
+
+def make_store(folder: Path, sessions: int = SHOW_SESSIONS) -> tuple[str, str]:
+    """A SQLite store of ``sessions`` one-event sessions, one of which has three forks; its URL and that session."""
+    from events import NO_STREAM, AppendRequest, SessionCreated  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
+    from registry import SessionRegistry  # noqa: PLC0415
+
+    path = folder / f"guard-{sessions}.db"
+    store = open_store(f"sqlite://{path}?synchronous=off")
+    at = 1_790_000_000_000_000_000
+    try:
+        for begin in range(0, sessions, 5000):
+            store.append_batch(
+                [
+                    AppendRequest(
+                        f"s{n:06d}",
+                        [SessionCreated(cwd=f"/work/p{n % 50}", at=at + n * 10**9, title=f"the work on item {n}")],
+                        NO_STREAM,
+                    )
+                    for n in range(begin, min(sessions, begin + 5000))
+                ]
+            )
+    finally:
+        store.close()
+    url = f"sqlite://{path}"
+    with SessionRegistry.open(url, follow=False) as registry:  # its read model built, as a used store has it
+        for n in range(3):
+            registry.fork("s000000", "/work/forks", session_id=f"fork-{n}")
+    return url, "s000000"
+
+
+def cli_ratios(url: str, session: str, rounds: int, scratch: Path) -> dict[str, float]:
+    """``list`` ÷ ``python -c pass`` and ``show`` ÷ ``show --json``, whole processes taken in turn."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPYCACHEPREFIX=str(scratch / "bytecode"), COLUMNS="120")
+    commands = {
+        "pass": [sys.executable, "-c", "pass"],
+        "list": _command(["--store", url, "list"], "list" in _SLOWED),
+        "show": _command(["--store", url, "show", session], "show" in _SLOWED),
+        "show --json": _command(["--store", url, "show", "--json", session], False),
+    }
+    for argv in commands.values():  # compiles and caches the bytecode, warms the file's pages
+        _child_cpu(argv, env)
+    timers = {name: functools.partial(_timed_child, argv, env) for name, argv in commands.items()}
+    least = {name: min(samples) for name, samples in interleave(timers, range(rounds)).items()}
+    return {"list": least["list"] / least["pass"], "show": least["show"] / least["show --json"]}
+
+
+def measure(rounds: int = 7, folder: Path | None = None) -> dict[str, float]:
+    """Every figure of the module docstring."""
+    figures = {
+        "stream_1": stream_ratio(1, 10_000, rounds=5),
+        "stream_10": stream_ratio(10, 3_000, rounds=5),
+    }
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+        url, session = make_store(Path(scratch))
+        figures.update(cli_ratios(url, session, rounds, Path(scratch)))
+    return figures
+
+
+def main() -> None:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=7, help="whole processes of each command (7)")
+    args = parser.parse_args()
+    print_results(measure(args.rounds), args.json)
+
+
+if __name__ == "__main__":
+    main()

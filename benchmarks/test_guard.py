@@ -1,0 +1,35 @@
+"""CI's hold on the speed figures: each ratio ``benchmarks.guard`` measures, against its bound (``make guard``, the
+last step of ``make test``; alone, after the unit suite, so that its own workers do not load the machine).
+
+Each bound sits above the highest ratio measured on the development machine (2 cores) idle, beside other test
+suites, and under two busy loops (``yes > /dev/null`` twice), and below half the lowest: noise stays under it, a 2x
+regression goes over. ``ACP_REGISTRY_GUARD_SLOWDOWN=stream,list,show make guard`` doubles what those figures
+measure and must fail them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from benchmarks.guard import measure
+
+BOUNDS: Final = {
+    "stream_1": 15.5,  # measured 10.1-13.1 (load 11-15: beside other suites, and with two busy loops)
+    "stream_10": 28.0,  # 18.9-24.3
+    "list": 4.7,  # 3.46-4.04
+    "show": 1.85,  # 1.44-1.62 (forks found through the parent index; the old scan of every state: 2.17-2.46)
+}
+"""Each figure's highest allowed ratio, above the noise measured and below half its lowest figure."""
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    return measure(folder=Path(tmp_path_factory.mktemp("guard")))
+
+
+@pytest.mark.parametrize("name", ["stream_1", "stream_10", "list", "show"])
+def test_the_figure_keeps_within_its_bound(figures: dict[str, float], name: str) -> None:
+    assert figures[name] <= BOUNDS[name], f"{name}: {figures[name]:.2f}x its reference, bound {BOUNDS[name]}x"

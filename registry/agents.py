@@ -1,0 +1,192 @@
+"""Who an agent is: the agents the registry knows by name, what they call themselves, and how their ids are stored.
+
+One declaration, ``KNOWN``: each known agent's registry name (the prefix of its stored ids, ``--agent``'s value,
+the importer's name), the names it goes by (an ``agentInfo.name``, a command, an npm package), and whether an
+importer reads its history files. The importers (``registry.importers``), the proxy (``registry.proxy``), the
+read side (``registry.model.agent_of``) and the command line (``list --agent``) all read it. Stdlib only: the
+proxy reads it before anything heavy is loaded.
+
+A session of agent ``X`` whose own id is ``N`` is stored as ``X:N`` (``stored_id``); the wire in front of ``X``
+shows ``N`` (``native_id``). When an agent starts a new conversation under an id the registry already holds
+for an older one (an agent that numbers its sessions afresh in each process), the new conversation is stored as
+``X~2:N`` (then ``~3``, ...): the older record stays in the history, deleted with ``META_RETIRED`` in its
+``_meta`` saying why it was retired (``Retired``), and ``native_id`` still gives ``N``. A session a proxy retired
+because the agent did not keep it comes back the same way when the agent turns out to have it.
+Agent names never hold ``:`` or ``~`` (``agent_name`` makes them so), so the first ``:`` ends the prefix.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import shlex
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "IMPORTED",
+    "KNOWN",
+    "LAUNCHERS",
+    "META_RETIRED",
+    "Known",
+    "Retired",
+    "agent_name",
+    "command_name",
+    "current_id",
+    "generation",
+    "keeps_unprompted",
+    "known_name",
+    "native_id",
+    "retired",
+    "split_id",
+    "stored_id",
+]
+
+
+META_RETIRED: Final = "acp-session-registry/retired"  # registry.model.META_NAMESPACE + "/retired"
+"""In a deleted session's ``_meta``: why it was retired (a ``Retired`` value); absent for a user's deletion."""
+
+
+class Retired(enum.Enum):
+    SUPERSEDED = "superseded"  # the agent started a new conversation under the session's id
+    UNKEPT = "unkept"  # it never had a turn, and the agent did not keep it
+
+
+class Known(NamedTuple):
+    """A known agent: its registry name, the other names it goes by, and whether its history files are read."""
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    imported: bool = True
+    keeps_unprompted: bool = False
+    """Whether the agent keeps a session that never had a turn (measured: opencode does; claude-agent-acp,
+    claude-code-acp, codex-acp, qwen-code, fast-agent and mistral-vibe list a session only after its first turn)."""
+
+
+KNOWN: Final[tuple[Known, ...]] = (
+    Known("claude-code", ("claude-agent-acp", "claude-code-acp", "claude")),
+    Known("codex", ("codex-acp",)),
+    Known("gemini", ("gemini-cli",)),
+    Known("kimi", ("kimi-cli", "kimi-code-cli")),  # kimi-cli 1.x says "Kimi Code CLI"; its history is ~/.kimi
+    Known("kimi-code"),  # the separate Kimi Code product (~/.kimi-code), a history of its own
+    Known("qwen", ("qwen-code",)),
+    Known("goose"),
+    Known("opencode", ("opencode-ai",), keeps_unprompted=True),
+)
+"""Every agent the registry knows by name, in the importers' order. Matching is on the normalised name (lower
+case, npm scope dropped, spaces and other characters as ``-``)."""
+
+IMPORTED: Final[tuple[str, ...]] = tuple(known.name for known in KNOWN if known.imported)
+"""The agents whose history files an importer reads (``registry.importers.AGENTS``)."""
+
+LAUNCHERS: Final = frozenset(
+    {"python", "python3", "pypy", "pypy3", "node", "nodejs", "deno", "bun", "bunx", "npx", "pnpx", "uvx", "uv",
+     "pipx", "sh", "bash", "dash", "zsh", "env", "exec", "ruby", "perl", "java", "tsx", "ts-node"}
+)  # fmt: skip
+"""Interpreters and launchers: never an agent's name - the script or package they run is."""
+
+_ALIASES: Final[dict[str, str]] = {alias: known.name for known in KNOWN for alias in (known.name, *known.aliases)}
+_OTHER: Final = re.compile(r"[^a-z0-9._-]+")
+_VERSIONED: Final = re.compile(r"^(python|pypy|node)[0-9.]*$")
+_SCRIPT: Final = re.compile(r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$")
+
+
+def known_name(name: str) -> str:
+    """The registry name of a known agent that ``name`` is one of the names of (``claude-agent-acp`` ->
+    ``claude-code``, ``Kimi Code CLI`` -> ``kimi``); any other name as it is (a name an agent was recorded under)."""
+    known = _ALIASES.get(agent_name(name))
+    return name if known is None else known
+
+
+def keeps_unprompted(name: str) -> bool:
+    """Whether the agent ``name`` (a registry name) is known to keep sessions that never had a turn."""
+    return any(known.name == name and known.keeps_unprompted for known in KNOWN)
+
+
+def agent_name(name: str) -> str:
+    """The registry name of an agent that calls itself ``name`` (an ``agentInfo.name``, a command, a package)."""
+    base = name.strip()
+    if base.startswith("@") and "/" in base:
+        base = base.split("/", 1)[1]  # an npm scope
+    elif "/" in base:
+        base = os.path.basename(base.rstrip("/"))
+    base = base.lower()
+    base = _SCRIPT.sub("", base)
+    base = re.sub(r"@[^@]*$", "", base) if "@" in base[1:] else base  # a package's @version
+    base = _OTHER.sub("-", base.replace(" ", "-")).strip("-.") or "agent"
+    return _ALIASES.get(base, base)
+
+
+def command_name(command: list[str] | tuple[str, ...]) -> str:
+    """The agent's name from the command that starts it: the first word that is not an interpreter, a launcher or
+    an option (``python3 -u my_agent.py`` -> ``my-agent``; ``npx -y @zed-industries/codex-acp`` -> ``codex``)."""
+    for word in command:
+        if not word or word.startswith("-") or "=" in word.split("/")[-1]:
+            continue
+        if any(space in word for space in " \t\n"):  # a shell's -c script: its own first command
+            try:
+                return command_name(shlex.split(word))
+            except ValueError:
+                continue
+        base = os.path.basename(word).lower()
+        if base in LAUNCHERS or _VERSIONED.match(base):
+            continue
+        return agent_name(word)
+    return agent_name(command[0]) if command else "agent"
+
+
+def stored_id(agent: str, native: str, generation: int = 1) -> str:
+    """The id a session of ``agent`` has in the store: ``agent:native`` (``agent~G:native`` for a later
+    conversation the agent started under the same id)."""
+    return f"{agent}:{native}" if generation == 1 else f"{agent}~{generation}:{native}"
+
+
+def split_id(stored: str) -> tuple[str, int, str] | None:
+    """``(agent, generation, native)`` of a stored id in ``stored_id``'s form, else None."""
+    prefix, colon, native = stored.partition(":")
+    if not colon or not prefix or not native:
+        return None
+    agent, tilde, number = prefix.partition("~")
+    if not tilde:
+        return agent, 1, native
+    if not number.isdigit() or int(number) < 2:
+        return None
+    return agent, int(number), native
+
+
+def native_id(agent: str, stored: str) -> str | None:
+    """The agent's own id of a stored session of ``agent`` (None when the session is not the agent's)."""
+    parts = split_id(stored)
+    return parts[2] if parts is not None and parts[0] == agent else None
+
+
+def generation(stored: str) -> int:
+    """Which conversation under its native id a stored session is (1 unless the agent reused the id)."""
+    parts = split_id(stored)
+    return 1 if parts is None else parts[1]
+
+
+def retired(state: Any) -> Retired | None:
+    """Why a deleted session (a ``SessionState``) was retired (None: deleted by a user, or not deleted)."""
+    if not state.deleted:
+        return None
+    mark = (state.meta or {}).get(META_RETIRED)
+    try:
+        return Retired(mark) if isinstance(mark, str) else None
+    except ValueError:
+        return None
+
+
+def current_id(agent: str, native: str, state_of: Callable[[str], Any]) -> str:
+    """The stored id the agent's session ``native`` has now: past the records retired under it (``state_of``
+    reads a stored id's state, or None)."""
+    number = 1
+    while True:
+        sid = stored_id(agent, native, number)
+        state = state_of(sid)
+        if state is None or retired(state) is None:
+            return sid
+        number += 1

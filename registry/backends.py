@@ -1,0 +1,253 @@
+"""The backend factory: which ``Backend`` a store has - the one place that knows the store classes.
+
+* ``SqliteBackend``: the read model's tables in the store's own file, the key their rows are sealed with in
+  ``<file>.seal-key``, snapshots in ``<file>.snapshots/``, the import state in ``<file>.import-state``, integrity
+  evidence in a table of the file, the log's size the file and its ``-wal``;
+* ``PostgresBackend``: the tables and the evidence in the store's schema, snapshots and import state in the user's
+  cache and state directories under the store's id, positions that may have gaps (events are counted by the
+  server); loaded only when such a store is open (psycopg stays out otherwise);
+* ``MemoryBackend``: ``memory://`` keeps nothing beside its log, folds in memory;
+* ``Backend`` itself (``registry.backend``): any other ``EventStore``.
+
+A new store means one module in ``events/`` held to ``events.testing.StoreContract`` and one ``Backend`` here held
+to ``registry.testing.ReadModelContract``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sqlite3
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from events.memory import MemoryStore
+from events.schema import count_query
+from events.sqlite import SqliteStore
+from events.store import EventStore
+from registry.backend import Backend
+from registry.evidence import IntegrityEvent
+from registry.readmodel import ReadModel, ReadModelFault
+from registry.readmodel.sqlite import SqliteReadModel
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
+
+    from events.postgres import PostgresStore
+
+__all__ = ["MemoryBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
+
+log = logging.getLogger("registry.readmodel")
+
+_T = TypeVar("_T")
+_KEY_BYTES: Final = 32
+_EVIDENCE: Final = "acp_integrity"
+_COLUMNS: Final = "found_at, seen_by, position, chain, head, acknowledged"
+
+
+def _evidence_table(prefix: str, kinds: tuple[str, str, str]) -> str:
+    """The evidence table's ``CREATE`` (``kinds``: the dialect's integer, text and boolean types)."""
+    integer, text, boolean = kinds
+    false = "false" if boolean == "boolean" else "0"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {prefix}{_EVIDENCE} (found_at {integer} NOT NULL, seen_by {text} NOT NULL,"
+        f" position {integer} NOT NULL, chain {text} NOT NULL, head {integer} NOT NULL,"
+        f" acknowledged {boolean} NOT NULL DEFAULT {false}, UNIQUE (seen_by, position, chain, head))"
+    )
+
+
+def _key_file(path: Path, *, create: bool) -> bytes:
+    """The key in ``path`` (a regular file of this user holding ``_KEY_BYTES`` bytes, opened without following a
+    link); made when missing or unusable and ``create``, else a ``ReadModelFault``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        why = "is missing"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror})"
+    else:
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            key = file.read(_KEY_BYTES + 1) if stat.S_ISREG(info.st_mode) else b""
+        if len(key) == _KEY_BYTES and info.st_uid == os.geteuid():
+            return key
+        why = "is not a key this user made"
+    if not create:
+        raise ReadModelFault(f"the read model's seal key {path} {why}, and the store is read-only")
+    if why != "is missing":
+        log.warning("%s %s; a new one is made (the read model is rebuilt from the log)", path, why)
+    key = secrets.token_bytes(_KEY_BYTES)
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(key)
+            file.flush()
+            os.fsync(file.fileno())
+        if why == "is missing":
+            try:
+                os.link(temp, path)  # never over a key another process made meanwhile: that one is used
+            except FileExistsError:
+                return _key_file(path, create=False)
+        else:
+            os.replace(temp, path)
+    except OSError as exc:
+        raise ReadModelFault(f"the read model's seal key {path} cannot be made ({exc.strerror})") from exc
+    finally:
+        temp.unlink(missing_ok=True)
+    return key
+
+
+class MemoryBackend(Backend):
+    """``memory://``: nothing is kept beside the log (it lives and dies with the process)."""
+
+    name = "memory"
+    contiguous = True
+
+    def snapshot_dir(self) -> Path | None:
+        return None
+
+    def import_state_path(self) -> Path | None:
+        return None
+
+
+class SqliteBackend(Backend):
+    """A SQLite file: everything derived lives in it or beside it."""
+
+    name = "sqlite"
+    contiguous = True  # one writer at a time: gap-free, commit-ordered rowids
+
+    def __init__(self, store: SqliteStore) -> None:
+        super().__init__(store)
+        self._sqlite = store
+        self._seal: bytes | None = None
+
+    @property
+    def location(self) -> str:
+        return self._sqlite.path
+
+    def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
+        return SqliteReadModel.open(self, self._sqlite, window=window, catch_up=catch_up)
+
+    def seal_key(self) -> bytes:
+        """A key in a file of its own beside the store's (``<file>.seal-key``, 0600): whoever can edit the store's
+        file but not read this one cannot seal a row the read model will serve. Made by the first writer (a new
+        key for a damaged file: the tables are then rebuilt, they are derived); a read-only store without one has
+        no tables it can trust (``ReadModelFault``: the log is folded in memory)."""
+        if self._seal is None:
+            self._seal = _key_file(Path(self._sqlite.path + ".seal-key"), create=not self._sqlite.read_only)
+        return self._seal
+
+    def snapshot_dir(self) -> Path | None:
+        return Path(self._sqlite.path + ".snapshots")
+
+    def import_state_path(self) -> Path | None:
+        return Path(self._sqlite.path + ".import-state")
+
+    def log_bytes(self) -> int | None:
+        path = self._sqlite.path
+        return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+    def _evidence(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        db = self._sqlite.connect()
+        try:
+            with self._sqlite.translate_errors():
+                db.execute(_evidence_table("", ("INTEGER", "TEXT", "INTEGER")))
+                return work(db)
+        finally:
+            db.close()
+
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        self._evidence(
+            lambda db: db.execute(
+                f"INSERT OR IGNORE INTO {_EVIDENCE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
+            )
+        )
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        db = self._sqlite.connect()  # a read: the table is made only by the first record
+        try:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM {_EVIDENCE} ORDER BY found_at").fetchall()
+        except sqlite3.OperationalError:
+            return []  # nothing was ever recorded
+        finally:
+            db.close()
+        return [IntegrityEvent(a, b, c, d, e, bool(f)) for a, b, c, d, e, f in rows]
+
+    def acknowledge(self) -> int:
+        return self._evidence(
+            lambda db: db.execute(f"UPDATE {_EVIDENCE} SET acknowledged = 1 WHERE NOT acknowledged").rowcount
+        )
+
+
+class PostgresBackend(Backend):
+    """A PostgreSQL schema: the tables beside the log, files under the store's id; positions may have gaps."""
+
+    name = "postgresql"
+
+    def __init__(self, store: PostgresStore) -> None:
+        super().__init__(store)
+        self._postgres = store
+
+    @property
+    def location(self) -> str:
+        return self._postgres.location
+
+    def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
+        from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415 - psycopg only with such a store
+
+        return PostgresReadModel(self, self._postgres, window=window, catch_up=catch_up)
+
+    def _run(self, statement: str, params: tuple[object, ...] = (), *, create: bool = True) -> list[tuple[Any, ...]]:
+        """One statement on the evidence table (``{}``: the schema), made first unless ``create`` is False."""
+        from psycopg import sql  # noqa: PLC0415 - psycopg only with such a store
+
+        schema = sql.Identifier(self._postgres.schema)
+        create_table = sql.SQL(_evidence_table("{}.", ("bigint", "text", "boolean"))).format(schema)
+        query = sql.SQL(statement).format(schema)
+
+        def work(conn: psycopg.Connection[TupleRow]) -> list[tuple[Any, ...]]:
+            if create:
+                conn.execute(create_table)
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
+
+        return self._postgres.run(work)
+
+    def record_integrity(self, event: IntegrityEvent) -> None:
+        self._run(
+            f"INSERT INTO {{}}.{_EVIDENCE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (event.found_at, event.seen_by, event.position, event.chain, event.head, event.acknowledged),
+        )
+
+    def integrity_events(self) -> list[IntegrityEvent]:
+        exists = self._run("SELECT to_regclass(%s)", (f'"{self._postgres.schema}".{_EVIDENCE}',), create=False)
+        if exists in ([], [(None,)]):
+            return []  # nothing was ever recorded
+        rows = self._run(f"SELECT {_COLUMNS} FROM {{}}.{_EVIDENCE} ORDER BY found_at", create=False)
+        return [IntegrityEvent(int(a), b, int(c), d, int(e), bool(f)) for a, b, c, d, e, f in rows]
+
+    def acknowledge(self) -> int:
+        return int(self._run(f"UPDATE {{}}.{_EVIDENCE} SET acknowledged = true WHERE NOT acknowledged")[0][0])
+
+    def events_up_to(self, position: int) -> int:
+        return int(self._run(count_query("{}.", "%s"), (position,), create=False)[0][0])
+
+
+def backend_for(store: EventStore) -> Backend:
+    """The backend of ``store``, made once where the store is opened and handed to what works on its derived
+    data: the one place that knows the store classes."""
+    if isinstance(store, SqliteStore):
+        return SqliteBackend(store)
+    if isinstance(store, MemoryStore):
+        return MemoryBackend(store)
+    postgres = sys.modules.get("events.postgres")  # not loaded: no such store can be open (psycopg stays out)
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        return PostgresBackend(store)
+    return Backend(store)
