@@ -42,11 +42,13 @@ guard: install
 
 demo: $(VENV)/.installed-base
 	rm -f $(DEMO_DIR)/sessions.db $(DEMO_DIR)/sessions.db-wal $(DEMO_DIR)/sessions.db-shm $(DEMO_DIR)/sessions.db.*
+	mkdir -p $(DEMO_DIR)
 	$(BIN)/acp-registry demo --store $(DEMO_STORE)
 
 # Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, codex-acp, gemini-cli)
-# and the TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents);
-# quick when they are there. Exit 3 when one could not be installed (its tests then skip).
+# and the TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents),
+# under a lock on it; quick when they are there and whole, a broken one installed again. Each step may take
+# $ACP_REGISTRY_AGENTS_TIMEOUT seconds (300). Exit 3 when one could not be installed (its tests then skip).
 agents:
 	bash tests/agents/install.sh
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 import urllib.parse
 import uuid
@@ -22,6 +23,13 @@ from tests.importing import session_file, spec_session, write_lines
 # environment whichever way they run (the tests about widths set COLUMNS themselves).
 if os.environ.get("PYTEST_XDIST_WORKER") and (os.environ.get("COLUMNS"), os.environ.get("LINES")) == ("80", "24"):
     del os.environ["COLUMNS"], os.environ["LINES"]
+
+# A suite started from a script's background job (`make test &` without job control, as some CI steps and
+# harnesses do) inherits SIGINT ignored, and so would every command it starts: the tests that stop `tail`, `serve`
+# or `import-agents --watch` with Ctrl-C would wait for an exit that never comes. A handler is not inherited across
+# exec (an ignored signal is), so this process taking Python's own handler back gives its children the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 POSTGRES = os.environ.get("ACP_REGISTRY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 _START = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"

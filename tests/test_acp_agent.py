@@ -304,7 +304,7 @@ def test_eof_is_a_clean_exit_and_loses_nothing(tmp_path: Path) -> None:
         [_request(1, "initialize", {"protocolVersion": 1})]
         + [_request(n, "session/new", {"cwd": f"/w/{n}", "mcpServers": []}) for n in range(2, 12)],
     )
-    assert code == 0 and stderr == b""
+    assert code == 0 and stderr == f"acp-registry: created a new store at {tmp_path}/log.db\n".encode()
     assert all("result" in m for m in out)
     out, _, _ = _exchange(url, [_request(1, "session/list", {})])
     assert len(out[0]["result"]["sessions"]) == 10

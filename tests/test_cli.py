@@ -16,7 +16,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -47,19 +46,11 @@ def test_the_default_store_is_created_private_by_the_first_command_that_writes(r
     assert not (tmp_path / "data").exists()  # a command that only reads creates nothing, not even the folder
     served = run("serve")  # stdin is empty: the agent starts, meets EOF and stops
     assert served.returncode == 0, served.stderr
+    assert served.stderr == f"acp-registry: created a new store at {data / 'sessions.db'}\n"  # the one line
     assert (data / "sessions.db").is_file()
     assert stat.S_IMODE(data.stat().st_mode) == 0o700 and stat.S_IMODE(data.parent.stat().st_mode) == 0o700
     result = run("list", "--json")
     assert (result.returncode, result.stdout, result.stderr) == (0, '{"sessions":[]}\n', "")
-
-
-def test_a_command_that_writes_creates_a_named_stores_folders_private(run: Cli, tmp_path: Path) -> None:
-    store = tmp_path / "new" / "deeper" / "sessions.db"
-    result = run("import", "-", "--json", store=store, stdin="")
-    assert json.loads(result.stdout) == {"records": 0, "imported": 0, "alreadyPresent": 0}
-    assert store.is_file()
-    for folder in (store.parent, store.parent.parent):
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 def test_acp_registry_store_overrides_the_default(run: Cli, populated: Populated) -> None:
@@ -101,12 +92,11 @@ def test_version_suggestions_and_json_before_the_command(run: Cli, populated: Po
 # -- errors ----------------------------------------------------------------------------------------------
 
 
-_READS = [
+_READS = [  # tail waits for a store that is not there yet (test_cli_stores.py)
     ("list",),
     ("show", "s1"),
     ("history", "s1"),
     ("replay", "--at", "1"),
-    ("tail",),
     ("stats",),
     ("verify",),
     ("export",),
@@ -123,7 +113,8 @@ def test_read_commands_do_not_create_a_missing_store(run: Cli, tmp_path: Path) -
 def test_read_commands_leave_an_empty_file_alone(run: Cli, tmp_path: Path) -> None:
     empty = tmp_path / "truncated.db"
     empty.touch()
-    for command, result in zip(_READS, run.all(*_READS, store=empty), strict=True):
+    commands = [*_READS, ("tail",)]  # an empty file that is there is refused, by tail too
+    for command, result in zip(commands, run.all(*commands, store=empty), strict=True):
         assert f"{empty} is empty (0 bytes): not a registry store" in one_error_line(result), command
     assert empty.stat().st_size == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["truncated.db"]  # no -wal, -shm or snapshot either
@@ -140,6 +131,8 @@ _BAD_URLS = [
 ]
 _EVERY_COMMAND = [
     *_READS,
+    ("tail",),
+    ("proxy", "--", "true"),
     ("import", "-"),
     ("serve",),
     ("demo", "--store", "{url}"),
@@ -196,11 +189,9 @@ def test_bad_stores_and_arguments_are_one_line(run: Cli, populated: Populated, t
 # -- demo and the commands other modules provide ---------------------------------------------------------
 
 
-def test_demo_shows_the_project_in_under_ten_seconds(run: Cli) -> None:
-    started = time.monotonic()
-    result = run("demo")
+def test_demo_shows_the_project(run: Cli) -> None:
+    result = run("demo")  # how long it takes is measured, not asserted (docs/cli.md): a busy machine stretches it
     assert result.returncode == 0, result.stderr
-    assert time.monotonic() - started < 10
     assert result.stderr == ""
     assert '"title":null' in result.stdout and '"updatedAt":null' in result.stdout
     assert '"method":"session/update"' in result.stdout

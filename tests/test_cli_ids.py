@@ -49,11 +49,12 @@ def test_history_takes_them_too_deleted_sessions_included(run: Cli, store: Path)
 
 
 def test_an_ambiguous_or_unknown_id_says_which_sessions_are_near(run: Cli, store: Path) -> None:
-    ambiguous, typo, nothing, short = run.all(
+    ambiguous, typo, nothing, short, short_alone = run.all(
         ("show", "6b1d"),
         ("show", CLAUDE[:-1] + "f"),  # one character off
         ("history", "zzzzzzzz"),
         ("show", "6b1"),  # shorter than a prefix may be
+        ("show", "01a"),  # as short, and no id starts so
         store=store,
     )
     line = one_error_line(ambiguous)
@@ -61,7 +62,11 @@ def test_an_ambiguous_or_unknown_id_says_which_sessions_are_near(run: Cli, store
     assert f"claude-code:{CLAUDE}" in line and f"claude-code:{CLAUDE_TWIN}" in line and "6b1dxyz-serve-made" in line
     assert f"did you mean claude-code:{CLAUDE}?" in one_error_line(typo)
     assert "no session 'zzzzzzzz' in this store (acp-registry list shows the sessions)" in one_error_line(nothing)
-    assert "no session '6b1'" in one_error_line(short)
+    assert (
+        "no session '6b1' in this store, and a prefix needs at least 4 characters of the id (3 start with '6b1')"
+        in one_error_line(short)
+    )
+    assert "'01a' in this store, and a prefix needs at least 4 characters" in one_error_line(short_alone)
 
 
 def test_list_of_one_agent_says_first_n_when_more_follow(run: Cli, store: Path) -> None:

@@ -95,7 +95,9 @@ def test_a_folder_at_the_state_or_lock_path_is_one_line_and_exit_2(
     url = f"sqlite:///{tmp_path}/reg.db"
     code, out, err = _run(capsys, *_import(url, "--agent", "claude-code", "--root", f"claude-code={claude}"))
     assert (code, out) == (2, "")
-    assert "a folder is where the import state" in err and len(err.strip().splitlines()) == 1
+    created, refused = err.strip().splitlines()  # the store was made before its import state was looked at
+    assert created == f"acp-registry: created a new store at {tmp_path}/reg.db"
+    assert "a folder is where the import state" in refused
     assert "Traceback" not in err
 
 
@@ -163,13 +165,18 @@ def test_a_line_nested_5000_deep_costs_that_line_only(
     url = f"sqlite:///{tmp_path}/reg.db"
     code, out, err = _run(capsys, *_import(url, "--agent", "claude-code", "--root", f"claude-code={claude}", "--json"))
     agent = msgspec.json.decode(out)["agents"][0]
-    assert (code, err, agent["unavailable"], agent["added"]) == (0, "", None, 1)
+    assert (code, err, agent["unavailable"], agent["added"]) == (0, _created(tmp_path / "reg.db"), None, 1)
     groups = {g["reason"]: g for g in agent["skipped"]}
     assert groups["line nests too deep to read, skipped"]["examples"] == [f"{path}:{len(spec_session()) + 1}"]
     with open_store(url) as store:
         session = only(store)
     assert session["updatedAt"] == "2026-03-02T12:00:05.000Z"  # the lines after it were read
     assert session["_meta"]["acp-session-registry/messageCount"] == 4
+
+
+def _created(store: Path) -> str:
+    """What a command says when it makes a new store."""
+    return f"acp-registry: created a new store at {store}\n"
 
 
 # -- --watch, in a real process ------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""The README as a newcomer meets it: every block runs as written, never on the reader's own store.
+"""The README and the docs/ pages as a newcomer meets them: every code block runs as written, never on the
+reader's own store, and every link leads somewhere.
 
-Python blocks run twice each, in a fresh process with a temporary HOME and data directories. The first screen
-runs after the recipe ``make demo`` would run (read from ``make --dry-run``, on a temporary demo folder). The
-command-line block runs line by line under ``bash -e`` against a temporary store; ``tail``, which follows the
-log until Ctrl-C, gets its Ctrl-C after two seconds.
+Every fenced block with a language is claimed by exactly one runner (``RUNNERS``), so a block nobody runs fails
+the suite. Python blocks run twice each, in a fresh process with a temporary HOME and data directories. The first
+screen runs after the recipe ``make demo`` would run (read from ``make --dry-run``, on a temporary demo folder),
+then the proxy try-out is pasted into the proxy line by line and its answer compared with the one shown. The
+command-line block runs line by line under ``bash -e`` against a temporary store; ``tail``, which follows the log
+until Ctrl-C, gets its Ctrl-C after two seconds.
 """
 
 from __future__ import annotations
@@ -14,29 +17,57 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TEXTS = {page: page.read_text(encoding="utf-8") for page in PAGES}
+README = TEXTS[ROOT / "README.md"]
 BIN = Path(sys.executable).parent
 _BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
+class Block(NamedTuple):
+    page: Path
+    line: int
+    language: str
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+BLOCKS = [
+    Block(page, text.count("\n", 0, match.start()) + 1, match.group(1), match.group(2))
+    for page, text in TEXTS.items()
+    for match in _BLOCK.finditer(text)
+]
+
+
 def _blocks(language: str) -> list[tuple[int, str]]:
-    """Each block of ``language``: (its first line in the README, its text)."""
-    return [
-        (README.count("\n", 0, match.start()) + 1, match.group(2))
-        for match in _BLOCK.finditer(README)
-        if match.group(1) == language
-    ]
+    """Each block of ``language`` in the README and docs/: (its first line in its page, its text)."""
+    return [(block.line, block.text) for block in BLOCKS if block.language == language]
 
 
-def _section(heading: str) -> str:
-    start = README.index(f"\n## {heading}")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end > 0 else None]
+def _claimed(runner: str) -> list[Block]:
+    return [block for block in BLOCKS if RUNNERS[runner](block)]
+
+
+def _section(page: str, heading: str) -> str:
+    text = TEXTS[ROOT / page]
+    start = text.index(f"\n## {heading}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def _lines(block: str) -> list[str]:
+    """A shell block's commands, without their comments."""
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -55,20 +86,50 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-PYTHON_BLOCKS = _blocks("python")
+RUNNERS: dict[str, Callable[[Block], bool]] = {
+    # each: which blocks the runner of that name runs (the test named after it, here or in the file it names)
+    "python": lambda b: b.language == "python",
+    "first screen": lambda b: b.language == "sh" and "make demo" in b.text,
+    "try-out lines": lambda b: b.language == "jsonl",
+    "try-out answer": lambda b: b.language == "text" and b.text.startswith('{"id":3'),
+    "floor plan": lambda b: b.language == "text" and b.text.startswith("events/"),
+    "make targets": lambda b: b.language == "sh" and all(line.startswith("make ") for line in _lines(b.text)),
+    "command line": lambda b: b.language == "sh" and "acp-registry demo --store" in b.text,
+    "import-agents lines (test_cli_words.py)": lambda b: (
+        b.language == "sh" and b.text.startswith("acp-registry import-agents")
+    ),
+    "serve in Zed": lambda b: b.language == "json" and '"serve"' in b.text,
+    "proxy in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and '"proxy"' in b.text,
+    "chain in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and "conductor_chain.mjs" in b.text,
+    "chain set up (test_real_agents_readme.py, make test-agents)": lambda b: (
+        b.language == "sh" and "conductor_chain.mjs" in b.text
+    ),
+}
 
 
-def test_the_readme_has_the_blocks_these_tests_run() -> None:
-    assert len(PYTHON_BLOCKS) >= 4
-    assert _blocks("sh") and _blocks("json")
+@pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
+def test_every_code_block_is_run_by_one_runner(block: Block) -> None:
+    if not block.language:
+        return  # a drawing (a data flow, the error tree), not code
+    runners = [name for name, claims in RUNNERS.items() if claims(block)]
+    assert len(runners) == 1, f"{block.where}: a {block.language} block run by {runners or 'no test'}"
 
 
-@pytest.mark.parametrize(("line", "code"), PYTHON_BLOCKS, ids=[f"README.md:{line}" for line, _ in PYTHON_BLOCKS])
-def test_every_python_block_runs_as_written_and_runs_again(line: int, code: str, tmp_path: Path) -> None:
+PYTHON_BLOCKS = _claimed("python")
+
+
+def test_the_pages_have_the_blocks_these_tests_run() -> None:
+    assert len(PYTHON_BLOCKS) >= 6
+    for name in RUNNERS:
+        assert _claimed(name), name
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[block.where for block in PYTHON_BLOCKS])
+def test_every_python_block_runs_as_written_and_runs_again(block: Block, tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = _env(home)
     script = tmp_path / "block.py"
-    script.write_text(code, encoding="utf-8")
+    script.write_text(block.text, encoding="utf-8")
     for attempt in ("first", "second"):
         result = subprocess.run(
             [sys.executable, str(script)],
@@ -79,17 +140,11 @@ def test_every_python_block_runs_as_written_and_runs_again(line: int, code: str,
             timeout=120,
             check=False,
         )
-        assert result.returncode == 0, f"README.md:{line}, {attempt} run:\n{result.stderr}"
+        assert result.returncode == 0, f"{block.where}, {attempt} run:\n{result.stderr}"
     assert not (home / ".local" / "share" / "acp-registry").exists()  # nothing went to the default store
 
 
-def _first_screen() -> list[str]:
-    (_, block), *_ = [(n, text) for n, text in _blocks("sh") if "make demo" in text]
-    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-
-
-def test_the_first_screen_gets_a_newcomer_to_acp_registry_list(tmp_path: Path) -> None:
-    demo = tmp_path / "demo"
+def _demo_recipe(demo: Path) -> list[str]:
     alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make test
     recipe = subprocess.run(
         ["make", "--no-print-directory", "--dry-run", "--always-make", "demo", f"DEMO_DIR={demo}"],
@@ -101,32 +156,113 @@ def test_the_first_screen_gets_a_newcomer_to_acp_registry_list(tmp_path: Path) -
     ).stdout.splitlines()
     installs = [line for line in recipe if "pip install" in line]
     assert installs and all(line.endswith("-e .") for line in installs)  # only what the demo needs: no extra
-    steps = recipe[recipe.index(next(line for line in recipe if line.startswith("rm "))) :]
-    commands = _first_screen()
+    return recipe[recipe.index(next(line for line in recipe if line.startswith("rm "))) :]
+
+
+class _Client:
+    """The reader at the stdin of a command line that speaks ACP: one line at a time, each answered before the next
+    is pasted."""
+
+    def __init__(self, line: str, *, cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            ["bash", "-c", line],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def send(self, line: str) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = json.loads(line)
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        while True:
+            answer = self.process.stdout.readline()
+            assert answer, "the proxy ended before it answered"
+            message = json.loads(answer)
+            if message.get("id") == request["id"] and "method" not in message:
+                assert "result" in message, message
+                return dict(message)
+
+
+def test_the_first_screen_gets_a_newcomer_through_the_proxy_to_acp_registry_list(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    commands = _lines(_claimed("first screen")[0].text)
     assert commands[0] == "make demo" and commands[1] == ". .venv/bin/activate"
-    assert commands[-1].startswith("acp-registry") and commands[-1].endswith(" list")
-    # The demo folder the reader's $PWD/.demo is, here a temporary one; the activation is the checkout's own.
-    rest = [command.replace("$PWD/.demo", str(demo)) for command in commands[1:]]
-    script = "set -e\n" + "\n".join([*steps, *rest]) + "\n"
-    result = subprocess.run(
-        ["bash", "-c", script],
+    proxy_line, list_line = commands[2], commands[3]
+    assert proxy_line.startswith("acp-registry proxy --") and list_line == "acp-registry list"
+    env = _env(tmp_path / "home")
+    script = "set -e\n" + "\n".join([*_demo_recipe(demo), commands[1]]) + "\n"
+    made = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    assert "healthy" in made.stdout  # the demo ran to its end
+
+    (lines,) = [_lines(block.text) for block in _claimed("try-out lines")]
+    (shown,) = [json.loads(block.text) for block in _claimed("try-out answer")]
+    client = _Client(f". .venv/bin/activate && exec {proxy_line}", cwd=ROOT, env=env)
+    process = client.process
+    try:
+        answers = [client.send(lines[0]), client.send(lines[1])]
+        session = answers[1]["result"]["sessionId"]
+        answers += [client.send(line.replace("SESSION_ID", session)) for line in lines[2:]]
+    finally:
+        _, stderr = process.communicate(timeout=60)  # the reader's Ctrl-D
+    assert process.returncode == 0, stderr
+    capabilities = answers[0]["result"]["agentCapabilities"]["sessionCapabilities"]
+    assert {"list", "delete", "title", "archive", "status"} <= set(capabilities)
+    listed = answers[-1]
+    (row,) = listed["result"]["sessions"]
+    # What differs from run to run: the id, the time, and whether the agent's past was read yet.
+    shown["result"]["sessions"][0].update(sessionId=session, updatedAt=row["updatedAt"])
+    shown["result"]["_meta"]["acp-session-registry/proxy"]["history"] = listed["result"]["_meta"][
+        "acp-session-registry/proxy"
+    ]["history"]
+    assert listed == shown
+    store = tmp_path / "home" / ".local" / "share" / "acp-registry" / "sessions.db"
+    assert f"created a new store at {store}" in stderr  # the first time, one line says so
+
+    after = subprocess.run(
+        ["bash", "-c", f". .venv/bin/activate && {list_line}"],
         cwd=ROOT,
-        env=_env(tmp_path / "home"),
+        env=env,
         capture_output=True,
         text=True,
-        timeout=120,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    assert "healthy" in result.stdout  # the demo ran to its end
-    listing = result.stdout[result.stdout.rindex("sessions") - 3 :]
-    assert "codex-3" in listing and "claude-4" in listing  # and `list` shows what its agents left behind
+    assert after.returncode == 0, after.stderr
+    assert "Fix the login bug" in after.stdout and f"acp-session-registry:{session}" in after.stdout
+
+
+def test_the_make_targets_the_pages_name_exist() -> None:
+    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    named = {line.split()[1] for block in _claimed("make targets") for line in _lines(block.text)}
+    assert {"test", "agents", "bench"} <= named
+    for target in sorted(named):
+        found = subprocess.run(
+            ["make", "--dry-run", target], cwd=ROOT, env=alone, capture_output=True, text=True, check=False
+        )
+        assert found.returncode == 0, (target, found.stderr)
+
+
+def test_the_floor_plan_names_every_room_there_is() -> None:
+    (plan,) = [block.text for block in _claimed("floor plan")]
+    rooms = [line.split()[0] for line in plan.splitlines()]
+    for room in rooms:
+        assert (ROOT / room).is_dir(), room
+    packages = {f"{path.parent.relative_to(ROOT)}/" for path in ROOT.glob("*/__init__.py")}
+    packages |= {f"{path.parent.relative_to(ROOT)}/" for path in ROOT.glob("registry/*/__init__.py")}
+    assert packages <= set(rooms), packages - set(rooms)
 
 
 def test_the_command_line_block_runs_line_by_line(tmp_path: Path) -> None:
-    (block,) = [text for _, text in _blocks("sh") if "acp-registry demo --store" in text]
-    lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-    assert all("/tmp/acp-demo/" in line for line in lines if "--store" in line or ">" in line)
+    (block,) = [block.text for block in _claimed("command line")]
+    lines = _lines(block)
+    assert all("/tmp/acp-demo/" in line for line in lines if "--store sqlite" in line or ">" in line)
     place = tmp_path / "acp-demo"
     script = ["set -e", f"mkdir -p {shlex.quote(str(place))}"]
     for line in lines:
@@ -155,14 +291,38 @@ def _last_json(out: str) -> str:
     return line
 
 
-def test_the_zed_snippet_is_valid_and_says_what_to_replace() -> None:
-    (snippet,) = [json.loads(text) for _, text in _blocks("json")]
+def test_the_zed_snippet_for_serve_is_valid_and_says_what_to_replace() -> None:
+    (snippet,) = [json.loads(block.text) for block in _claimed("serve in Zed")]
     agent = snippet["agent_servers"]["Session registry"]
     assert agent["args"][0] == "serve" and agent["command"].endswith("/acp-registry")
     store = agent["args"][agent["args"].index("--store") + 1]
     assert store.startswith("sqlite:///")  # absolute
-    before = _section("The ACP agent: `acp-registry serve`")
+    before = _section("docs/embedding.md", "The ACP agent: `acp-registry serve`")
     assert "Replace two parts: the `command`" in before and "the store in `args`" in before
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_every_link_leads_to_a_page_and_a_heading_there(page: Path) -> None:
+    for target in _LINK.findall(_BLOCK.sub("", TEXTS[page])):
+        if re.match(r"[a-z]+:", target):
+            continue  # another site
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target}"
+        if anchor:
+            assert anchor in _anchors(linked.read_text(encoding="utf-8")), f"{page.name}: {target}"
 
 
 def test_make_bench_and_make_demo_leave_git_status_clean() -> None:

@@ -146,13 +146,13 @@ class _TopParser(_Parser):
 
 
 def _epilog() -> str:
-    from registry.cli.stores import ENV_STORE, default_store_url  # noqa: PLC0415
+    from registry.cli.stores import CREATES_STORE, ENV_STORE, default_store_url  # noqa: PLC0415
 
     default = default_store_url()
     env = os.environ.get(ENV_STORE)
     return f"""store:
   default: {default}
-           (created by the first command that writes: serve, import, import-agents)
+           (created by the first command that records: {", ".join(CREATES_STORE)})
   ${ENV_STORE} overrides the default{f", and names {env} now" if env else ""}; --store URL overrides both
   URLs: memory://, sqlite:///abs/path.db[?synchronous=normal], postgresql://user@host:port/db[?schema=NAME]
 

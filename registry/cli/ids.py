@@ -50,6 +50,12 @@ def resolve_session(registry: SessionRegistry, text: str) -> str:
     if matches:
         shown = ", ".join(sorted(matches)[:_SHOWN]) + (", …" if len(matches) > _SHOWN else "")
         raise InputError(f"{text!r} is ambiguous: {len(matches)} sessions match ({shown}); give more of the id")
+    if len(text) < MIN_PREFIX:
+        starting = len(_prefixed(ids, text))
+        raise InputError(
+            f"no session {text!r} in this store, and a prefix needs at least {MIN_PREFIX} characters of the id"
+            + (f" ({starting} start with {text!r})" if starting else f"{_suggestion(ids, text, short=True)}")
+        )
     raise InputError(f"no session {text!r} in this store{_suggestion(ids, text)}")
 
 
@@ -65,8 +71,9 @@ def _prefixed(ids: Iterable[str], prefix: str) -> list[str]:
     return [i for i in ids if i.startswith(prefix) or i.partition(":")[2].startswith(prefix)]
 
 
-def _suggestion(ids: list[str], text: str) -> str:
-    """``; did you mean …?`` with the nearest stored ids (by their whole id or the agent's own id), or nothing."""
+def _suggestion(ids: list[str], text: str, *, short: bool = False) -> str:
+    """``; did you mean …?`` with the nearest stored ids (by their whole id or the agent's own id), or where to see
+    them (``short``: after a sentence of its own)."""
     by_name: dict[str, str] = {}
     for session_id in ids:
         by_name.setdefault(session_id, session_id)
@@ -76,5 +83,5 @@ def _suggestion(ids: list[str], text: str) -> str:
     nearest = difflib.get_close_matches(text, list(by_name), n=3, cutoff=0.6)
     found = list(dict.fromkeys(by_name[name] for name in nearest))
     if not found:
-        return " (acp-registry list shows the sessions)"
+        return "; acp-registry list shows the sessions" if short else " (acp-registry list shows the sessions)"
     return "; did you mean " + " or ".join(found) + "?"

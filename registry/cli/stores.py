@@ -3,8 +3,10 @@
 The store is ``--store URL``, else ``$ACP_REGISTRY_STORE``, else an embedded SQLite file in the user's data
 directory. Commands that only read never create or initialise a store: a SQLite file that does not exist, or
 one that is empty (0 bytes: a truncated file, or one another program just created), is refused with one line,
-and nothing is written. Commands that write (``import``, ``serve``, ``demo --store``, ``import-agents``) create
-a new SQLite store's folder, private (0700) like the default data directory.
+and nothing is written. The commands that record (``CREATES_STORE``, and ``demo --store``) create a store that
+is not there, and say so in one line on stderr; the only folder they create is the default store's, private
+(0700): a store named by a URL whose folder does not exist is a typo until shown otherwise, refused naming the
+folder.
 
 Every way a store can fail to open - a bad URL, a missing psycopg, a file that is not a registry store, a server
 that cannot be reached or refuses - is an ``InputError`` (exit 2) or ``StoreFormatError`` naming the store.
@@ -14,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Unpack
+from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
 
 from registry.cli.errors import InputError
 
@@ -25,9 +28,11 @@ if TYPE_CHECKING:
     from registry.service import RegistryOptions, SessionRegistry
 
 __all__ = [
+    "CREATES_STORE",
     "ENV_STORE",
     "StoreLocation",
     "catch_up_read_model",
+    "check_url",
     "default_store_url",
     "locate",
     "open_log",
@@ -37,6 +42,12 @@ __all__ = [
 ]
 
 ENV_STORE = "ACP_REGISTRY_STORE"
+
+CREATES_STORE: Final = ("import", "import-agents", "proxy", "serve")
+"""The commands that create the default store when there is none (``demo --store`` creates only the one named)."""
+
+_ANNOUNCED: Final = ("--store", f"${ENV_STORE}", "default")
+"""The origins of stores that are kept, hence worth a line when a command creates one (not the demo's own)."""
 
 
 class StoreLocation(NamedTuple):
@@ -96,20 +107,34 @@ def _make_private_dirs(folder: str) -> list[str]:
 
 
 def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
-    """The checks made before opening: a SQLite file is there and not empty, or ``create`` makes its folder
-    (the folders created are returned, to be removed again if the store then fails to open)."""
+    """The checks made before opening: a SQLite file is there and not empty, or ``create`` finds its folder - and
+    makes the default store's (the folders created are returned, to be removed again if the store then fails to
+    open)."""
     path = sqlite_file(location.url)
     if path is None:
         return []
     if create:
-        return _make_private_dirs(os.path.dirname(path))
+        folder = os.path.dirname(path)
+        if location.origin == "default":
+            return _make_private_dirs(folder)
+        if not os.path.isdir(folder):
+            check_url(location)  # a bad URL is said as such, before its folder
+            missing = folder
+            while not os.path.isdir(os.path.dirname(missing)) and os.path.dirname(missing) != missing:
+                missing = os.path.dirname(missing)
+            if os.path.lexists(missing):
+                raise InputError(f"cannot create the store's folder {missing}: a file of that name exists")
+            raise InputError(
+                f"no folder {missing} for the store {path} ({location.origin} names it): a store is created only "
+                "in a folder that exists (create it first, or check the path)"
+            )
+        return []
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
         if location.origin == "default":
-            raise InputError(
-                f"no store yet at {path}: nothing has been recorded (serve, import and import-agents create it)"
-            ) from None
+            makers = ", ".join(CREATES_STORE[:-1]) + f" and {CREATES_STORE[-1]}"
+            raise InputError(f"no store yet at {path}: nothing has been recorded ({makers} create it)") from None
         raise InputError(f"{path}: no such store (the file does not exist; {location.origin} names it)") from None
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror}") from exc
@@ -118,17 +143,36 @@ def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
     return []
 
 
-def open_log(location: StoreLocation, *, create: bool) -> EventStore:
-    """Open the store; ``create=False`` (a command that only reads) never creates or initialises one."""
-    from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
+def check_url(location: StoreLocation) -> None:
+    """``InputError`` when the URL itself is bad (its scheme, path form or options), whether or not its store is
+    there; creates and opens nothing."""
+    from events.errors import StoreError  # noqa: PLC0415
     from events.factory import open_store  # noqa: PLC0415
+
+    if sqlite_file(location.url) is None:
+        return  # the other kinds are checked by opening them
+    try:
+        open_store(location.url, create=False).close()
+    except ValueError as exc:
+        raise InputError(f"bad store URL: {exc}") from exc
+    except StoreError:
+        pass  # the URL is good; what is (or is not) at its path is the opener's to say
+
+
+def open_log(location: StoreLocation, *, create: bool) -> EventStore:
+    """Open the store; ``create=False`` (a command that only reads) never creates or initialises one, and
+    ``create=True`` says on stderr when it did create one."""
+    from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
 
     try:
         created = _prepare(location, create=create)
     except ValueError as exc:  # urllib's own refusals (an unmatched '[' in the host, a NUL in the path)
         raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
-        return open_store(location.url, create=create)  # a read never creates a store (nor a PostgreSQL schema)
+        store, new = _open(location, create=create)  # a read never creates a store (nor a PostgreSQL schema)
+        if new and location.origin in _ANNOUNCED:
+            print(f"acp-registry: created a new store at {new}", file=sys.stderr, flush=True)
+        return store
     except ModuleNotFoundError as exc:
         raise InputError(str(exc)) from exc
     except ValueError as exc:
@@ -144,6 +188,26 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
             for folder in reversed(created):  # the store did not open: leave no empty folder behind
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
+
+
+def _open(location: StoreLocation, *, create: bool) -> tuple[EventStore, str | None]:
+    """The store, and where it was created when this open created it (None: it was there)."""
+    from events.errors import StoreError  # noqa: PLC0415
+    from events.factory import open_store  # noqa: PLC0415
+
+    path = sqlite_file(location.url)
+    if not create or location.url.lower().startswith("memory:"):
+        return open_store(location.url, create=create), None
+    if path is not None:
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        return open_store(location.url, create=True), path if new else None
+    try:  # PostgreSQL: whether the schema holds a store is known only by asking the server
+        return open_store(location.url, create=False), None
+    except StoreError as exc:
+        if "no store in schema" not in str(exc):  # not a missing store (no server, refused): said once, as met
+            raise
+    store = open_store(location.url, create=True)
+    return store, str(getattr(store, "location", location.url))
 
 
 def open_registry(location: StoreLocation, *, create: bool, **options: Unpack[RegistryOptions]) -> SessionRegistry:

@@ -3,22 +3,32 @@
 Items come from ``SessionRegistry.list_changes(after=...)``: everything after the start position, then live,
 including changes other processes make on the same store (the registry's follower polls for them). Lines are
 written by the main thread only, so Ctrl-C never lands inside the registry's threads.
+
+``tail`` may start before its SQLite store exists (a proxy or ``serve`` not started yet): it says so in one line
+and waits for the file, then follows it from its first event.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import signal
 import sys
 import threading
+import time
+from typing import TYPE_CHECKING
 
+from events.errors import RegistryError
 from registry.cli.errors import InputError, ProblemFound
 from registry.cli.options import position
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import StoreLocation, check_url, locate, open_registry, sqlite_file
 from registry.cli.terminal import write_json_line
 from registry.cli.views import change_json, change_text
 from registry.diffs import ListChange
+
+if TYPE_CHECKING:
+    from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,12 +44,20 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
+_LOOK_EVERY = 0.2
+"""Seconds between looks for a store that is not there yet."""
+_SETTLING = 30.0
+"""Seconds a store that has just appeared may take to open (its creator is still writing its tables); generous,
+since a busy machine can stall the creator: past it the error is the store's own."""
+
+
 def _follow(args: argparse.Namespace) -> int:
     location = locate(args.store)
-    registry = open_registry(location, create=False)
+    waited = _wait_for(location)
+    registry = _open(location, settling=waited)
     try:
         head = registry.sync()
-        start = head if args.start is None else args.start
+        start = (0 if waited else head) if args.start is None else args.start
         if start > head:
             raise InputError(f"--from {start} is beyond the log's head ({head})")
         items: queue.SimpleQueue[ListChange | Exception] = queue.SimpleQueue()
@@ -64,3 +82,35 @@ def _follow(args: argparse.Namespace) -> int:
             subscription.dispose()
     finally:
         registry.close()
+
+
+def _wait_for(location: StoreLocation) -> bool:
+    """Wait until the SQLite file ``location`` names is there and not empty; True when it was not there at first
+    (an empty file that is there is refused as every command refuses it)."""
+    path = sqlite_file(location.url)
+    if path is None or os.path.lexists(path):
+        return False
+    check_url(location)  # a mistyped option is said at once, not waited on
+    print(f"acp-registry: no store at {path} yet: waiting for one (Ctrl-C stops)", file=sys.stderr, flush=True)
+    while not _there(path):
+        time.sleep(_LOOK_EVERY)
+    return True
+
+
+def _there(path: str) -> bool:
+    try:
+        return os.stat(path).st_size > 0
+    except OSError:
+        return False
+
+
+def _open(location: StoreLocation, *, settling: bool) -> SessionRegistry:
+    """The registry on the store; one that has just appeared gets a while to be opened (its tables being made)."""
+    deadline = time.monotonic() + _SETTLING
+    while True:
+        try:
+            return open_registry(location, create=False)
+        except (InputError, RegistryError, OSError):
+            if not settling or time.monotonic() > deadline:
+                raise
+            time.sleep(_LOOK_EVERY)
