@@ -64,7 +64,7 @@ class Proxy:
         self.client: ClientPort = client if client is not None else StdioClient(client_in, client_out)
         self.agent_port: AgentPort | None = None
         self.book = Book(registry.read_model, self.identity)
-        what = os.path.basename(self.command[0]) if self.command else "its port"
+        what = os.path.basename(self.command[0]) if self.command else ""
         self.relay = Relay(_NotStarted(), self.client, self.identity, what)
         self.titles = TitlePolicy(self.relay.send_client)
         self.recorder = Recorder(registry, self.identity, self.book, self.titles)

@@ -53,6 +53,7 @@ class Relay:
     """The rules between ``client`` and ``agent``; ``surface`` is set before either port starts (``attach``)."""
 
     def __init__(self, agent: AgentPort, client: ClientPort, identity: Identity, command: str) -> None:
+        """``command``: the agent's command as messages name it ("" for an agent reached through a port alone)."""
         self.agent = agent
         self.client = client
         self.identity = identity
@@ -227,14 +228,15 @@ class Relay:
     def agent_ended(self, end: AgentEnd) -> None:
         """The agent ended: every pending request is answered with an error saying how; exit 1 unless the proxy had
         asked it to end."""
-        error = RpcError(INTERNAL_ERROR, f"the agent {self.identity.name} ({self.command}) {end.how} before answering")
+        agent = f"the agent {self.identity.name}" + (f" ({self.command})" if self.command else "")
+        error = RpcError(INTERNAL_ERROR, f"{agent} {end.how} before answering")
         with self._lock:
             self._gone = self._gone or error
             pending, self._pending = list(self._pending.values()), {}
         self._fail(pending, error)
         if not end.asked:
             self.exit_code = 1
-            log.error("the agent %s (%s) %s", self.identity.name, self.command, end.how)
+            log.error("%s %s", agent, end.how)
         self.ended.set()
 
     def stop(self, why: str | None) -> None:
