@@ -46,6 +46,7 @@ from benchmarks.args import DEFAULT_POSTGRES, bench_parser, postgres_unreachable
 from benchmarks.figures import Figure, Quantity, interleave, latency, rate_of, throughput
 from benchmarks.generate import DEFAULT_SEED, History, iter_histories, working_directories
 from benchmarks.machine import BusyMeter
+from benchmarks.output import write_results
 from benchmarks.report import PostgresPart, Run, Stage, ratios
 from benchmarks.targets import POSTGRES_SPECS
 from events import SessionDeleted, SessionUpdated
@@ -443,7 +444,6 @@ def write_part(part: PostgresPart, out: Path, name: str, into: str | None = None
     PostgreSQL section of ``<into>.json`` and ``<into>.md``, the rest of both left as they are."""
     from benchmarks.machine import describe_machine  # noqa: PLC0415
     from benchmarks.report import POSTGRES_HEADING, markdown, postgres_section  # noqa: PLC0415
-    from benchmarks.run import write_results  # noqa: PLC0415
 
     machine = msgspec.structs.replace(describe_machine(), load_before=part.load_before, load_after=part.load_after)
     seed = part.settings.get("seed")

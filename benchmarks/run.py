@@ -42,10 +42,10 @@ from benchmarks.event_log import EventLogBench, ImportBench, subscription_latenc
 from benchmarks.figures import Figure, Latency
 from benchmarks.generate import DEFAULT_SEED, iter_histories, working_directories, write_jsonl
 from benchmarks.machine import DISTURBED_CORES, CpuMeter, describe_machine
-from benchmarks.plots import plot_growth
-from benchmarks.report import JsonlPoint, Run, Stage, markdown, ratios
+from benchmarks.output import write_results
+from benchmarks.report import JsonlPoint, Run, Stage, ratios
 
-__all__ = ["MODES", "Settings", "main", "run", "write_results"]
+__all__ = ["MODES", "Settings", "main", "run"]
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -302,22 +302,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(path)
     took = time.perf_counter() - started
     print(f"measured for {result.wall_seconds:,.0f} s; {took:,.0f} s with scratch files removed", file=sys.stderr)
-
-
-def write_results(result: Run, out: Path, *, plot: bool = True, console: Console | None = None) -> list[Path]:
-    """``<name>.json``, ``<name>.md`` and (with matplotlib) ``<name>-growth.png`` in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / result.name
-    written = [stem.with_suffix(".json"), stem.with_suffix(".md")]
-    written[0].write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
-    written[1].write_text(markdown(result), encoding="utf-8")
-    if plot:
-        try:
-            plot_growth(result, out / f"{result.name}-growth.png")
-            written.append(out / f"{result.name}-growth.png")
-        except ImportError:
-            (console or Console(stderr=True)).print("matplotlib is not installed (pip install -e '.[bench]'): no plot")
-    return written
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ from benchmarks.generate import (
     write_jsonl,
 )
 from benchmarks.machine import describe_machine
+from benchmarks.output import write_results
 from benchmarks.postgres_registry import PostgresSettings, measure, write_part
 from benchmarks.report import POSTGRES_HEADING, Run, Stage, ratios, read_bounds
-from benchmarks.run import Settings, run, write_results
+from benchmarks.run import Settings, run
 from benchmarks.targets import POSTGRES_SPECS, SPECS
 from events import SessionArchived, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, TitleSource
 
