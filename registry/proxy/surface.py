@@ -45,7 +45,7 @@ from registry.acp.methods import capabilities as capabilities_of
 from registry.agents import keeps_unprompted, native_id, split_id
 from registry.commands import check_user_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
-from registry.model import META_NAMESPACE, META_PARENT, ListSessionsResult, SessionInfo, SessionState
+from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
 from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
@@ -115,6 +115,7 @@ class _FromMemory:
     def __init__(self, surface: Surface) -> None:
         self._surface = surface
         self._registry = surface.registry
+        self.list = surface.registry.list  # lists are the registry's as they are
 
     def _native(self, store_id: str) -> str:
         parts = split_id(store_id)
@@ -129,16 +130,6 @@ class _FromMemory:
         if state is None or state.deleted:
             raise SessionNotFound(store_id)
         return native
-
-    def list(
-        self,
-        cwd: str | None = None,
-        cursor: str | None = None,
-        *,
-        archived: str | None = "exclude",
-        agent: str | None = None,
-    ) -> ListSessionsResult:
-        return self._registry.list(cwd, cursor, archived=archived, agent=agent)
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         native = self._native(session_id)
