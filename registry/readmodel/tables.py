@@ -42,6 +42,7 @@ from registry.snapshot import EVERY, SnapshotError, kept_positions
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "PLACE",
     "READ_MODEL_VERSION",
     "CurrentRow",
     "Fold",
@@ -61,10 +62,11 @@ __all__ = [
     "record_log_shorter",
 ]
 
-_TABLES_REVISION: Final = 6
+_TABLES_REVISION: Final = 7
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
 row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
-own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``)."""
+own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``), 7: the seal first and the
+position last, outside it (so that the server can write it)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -77,17 +79,24 @@ _decoder = msgspec.msgpack.Decoder(SessionState)
 _encode = _encoder.encode
 _decode = _decoder.decode
 SEAL: Final = 8
-"""Bytes sealing each row's state blob: the msgpack of the state, then its keyed BLAKE2b-64."""
+"""Bytes sealing each row's state blob: its keyed BLAKE2b-64, then the msgpack of the state."""
+PLACE: Final = 8
+"""The position's bytes at a blob's end: a big-endian int64 after msgpack's int64 mark (``_INT64``)."""
+_INT64: Final = b"\xd3"
 _NOT_SEALED: Final = "a session's state in the read model does not match its seal (edited or damaged)"
 _OPENED: Final = 4096
 """Opened blobs whose states a ``Seal`` keeps (a few pages' worth; about 2 MB)."""
 
 
 class Seal:
-    """Each row's state blob is the state's msgpack followed by its BLAKE2b MAC, keyed with a secret the store keeps
-    apart from the tables (``Backend.seal_key``): a blob edited or damaged - its seal recomputed too, without the
-    key - is found when it is read, never served. ``key_id`` names the key in ``rm_meta`` (tables sealed with another
-    key are rebuilt at open).
+    """Each row's state blob is its seal - a BLAKE2b MAC keyed with a secret the store keeps apart from the tables
+    (``Backend.seal_key``) - then the msgpack of the state, which ends with the state's position (its last field,
+    as an int64). The seal covers every byte but the position's 8, so the blob of a state whose position only the
+    server knows is sealed without it (``unplaced``) and the server appends it (``int8send``, in the append's own
+    statement): a blob edited or damaged - its seal recomputed too, without the key - is found when it is read,
+    never served; the position is the row's ``valid_from``, which the pages trust as they did, and ``verify``
+    compares with the fold. ``key_id`` names the key in ``rm_meta`` (tables sealed with another key are rebuilt at
+    open).
 
     The states of the blobs opened last are kept by the blob's bytes, seal included (``_OPENED`` of them): the very
     bytes checked once are not checked, nor decoded, again - a page read again (a client polling the first page)
@@ -101,20 +110,25 @@ class Seal:
 
     def seal(self, state: SessionState) -> bytes:
         """A row's state blob."""
+        return self.unplaced(state) + state.position.to_bytes(PLACE, "big", signed=True)
+
+    def unplaced(self, state: SessionState) -> bytes:
+        """A row's state blob but its last ``PLACE`` bytes, the position's (``state.position`` is not in it)."""
         body = _encode(state)
+        head = body[: -_int_size(state.position)] + _INT64  # msgpack's own int64 form: eight bytes, whatever value
         mac = self._mac.copy()
-        mac.update(body)
-        return body + mac.digest()
+        mac.update(head)
+        return mac.digest() + head
 
     def _checked(self, blob: object) -> memoryview:
         if not isinstance(blob, bytes):  # a column edited into text or a number
             raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
-        body = memoryview(blob)[:-SEAL]
+        view = memoryview(blob)
         mac = self._mac.copy()
-        mac.update(body)
-        if len(blob) <= SEAL or mac.digest() != blob[-SEAL:]:
+        mac.update(view[SEAL:-PLACE])
+        if len(blob) <= SEAL + PLACE or mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
-        return body
+        return view[SEAL:]
 
     def unsealed(self, blob: bytes) -> bytes:
         """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
@@ -127,21 +141,28 @@ class Seal:
         state = opened.get(blob)
         if state is not None:
             return state
-        if type(blob) is not bytes or len(blob) <= SEAL:
+        if type(blob) is not bytes or len(blob) <= SEAL + PLACE:
             self._checked(blob)  # raises, saying why
-        body = memoryview(blob)[:-SEAL]  # ``_checked`` inlined: this is every page's inner loop
+        view = memoryview(blob)  # ``_checked`` inlined: this is every page's inner loop
         mac = self._mac.copy()
-        mac.update(body)
-        if mac.digest() != blob[-SEAL:]:
+        mac.update(view[SEAL:-PLACE])
+        if mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
         try:
-            state = _decode(body)
+            state = _decode(view[SEAL:])
         except msgspec.DecodeError as exc:  # ValidationError included
             raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
         if len(opened) >= _OPENED:
             opened.clear()  # a walk past the first pages: start again (dropping the oldest one by one costs more)
         opened[blob] = state
         return state
+
+
+def _int_size(value: int) -> int:
+    """The bytes of msgpack's shortest form of a non-negative integer (msgspec's): where a state's encoding ends."""
+    if value < 0:
+        raise ValueError(f"a log position is never negative ({value})")
+    return 1 if value < 0x80 else 2 if value < 0x100 else 3 if value < 0x10000 else 5 if value < 0x1_0000_0000 else 9
 
 
 def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState:
@@ -201,15 +222,16 @@ class PastRow(NamedTuple):
     parent: str | None
 
 
-def current_row(state: SessionState, seal: Seal) -> CurrentRow:
-    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
+def current_row(state: SessionState, seal: Seal, *, placed: bool = True) -> CurrentRow:
+    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects
+    (``placed=False``: its blob without the position, ``Seal.unplaced``)."""
     return CurrentRow(
         state.session_id,
         state.cwd,
         sort_key(state)[0],
         not state.deleted,
         state.position,
-        seal.seal(state),
+        seal.seal(state) if placed else seal.unplaced(state),
         state.archived,
         state.agent,
         None if state.parent is None else state.parent.session_id,
