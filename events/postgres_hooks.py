@@ -26,7 +26,8 @@ class AtEnd(NamedTuple):
 
     guard: bytes
     """A boolean over the statement's snapshot, taken once the append lock is granted; ``tip`` (``position``,
-    ``chain``) is the log's end before the append. Nothing is written unless it holds."""
+    ``chain``) is the log's end before the append, ``cur`` (``stream``, ``version``) the session's stream before
+    it. Nothing is written unless it holds."""
     writes: bytes
     """CTEs (``name AS (...)``, comma-separated) over ``ev`` (the event's ``position`` and ``chain``; no row when
     nothing was written)."""
@@ -60,9 +61,10 @@ class CommitHook(Protocol):
         if the hook's data moved meanwhile."""
         ...
 
-    def at_end(self, session_id: str, version: int, event: Event) -> AtEnd | None:
-        """This hook's part of the one-statement append of ``event`` to ``session_id`` at ``version``, wherever
-        the log ends; None when it cannot prepare one (the append then reads first and calls ``look_up``)."""
+    def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
+        """This hook's part of the one-statement append of ``event`` to ``session_id`` at ``version`` (None: any,
+        the stream's next - the hook's guard then says which it assumed), wherever the log ends; None when it
+        cannot prepare one (the append then reads first and calls ``look_up``)."""
         ...
 
     def placed(self, position: int, answer: object) -> None:

@@ -118,7 +118,7 @@ class Statements:
                 " ok AS (SELECT "
             ),
             q(
-                " AS ok FROM tip),"
+                " AS ok FROM tip, cur),"
                 " r AS (SELECT tip.position + 1 AS position, tip.chain AS previous, cur.stream,"
                 " cur.version + 1 AS version, %(id)b::uuid AS event_id, %(at)s::bigint AS at,"
                 " %(session)s::text AS session, %(blob)b::bytea AS data FROM tip, cur, ok"

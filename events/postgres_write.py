@@ -183,13 +183,11 @@ class Writer:
         return self._with_hooks(append)
 
     def _parts_at_end(self, request: PreparedAppend) -> list[AtEnd] | None:
-        """The hooks' parts of a lone event's one-statement append; None when one has none (or the event's version
-        is not known before it is written: a hook folds it)."""
+        """The hooks' parts of a lone event's one-statement append; None when one has none."""
         if not self._active:
             return []
-        if request.expected_version < 0:
-            return None
-        version, event = request.expected_version + 1, request.events[0]
+        expected, event = request.expected_version, request.events[0]
+        version = expected + 1 if expected >= 0 else None
         parts = []
         for hook in self._active:
             part = hook.at_end(request.session_id, version, event)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from events import ConcurrencyError, SessionCreated, SessionUpdated
+from events import ANY, ConcurrencyError, SessionCreated, SessionUpdated
 from events.postgres import PostgresStore
 from events.urls import split_postgres_url
 from registry import ListSessionsResult, SessionRegistry
@@ -212,12 +212,14 @@ def test_a_lone_event_folds_in_its_own_statement_and_falls_back_only_when_the_ta
         assert schema.checkpoint_and_head() == (9, 9)
         theirs.rebuild()  # the same rows again, at the same checkpoint: mine's state of a is still the row
         assert append("a", SessionUpdated(at=10), 7) == ([10], 1)
-        assert [r.position for r in check_log(mine)] == list(range(1, 11))
+        assert append("a", SessionUpdated(at=11), ANY) == ([11], 1)  # any version: the next of the state's
+        assert append("b", SessionUpdated(at=12), ANY) == ([12], 2)  # a session mine has not seen: a read
+        assert [r.position for r in check_log(mine)] == list(range(1, 13))
         for store, read_model in ((mine, model), (other, theirs)):
             read_model.catch_up()
             assert check_read_model(backend_for(store), read_model).mismatches == []
         state = model.get("a")
-        assert state is not None and state.messages == 7 and state.version == 8 and state.position == 10
+        assert state is not None and state.messages == 7 and state.version == 9 and state.position == 11
         # The blob the server finished (the position appended to what this process sealed) is the sealed state.
         with psycopg.connect(schema.conninfo, autocommit=True) as conn:
             row = conn.execute(f"SELECT state FROM {schema.name}.rm_sessions WHERE session_id = 'a'").fetchone()

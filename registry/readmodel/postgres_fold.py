@@ -199,14 +199,15 @@ class AppendFold:
                 cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
 
-    def at_end(self, session_id: str, version: int, event: Event) -> AtEnd | None:
+    def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
         """The commit hook's part of a lone event's one-statement append: the fold from the session's state as this
         process last saw it, without the event's position, which the server writes in (``Statements.at_end``),
-        behind a guard (the tables at the log's end, the session's row that state). None when this process has not
-        seen the session's state (or it is damaged): the store reads first."""
+        behind a guard (the tables at the log's end; the session's row that state, its stream at the version before
+        ``version`` - for any version, the state's next). None when this process has not seen the session's state
+        (or it is damaged): the store reads first."""
         self._pending = self._known_writes = self._placing = None
         old: SessionState | None = None
-        if version > 1:
+        if version != 1:
             blob = self._seen.get(session_id)
             if blob is None:
                 return None
@@ -214,9 +215,10 @@ class AppendFold:
                 old = self._seal.open(blob)
             except ReadModelFault:
                 return None
+            version = old.version + 1 if version is None else version
         new = fold(old, LogEntry(0, session_id, version, event))
         params: dict[str, object] = {"rm_lock": self._key, "rm_from": None if old is None else old.position}
-        params |= {"rm_window": self.window, "rm_delta": 0}
+        params |= {"rm_window": self.window, "rm_delta": 0, "rm_version": version - 1}
         if new is not None:
             row = current_row(new, self._seal, placed=False)
             params |= {key: value for key, value in zip(_AT_CURRENT, row, strict=True) if key is not None}

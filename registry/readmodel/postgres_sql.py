@@ -62,7 +62,7 @@ PAST_NAMES: Final = "p_"
 _SCHEMA: Final = postgres_ddl("{s}.")
 AT_END: Final = "rm_"
 """The parameters of an append's fold in its one statement (``Statements.at_end``): a current row's by its columns
-with this prefix, a past row's with ``AT_END + PAST_NAMES``; ``lock``, ``from``, ``window``, ``delta``."""
+with this prefix, a past row's with ``AT_END + PAST_NAMES``; ``lock``, ``from``, ``version``, ``window``, ``delta``."""
 FLOOR_STEP: Final = 1_000
 """Positions the window's floor moves by at a time (see ``AppendFold._floor``)."""
 
@@ -90,8 +90,9 @@ def _guard_checks(lock: LiteralString, checkpoint: LiteralString, floor: Literal
 def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, LiteralString]:
     """An append's fold written into its one statement (``events.postgres_hooks.AtEnd``: guard, writes, answer), by
     whether it writes the session's current row and the past row it replaces. The guard: the read model's lock is
-    free of a catch-up, its checkpoint is the log's end (``tip``), and the session's row is the version the fold
-    started from (``%(rm_from)s``: its position, NULL for none). The writes, from the event's position (``ev``):
+    free of a catch-up, the session's stream is at the version the fold assumed (``cur``), the checkpoint is the
+    log's end (``tip``), and the session's row is the version the fold started from (``%(rm_from)s``: its position,
+    NULL for none). The writes, from the event's position (``ev``):
     the rows (each ``valid_from`` and ``valid_to`` that position, the state blob's position appended to what was
     sealed without it), the window's floor moved and pruned below, the checkpoint, its chain anchor and the live
     count. Answers the floor."""
@@ -118,7 +119,7 @@ def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, Li
         " ELSE m.value + %(rm_delta)s END FROM rm_at AS a WHERE m.key IN ('checkpoint', 'floor', 'anchor', 'live'))",
     ]
     guard = (
-        "pg_try_advisory_xact_lock_shared(%(rm_lock)s)"
+        "pg_try_advisory_xact_lock_shared(%(rm_lock)s) AND cur.version = %(rm_version)s"
         " AND (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') = tip.position"
         " AND (SELECT valid_from FROM {s}.rm_sessions WHERE session_id = %(session)s)"
         " IS NOT DISTINCT FROM %(rm_from)s::bigint"
