@@ -207,6 +207,7 @@ class AppendFold:
         (or it is damaged): the store reads first."""
         self._pending = self._known_writes = self._placing = None
         old: SessionState | None = None
+        blob = None
         if version != 1:
             blob = self._seen.get(session_id)
             if blob is None:
@@ -225,7 +226,7 @@ class AppendFold:
             params["rm_state"] = row.state
             params["rm_delta"] = (not new.deleted) - (old is not None and not old.deleted)
             if old is not None:
-                past = past_row(old, 0, self._seal)
+                past = past_row(old, 0, self._seal, blob)
                 params |= {key: value for key, value in zip(_AT_PAST, past, strict=True) if key is not None}
         self._placing = (session_id, None if new is None else row.state)
         guard, writes, answer = self._sql.at_end[(new is not None, old is not None and new is not None)]

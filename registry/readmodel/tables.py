@@ -225,23 +225,22 @@ class PastRow(NamedTuple):
 def current_row(state: SessionState, seal: Seal, *, placed: bool = True) -> CurrentRow:
     """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects
     (``placed=False``: its blob without the position, ``Seal.unplaced``)."""
+    return _row(state, seal.seal(state) if placed else seal.unplaced(state))
+
+
+def _row(state: SessionState, blob: bytes) -> CurrentRow:
+    parent = None if state.parent is None else state.parent.session_id
+    rank = sort_key(state)[0]
     return CurrentRow(
-        state.session_id,
-        state.cwd,
-        sort_key(state)[0],
-        not state.deleted,
-        state.position,
-        seal.seal(state) if placed else seal.unplaced(state),
-        state.archived,
-        state.agent,
-        None if state.parent is None else state.parent.session_id,
+        state.session_id, state.cwd, rank, not state.deleted, state.position, blob, state.archived, state.agent, parent
     )
 
 
-def past_row(old: SessionState, valid_to: int, seal: Seal) -> PastRow:
-    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
-    row = current_row(old, seal)  # the row it was, closed at valid_to (rm_past's columns: rm_sessions' and valid_to)
-    return PastRow(*row[:5], valid_to, *row[5:])
+def past_row(old: SessionState, valid_to: int, seal: Seal, blob: bytes | None = None) -> PastRow:
+    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects
+    (``blob``: the state's, sealed already)."""
+    row = _row(old, seal.seal(old) if blob is None else blob)
+    return PastRow(*row[:5], valid_to, *row[5:])  # the row it was, closed at valid_to
 
 
 class Fold(NamedTuple):
