@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Final, NamedTuple
@@ -83,6 +84,9 @@ SEAL: Final = 8
 PLACE: Final = 8
 """The position's bytes at a blob's end: a big-endian int64 after msgpack's int64 mark (``_INT64``)."""
 _INT64: Final = b"\xd3"
+_OUTSIDE: Final = 1 + PLACE  # the blob's bytes the seal does not cover: the position, its mark and value
+_SHORTEST: Final = SEAL + _OUTSIDE  # a blob no longer than this holds no state
+_place = struct.Struct(">cq").pack
 _NOT_SEALED: Final = "a session's state in the read model does not match its seal (edited or damaged)"
 _OPENED: Final = 4096
 """Opened blobs whose states a ``Seal`` keeps (a few pages' worth; about 2 MB)."""
@@ -90,13 +94,13 @@ _OPENED: Final = 4096
 
 class Seal:
     """Each row's state blob is its seal - a BLAKE2b MAC keyed with a secret the store keeps apart from the tables
-    (``Backend.seal_key``) - then the msgpack of the state, which ends with the state's position (its last field,
-    as an int64). The seal covers every byte but the position's 8, so the blob of a state whose position only the
-    server knows is sealed without it (``unplaced``) and the server appends it (``int8send``, in the append's own
-    statement): a blob edited or damaged - its seal recomputed too, without the key - is found when it is read,
-    never served; the position is the row's ``valid_from``, which the pages trust as they did, and ``verify``
-    compares with the fold. ``key_id`` names the key in ``rm_meta`` (tables sealed with another key are rebuilt at
-    open).
+    (``Backend.seal_key``) - then the msgpack of the state, which ends with the state's position (its last field, as
+    msgpack's int64: its mark, then 8 bytes). The seal covers every byte before the position, so the blob of a state
+    whose position only the server knows is sealed without it (``unplaced``) and the server appends its value
+    (``int8send``, in the append's own statement): a blob edited or damaged - its seal recomputed too, without the
+    key - is found when it is read, never served; the position is the row's ``valid_from``, which the pages trust as
+    they did, and ``verify`` compares with the fold. ``key_id`` names the key in ``rm_meta`` (tables sealed with
+    another key are rebuilt at open).
 
     The states of the blobs opened last are kept by the blob's bytes, seal included (``_OPENED`` of them): the very
     bytes checked once are not checked, nor decoded, again - a page read again (a client polling the first page)
@@ -110,23 +114,26 @@ class Seal:
 
     def seal(self, state: SessionState) -> bytes:
         """A row's state blob."""
-        return self.unplaced(state) + state.position.to_bytes(PLACE, "big", signed=True)
-
-    def unplaced(self, state: SessionState) -> bytes:
-        """A row's state blob but its last ``PLACE`` bytes, the position's (``state.position`` is not in it)."""
-        body = _encode(state)
-        head = body[: -_int_size(state.position)] + _INT64  # msgpack's own int64 form: eight bytes, whatever value
+        position = state.position
+        head = _encode(state)[: -_int_size(position)]  # the state's encoding but its last field, the position
         mac = self._mac.copy()
         mac.update(head)
-        return mac.digest() + head
+        return b"".join((mac.digest(), head, _place(_INT64, position)))  # the position as msgpack's int64
+
+    def unplaced(self, state: SessionState) -> bytes:
+        """A row's state blob but its last ``PLACE`` bytes, the position's value (``state.position`` is not in it)."""
+        head = _encode(state)[: -_int_size(state.position)]
+        mac = self._mac.copy()
+        mac.update(head)
+        return b"".join((mac.digest(), head, _INT64))
 
     def _checked(self, blob: object) -> memoryview:
         if not isinstance(blob, bytes):  # a column edited into text or a number
             raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
         view = memoryview(blob)
         mac = self._mac.copy()
-        mac.update(view[SEAL:-PLACE])
-        if len(blob) <= SEAL + PLACE or mac.digest() != blob[:SEAL]:
+        mac.update(view[SEAL:-_OUTSIDE])
+        if len(blob) <= _SHORTEST or mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
         return view[SEAL:]
 
@@ -141,11 +148,11 @@ class Seal:
         state = opened.get(blob)
         if state is not None:
             return state
-        if type(blob) is not bytes or len(blob) <= SEAL + PLACE:
+        if type(blob) is not bytes or len(blob) <= _SHORTEST:
             self._checked(blob)  # raises, saying why
         view = memoryview(blob)  # ``_checked`` inlined: this is every page's inner loop
         mac = self._mac.copy()
-        mac.update(view[SEAL:-PLACE])
+        mac.update(view[SEAL:-_OUTSIDE])
         if mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
         try:
