@@ -411,7 +411,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
         if row is None:
             return None
-        state = self._seal.open(row[0])
+        state = self._seal.open_at(*row)
         self._saw({session_id: row[0]})
         return state
 
@@ -429,7 +429,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         )
         current = next((row for row in rows if row[0] == 0), None)
         if current is not None and current[1] <= position:
-            return self._seal.open(current[2])
+            return self._seal.open_at(current[2], current[1])
         meta = {part: value for part, value, _state in rows if part >= 2}
         if 2 not in meta or 3 not in meta:
             raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")

@@ -129,7 +129,7 @@ class AppendFold:
         if checkpoint > head_before or head_before - checkpoint > IN_TRANSACTION:
             return
         try:
-            states = {session_id: self._seal.open(state) for session_id, state in loaded.fetchall()}
+            states = {session_id: self._seal.open_at(state, at) for session_id, state, at in loaded.fetchall()}
             looked = {entry.session_id for entry in written}  # a session the look-up did not find has no row
             entries: list[LogEntry] = written
             if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
@@ -293,7 +293,7 @@ class AppendFold:
         if not session_ids:
             return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
-        return {session_id: self._seal.open(state) for session_id, state in rows}
+        return {session_id: self._seal.open_at(state, at) for session_id, state, at in rows}
 
     def _floor(self, floor: int, position: int) -> int:
         """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of

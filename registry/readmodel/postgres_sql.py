@@ -161,8 +161,8 @@ class Statements:
         # After a long catch-up: the planner's statistics for the rows it wrote (without them a deep page's rm_past
         # part can be planned as a parallel bitmap scan, orders of magnitude slower).
         self.analyze = q("ANALYZE {s}.rm_sessions, {s}.rm_past")
-        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
-        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
+        self.load = q("SELECT session_id, state, valid_from FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
+        self.get = q("SELECT state, valid_from FROM {s}.rm_sessions WHERE session_id = %s")
         self.state_at = q(
             "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
             " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"

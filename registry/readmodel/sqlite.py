@@ -285,8 +285,8 @@ class SqliteReadModel(ReadModel, StoredTables):
         found: dict[str, SessionState] = {}
         for start in range(0, len(session_ids), 500):
             part = session_ids[start : start + 500]
-            for session_id, state in db.execute(sql.load(len(part)), part):
-                found[session_id] = self._seal.open(state)
+            for session_id, state, at in db.execute(sql.load(len(part)), part):
+                found[session_id] = self._seal.open_at(state, at)
         return found
 
     def rebuild(self) -> int:
@@ -370,7 +370,7 @@ class SqliteReadModel(ReadModel, StoredTables):
     def get(self, session_id: str) -> SessionState | None:
         with self._store.translate_errors():
             row = self._reader().execute(sql.GET, (session_id,)).fetchone()
-        return None if row is None else self._seal.open(row[0])
+        return None if row is None else self._seal.open_at(*row)
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         db = self._reader()
@@ -380,7 +380,7 @@ class SqliteReadModel(ReadModel, StoredTables):
                 meta = self._meta(db)
                 row = db.execute(sql.CURRENT_OF, (session_id,)).fetchone()
                 if row is not None and row[0] <= position:
-                    return self._seal.open(row[1])
+                    return self._seal.open_at(row[1], row[0])
                 if position < meta["floor"] or position > meta["checkpoint"]:
                     return PAST_WINDOW
                 if row is None:

@@ -45,7 +45,7 @@ META: Final = "SELECT key, value FROM rm_meta"
 SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_LIVE: Final = "UPDATE rm_meta SET value = value + ? WHERE key = 'live'"
-GET: Final = "SELECT state FROM rm_sessions WHERE session_id = ?"
+GET: Final = "SELECT state, valid_from FROM rm_sessions WHERE session_id = ?"
 CURRENT_OF: Final = "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?"
 PAST_AT: Final = (
     "SELECT state FROM rm_past WHERE session_id = ? AND valid_from <= ? AND valid_to > ?"
@@ -68,7 +68,7 @@ IN_LIST_ORDER: Final = (
 
 def load(count: int) -> str:
     """The states of ``count`` sessions by id (at most SQLite's 999 parameters)."""
-    return f"SELECT session_id, state FROM rm_sessions WHERE session_id IN ({','.join('?' * count)})"
+    return f"SELECT session_id, state, valid_from FROM rm_sessions WHERE session_id IN ({','.join('?' * count)})"
 
 
 def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:

@@ -127,6 +127,16 @@ class Seal:
         mac.update(head)
         return b"".join((mac.digest(), head, _INT64))
 
+    def open_at(self, blob: bytes, valid_from: int) -> SessionState:
+        """``open``, for a row read with its ``valid_from``: where a state is read to decide what to append (a
+        command's state, a fork's source) or to fold, its position - outside the seal - must be the row's."""
+        state = self.open(blob)
+        if state.position != valid_from:
+            raise ReadModelFault(
+                f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+            )
+        return state
+
     def _checked(self, blob: object) -> memoryview:
         if not isinstance(blob, bytes):  # a column edited into text or a number
             raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
