@@ -57,6 +57,7 @@ from events.group_commit import Unit
 from events.model import Event, LogEntry
 from events.postgres_hooks import AtEnd, CommitHook, Connection
 from events.postgres_sql import Statements, one
+from events.postgres_units import write_unit
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
 __all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "Unit", "Writer"]
@@ -382,8 +383,12 @@ class Writer:
             head, previous, next_stream = one(conn.execute(self._sql.tip, binary=True))
             tip = Tip(head, previous or GENESIS, next_stream)
             written: list[LogEntry] = []
+
+            def write(unit: Unit, into: list[LogEntry]) -> list[list[int]]:
+                return write_unit(conn, self._sql, self.rule, self._clock(), tip, unit, into)
+
             if len(units) == 1:
-                outcomes.append(self._write_unit(conn, tip, units[0], written))  # its error rolls everything back
+                outcomes.append(write(units[0], written))  # its error rolls everything back
             else:
                 pipeline.sync()  # psycopg now knows the transaction is open: each unit gets a savepoint
                 for unit in units:
@@ -391,7 +396,7 @@ class Writer:
                     mine: list[LogEntry] = []
                     try:
                         with conn.transaction():
-                            outcomes.append(self._write_unit(conn, tip, unit, mine))
+                            outcomes.append(write(unit, mine))
                     except (StoreError, ValueError) as exc:
                         tip.restore(mark)
                         outcomes.append(exc)
@@ -400,62 +405,6 @@ class Writer:
             self._run_hooks(conn, hooks, looked_up, written, head, tip.previous)
         _committed(hooks)
         return outcomes
-
-    def _write_unit(self, conn: Connection, tip: Tip, unit: Unit, written: list[LogEntry]) -> list[list[int]]:
-        """Write one unit's requests with two look-ups (stored ids, streams) and two bulk statements; the entries
-        it writes are added to ``written``."""
-        stored_rows = conn.execute(self._sql.select_ids, ([i for r, _ in unit for i in r.event_ids],), binary=True)
-        stream_rows = conn.execute(self._sql.select_streams, (list({r.session_id for r, _ in unit}),), binary=True)
-        stored = {record.event_id: record for record in map(record_from_row, stored_rows.fetchall())}
-        streams: dict[str, tuple[int | None, int]] = {sid: (n, v) for sid, n, v in stream_rows.fetchall()}
-        changed: dict[str, tuple[int, int]] = {}
-        columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
-        results = []
-        entries: list[LogEntry] = []
-        at = self._clock()
-        for request, blobs in unit:
-            session_id = request.session_id
-            known = {i: stored[i] for i in request.event_ids if i in stored}
-            retried = retried_positions(session_id, request.events, request.event_ids, known)
-            if retried is not None:
-                results.append(retried)
-                continue
-            stream, actual = streams.get(session_id, (None, 0))
-            if request.expected_version != ANY and request.expected_version != actual:
-                raise ConcurrencyError(session_id, request.expected_version, actual)
-            if stream is None:
-                assert tip.next_stream is not None
-                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
-            head, count = tip.head, len(blobs)
-            rows = [
-                (head + n, session_id, actual + n, event_id.bytes, at, blob)
-                for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
-            ]
-            chain = self.rule.links(tip.previous, rows)
-            values: tuple[Sequence[object], ...] = (
-                [head + n for n in range(1, count + 1)],
-                [stream] * count,
-                [actual + n for n in range(1, count + 1)],
-                request.event_ids,
-                [at] * count,
-                [session_id] * count,
-                blobs,
-                chain,
-            )
-            for column, more in zip(columns, values, strict=True):
-                column.extend(more)
-            entries += [LogEntry(head + n, session_id, actual + n, event) for n, event in enumerate(request.events, 1)]
-            streams[session_id] = changed[session_id] = (stream, actual + count)
-            tip.head, tip.previous = head + count, chain[-1]
-            results.append(list(range(head + 1, head + count + 1)))
-        if changed:
-            conn.execute(
-                self._sql.upsert_streams,
-                (list(changed), [n for n, _ in changed.values()], [v for _, v in changed.values()]),
-            )
-            conn.execute(self._sql.insert_events, columns)
-        written += entries
-        return results
 
     def _run_hooks(
         self,
