@@ -1,19 +1,39 @@
 """The contract between the PostgreSQL store's write path (``events.postgres_write``) and the work it runs in an
 append's own transaction - the registry's read model (``registry.readmodel.postgres_fold``) is the one there is.
-A hook queues statements in the append's pipeline; it never fetches on the way in the one-exchange path."""
+A hook queues statements in the append's pipeline; it never fetches on the way in the one-exchange path. For a
+lone event it may instead write its part into the append's own statement (``at_end``), where the server finds the
+event's position: then the append is one exchange whoever appended last."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
 
-from events.model import LogEntry
+from events.model import Event, LogEntry
 
-__all__ = ["CommitHook", "Connection"]
+__all__ = ["AtEnd", "CommitHook", "Connection"]
 
 Connection = psycopg.Connection[TupleRow]
+
+
+class AtEnd(NamedTuple):
+    """A hook's part of a lone event's one-statement append (``events.postgres_sql.Statements.at_end``), prepared
+    without the event's position: SQL the store writes into its statement (each piece the same bytes object every
+    time: the store builds a statement once per set of pieces), and the parameters it names (``%(name)s``, prefixed
+    by the hook; the store's own ``%(session)s`` may be used)."""
+
+    guard: bytes
+    """A boolean over the statement's snapshot, taken once the append lock is granted; ``tip`` (``position``,
+    ``chain``) is the log's end before the append, ``cur`` (``stream``, ``version``) the session's stream before
+    it. Nothing is written unless it holds."""
+    writes: bytes
+    """CTEs (``name AS (...)``, comma-separated) over ``ev`` (the event's ``position`` and ``chain``; no row when
+    nothing was written)."""
+    answer: bytes
+    """An expression the statement answers (``placed`` gets its value)."""
+    params: dict[str, object]
 
 
 class CommitHook(Protocol):
@@ -41,6 +61,17 @@ class CommitHook(Protocol):
         if the hook's data moved meanwhile."""
         ...
 
+    def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
+        """This hook's part of the one-statement append of ``event`` to ``session_id`` at ``version`` (None: any,
+        the stream's next - the hook's guard then says which it assumed), wherever the log ends; None when it
+        cannot prepare one (the append then reads first and calls ``look_up``)."""
+        ...
+
+    def placed(self, position: int, answer: object) -> None:
+        """The one-statement append wrote the event at ``position``; ``answer`` is the value of the hook's
+        ``AtEnd.answer`` (``committed`` follows)."""
+        ...
+
     def committed(self) -> None:
-        """The transaction that last ran ``in_transaction`` or ``write_known`` committed."""
+        """The transaction that last ran ``in_transaction``, ``write_known`` or ``at_end``'s part committed."""
         ...

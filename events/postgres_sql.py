@@ -104,23 +104,35 @@ class Statements:
         }
         # A lone event appended where the server finds the log's end (the append lock held): its position, stream,
         # version and link computed here, the expected version checked here - one exchange whoever appended last.
-        # Returns the position (NULL when the expected version did not match: nothing is written).
-        self.insert_at_end = q(
-            "WITH tip AS (SELECT coalesce(h.position, 0) AS position, coalesce(h.chain, %(genesis)b) AS chain"
-            " FROM (VALUES (1)) AS one (x)"
-            " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h ON true),"
-            " cur AS (SELECT coalesce(st.stream, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)) AS stream,"
-            " coalesce(st.version, 0) AS version FROM (VALUES (1)) AS one (x)"
-            " LEFT JOIN {s}.streams AS st ON st.session_id = %(session)s),"
-            " r AS (SELECT tip.position + 1 AS position, tip.chain AS previous, cur.stream, cur.version + 1 AS version,"
-            " %(id)b::uuid AS event_id, %(at)s::bigint AS at, %(session)s::text AS session, %(blob)b::bytea AS data"
-            " FROM tip, cur WHERE %(expected)s::integer < 0 OR cur.version = %(expected)s::integer),"
-            " ev AS (INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
-            " SELECT position, stream, version, event_id, at, session, data, " + LINK + " FROM r RETURNING position),"
-            " st AS (INSERT INTO {s}.streams (session_id, stream, version) SELECT session, stream, version FROM r"
-            " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version)"
-            " SELECT (SELECT position FROM ev)"
+        # Answers the position (NULL when nothing was written: the expected version did not match, or a commit hook's
+        # guard was false) and the guard's value; a commit hook's part is written in by ``at_end``.
+        self._at_end = (
+            q(
+                "WITH tip AS (SELECT coalesce(h.position, 0) AS position, coalesce(h.chain, %(genesis)b) AS chain"
+                " FROM (VALUES (1)) AS one (x)"
+                " LEFT JOIN LATERAL (SELECT position, chain FROM {s}.events ORDER BY position DESC LIMIT 1) AS h"
+                " ON true),"
+                " cur AS (SELECT coalesce(st.stream, (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)) AS stream,"
+                " coalesce(st.version, 0) AS version FROM (VALUES (1)) AS one (x)"
+                " LEFT JOIN {s}.streams AS st ON st.session_id = %(session)s),"
+                " ok AS (SELECT "
+            ),
+            q(
+                " AS ok FROM tip, cur),"
+                " r AS (SELECT tip.position + 1 AS position, tip.chain AS previous, cur.stream,"
+                " cur.version + 1 AS version, %(id)b::uuid AS event_id, %(at)s::bigint AS at,"
+                " %(session)s::text AS session, %(blob)b::bytea AS data FROM tip, cur, ok"
+                " WHERE ok.ok AND (%(expected)s::integer < 0 OR cur.version = %(expected)s::integer)),"
+                " ev AS (INSERT INTO {s}.events"
+                " (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+                " SELECT position, stream, version, event_id, at, session, data, " + LINK + " FROM r"
+                " RETURNING position, chain),"
+                " st AS (INSERT INTO {s}.streams (session_id, stream, version) SELECT session, stream, version FROM r"
+                " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version)"
+            ),
+            b" SELECT (SELECT position FROM ev), (SELECT ok FROM ok)",
         )
+        self._at_ends: dict[tuple[tuple[bytes, bytes, bytes], ...], bytes] = {}
         self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")
         self.upsert_streams = q(
             "INSERT INTO {s}.streams (session_id, stream, version)"
@@ -161,6 +173,20 @@ class Statements:
             " WHERE s.session_id = %s AND e.version > %s ORDER BY e.version"
         )
         self.head = q("SELECT coalesce(max(position), 0) FROM {s}.events")
+
+    def at_end(self, parts: tuple[tuple[bytes, bytes, bytes], ...]) -> bytes:
+        """The one-statement append of a lone event with commit hooks' parts in it, each a
+        (guard, writes, answer) of ``events.postgres_hooks.AtEnd``: the guards joined by AND (the event is written
+        only when all hold), the writes as CTEs after the store's own, the answers as columns after the guard's value.
+        Built once per parts."""
+        statement = self._at_ends.get(parts)
+        if statement is None:
+            head, body, answers = self._at_end
+            guard = b" AND ".join(b"(" + part[0] + b")" for part in parts) or b"true"
+            writes = b"".join(b", " + part[1] for part in parts)
+            statement = head + guard + body + writes + answers + b"".join(b", " + part[2] for part in parts)
+            self._at_ends[parts] = statement
+        return statement
 
 
 def one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:

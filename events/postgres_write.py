@@ -6,20 +6,21 @@ head to its commit, so positions are assigned and committed in one order (and th
 each record to the one before, is computed in that order). A reader that has seen position P never later finds
 a committed event below P; readers still ask for ``> last``, never ``last + 1``.
 
-Two ways to append alone. A process that knows the log's end (its own last append, and nobody else's since)
-sends one exchange: the lock, the writes computed from what it knows, the hooks' writes and NOTIFY, one implicit
-transaction the server commits at the exchange's sync. If another writer appended meanwhile, the insert collides
-on a position (or a new stream) it took, or a hook's guard fails, and nothing is written; the append then reads
-under the lock first (BEGIN, two round trips, COMMIT), which also tells whether writers contend (then appends keep
-reading first). Commit hooks (the registry's read model) queue their look-ups in the reading path's first
-exchange and their writes with the events' before the COMMIT; in the one-exchange path they fold from what they
-know and guard it. Either way: one transaction, one WAL flush. A lone event with no hook to fold it needs none of
-this: the server finds the log's end under the lock and computes the rest (store format 3), one exchange always.
+Appending alone. A lone event goes in one exchange whoever appended last (store format 3): the lock (with its
+NOTIFY), then one statement in which the server finds the log's end, computes the position, stream, version and
+chain link, checks the expected version and writes the event - and the commit hooks' parts (``AtEnd``: the
+registry's read model folds the event there, from the position the insert got, behind a guard) - one implicit
+transaction the server commits at the exchange's sync. When it writes nothing (a hook's guard failed, a version
+the session is past, an id stored already), or for several events at once, the append reads under the lock first
+(BEGIN, two round trips, COMMIT) - unless the process knows the log's end (its own last append that read, and
+nobody else's since): then the lock, the writes computed from what it knows, the hooks' writes from what they
+know (guarded), in one exchange; a collision on a position (or a new stream) or a failed guard writes nothing,
+and it reads first. Hooks queue their look-ups in the reading path's first exchange and their writes with the
+events' before the COMMIT. Every way: one transaction, one WAL flush.
 
-What bounds writers on different sessions is that lock: under contention a hooked append reads under it (the
-two-round-trip path: the fold's rows carry the position), so it is held across a round trip to the client and the
-client's fold, then the COMMIT and (by default) its WAL flush: what the lock's holder spends its time on is measured
-by ``benchmarks.postgres_writers`` (figures in ``docs/scale.md``).
+What bounds writers on different sessions is that lock, held for the server's work on the statement, then the
+COMMIT and (by default) its WAL flush: what the lock's holder spends its time on is measured by
+``benchmarks.postgres_writers`` (figures in ``docs/scale.md``).
 
 Commit modes (``PostgresStore(commit=...)``):
 
@@ -54,8 +55,9 @@ from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
-from events.postgres_hooks import CommitHook, Connection
+from events.postgres_hooks import AtEnd, CommitHook, Connection
 from events.postgres_sql import Statements, one
+from events.postgres_units import write_unit
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
 __all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "Unit", "Writer"]
@@ -168,8 +170,10 @@ class Writer:
         (``_append_reading``)."""
 
         def append() -> list[int]:
-            if not self._active and len(blobs) == 1 and self.rule.sql_from is not None:
-                return self._append_at_end(conn, request, blobs[0])
+            if len(blobs) == 1 and self.rule.sql_from is not None:
+                parts = self._parts_at_end(request)
+                if parts is not None:
+                    return self._append_at_end(conn, request, blobs[0], parts)
             known = self._known
             if known is not None and not known.contended:
                 positions = self._append_known(conn, known, request, blobs)
@@ -179,24 +183,46 @@ class Writer:
 
         return self._with_hooks(append)
 
-    def _append_at_end(self, conn: Connection, request: PreparedAppend, blob: bytes) -> list[int]:
-        """One event with no commit hook to fold it: one exchange whoever appended last - the server finds the
-        log's end under the lock, computes the position, stream, version and link, and checks the expected
-        version. When it writes nothing (an id stored already: a retry whose answer was lost; or a version the
-        session is past), the append that reads first tells which, as it does for any append."""
+    def _parts_at_end(self, request: PreparedAppend) -> list[AtEnd] | None:
+        """The hooks' parts of a lone event's one-statement append; None when one has none."""
+        if not self._active:
+            return []
+        expected, event = request.expected_version, request.events[0]
+        version = expected + 1 if expected >= 0 else None
+        parts = []
+        for hook in self._active:
+            part = hook.at_end(request.session_id, version, event)
+            if part is None:
+                return None
+            parts.append(part)
+        return parts
+
+    def _append_at_end(self, conn: Connection, request: PreparedAppend, blob: bytes, parts: list[AtEnd]) -> list[int]:
+        """One event: one exchange whoever appended last - the server finds the log's end under the lock, computes
+        the position, stream, version and link, and checks the expected version; the hooks' parts (``parts``) fold
+        the event in the same statement, behind their guard. When it writes nothing (an id stored already: a retry
+        whose answer was lost; a version the session is past; a hook's guard that failed), the append that reads
+        first tells which, as it does for any append, and folds through the hooks' look-ups."""
         self._known = None  # this append learns the end, not the next stream number: a later one reads first
         at, expected = self._clock(), request.expected_version
         params = {"genesis": GENESIS, "session": request.session_id, "id": request.event_ids[0], "at": at}
+        params |= {"blob": blob, "expected": expected}
+        for part in parts:
+            params |= part.params
+        statement = self._sql.at_end(tuple((part.guard, part.writes, part.answer) for part in parts))
         try:
             with self._committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
-                inserted = conn.execute(self._sql.insert_at_end, params | {"blob": blob, "expected": expected})
+                inserted = conn.execute(statement, params)
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id":
                 raise
             return self._append_reading(conn, request, [blob])
-        (position,) = one(inserted)
-        return [position] if position is not None else self._append_reading(conn, request, [blob])
+        position, _guarded, *answers = one(inserted)
+        if position is None:
+            return self._append_reading(conn, request, [blob])
+        _committed(self._active, (position, answers))
+        return [position]
 
     def _with_hooks(self, write: Callable[[], _T]) -> _T:
         """Run ``write`` with the hooks; when their statements fail for their own tables' sake (gone, damaged,
@@ -357,8 +383,12 @@ class Writer:
             head, previous, next_stream = one(conn.execute(self._sql.tip, binary=True))
             tip = Tip(head, previous or GENESIS, next_stream)
             written: list[LogEntry] = []
+
+            def write(unit: Unit, into: list[LogEntry]) -> list[list[int]]:
+                return write_unit(conn, self._sql, self.rule, self._clock(), tip, unit, into)
+
             if len(units) == 1:
-                outcomes.append(self._write_unit(conn, tip, units[0], written))  # its error rolls everything back
+                outcomes.append(write(units[0], written))  # its error rolls everything back
             else:
                 pipeline.sync()  # psycopg now knows the transaction is open: each unit gets a savepoint
                 for unit in units:
@@ -366,7 +396,7 @@ class Writer:
                     mine: list[LogEntry] = []
                     try:
                         with conn.transaction():
-                            outcomes.append(self._write_unit(conn, tip, unit, mine))
+                            outcomes.append(write(unit, mine))
                     except (StoreError, ValueError) as exc:
                         tip.restore(mark)
                         outcomes.append(exc)
@@ -375,62 +405,6 @@ class Writer:
             self._run_hooks(conn, hooks, looked_up, written, head, tip.previous)
         _committed(hooks)
         return outcomes
-
-    def _write_unit(self, conn: Connection, tip: Tip, unit: Unit, written: list[LogEntry]) -> list[list[int]]:
-        """Write one unit's requests with two look-ups (stored ids, streams) and two bulk statements; the entries
-        it writes are added to ``written``."""
-        stored_rows = conn.execute(self._sql.select_ids, ([i for r, _ in unit for i in r.event_ids],), binary=True)
-        stream_rows = conn.execute(self._sql.select_streams, (list({r.session_id for r, _ in unit}),), binary=True)
-        stored = {record.event_id: record for record in map(record_from_row, stored_rows.fetchall())}
-        streams: dict[str, tuple[int | None, int]] = {sid: (n, v) for sid, n, v in stream_rows.fetchall()}
-        changed: dict[str, tuple[int, int]] = {}
-        columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
-        results = []
-        entries: list[LogEntry] = []
-        at = self._clock()
-        for request, blobs in unit:
-            session_id = request.session_id
-            known = {i: stored[i] for i in request.event_ids if i in stored}
-            retried = retried_positions(session_id, request.events, request.event_ids, known)
-            if retried is not None:
-                results.append(retried)
-                continue
-            stream, actual = streams.get(session_id, (None, 0))
-            if request.expected_version != ANY and request.expected_version != actual:
-                raise ConcurrencyError(session_id, request.expected_version, actual)
-            if stream is None:
-                assert tip.next_stream is not None
-                stream, tip.next_stream = tip.next_stream, tip.next_stream + 1
-            head, count = tip.head, len(blobs)
-            rows = [
-                (head + n, session_id, actual + n, event_id.bytes, at, blob)
-                for n, (event_id, blob) in enumerate(zip(request.event_ids, blobs, strict=True), 1)
-            ]
-            chain = self.rule.links(tip.previous, rows)
-            values: tuple[Sequence[object], ...] = (
-                [head + n for n in range(1, count + 1)],
-                [stream] * count,
-                [actual + n for n in range(1, count + 1)],
-                request.event_ids,
-                [at] * count,
-                [session_id] * count,
-                blobs,
-                chain,
-            )
-            for column, more in zip(columns, values, strict=True):
-                column.extend(more)
-            entries += [LogEntry(head + n, session_id, actual + n, event) for n, event in enumerate(request.events, 1)]
-            streams[session_id] = changed[session_id] = (stream, actual + count)
-            tip.head, tip.previous = head + count, chain[-1]
-            results.append(list(range(head + 1, head + count + 1)))
-        if changed:
-            conn.execute(
-                self._sql.upsert_streams,
-                (list(changed), [n for n, _ in changed.values()], [v for _, v in changed.values()]),
-            )
-            conn.execute(self._sql.insert_events, columns)
-        written += entries
-        return results
 
     def _run_hooks(
         self,
@@ -466,9 +440,13 @@ def _laid_out(
     return positions, chain, written
 
 
-def _committed(hooks: tuple[CommitHook, ...]) -> None:
-    for hook in hooks:
+def _committed(hooks: tuple[CommitHook, ...], placed: tuple[int, list[object]] | None = None) -> None:
+    """Tell the hooks their transaction committed (``placed``: where a one-statement append put the event, and
+    what each hook's part answered)."""
+    for n, hook in enumerate(hooks):
         try:
+            if placed is not None:
+                hook.placed(placed[0], placed[1][n])
             hook.committed()
         except Exception:  # derived data: its owner catches up later; the append is committed and stays so
             log.warning("a commit hook failed after the commit", exc_info=True)

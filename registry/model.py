@@ -78,7 +78,7 @@ ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = typing.get_args(Archived)
 """``session/list``'s ``archived`` values (omitted and null are ``exclude``): the CLI's choices, the one check
 (``commands.list_filter``) and its refusal all read them here."""
 
-STATE_VERSION: Final = 2
+STATE_VERSION: Final = 3
 """Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read
 model's version and the snapshot format add it to their own revision, so both move with it: states stored in an
 older shape are rebuilt from the log, never decoded into the new one."""
@@ -91,8 +91,10 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """One session as the log has made it. ``position`` is the last event that touched it.
 
     The fold changes a state with ``msgspec.structs.replace`` (only what an event changes); the read models
-    store it encoded (array-like, new fields at the end with defaults). Its fields are pinned to ``STATE_VERSION``
-    (which the read-model and snapshot format versions follow) by ``tests/test_session_shape.py``.
+    store it encoded (array-like, new fields with defaults before ``position``, which stays last: a stored state's
+    last eight bytes are its position, which the server writes when it alone knows it - ``readmodel.tables.Seal``).
+    Its fields are pinned to ``STATE_VERSION`` (which the read-model and snapshot format versions follow) by
+    ``tests/test_session_shape.py``.
     """
 
     session_id: str
@@ -105,11 +107,12 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     messages: int
     created_at: int
     version: int
-    position: int
     deleted: bool = False
     archived: bool = False
     agent: str | None = None
     parent: ForkRef | None = None
+    position: int = 0
+    """The last event that touched it (0: a state not in the log yet)."""
 
 
 def agent_of(session_id: str, recorded: str | None) -> str | None:

@@ -84,9 +84,9 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             0,
             event.at,
             record.version,
-            record.position,
             agent=agent_of(record.session_id, event.agent),
             parent=event.parent,
+            position=record.position,
         )
     if state is None or state.deleted:
         return None

@@ -79,7 +79,7 @@ class CommandWriter:
         # shared store): the append's expected version refuses a stale state (ConcurrencyError), and whatever a
         # stale state would refuse or find nothing to do is decided again from a fresh read; every later try
         # (another writer was first) reads afresh.
-        last_seen = [self._read_model.get(session_id)]
+        last_seen = [self._read_model.last_seen(session_id)]
 
         def attempt() -> None:
             state = last_seen.pop() if last_seen else None

@@ -31,7 +31,7 @@ def _render(renderable: object, width: int) -> str:
 
 
 def _state(session_id: str, cwd: str, title: str | None) -> SessionState:
-    return SessionState(session_id, cwd, (), title, None, AT, None, 0, AT, 1, 1)
+    return SessionState(session_id, cwd, (), title, None, AT, None, 0, AT, 1, position=1)
 
 
 def _headers(text: str) -> list[str]:

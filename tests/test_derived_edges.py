@@ -33,7 +33,7 @@ def _resealed(blob: bytes, how: str, path: Path) -> bytes:
         return body + zlib.crc32(body).to_bytes(4, "little")
     with open_store(f"sqlite://{path}", create=False) as store:
         key = Backend(store).seal_key()
-    edited = msgspec.msgpack.decode(blob[:-SEAL].replace(b"mine", b"evil"), type=SessionState)
+    edited = msgspec.msgpack.decode(blob[SEAL:].replace(b"mine", b"evil"), type=SessionState)
     return Seal(key).seal(edited)
 
 

@@ -267,3 +267,28 @@ def test_rebuild_works_from_any_state_of_the_tables_and_says_what_it_replaced(
     if damage is not None:
         assert "schema was not this version's" in said
     assert cli("--store", url, "verify").returncode == 0
+
+
+def test_a_position_edited_in_a_blob_is_found_before_anything_is_decided_from_it(
+    store_urls: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A state's position is outside its seal (the server writes it): where a state is read to decide what to
+    # append - here the position a fork is taken at - it must be its row's valid_from, else the tables are rebuilt.
+    url = store_urls()
+    with SessionRegistry.open(url, follow=False) as writer:
+        writer.create("/w", session_id="s")
+        writer.record_activity("s", messages=1)
+    at = "length(state) - 7"
+    tamper(
+        url,
+        f"UPDATE rm_sessions SET state = CAST(substr(state, 1, {at} - 1) || x'0000000000000001' AS BLOB)"
+        " WHERE session_id = 's'"
+        if url.startswith("sqlite://")
+        else f"UPDATE rm_sessions SET state = overlay(state placing '\\x0000000000000001'::bytea from {at})"
+        " WHERE session_id = 's'",
+    )
+    with SessionRegistry.open(url, follow=False) as registry:
+        fork = registry.fork("s", "/w")
+        parent = registry.state(fork.session_id).parent  # type: ignore[union-attr]
+        assert parent is not None and parent.position == 2  # the source's last event, not the edited 1
+    assert "does not match its state" in caplog.text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from events import ConcurrencyError, SessionCreated, SessionUpdated
+from events import ANY, ConcurrencyError, SessionCreated, SessionUpdated
 from events.postgres import PostgresStore
 from events.urls import split_postgres_url
 from registry import ListSessionsResult, SessionRegistry
@@ -21,6 +21,7 @@ from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
 from registry.readmodel.guard import GuardedReadModel, open_read_model
 from registry.readmodel.postgres import PostgresReadModel
+from registry.readmodel.tables import Seal
 from tests.exchanges import round_trips
 
 
@@ -175,37 +176,54 @@ def test_a_command_decided_on_a_stale_state_is_decided_again(schema: Schema) -> 
         assert check_read_model(one.backend, one.read_model).mismatches == []
 
 
-def test_appends_in_one_exchange_fall_back_when_the_log_or_the_tables_moved(
+def test_a_lone_event_folds_in_its_own_statement_and_falls_back_only_when_the_tables_or_its_session_moved(
     schema: Schema, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # The server places the event and its fold wherever the log ends (one exchange: ``round_trips`` 1); the fold
+    # is from the session's state as this process last saw it, behind a guard. When the guard fails, the append
+    # reads first (that exchange, then two) and folds from what it reads.
     from events.testing import check_log  # noqa: PLC0415
 
-    with PostgresStore.from_url(schema.url) as mine, PostgresStore.from_url(schema.url) as other:
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as mine,
+        PostgresStore.from_url(schema.url) as other,
+        PostgresStore.from_url(schema.url) as bare,
+    ):
         model, theirs = open_read_model(backend_for(mine)), open_read_model(backend_for(other))
-        assert mine.append("a", [SessionCreated(cwd="/w", at=1)]) == [1]  # reads the log's end first
-        assert mine.append("a", [SessionUpdated(at=2)], 1) == [2]  # known end, no other writer: one exchange
-        assert mine.append("b", [SessionCreated(cwd="/w", at=3)]) == [3]
-        known = mine._writer._known
-        assert known is not None and not known.contended and known.head == 3
-        assert other.append("a", [SessionUpdated(at=4, messages=7)], 2) == [4]  # the log moves behind mine's back
-        assert mine.append("b", [SessionUpdated(at=5)], 1) == [5]  # collides on position 4, reads, appends
+
+        def append(session_id: str, event: SessionCreated | SessionUpdated, expected: int) -> tuple[list[int], int]:
+            positions: list[list[int]] = []
+            trips = round_trips(mine, lambda: positions.append(mine.append(session_id, [event], expected)))
+            return positions[0], trips
+
+        assert append("a", SessionCreated(cwd="/w", at=1), 0) == ([1], 1)  # a new session: no state needed
+        assert append("a", SessionUpdated(at=2), 1) == ([2], 1)  # from the state its own append left
+        assert other.append("b", [SessionCreated(cwd="/w", at=3)], 0) == [3]
+        assert append("a", SessionUpdated(at=4), 2) == ([4], 1)  # the log moved, not a's row: no read
+        assert other.append("a", [SessionUpdated(at=5, messages=7)], 3) == [5]  # a's row moves behind mine's back
         with pytest.raises(ConcurrencyError):
-            mine.append("a", [SessionUpdated(at=6)], 2)  # a's version is 3 now: the read says so
-        assert mine.append("a", [SessionUpdated(at=6)], 3) == [6]
-        assert mine.append("a", [SessionUpdated(at=7)], 4) == [7]
-        theirs.rebuild()  # the tables moved (same checkpoint, another floor): the guard sends mine to read
-        assert mine.append("b", [SessionUpdated(at=8)], 2) == [8]
-        # Folded by the read that followed: the exchange the guard failed was one transaction, so its insert of 8
-        # (sent before the guard) was rolled back with it - committed alone, the read would have found it stored
-        # and left it unfolded (checkpoint 7).
-        assert schema.checkpoint_and_head() == (8, 8)
-        assert [r.position for r in check_log(mine)] == list(range(1, 9))
+            mine.append("a", [SessionUpdated(at=6)], 3)  # a's version is 4 now: the read says so
+        assert append("a", SessionUpdated(at=6), 4) == ([6], 3)  # mine's state of a was stale: the guard, a read
+        assert append("a", SessionUpdated(at=7), 5) == ([7], 1)  # and it is known again
+        bare.append("c", [SessionCreated(cwd="/w", at=8)])  # no read model on bare: the tables fall behind
+        assert schema.checkpoint_and_head() == (7, 8)
+        # The guard again; the read folds the gap too (its events and its sessions' rows: two more round trips).
+        assert append("a", SessionUpdated(at=9), 6) == ([9], 5)
+        assert schema.checkpoint_and_head() == (9, 9)
+        theirs.rebuild()  # the same rows again, at the same checkpoint: mine's state of a is still the row
+        assert append("a", SessionUpdated(at=10), 7) == ([10], 1)
+        assert append("a", SessionUpdated(at=11), ANY) == ([11], 1)  # any version: the next of the state's
+        assert append("b", SessionUpdated(at=12), ANY) == ([12], 2)  # a session mine has not seen: a read
+        assert [r.position for r in check_log(mine)] == list(range(1, 13))
         for store, read_model in ((mine, model), (other, theirs)):
             read_model.catch_up()
             assert check_read_model(backend_for(store), read_model).mismatches == []
         state = model.get("a")
-        assert state is not None and state.messages == 7 and state.version == 5
-        assert theirs.window_floor() == model.window_floor() == 7  # the rebuild's floor, not lowered by mine
+        assert state is not None and state.messages == 7 and state.version == 9 and state.position == 11
+        # The blob the server finished (the position appended to what this process sealed) is the sealed state.
+        with psycopg.connect(schema.conninfo, autocommit=True) as conn:
+            row = conn.execute(f"SELECT state FROM {schema.name}.rm_sessions WHERE session_id = 'a'").fetchone()
+        assert row is not None and row[0] == Seal(backend_for(mine).seal_key()).seal(state)
         model.close()
         theirs.close()
     # A collision is expected and handled: psycopg's "error ignored terminating <Pipeline>" is not logged for it.
@@ -334,28 +352,36 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None
         PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
         SessionRegistry(store, follow=False) as registry,
     ):
-        session_id = registry.create("/w").session_id  # the first append reads the log's end,
-        registry.record_activity(session_id, messages=1)  # and so does the next: nobody else appended meanwhile
+        session_id = registry.create("/w").session_id
         assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
         assert round_trips(store, lambda: registry.create("/w")) == 1
+        # Several events: the server does not chain their links, the writer does, from the log's end it reads
+        # (then, while nobody else appends, from the end it knows).
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 2
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 2
         assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
         assert check_read_model(backend_for(store), _tables(store)).mismatches == []
 
 
-def test_a_create_among_other_writers_reads_the_log_end_in_one_round_trip(schema: Schema) -> None:
-    # Once writers contend, an append reads under the lock first (two round trips); the fold's look-up of the
-    # appended session is in the first, and a session it did not find is new - no third round trip to load it.
+def test_a_command_among_other_writers_is_one_round_trip(schema: Schema) -> None:
+    # Other processes append between this one's appends (writers contend): each append and its fold are still one
+    # statement in one exchange - the server places them at the log's end, with no read first.
     with (
         PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
         SessionRegistry(store, follow=False) as mine,
         SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
     ):
-        for _ in range(2):
+        own, other = mine.create("/w").session_id, theirs.create("/w").session_id
+        for turn in range(3):
+            theirs.record_activity(other, messages=1)
+            assert round_trips(store, lambda: mine.record_activity(own, messages=1)) == 1
             theirs.create("/w")
-            mine.create("/w")
-        theirs.create("/w")
-        assert round_trips(store, lambda: mine.create("/w")) == 2
+            assert round_trips(store, lambda: mine.create("/w")) == 1
+            title = f"t{turn}"
+            theirs.change_info(other, title=title)
+            assert round_trips(store, functools.partial(mine.change_info, own, title=title)) == 1
         assert check_read_model(backend_for(store), _tables(store)).mismatches == []
+        assert mine.get(own).title == "t2" and theirs.get(own).title == "t2"
 
 
 def test_a_later_page_is_one_checkout_and_one_round_trip_once_writers_are_at_work(schema: Schema) -> None:
@@ -380,20 +406,33 @@ def test_a_later_page_is_one_checkout_and_one_round_trip_once_writers_are_at_wor
             assert again() == second  # as of the walk's start
 
 
-def test_an_append_commits_without_its_fold_when_the_guard_function_is_gone(
-    schema: Schema, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("damage", ["rm_past dropped", "guard function dropped"])
+def test_an_append_commits_without_its_fold_when_the_hook_cannot_write(
+    schema: Schema, caplog: pytest.LogCaptureFixture, damage: str
 ) -> None:
     with PostgresStore.from_url(schema.url) as store, SessionRegistry(store, follow=False) as registry:
         session_id = registry.create("/w").session_id
-        registry.record_activity(session_id, messages=1, at=10**18)
+        for at in (
+            1,
+            2,
+        ):  # several events a time: the third such append goes from the end it knows (the guard function)
+            store.append(session_id, [SessionUpdated(at=at)] * 2)
         with psycopg.connect(schema.conninfo, autocommit=True) as conn:
-            conn.execute(f"DROP FUNCTION {schema.name}.rm_guard_1")
-        # The append that would call it commits all the same (the log decides), without its fold, which the
-        # read model catches up before it answers.
-        info = registry.record_activity(session_id, messages=2, at=2 * 10**18)
+            conn.execute(
+                f"DROP TABLE {schema.name}.rm_past"
+                if "rm_past" in damage
+                else f"DROP FUNCTION {schema.name}.rm_guard_1"
+            )
+        # The append that would write there commits all the same (the log decides), without its fold, which the
+        # read model catches up (or rebuilds) before it answers.
+        if "rm_past" in damage:
+            info = registry.record_activity(session_id, messages=2, at=2 * 10**18)
+        else:
+            store.append(session_id, [SessionUpdated(at=10**18), SessionUpdated(at=2 * 10**18, messages=2)])
+            info = registry.get(session_id)
         assert "commit hook failed" in caplog.text
         assert isinstance(info.updated_at, str) and info.updated_at.startswith("2033")
-        assert schema.checkpoint_and_head()[1] == 3
+        assert schema.checkpoint_and_head()[1] == (6 if "rm_past" in damage else 7)
         assert [s.updated_at for s in registry.list().sessions] == [info.updated_at]
     with PostgresStore.from_url(schema.url) as store:  # the next writer to open defines it again
         model = _tables(store)

@@ -43,6 +43,8 @@ PINNED: list[tuple[str, int, int, int]] = [
     # archived, agent, parent; read model 5, 6: each row's state sealed, 7: a fork's parent in a column of its own,
     # 8: the seal keyed
     ("3603b47edd4e986e", 2, 8, 4),
+    # position last (a stored state's last eight bytes, which the server writes); read model 10: the seal first
+    ("7551a0ee7d1b6cdb", 3, 10, 5),
 ]
 
 
@@ -74,6 +76,12 @@ def test_the_state_fields_are_pinned_to_the_read_model_and_snapshot_versions() -
         assert all(a > b for a, b in zip(after, before, strict=True)), "a shape change without a bump of each version"
 
 
+def test_the_position_is_the_last_field() -> None:
+    # A stored state's last eight bytes are its position, outside the seal, so that the server can write them
+    # (``registry.readmodel.tables.Seal``): a field added after it would be sealed as part of the position.
+    assert msgspec.structs.fields(SessionState)[-1].name == "position"
+
+
 BASE = SessionState(
     "s1",
     "/w",
@@ -85,10 +93,10 @@ BASE = SessionState(
     3,
     1_000_000,
     4,
-    9,
     archived=False,
     agent="codex",
     parent=events.ForkRef(session_id="s0", position=2),
+    position=9,
 )
 
 OTHER_VALUES: dict[str, Any] = {
@@ -155,7 +163,7 @@ _OTHER_AND_CLEARED = [
 
 
 def test_the_written_out_meta_is_the_declarations() -> None:
-    bare = SessionState("s1", "/w", (), None, None, None, None, 0, 1, 1, 1)
+    bare = SessionState("s1", "/w", (), None, None, None, None, 0, 1, 1, position=1)
     states = [start for start in (BASE, bare)]
     states += [
         msgspec.structs.replace(start, **{name: value}) for start in (BASE, bare) for name, value in _OTHER_AND_CLEARED

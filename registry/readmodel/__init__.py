@@ -98,6 +98,12 @@ class ReadModel(abc.ABC):
     def get(self, session_id: str) -> SessionState | None:
         """The session at the checkpoint (deleted ones included), or None."""
 
+    def last_seen(self, session_id: str) -> SessionState | None:
+        """The session as this process last saw it - maybe older than the checkpoint: what a command decides from
+        on its first try, which the append's expected version refuses if another writer moved the session since.
+        A shared store's read model answers it without a round trip when it can."""
+        return self.get(session_id)
+
     @abc.abstractmethod
     def forks(self, session_id: str) -> list[SessionState]:
         """The sessions forked from ``session_id`` at the checkpoint (deleted ones included), in no particular

@@ -200,6 +200,10 @@ class GuardedReadModel(ReadModel):
 
         return self._serve(get)
 
+    def last_seen(self, session_id: str) -> SessionState | None:
+        state = self._serve(lambda model: model.last_seen(session_id))
+        return state if state is None or state.session_id == session_id else self.get(session_id)
+
     def forks(self, session_id: str) -> list[SessionState]:
         def forks(model: ReadModel) -> list[SessionState]:
             found = model.forks(session_id)

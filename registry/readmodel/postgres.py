@@ -2,16 +2,16 @@
 ``postgres_sql.py`` for the statements).
 
 Every process and host on the store shares these tables. An append folds itself into them in its own transaction
-(the store's commit hook, ``events.postgres_write``, answered in ``postgres_fold.py``): its reads go in the append's
-first exchange, its writes in the second with the events and the COMMIT - one transaction, one WAL flush, no round
-trip of its own. The append lock that orders positions orders these folds too; they only try a shared hold of the
-read model's own advisory lock, and leave their fold to a catch-up that holds it exclusively. A catch-up (a read
-model behind the log: appends by a store with no read model open, a fold an append left, or the first open) runs in
-transactions of its own, reads the log through the store, and moves the checkpoint with the rows: a short one under
-the append lock too (so, like an append, it never runs beside one), a long one under the read model's lock alone
-(appends never wait for it). A page is one statement, so it reads one snapshot: the current rows valid at P, the
-past rows valid at P, and the window's floor; a walk's first page adds the freshness check (is the checkpoint the
-log's head?) to the same statement.
+(the store's commit hook, ``events.postgres_write``, answered in ``postgres_fold.py``): a lone event's fold is
+written by the server in the append's own statement, from the position it finds - one transaction, one WAL flush,
+one exchange, whoever appended last. The append lock that orders positions orders these folds too; they only try a
+shared hold of the read model's own advisory lock, and leave their fold to a catch-up that holds it exclusively. A
+catch-up (a read model behind the log: appends by a store with no read model open, a fold an append left, or the
+first open) runs in transactions of its own, reads the log through the store, and moves the checkpoint with the
+rows: a short one under the append lock too (so, like an append, it never runs beside one), a long one under the
+read model's lock alone (appends never wait for it). A page is one statement, so it reads one snapshot: the current
+rows valid at P, the past rows valid at P, and the window's floor; a walk's first page adds the freshness check (is
+the checkpoint the log's head?) to the same statement.
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         self._pending = None
         self._recent = None
         self._known_writes = None
+        self._placing = None
+        self._seen = {}
         self._moving = 0  # later pages still to send both statements at once (see _later_page)
         store.run(functools.partial(self._prepare, repair=catch_up))
         if catch_up:
@@ -407,7 +409,15 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         if recent is not None and recent[0] == self._position and session_id in recent[2]:
             return self._seal.open(recent[2][session_id])  # this process folded it, and nothing moved since
         row = self._store.run(lambda conn: conn.execute(self._sql.get, (session_id,)).fetchone())
-        return None if row is None else self._seal.open(row[0])
+        if row is None:
+            return None
+        state = self._seal.open_at(*row)
+        self._saw({session_id: row[0]})
+        return state
+
+    def last_seen(self, session_id: str) -> SessionState | None:
+        blob = self._seen.get(session_id)
+        return self.get(session_id) if blob is None else self._seal.open(blob)
 
     def forks(self, session_id: str) -> list[SessionState]:
         rows = self._store.run(lambda conn: conn.execute(self._sql.forks, (session_id,)).fetchall())
@@ -419,7 +429,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         )
         current = next((row for row in rows if row[0] == 0), None)
         if current is not None and current[1] <= position:
-            return self._seal.open(current[2])
+            return self._seal.open_at(current[2], current[1])
         meta = {part: value for part, value, _state in rows if part >= 2}
         if 2 not in meta or 3 not in meta:
             raise ReadModelFault("the read model's rm_meta has no checkpoint or floor row")

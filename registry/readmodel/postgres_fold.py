@@ -2,11 +2,17 @@
 hook (``events.postgres_hooks.CommitHook``), and how a fold's rows are written, which a catch-up shares
 (``postgres.py`` has the rest of ``PostgresReadModel``: its tables made, caught up and read).
 
-The hook's reads (the read model's lock, if free; its checkpoint; the appended sessions' rows) go in the append's
-first exchange, its writes in the second with the events and the COMMIT. An append sent in one exchange folds
-from what this process's own last fold left instead (``fold_known``), behind a guard that fails the transaction
-if anything else moved the tables meanwhile. What committed is remembered: ``get`` answers from it while nothing
-moves.
+A lone event (every command's append) folds in the append's own statement (``at_end``): the state is folded from
+the session's state as this process last saw it, without the event's position - the state blob is sealed without
+its last eight bytes, the position's (``tables.Seal``) - and the server writes the rows, ``valid_from`` and
+``valid_to``, the window's floor, the checkpoint and its chain anchor from the position the event's insert got.
+Its guard: no catch-up holds the read model, the checkpoint is the log's end before the append, and the session's
+row is the version folded from; when it fails, nothing is written and the append reads first. There, the hook's
+reads (the read model's lock, if free; its checkpoint; the appended sessions' rows) go in the append's first
+exchange, its writes in the second with the events and the COMMIT. Several events sent in one exchange from the
+log's end the process knows fold from what its own last fold left (``fold_known``), behind a guard that fails the
+transaction if anything else moved the tables meanwhile. What committed is remembered: ``get`` answers from it
+while nothing moves, ``at_end`` and ``last_seen`` from the states this process saw.
 """
 
 from __future__ import annotations
@@ -18,9 +24,23 @@ from typing import TYPE_CHECKING, Final, cast
 import msgspec
 
 from events.model import Event, LogEntry
+from events.postgres_hooks import AtEnd
 from registry.model import SessionState
-from registry.readmodel.postgres_sql import CURRENT_NAMES, PAST_NAMES
-from registry.readmodel.tables import CurrentRow, Fold, PastRow, Seal, SnapshotPlan, anchor_value, fold_stretch
+from registry.projection import fold
+from registry.readmodel import ReadModelFault
+from registry.readmodel.postgres_sql import AT_END, CURRENT_NAMES, FLOOR_STEP, PAST_NAMES
+from registry.readmodel.tables import (
+    PLACE,
+    CurrentRow,
+    Fold,
+    PastRow,
+    Seal,
+    SnapshotPlan,
+    anchor_value,
+    current_row,
+    fold_stretch,
+    past_row,
+)
 from registry.snapshot import EVERY
 
 if TYPE_CHECKING:
@@ -39,13 +59,19 @@ __all__ = ["IN_TRANSACTION", "AppendFold"]
 
 log = logging.getLogger("registry.readmodel.postgres")
 
-_FLOOR_STEP: Final = 1_000  # positions the window's floor moves by at a time (see _floor)
 IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
 # The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
 _CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CurrentRow._fields)
 _PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PastRow._fields)
+# The same in ``Statements.at_end``, with the columns the statement computes left out (None).
+_AT_CURRENT: Final = tuple(
+    None if name in ("session_id", "valid_from", "state") else AT_END + name for name in CurrentRow._fields
+)
+_AT_PAST: Final = tuple(
+    None if name in ("session_id", "valid_to") else AT_END + PAST_NAMES + name for name in PastRow._fields
+)
 
 
 class AppendFold:
@@ -65,6 +91,11 @@ class AppendFold:
     # What this process's appends folded since another writer last moved the tables: checkpoint, floor, states.
     _recent: tuple[int, int, dict[str, bytes]] | None
     _known_writes: tuple[Fold, int, bytes] | None  # a fold from what is known, to queue
+    # The session and its new row's blob but the position (None: the event changed nothing) of an ``at_end`` part.
+    _placing: tuple[str, bytes | None] | None
+    # Sealed states of sessions as this process last saw or folded them: where ``at_end`` folds from, behind its
+    # guard (so a stale one costs a fallback, never a wrong row).
+    _seen: dict[str, bytes]
     _dump: Callable[[int], None]  # a kept snapshot at a checkpoint (``PostgresReadModel._dump``)
 
     def look_up(self, conn: Connection, session_ids: list[str]) -> object:
@@ -98,7 +129,7 @@ class AppendFold:
         if checkpoint > head_before or head_before - checkpoint > IN_TRANSACTION:
             return
         try:
-            states = {session_id: self._seal.open(state) for session_id, state in loaded.fetchall()}
+            states = {session_id: self._seal.open_at(state, at) for session_id, state, at in loaded.fetchall()}
             looked = {entry.session_id for entry in written}  # a session the look-up did not find has no row
             entries: list[LogEntry] = written
             if checkpoint < head_before:  # behind (appends that bypassed the fold): the gap first, in this transaction
@@ -168,6 +199,49 @@ class AppendFold:
                 cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
 
+    def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
+        """The commit hook's part of a lone event's one-statement append: the fold from the session's state as this
+        process last saw it, without the event's position, which the server writes in (``Statements.at_end``),
+        behind a guard (the tables at the log's end; the session's row that state, its stream at the version before
+        ``version`` - for any version, the state's next). None when this process has not seen the session's state
+        (or it is damaged): the store reads first."""
+        self._pending = self._known_writes = self._placing = None
+        old: SessionState | None = None
+        blob = None
+        if version != 1:
+            blob = self._seen.get(session_id)
+            if blob is None:
+                return None
+            try:
+                old = self._seal.open(blob)
+            except ReadModelFault:
+                return None
+            version = old.version + 1 if version is None else version
+        new = fold(old, LogEntry(0, session_id, version, event))
+        params: dict[str, object] = {"rm_lock": self._key, "rm_from": None if old is None else old.position}
+        params |= {"rm_window": self.window, "rm_delta": 0, "rm_version": version - 1}
+        if new is not None:
+            row = current_row(new, self._seal, placed=False)
+            params |= {key: value for key, value in zip(_AT_CURRENT, row, strict=True) if key is not None}
+            params["rm_state"] = row.state
+            params["rm_delta"] = (not new.deleted) - (old is not None and not old.deleted)
+            if old is not None:
+                past = past_row(old, 0, self._seal, blob)
+                params |= {key: value for key, value in zip(_AT_PAST, past, strict=True) if key is not None}
+        self._placing = (session_id, None if new is None else row.state)
+        guard, writes, answer = self._sql.at_end[(new is not None, old is not None and new is not None)]
+        return AtEnd(guard, writes, answer, params)
+
+    def placed(self, position: int, answer: object) -> None:
+        """``at_end``'s part committed at ``position``; ``answer`` is the window's floor it set (None: the tables had
+        no floor row and were not written - the read model finds them damaged when it next reads)."""
+        placing, self._placing = self._placing, None
+        if placing is None or not isinstance(answer, int):
+            return
+        session_id, unplaced = placing
+        rows = {} if unplaced is None else {session_id: unplaced + position.to_bytes(PLACE, "big", signed=True)}
+        self._pending = (position, position - 1, answer, rows)
+
     def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
         """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
         writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
@@ -200,6 +274,7 @@ class AppendFold:
         if pending is None:
             return
         position, before, floor, rows = pending
+        self._saw(rows)
         recent = self._recent
         if recent is not None and recent[0] == before and len(recent[2]) < _RECENT:
             rows = {**recent[2], **rows}  # no other writer between this process's last fold and this one
@@ -208,15 +283,21 @@ class AppendFold:
         if position // EVERY != before // EVERY:
             SnapshotPlan(self._backend, before, position, self._dump).passed(position)
 
+    def _saw(self, states: dict[str, bytes]) -> None:
+        """Sealed states as they are now in the tables (as far as this process knows)."""
+        if len(self._seen) + len(states) > _RECENT:
+            self._seen.clear()
+        self._seen.update(states)
+
     def _load(self, conn: Connection, session_ids: list[str]) -> dict[str, SessionState]:
         if not session_ids:
             return {}
         rows = conn.execute(self._sql.load, (session_ids,)).fetchall()
-        return {session_id: self._seal.open(state) for session_id, state in rows}
+        return {session_id: self._seal.open_at(state, at) for session_id, state, at in rows}
 
     def _floor(self, floor: int, position: int) -> int:
         """The window's floor once the read model is at ``position``: ``window`` behind it, moved in steps of
-        ``_FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
+        ``FLOOR_STEP`` positions, so that past versions are pruned once a step rather than by every write (a
         prune's cost depends on the planner's statistics, and grows with the store: ``docs/scale.md``). Walks stay
         exact over the window at least."""
-        return max(floor, (position - self.window) // _FLOOR_STEP * _FLOOR_STEP)
+        return max(floor, (position - self.window) // FLOOR_STEP * FLOOR_STEP)

@@ -11,7 +11,7 @@ from psycopg import sql
 from events.schema import chain_query, entries_query, head_query
 from registry.readmodel.schema import TABLES, Table, insert_statement, postgres_ddl
 
-__all__ = ["CURRENT_NAMES", "DESCRIBE", "GUARD_FUNCTION", "PAST_NAMES", "Statements"]
+__all__ = ["AT_END", "CURRENT_NAMES", "DESCRIBE", "FLOOR_STEP", "GUARD_FUNCTION", "PAST_NAMES", "Statements"]
 
 # Versioned by name: a changed body is a new function, never a replacement under a running older writer.
 GUARD_FUNCTION: Final = "rm_guard_1"
@@ -60,6 +60,11 @@ CURRENT_NAMES: Final = ""
 """An append's one-row fold names a current row's parameters by their columns, a past row's with this prefix."""
 PAST_NAMES: Final = "p_"
 _SCHEMA: Final = postgres_ddl("{s}.")
+AT_END: Final = "rm_"
+"""The parameters of an append's fold in its one statement (``Statements.at_end``): a current row's by its columns
+with this prefix, a past row's with ``AT_END + PAST_NAMES``; ``lock``, ``from``, ``version``, ``window``, ``delta``."""
+FLOOR_STEP: Final = 1_000
+"""Positions the window's floor moves by at a time (see ``AppendFold._floor``)."""
 
 
 _HEAD: Final = head_query("{s}.")
@@ -80,6 +85,46 @@ def _guard_checks(lock: LiteralString, checkpoint: LiteralString, floor: Literal
         f" OR (SELECT value FROM {{s}}.rm_meta WHERE key = 'floor') IS DISTINCT FROM {floor} THEN"
         " RAISE EXCEPTION 'the read model moved' USING ERRCODE = '40001'; END IF; END$$"
     )
+
+
+def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, LiteralString]:
+    """An append's fold written into its one statement (``events.postgres_hooks.AtEnd``: guard, writes, answer), by
+    whether it writes the session's current row and the past row it replaces. The guard: the read model's lock is
+    free of a catch-up, the session's stream is at the version the fold assumed (``cur``), the checkpoint is the
+    log's end (``tip``), and the session's row is the version the fold started from (``%(rm_from)s``: its position,
+    NULL for none). The writes, from the event's position (``ev``):
+    the rows (each ``valid_from`` and ``valid_to`` that position, the state blob's position appended to what was
+    sealed without it), the window's floor moved and pruned below, the checkpoint, its chain anchor and the live
+    count. Answers the floor."""
+    at = (
+        "rm_at AS (SELECT ev.position AS p, ev.chain, f.value AS floor_before,"
+        " CASE WHEN tip.position = 0 THEN ev.position ELSE greatest(f.value, (ev.position - %(rm_window)s::bigint)"
+        f" / {FLOOR_STEP} * {FLOOR_STEP}) END AS floor FROM ev, tip, {{s}}.rm_meta AS f WHERE f.key = 'floor')"
+    )
+    writes = [at]
+    if current:
+        computed = {"session_id": "%(session)s", "valid_from": "a.p", "state": "%(rm_state)b || int8send(a.p)"}
+        source = "FROM rm_at AS a"
+        writes.append(f"rm_cur AS ({insert_statement(_CURRENT, 'postgresql', '{s}.', AT_END, computed, source)})")
+    if past:
+        source = "FROM rm_at AS a WHERE a.p > a.floor"
+        names = AT_END + PAST_NAMES
+        computed = {"session_id": "%(session)s", "valid_to": "a.p"}
+        writes.append(f"rm_past AS ({insert_statement(_PAST, 'postgresql', '{s}.', names, computed, source)})")
+    writes += [
+        "rm_prune AS (DELETE FROM {s}.rm_past AS x USING rm_at AS a"
+        " WHERE a.floor > a.floor_before AND x.valid_to > a.floor_before AND x.valid_to <= a.floor)",
+        "rm_set AS (UPDATE {s}.rm_meta AS m SET value = CASE m.key WHEN 'checkpoint' THEN a.p WHEN 'floor' THEN a.floor"
+        " WHEN 'anchor' THEN ('x' || encode(substring(a.chain FROM 1 FOR 8), 'hex'))::bit(64)::bigint"
+        " ELSE m.value + %(rm_delta)s END FROM rm_at AS a WHERE m.key IN ('checkpoint', 'floor', 'anchor', 'live'))",
+    ]
+    guard = (
+        "pg_try_advisory_xact_lock_shared(%(rm_lock)s) AND cur.version = %(rm_version)s"
+        " AND (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') = tip.position"
+        " AND (SELECT valid_from FROM {s}.rm_sessions WHERE session_id = %(session)s)"
+        " IS NOT DISTINCT FROM %(rm_from)s::bigint"
+    )
+    return guard, ", ".join(writes), "(SELECT floor FROM rm_at)"
 
 
 def _current_rows(where: str, halves: list[tuple[int, str]]) -> str:
@@ -116,8 +161,8 @@ class Statements:
         # After a long catch-up: the planner's statistics for the rows it wrote (without them a deep page's rm_past
         # part can be planned as a parallel bitmap scan, orders of magnitude slower).
         self.analyze = q("ANALYZE {s}.rm_sessions, {s}.rm_past")
-        self.load = q("SELECT session_id, state FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
-        self.get = q("SELECT state FROM {s}.rm_sessions WHERE session_id = %s")
+        self.load = q("SELECT session_id, state, valid_from FROM {s}.rm_sessions WHERE session_id = ANY(%s)")
+        self.get = q("SELECT state, valid_from FROM {s}.rm_sessions WHERE session_id = %s")
         self.state_at = q(
             "SELECT 0, valid_from, state FROM {s}.rm_sessions WHERE session_id = %(sid)s"
             " UNION ALL SELECT 1, valid_from, state FROM {s}.rm_past"
@@ -157,6 +202,12 @@ class Statements:
             (True, True): q("WITH " + upsert_one + ", " + past_one + " " + set_meta),
             (False, True): q("WITH " + past_one + " " + set_meta),
             (False, False): self.set_all_meta,
+        }
+        # An append's fold in its own statement, by (current row, past row): see ``_at_end``.
+        self.at_end: dict[tuple[bool, bool], tuple[bytes, bytes, bytes]] = {
+            (current, past): tuple(map(q, _at_end(current, past)))  # type: ignore[misc]
+            for current in (False, True)
+            for past in (False, True)
         }
         self.scan = q(entries_query("{s}.", "%s", "%s"))
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")

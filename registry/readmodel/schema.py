@@ -160,20 +160,32 @@ def postgres_ddl(prefix: str) -> list[str]:
     ]
 
 
-def insert_statement(table: Table, dialect: Dialect, prefix: str = "", names: str | None = None) -> str:
+def insert_statement(
+    table: Table,
+    dialect: Dialect,
+    prefix: str = "",
+    names: str | None = None,
+    computed: dict[str, str] | None = None,
+    source: str = "",
+) -> str:
     """The insert of one row of ``table``: positional parameters, or named ones (``%(<names><column>)s``) when
-    ``names`` is given (PostgreSQL); a row whose key exists is replaced column by column (``replace``), or kept."""
+    ``names`` is given (PostgreSQL); a row whose key exists is replaced column by column (``replace``), or kept.
+    ``computed``: the columns whose values are these expressions, over ``source`` (``FROM ...``: the statement then
+    inserts what it selects there)."""
     columns = [column.name for column in table.columns]
     if names is not None:
         marks = [f"%({names}{name})s" for name in columns]
     else:
         marks = ["?" if dialect == "sqlite" else "%s"] * len(columns)
+    if computed:
+        marks = [computed.get(name, mark) for name, mark in zip(columns, marks, strict=True)]
     if table.replace:
         update = ", ".join(f"{name} = excluded.{name}" for name in columns if name not in table.key)
         conflict = f"ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {update}"
     else:
         conflict = "ON CONFLICT DO NOTHING"
-    return f"INSERT INTO {prefix}{table.name} ({', '.join(columns)}) VALUES ({', '.join(marks)}) {conflict}"
+    values = f"SELECT {', '.join(marks)} {source}" if source else f"VALUES ({', '.join(marks)})"
+    return f"INSERT INTO {prefix}{table.name} ({', '.join(columns)}) {values} {conflict}"
 
 
 # -- checking -------------------------------------------------------------------------------------------------

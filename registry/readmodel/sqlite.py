@@ -1,4 +1,5 @@
-"""The read model as tables in the SQLite store's own file (see ``tables.py`` for the layout and its rules).
+"""The read model as tables in the SQLite store's own file (see ``tables.py`` for the layout and its rules;
+``sqlite_sql.py`` for the statements).
 
 Connections are the read model's own, opened on the store's file (``SqliteStore.connect``): a writer, used under
 a process lock and the database's write lock (``BEGIN IMMEDIATE``), and one reader per thread. The catch-up
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import itertools
 import logging
 import sqlite3
 import threading
@@ -19,14 +19,14 @@ from typing import Any, Final
 
 from events.errors import StoreFormatError
 from events.model import LogEntry
-from events.schema import chain_query, head_query
 from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
+from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.schema import TABLES, FoundSchema, insert_statement, prepare_tables
+from registry.readmodel.schema import FoundSchema, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
     Keyed,
@@ -48,60 +48,10 @@ __all__ = ["SqliteReadModel"]
 log = logging.getLogger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
-_CHECK: Final = (
-    "SELECT (SELECT value FROM rm_meta WHERE key = 'checkpoint'), (SELECT value FROM rm_meta WHERE key = 'floor'),"
-    f" {head_query()}"
-)
-_CHAIN: Final = chain_query()
-_FORKS: Final = "SELECT state FROM rm_sessions INDEXED BY rm_sessions_parent WHERE parent = ?"
-_IN_LIST_ORDER: Final = (
-    "SELECT state FROM (SELECT 0 AS part, rank, session_id, state FROM rm_sessions INDEXED BY rm_sessions_order"
-    " WHERE live ORDER BY archived, rank, session_id) UNION ALL SELECT state FROM rm_sessions WHERE NOT live"
-)
-_SET_META, _UPSERT, _INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
-
-
-def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:
-    """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
-    ``archived = :archived`` (else both values: the past rows of an ``include`` walk)."""
-    where = ["live"]
-    if agent:
-        where.append("agent = :agent")
-    if cwd:
-        where.append("cwd = :cwd")
-    if archived:
-        where.append("archived = :archived")
-    if after:
-        where.append("(rank, session_id) > (:rank, :sid)")
-    if past:
-        where += ["valid_to > :p", "valid_from <= :p"]
-    elif as_of:
-        where.append("valid_from <= :p")
-    index = "" if past else f" INDEXED BY rm_sessions_{'agent' if agent else 'cwd' if cwd else 'order'}"
-    table = "rm_past" if past else "rm_sessions"
-    return (
-        f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
-        " ORDER BY rank, session_id LIMIT :n"
-    )
-
-
-_PAGES: Final = {
-    shape: _page_query(*shape)
-    for shape in itertools.product((False, True), repeat=6)  # (cwd, agent, after, archived, as_of, past)
-}
 
 
 def _by_key(row: Keyed) -> tuple[int, str]:
     return row[0], row[1]
-
-
-def _params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> dict[str, Any]:
-    """A page statement's parameters, with its shape (which ``_PAGES`` entry) and whether both halves are read."""
-    cwd, archived, agent = where
-    rank, sid = after or (None, None)
-    shape = (cwd is not None, agent is not None, after is not None)
-    keys = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid, "shape": shape}
-    return keys | {"archived": int(archived == "only"), "include": archived == "include"}
 
 
 class SqliteReadModel(ReadModel, StoredTables):
@@ -182,7 +132,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         checkpoint = meta["checkpoint"]
         if checkpoint == 0:
             return True
-        row = db.execute(_CHAIN, (checkpoint,)).fetchone()
+        row = db.execute(sql.CHAIN, (checkpoint,)).fetchone()
         return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
 
     def _prepare(self, *, repair: bool = True) -> None:
@@ -214,7 +164,7 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _create(self, db: sqlite3.Connection) -> None:
         create(db)
-        db.executemany(_SET_META, initial_meta(self._seal))
+        db.executemany(sql.SET_META, initial_meta(self._seal))
 
     # -- connections ----------------------------------------------------------------------------------
 
@@ -237,7 +187,7 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _behind(self) -> bool:
         with self._store.translate_errors():
-            checkpoint, _floor, head = checked_positions(self._reader().execute(_CHECK).fetchone())
+            checkpoint, _floor, head = checked_positions(self._reader().execute(sql.CHECK).fetchone())
         self._position = checkpoint
         self._head = head or 0
         return bool(self._head > checkpoint)
@@ -266,7 +216,7 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _catch_up_chunk(self, db: sqlite3.Connection) -> bool:
         """Fold up to one chunk of the log past the checkpoint; True when the checkpoint reached the head."""
-        checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
+        checkpoint, floor, head = checked_positions(db.execute(sql.CHECK).fetchone())
         head = head or 0
         if checkpoint < head:
             checkpoint = self._fold(db, self._store.scan(checkpoint, until=head), checkpoint, floor, head)
@@ -287,16 +237,16 @@ class SqliteReadModel(ReadModel, StoredTables):
                 keep_past_after=new_floor,
                 seal=self._seal,
             )
-            db.executemany(_UPSERT, folded.current)
-            db.executemany(_INSERT_PAST, folded.past)
+            db.executemany(sql.UPSERT, folded.current)
+            db.executemany(sql.INSERT_PAST, folded.past)
             if new_floor > floor:
-                db.execute("DELETE FROM rm_past WHERE valid_to <= ?", (new_floor,))
-            chain = db.execute(_CHAIN, (folded.position,)).fetchone()
+                db.execute(sql.PRUNE, (new_floor,))
+            chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()
             db.executemany(
-                _SET_META,
+                sql.SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
-            db.execute("UPDATE rm_meta SET value = value + ? WHERE key = 'live'", (folded.live_delta,))
+            db.execute(sql.ADD_LIVE, (folded.live_delta,))
             return folded.position
         return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
 
@@ -309,7 +259,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         self._pending = None
         db.execute("SAVEPOINT read_model")
         try:
-            checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
+            checkpoint, floor, head = checked_positions(db.execute(sql.CHECK).fetchone())
             if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
                 db.execute("RELEASE read_model")
                 return
@@ -335,11 +285,8 @@ class SqliteReadModel(ReadModel, StoredTables):
         found: dict[str, SessionState] = {}
         for start in range(0, len(session_ids), 500):
             part = session_ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for session_id, state in db.execute(
-                f"SELECT session_id, state FROM rm_sessions WHERE session_id IN ({marks})", part
-            ):
-                found[session_id] = self._seal.open(state)
+            for session_id, state, at in db.execute(sql.load(len(part)), part):
+                found[session_id] = self._seal.open_at(state, at)
         return found
 
     def rebuild(self) -> int:
@@ -360,7 +307,7 @@ class SqliteReadModel(ReadModel, StoredTables):
     # -- reading --------------------------------------------------------------------------------------
 
     def _meta(self, db: sqlite3.Connection) -> dict[str, int]:
-        return checked_meta(db.execute("SELECT key, value FROM rm_meta").fetchall())
+        return checked_meta(db.execute(sql.META).fetchall())
 
     def window_floor(self) -> int:
         with self._store.translate_errors():
@@ -372,8 +319,12 @@ class SqliteReadModel(ReadModel, StoredTables):
         with self._store.translate_errors():
             db.execute("BEGIN")
             try:
-                checkpoint, floor, head = checked_positions(db.execute(_CHECK).fetchone())
-                rows = None if head > checkpoint else self._rows(db, _params(where, checkpoint, None, limit), False)
+                checkpoint, floor, head = checked_positions(db.execute(sql.CHECK).fetchone())
+                rows = (
+                    None
+                    if head > checkpoint
+                    else self._rows(db, sql.page_params(where, checkpoint, None, limit), False)
+                )
             finally:
                 db.execute("COMMIT")
         if rows is None:
@@ -385,14 +336,14 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _rows(self, db: sqlite3.Connection, params: dict[str, Any], dated: bool) -> Iterable[Keyed]:
         """A page's current rows (``dated``: those valid at ``:p``), an ``include`` walk's two halves merged."""
-        query = _PAGES[(*params["shape"], True, dated, False)]
+        query = sql.PAGES[(*params["shape"], True, dated, False)]
         rows: Iterable[Keyed] = db.execute(query, params).fetchall()
         if params["include"]:  # the other half of the archived index, merged in list order
             rows = heapq.merge(rows, db.execute(query, {**params, "archived": 1}).fetchall(), key=_by_key)
         return rows
 
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
-        params = _params(where, as_of, after, limit)
+        params = sql.page_params(where, as_of, after, limit)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -404,7 +355,7 @@ class SqliteReadModel(ReadModel, StoredTables):
                 current = self._rows(db, params, as_of < checkpoint)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    query = _PAGES[(*params["shape"], not params["include"], True, True)]
+                    query = sql.PAGES[(*params["shape"], not params["include"], True, True)]
                     past = db.execute(query, params).fetchall()
             finally:
                 db.execute("COMMIT")
@@ -413,13 +364,13 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def forks(self, session_id: str) -> list[SessionState]:
         with self._store.translate_errors():
-            rows = self._reader().execute(_FORKS, (session_id,)).fetchall()
+            rows = self._reader().execute(sql.FORKS, (session_id,)).fetchall()
         return [self._seal.open(state) for (state,) in rows]
 
     def get(self, session_id: str) -> SessionState | None:
         with self._store.translate_errors():
-            row = self._reader().execute("SELECT state FROM rm_sessions WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else self._seal.open(row[0])
+            row = self._reader().execute(sql.GET, (session_id,)).fetchone()
+        return None if row is None else self._seal.open_at(*row)
 
     def state_at(self, session_id: str, position: int) -> SessionState | PastWindow | None:
         db = self._reader()
@@ -427,20 +378,14 @@ class SqliteReadModel(ReadModel, StoredTables):
             db.execute("BEGIN")
             try:
                 meta = self._meta(db)
-                row = db.execute(
-                    "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?", (session_id,)
-                ).fetchone()
+                row = db.execute(sql.CURRENT_OF, (session_id,)).fetchone()
                 if row is not None and row[0] <= position:
-                    return self._seal.open(row[1])
+                    return self._seal.open_at(row[1], row[0])
                 if position < meta["floor"] or position > meta["checkpoint"]:
                     return PAST_WINDOW
                 if row is None:
                     return None
-                past = db.execute(
-                    "SELECT state FROM rm_past WHERE session_id = ? AND valid_from <= ? AND valid_to > ?"
-                    " ORDER BY valid_from DESC LIMIT 1",
-                    (session_id, position, position),
-                ).fetchone()
+                past = db.execute(sql.PAST_AT, (session_id, position, position)).fetchone()
                 return None if past is None else self._seal.open(past[0])
             finally:
                 db.execute("COMMIT")
@@ -451,16 +396,10 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def cwd_counts(self) -> dict[str, int]:
         with self._store.translate_errors():
-            return dict(
-                self._reader().execute("SELECT cwd, count(*) FROM rm_sessions WHERE live GROUP BY cwd").fetchall()
-            )
+            return dict(self._reader().execute(sql.CWD_COUNTS).fetchall())
 
     def archived_count(self, cwd: str | None = None) -> int:
-        query = (
-            "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_order WHERE live AND archived = 1"
-            if cwd is None
-            else "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_cwd WHERE live AND cwd = ? AND archived = 1"
-        )
+        query = sql.ARCHIVED if cwd is None else sql.ARCHIVED_IN_CWD
         with self._store.translate_errors():
             return int(self._reader().execute(query, () if cwd is None else (cwd,)).fetchone()[0])
 
@@ -473,9 +412,9 @@ class SqliteReadModel(ReadModel, StoredTables):
                 meta = self._meta(db)
                 if meta["checkpoint"] != checkpoint:
                     return  # another catch-up moved on: the rows are not the states at ``checkpoint`` any more
-                (count,) = db.execute("SELECT count(*) FROM rm_sessions").fetchone()
+                (count,) = db.execute(sql.COUNT).fetchone()
                 rows = (
-                    self._seal.unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER)
+                    self._seal.unsealed(state) for (state,) in db.execute(sql.IN_LIST_ORDER)
                 )  # see save_snapshot: list order
                 save_encoded_snapshot(
                     self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
@@ -508,7 +447,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with
         try:
             with self._store.translate_errors():
-                for (state,) in db.execute("SELECT state FROM rm_sessions"):
+                for (state,) in db.execute(sql.STATES):
                     yield self._seal.open(state)
         finally:
             db.close()

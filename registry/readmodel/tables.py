@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Final, NamedTuple
@@ -42,6 +43,7 @@ from registry.snapshot import EVERY, SnapshotError, kept_positions
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "PLACE",
     "READ_MODEL_VERSION",
     "CurrentRow",
     "Fold",
@@ -61,10 +63,11 @@ __all__ = [
     "record_log_shorter",
 ]
 
-_TABLES_REVISION: Final = 6
+_TABLES_REVISION: Final = 7
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
 row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
-own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``)."""
+own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``), 7: the seal first and the
+position last, outside it (so that the server can write it)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -77,17 +80,27 @@ _decoder = msgspec.msgpack.Decoder(SessionState)
 _encode = _encoder.encode
 _decode = _decoder.decode
 SEAL: Final = 8
-"""Bytes sealing each row's state blob: the msgpack of the state, then its keyed BLAKE2b-64."""
+"""Bytes sealing each row's state blob: its keyed BLAKE2b-64, then the msgpack of the state."""
+PLACE: Final = 8
+"""The position's bytes at a blob's end: a big-endian int64 after msgpack's int64 mark (``_INT64``)."""
+_INT64: Final = b"\xd3"
+_OUTSIDE: Final = 1 + PLACE  # the blob's bytes the seal does not cover: the position, its mark and value
+_SHORTEST: Final = SEAL + _OUTSIDE  # a blob no longer than this holds no state
+_place = struct.Struct(">cq").pack
 _NOT_SEALED: Final = "a session's state in the read model does not match its seal (edited or damaged)"
 _OPENED: Final = 4096
 """Opened blobs whose states a ``Seal`` keeps (a few pages' worth; about 2 MB)."""
 
 
 class Seal:
-    """Each row's state blob is the state's msgpack followed by its BLAKE2b MAC, keyed with a secret the store keeps
-    apart from the tables (``Backend.seal_key``): a blob edited or damaged - its seal recomputed too, without the
-    key - is found when it is read, never served. ``key_id`` names the key in ``rm_meta`` (tables sealed with another
-    key are rebuilt at open).
+    """Each row's state blob is its seal - a BLAKE2b MAC keyed with a secret the store keeps apart from the tables
+    (``Backend.seal_key``) - then the msgpack of the state, which ends with the state's position (its last field, as
+    msgpack's int64: its mark, then 8 bytes). The seal covers every byte before the position, so the blob of a state
+    whose position only the server knows is sealed without it (``unplaced``) and the server appends its value
+    (``int8send``, in the append's own statement): a blob edited or damaged - its seal recomputed too, without the
+    key - is found when it is read, never served; the position is the row's ``valid_from``, which the pages trust as
+    they did, and ``verify`` compares with the fold. ``key_id`` names the key in ``rm_meta`` (tables sealed with
+    another key are rebuilt at open).
 
     The states of the blobs opened last are kept by the blob's bytes, seal included (``_OPENED`` of them): the very
     bytes checked once are not checked, nor decoded, again - a page read again (a client polling the first page)
@@ -101,20 +114,38 @@ class Seal:
 
     def seal(self, state: SessionState) -> bytes:
         """A row's state blob."""
-        body = _encode(state)
+        position = state.position
+        head = _encode(state)[: -_int_size(position)]  # the state's encoding but its last field, the position
         mac = self._mac.copy()
-        mac.update(body)
-        return body + mac.digest()
+        mac.update(head)
+        return b"".join((mac.digest(), head, _place(_INT64, position)))  # the position as msgpack's int64
+
+    def unplaced(self, state: SessionState) -> bytes:
+        """A row's state blob but its last ``PLACE`` bytes, the position's value (``state.position`` is not in it)."""
+        head = _encode(state)[: -_int_size(state.position)]
+        mac = self._mac.copy()
+        mac.update(head)
+        return b"".join((mac.digest(), head, _INT64))
+
+    def open_at(self, blob: bytes, valid_from: int) -> SessionState:
+        """``open``, for a row read with its ``valid_from``: where a state is read to decide what to append (a
+        command's state, a fork's source) or to fold, its position - outside the seal - must be the row's."""
+        state = self.open(blob)
+        if state.position != valid_from:
+            raise ReadModelFault(
+                f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+            )
+        return state
 
     def _checked(self, blob: object) -> memoryview:
         if not isinstance(blob, bytes):  # a column edited into text or a number
             raise ReadModelFault(f"a session's state in the read model is a {type(blob).__name__}, not a blob")
-        body = memoryview(blob)[:-SEAL]
+        view = memoryview(blob)
         mac = self._mac.copy()
-        mac.update(body)
-        if len(blob) <= SEAL or mac.digest() != blob[-SEAL:]:
+        mac.update(view[SEAL:-_OUTSIDE])
+        if len(blob) <= _SHORTEST or mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
-        return body
+        return view[SEAL:]
 
     def unsealed(self, blob: bytes) -> bytes:
         """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
@@ -127,21 +158,28 @@ class Seal:
         state = opened.get(blob)
         if state is not None:
             return state
-        if type(blob) is not bytes or len(blob) <= SEAL:
+        if type(blob) is not bytes or len(blob) <= _SHORTEST:
             self._checked(blob)  # raises, saying why
-        body = memoryview(blob)[:-SEAL]  # ``_checked`` inlined: this is every page's inner loop
+        view = memoryview(blob)  # ``_checked`` inlined: this is every page's inner loop
         mac = self._mac.copy()
-        mac.update(body)
-        if mac.digest() != blob[-SEAL:]:
+        mac.update(view[SEAL:-_OUTSIDE])
+        if mac.digest() != blob[:SEAL]:
             raise ReadModelFault(_NOT_SEALED)
         try:
-            state = _decode(body)
+            state = _decode(view[SEAL:])
         except msgspec.DecodeError as exc:  # ValidationError included
             raise ReadModelFault(f"a session's state in the read model does not decode ({exc})") from None
         if len(opened) >= _OPENED:
             opened.clear()  # a walk past the first pages: start again (dropping the oldest one by one costs more)
         opened[blob] = state
         return state
+
+
+def _int_size(value: int) -> int:
+    """The bytes of msgpack's shortest form of a non-negative integer (msgspec's): where a state's encoding ends."""
+    if value < 0:
+        raise ValueError(f"a log position is never negative ({value})")
+    return 1 if value < 0x80 else 2 if value < 0x100 else 3 if value < 0x10000 else 5 if value < 0x1_0000_0000 else 9
 
 
 def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState:
@@ -201,25 +239,25 @@ class PastRow(NamedTuple):
     parent: str | None
 
 
-def current_row(state: SessionState, seal: Seal) -> CurrentRow:
-    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects."""
+def current_row(state: SessionState, seal: Seal, *, placed: bool = True) -> CurrentRow:
+    """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects
+    (``placed=False``: its blob without the position, ``Seal.unplaced``)."""
+    return _row(state, seal.seal(state) if placed else seal.unplaced(state))
+
+
+def _row(state: SessionState, blob: bytes) -> CurrentRow:
+    parent = None if state.parent is None else state.parent.session_id
+    rank = sort_key(state)[0]
     return CurrentRow(
-        state.session_id,
-        state.cwd,
-        sort_key(state)[0],
-        not state.deleted,
-        state.position,
-        seal.seal(state),
-        state.archived,
-        state.agent,
-        None if state.parent is None else state.parent.session_id,
+        state.session_id, state.cwd, rank, not state.deleted, state.position, blob, state.archived, state.agent, parent
     )
 
 
-def past_row(old: SessionState, valid_to: int, seal: Seal) -> PastRow:
-    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects."""
-    row = current_row(old, seal)  # the row it was, closed at valid_to (rm_past's columns: rm_sessions' and valid_to)
-    return PastRow(*row[:5], valid_to, *row[5:])
+def past_row(old: SessionState, valid_to: int, seal: Seal, blob: bytes | None = None) -> PastRow:
+    """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects
+    (``blob``: the state's, sealed already)."""
+    row = _row(old, seal.seal(old) if blob is None else blob)
+    return PastRow(*row[:5], valid_to, *row[5:])  # the row it was, closed at valid_to
 
 
 class Fold(NamedTuple):
