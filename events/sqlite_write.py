@@ -4,7 +4,6 @@ duplicate event id told apart from a retry of the same batch (which keeps its or
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -15,13 +14,14 @@ import msgspec
 from events.chain import GENESIS, links
 from events.errors import ConcurrencyError
 from events.group_commit import Unit
+from events.logger import Logger
 from events.model import Event, LogEntry, RecordedEvent
 from events.schema import RECORD_COLUMNS
 from events.store import ANY, Clock, Tip, record_from_row, retried_positions
 
 __all__ = ["TIP", "CommitHook", "Unit", "run_hooks", "write_unit"]
 
-log = logging.getLogger("events.sqlite")
+log = Logger("events.sqlite")
 
 TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
 _COLUMNS: Final = RECORD_COLUMNS

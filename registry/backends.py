@@ -15,7 +15,6 @@ to ``registry.testing.ReadModelContract``.
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 import sqlite3
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from events.logger import Logger
 from events.memory import MemoryStore
 from events.schema import count_query
 from events.sqlite import SqliteStore
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
 
-log = logging.getLogger("registry.readmodel")
+log = Logger("registry.readmodel")
 
 _T = TypeVar("_T")
 _KEY_BYTES: Final = 32

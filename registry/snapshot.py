@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hmac
-import logging
 import os
 import stat
 import time
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from events.errors import RegistryError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
@@ -68,7 +68,7 @@ __all__ = [
     "thin",
 ]
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 EVERY: Final = 100_000
 """Log positions between the snapshots a store's writers leave behind (before thinning)."""

@@ -21,6 +21,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
 
+from events.logger import settle as settle_logging
 from registry.cli.errors import InputError
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
         raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
         store, new = _open(location, create=create)  # a read never creates a store (nor a PostgreSQL schema)
+        settle_logging()  # a driver loaded for the store (psycopg) logs through logging by itself: set up now
         if new and location.origin in _ANNOUNCED:
             print(f"acp-registry: created a new store at {new}", file=sys.stderr, flush=True)
         return store

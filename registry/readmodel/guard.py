@@ -21,13 +21,13 @@ untouched: rebuilding would not help and must not hide them.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
@@ -37,7 +37,7 @@ from registry.readmodel.tables import LogShorter, record_log_shorter
 
 __all__ = ["GuardedReadModel", "as_they_are", "fault_of", "open_read_model"]
 
-log = logging.getLogger("registry.readmodel")
+log = Logger("registry.readmodel")
 
 _T = TypeVar("_T")
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from events.errors import StoreFormatError
+from events.logger import Logger
 from events.model import LogEntry
 from events.schema import chain_query, head_query
 from events.sqlite import SqliteStore, ThreadReaders
@@ -45,7 +45,7 @@ from registry.snapshot import save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _CHECK: Final = (

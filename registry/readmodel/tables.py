@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Final, NamedTuple
@@ -31,6 +30,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from events.errors import StoreClosedError, StoreError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
@@ -39,7 +39,7 @@ from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.snapshot import EVERY, SnapshotError, kept_positions
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 __all__ = [
     "READ_MODEL_VERSION",
