@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import os
 import re
-import shlex
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -128,6 +127,8 @@ def command_name(command: list[str] | tuple[str, ...]) -> str:
             continue
         if any(space in word for space in " \t\n"):  # a shell's -c script: its own first command
             try:
+                import shlex  # noqa: PLC0415 - only for a command given as one string
+
                 return command_name(shlex.split(word))
             except ValueError:
                 continue

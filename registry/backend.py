@@ -18,7 +18,6 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -27,6 +26,8 @@ from events.logger import Logger
 from registry.evidence import IntegrityEvent, describe
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from events.store import EventStore
     from registry.readmodel import ReadModel
 
@@ -39,6 +40,8 @@ SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
 
 
 def _user_dir(kind: str) -> Path:
+    from pathlib import Path  # noqa: PLC0415 - pathlib stays out of a process that only reads a SQLite store
+
     import platformdirs  # noqa: PLC0415 - only when such a store is open
 
     if kind == "cache":

@@ -37,7 +37,6 @@ import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -49,6 +48,8 @@ from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from events.store import EventStore
 
 __all__ = [
@@ -270,7 +271,7 @@ def _tidy(folder: Path, head: int, every: int) -> None:
                 if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP:
                     os.unlink(entry.path)
             elif name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
-                found[int(name[: -len(_SUFFIX)])] = Path(entry.path)
+                found[int(name[: -len(_SUFFIX)])] = folder / name
     keep = thin(found, head, every)
     for position, path in found.items():
         if position not in keep:
@@ -290,7 +291,7 @@ def snapshots(backend: Backend) -> Iterator[tuple[int, Path]]:
     for entry in os.scandir(folder):
         name = entry.name
         if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
-            found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
+            found.append((int(name[: -len(_SUFFIX)]), folder / name))
     return iter(sorted(found, reverse=True))
 
 

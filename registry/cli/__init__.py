@@ -63,6 +63,22 @@ class _Command(Protocol):
 
 
 class _Parser(argparse.ArgumentParser):
+    _checking = False
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """argparse checks each new argument's metavar with a help formatter, which asks the terminal's size (and
+        imports shutil, with bz2 and lzma, to do so) for help that is not being printed: that check gets a width."""
+        self._checking = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._checking = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._checking:
+            return self.formatter_class(prog=self.prog, width=80)  # type: ignore[call-arg]
+        return super()._get_formatter()
+
     def error(self, message: str) -> NoReturn:
         """One line, like every other error (argparse would print the usage first)."""
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -203,7 +219,9 @@ def _build_parser() -> _Parser:
     parser.add_argument("--store", metavar="URL", default=None, help="the store to work on (see below)")
     parser.add_argument("--json", action="store_true", help="exact JSON instead of tables (also after the command)")
     parser.register("action", "commands", _Commands)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser, action="commands")
+    commands = parser.add_subparsers(  # prog: as argparse would word it, without a formatter sized to the terminal
+        dest="command", metavar="COMMAND", parser_class=_CommandParser, action="commands", prog=_PROG
+    )
     for name, (module, text) in COMMANDS.items():
         cast(_Commands, commands).declare(name, module, text)
     return parser

@@ -18,7 +18,6 @@ import contextlib
 import os
 import sys
 import urllib.parse
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
 
 from events.logger import settle as settle_logging
@@ -65,7 +64,7 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
 def default_store_url() -> str:
     import platformdirs  # noqa: PLC0415 - only when the default is needed
 
-    return sqlite_url(Path(platformdirs.user_data_dir("acp-registry")) / "sessions.db")
+    return sqlite_url(os.path.join(platformdirs.user_data_dir("acp-registry"), "sessions.db"))
 
 
 def locate(option: str | None) -> StoreLocation:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
+    "cells",
     "human_size",
+    "narrow",
     "plain_width",
     "printable",
     "progress",
@@ -83,14 +85,36 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+# Characters rich measures one cell wide besides ASCII: Latin-1's printable ones (a middle dot, accented letters)
+# and the box drawing of the tables' rules.
+_ONE_CELL = str.maketrans(dict.fromkeys([*range(0xA0, 0x100), *range(0x2500, 0x2580)], "x"))
+
+
+def narrow(text: str) -> bool:
+    """Whether each character of ``text`` is one cell wide as rich counts: ASCII, Latin-1 and box drawing (rich's
+    tables are loaded for the others: wide East Asian characters, combining marks, emoji)."""
+    return text.isascii() or text.translate(_ONE_CELL).isascii()
+
+
+def cells(text: str) -> int:
+    """How many terminal cells ``text`` takes, as rich counts them."""
+    if narrow(text):
+        return len(text)
+    from rich.cells import cell_len  # noqa: PLC0415
+
+    return cell_len(text)
+
+
 def write_lines(lines: Iterable[str], width: int) -> None:
     """Lines on stdout as rich's console writes them where there is no terminal: each cut to ``width`` cells."""
-    from rich.cells import cell_len, set_cell_size  # noqa: PLC0415 - the cell widths only, not the console
-
     out = sys.stdout
     for line in lines:
-        wide = len(line) > width if line.isascii() else cell_len(line) > width
-        out.write(set_cell_size(line, width) if wide else line)
+        if narrow(line):
+            out.write(line[:width])
+        else:
+            from rich.cells import cell_len, set_cell_size  # noqa: PLC0415 - the cell widths only, not the console
+
+            out.write(set_cell_size(line, width) if cell_len(line) > width else line)
         out.write("\n")
     out.flush()
 
