@@ -19,7 +19,6 @@ import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -117,6 +116,8 @@ class SqliteStore(GroupCommitStore):
         self._read_only = found.read_only
         self._uri: str | None = None
         if found.read_only is not None:
+            import urllib.parse  # noqa: PLC0415 - only a store that cannot be written is opened by a URI
+
             self._uri = f"file:{urllib.parse.quote(self.path)}?mode=ro{'&immutable=1' if found.immutable else ''}"
         self._busy_timeout = busy_timeout
         self._write_lock = threading.Lock()

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import urllib.parse
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events.factory import split_url, sqlite_file
 from tests.cli_runner import Cli, Populated
 
 
@@ -36,3 +42,24 @@ def test_the_cells_counted_without_rich_are_the_ones_rich_counts() -> None:
     assert len(said) > 300 and [char for char in said if cell_len(char) != 1] == []
     for text in ("plain", "café · naïve", "┏━┳┓ │ └─┴┘", "漢字", "e\u0301", "👍 ok", "\u00ad-\u00a0"):
         assert cells(text) == cell_len(text), text
+
+
+_URL_CHARACTERS = "sqlite:/Ab9._-%?#[]@ \t\né~+"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(_URL_CHARACTERS, max_size=24).map(lambda tail: "sqlite:///" + tail) | st.text(_URL_CHARACTERS))
+def test_a_store_url_is_split_as_urllib_splits_it(url: str) -> None:
+    """``events.factory`` splits a plain ``sqlite:///`` URL itself (urllib.parse is not loaded for it): the parts are
+    urllib's, and so is the file the CLI and the factory find in it."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # urllib's own refusal (an unmatched bracket): so is the factory's, for such a URL
+        with pytest.raises(ValueError):
+            split_url(url)
+        return
+    assert split_url(url) == (parts.scheme.lower(), parts.netloc, parts.path, parts.query)
+    expected = None
+    if parts.scheme.lower() == "sqlite" and not parts.netloc and parts.path.startswith("/"):
+        expected = "/" + urllib.parse.unquote(parts.path).lstrip("/")
+    assert sqlite_file(url) == (None if expected is None or expected.endswith("/") else expected)

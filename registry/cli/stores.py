@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import urllib.parse
 from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
 
 from events.logger import settle as settle_logging
@@ -58,6 +57,8 @@ class StoreLocation(NamedTuple):
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     """The ``sqlite://`` URL of an absolute file path (characters a URL reserves are quoted)."""
+    import urllib.parse  # noqa: PLC0415
+
     return "sqlite://" + urllib.parse.quote(os.fspath(path))
 
 
@@ -78,11 +79,9 @@ def locate(option: str | None) -> StoreLocation:
 
 def sqlite_file(url: str) -> str | None:
     """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
-        return None
-    path = "/" + urllib.parse.unquote(parts.path).lstrip("/")
-    return None if path.endswith("/") else path
+    from events.factory import sqlite_file as file_of  # noqa: PLC0415 - the store's own module reads its URLs
+
+    return file_of(url)
 
 
 def _make_private_dirs(folder: str) -> list[str]:
