@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hmac
 import os
 import stat
@@ -117,8 +118,12 @@ class SnapshotError(RegistryError, ValueError):
 
 
 _encoder = msgspec.msgpack.Encoder()
-_header_decoder = msgspec.msgpack.Decoder(SnapshotHeader)
-_body_decoder = msgspec.msgpack.Decoder(list[SessionState])
+
+
+@functools.cache
+def _decoders() -> tuple[msgspec.msgpack.Decoder[SnapshotHeader], msgspec.msgpack.Decoder[list[SessionState]]]:
+    """The header's and the body's decoders, built when a snapshot is first read (not by a process that reads none)."""
+    return msgspec.msgpack.Decoder(SnapshotHeader), msgspec.msgpack.Decoder(list[SessionState])
 
 
 # -- where ----------------------------------------------------------------------------------------------
@@ -379,7 +384,7 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         file.seek(info.st_size - _TRAILER - size)
         raw_header = file.read(size)
         try:
-            header = _header_decoder.decode(raw_header)
+            header = _decoders()[0].decode(raw_header)
         except msgspec.DecodeError:
             raise SnapshotError("has a damaged header") from None
         expected = _START + header.body_length + size + _TRAILER
@@ -406,7 +411,7 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         file.seek(_START)
         body = file.read(header.body_length)
     try:
-        return Snapshot(header, _body_decoder.decode(body))
+        return Snapshot(header, _decoders()[1].decode(body))
     except msgspec.DecodeError as exc:  # pragma: no cover - a matching MAC over bytes we wrote
         raise SnapshotError(f"does not decode ({exc})") from exc
 
