@@ -174,7 +174,8 @@ class SqliteStore(GroupCommitStore):
                 db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
                     db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # see Checkpointer
-                create_or_upgrade(db, self.path)
+                if version < SCHEMA_VERSION:  # a store of this version is never changed back: no write lock to open it
+                    create_or_upgrade(db, self.path)
         except BaseException:
             db.close()
             raise

@@ -228,7 +228,7 @@ def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
     upgrade: seconds on a large store); nothing when the open is quick."""
     from registry.cli.terminal import waiting  # noqa: PLC0415
 
-    return waiting(f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
+    return waiting(lambda: f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
 
 
 def catch_up_read_model(store: EventStore) -> None:

@@ -153,12 +153,15 @@ SLOW_OPEN: Final = 0.5
 
 
 @contextlib.contextmanager
-def waiting(description: str, delay: float = SLOW_OPEN) -> Iterator[None]:
+def waiting(description: str | Callable[[], str], delay: float = SLOW_OPEN) -> Iterator[None]:
     """On a terminal, a spinner with ``description`` on stderr if the work inside takes longer than ``delay``
-    seconds (for work that reports no progress of its own); nothing otherwise."""
+    seconds (for work that reports no progress of its own); nothing otherwise. A callable ``description`` is
+    asked only on a terminal."""
     if not sys.stderr.isatty():
         yield
         return
+    if callable(description):
+        description = description()
     done = threading.Event()
 
     def show() -> None:
