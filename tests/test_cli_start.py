@@ -5,6 +5,7 @@ leaves out until needed still works when it is needed - a warning is one line li
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import urllib.parse
 from pathlib import Path
@@ -63,3 +64,13 @@ def test_a_store_url_is_split_as_urllib_splits_it(url: str) -> None:
     if parts.scheme.lower() == "sqlite" and not parts.netloc and parts.path.startswith("/"):
         expected = "/" + urllib.parse.unquote(parts.path).lstrip("/")
     assert sqlite_file(url) == (None if expected is None or expected.endswith("/") else expected)
+
+
+def test_text_that_is_printable_has_nothing_to_escape() -> None:
+    """``printable`` returns printable text as it is, without its pattern: every character the pattern escapes is
+    one Python does not count as printable."""
+    from registry.cli.terminal import _CONTROLS, printable  # noqa: PLC0415
+
+    escaped = [char for char in map(chr, range(0x110000)) if re.fullmatch(_CONTROLS, char)]
+    assert len(escaped) == 32 + 33 + 14 and not any(char.isprintable() for char in escaped)
+    assert printable("a\u202eb\x1b[31m\u2028") == "a\\u202eb\\x1b[31m\\u2028"

@@ -38,7 +38,7 @@ _PIPED_WIDTH = 200  # piped tables are read by tools and people alike: do not sq
 
 # C0 and C1 controls and DEL (cursor moves, ESC sequences, terminal titles), line and paragraph separators, and
 # the bidirectional overrides that make text read in another order than it is stored ("Trojan source").
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROLS: Final = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -51,7 +51,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` for a terminal: control characters written as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so that
     text from outside (a title, a cwd, an id) cannot move the cursor, clear the screen or retitle the window."""
-    return _CONTROLS.sub(_escape, text)
+    if text.isprintable():  # each of _CONTROLS is a control, a format character or a separator: none printable
+        return text
+    return re.sub(_CONTROLS, _escape, text)  # the pattern is compiled by the first text that needs it
 
 
 def stdout_console() -> Console:
