@@ -32,7 +32,6 @@ from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
-from registry.readmodel.memory import MemoryReadModel
 from registry.readmodel.tables import LogShorter, record_log_shorter
 
 __all__ = ["GuardedReadModel", "as_they_are", "fault_of", "open_read_model"]
@@ -168,6 +167,8 @@ class GuardedReadModel(ReadModel):
                 self._location,
                 why,
             )
+            from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - a fault's fallback only
+
             replacement = MemoryReadModel(self._backend, window=self.window)
             model.close()
             self._model = replacement
@@ -270,6 +271,8 @@ def open_read_model(
                 tables = None
         if tables is not None:
             return GuardedReadModel(backend, tables) if catch_up else tables
+    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - not loaded by a store with tables
+
     return MemoryReadModel(backend, window=window)
 
 

@@ -41,7 +41,6 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.snapshot import save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
@@ -477,6 +476,8 @@ class SqliteReadModel(ReadModel, StoredTables):
                 rows = (
                     self._seal.unsealed(state) for (state,) in db.execute(_IN_LIST_ORDER)
                 )  # see save_snapshot: list order
+                from registry.snapshot import save_encoded_snapshot  # noqa: PLC0415 - not loaded by a read
+
                 save_encoded_snapshot(
                     self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
                 )

@@ -37,7 +37,6 @@ from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
-from registry.snapshot import EVERY, SnapshotError, kept_positions
 
 log = Logger(__name__)
 
@@ -368,6 +367,8 @@ class SnapshotPlan:
     """
 
     def __init__(self, backend: Backend, start: int, head: int, dump: Callable[[int], object]) -> None:
+        from registry.snapshot import EVERY, kept_positions  # noqa: PLC0415 - a catch-up's, not a read's
+
         self._dump = dump
         self._backend = backend
         self._background = head - start < EVERY
@@ -389,6 +390,8 @@ class SnapshotPlan:
             self._run(checkpoint)
 
     def _run(self, checkpoint: int) -> None:
+        from registry.snapshot import SnapshotError  # noqa: PLC0415
+
         try:
             self._dump(checkpoint)
         except StoreClosedError:  # the process closed the store meanwhile: the next writer keeps one instead
