@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -74,3 +76,30 @@ def test_text_that_is_printable_has_nothing_to_escape() -> None:
     escaped = [char for char in map(chr, range(0x110000)) if re.fullmatch(_CONTROLS, char)]
     assert len(escaped) == 32 + 33 + 14 and not any(char.isprintable() for char in escaped)
     assert printable("a\u202eb\x1b[31m\u2028") == "a\\u202eb\\x1b[31m\\u2028"
+
+
+LEFT_OUT = (
+    "logging",  # loaded by the first record (events.logger)
+    "shutil",  # argparse's help formatter sized to the terminal: only for help that is printed
+    "urllib.parse",  # a plain sqlite:/// URL is split by events.factory
+    "pathlib",
+    "secrets",  # only to make a seal key
+    "shlex",
+    "rich",  # a table of plain text is measured without rich's cell tables
+    "events.memory",
+    "registry.snapshot",  # a catch-up that keeps a snapshot loads it
+    "registry.readmodel.memory",  # the fold a fault falls back to
+)
+"""Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
+
+
+def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated) -> None:
+    """(Beyond what the interpreter loaded before the command: an editable install's finder loads pathlib.)"""
+    code = (
+        "import sys; there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
+        f" print(sorted(m for m in {LEFT_OUT!r} if m in set(sys.modules) - there), file=sys.stderr); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--store", populated.url, "list"], capture_output=True, text=True, check=True
+    )
+    assert "sessions" in done.stdout.splitlines()[0] and done.stderr == "[]\n"
