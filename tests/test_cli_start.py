@@ -103,3 +103,26 @@ def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated) -
         [sys.executable, "-c", code, "--store", populated.url, "list"], capture_output=True, text=True, check=True
     )
     assert "sessions" in done.stdout.splitlines()[0] and done.stderr == "[]\n"
+
+
+def test_the_process_s_command_starts_with_the_collector_paused_and_runs_with_it(populated: Populated) -> None:
+    """``main()`` (the script's call) pauses the cyclic collector until the store is open, then freezes what the
+    start made and runs the command with the collector on; ``main(argv)`` (an embedding caller) leaves it alone."""
+    code = (
+        "import gc, sys; from registry.cli import main; import registry.cli.list_sessions as ls; run = ls.run\n"
+        "def watched(args):\n"
+        "    print('before', gc.isenabled(), file=sys.stderr); code = run(args)\n"
+        "    print('after', gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr); return code\n"
+        "ls.run = watched\n"
+        "code = main()\n"
+        "print('end', gc.isenabled(), file=sys.stderr); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--store", populated.url, "list"], capture_output=True, text=True, check=True
+    )
+    assert done.stderr.splitlines() == ["before False", "after True True", "end True"]
+    kept = subprocess.run(
+        [sys.executable, "-c", code.replace("code = main()", "code = main(sys.argv[1:])"), "--store", populated.url,
+         "list"], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert kept.stderr.splitlines() == ["before True", "after True False", "end True"]

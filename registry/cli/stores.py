@@ -170,6 +170,9 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     try:
         store, new = _open(location, create=create)  # a read never creates a store (nor a PostgreSQL schema)
         settle_logging()  # a driver loaded for the store (psycopg) logs through logging by itself: set up now
+        from registry.cli import started  # noqa: PLC0415 - the package, loaded before any command runs
+
+        started()
         if new and location.origin in _ANNOUNCED:
             print(f"acp-registry: created a new store at {new}", file=sys.stderr, flush=True)
         return store
