@@ -126,3 +126,17 @@ def test_the_process_s_command_starts_with_the_collector_paused_and_runs_with_it
          "list"], capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert kept.stderr.splitlines() == ["before True", "after True False", "end True"]
+
+
+def test_the_floor_answers_the_page_list_answers(run: Cli, populated: Populated) -> None:
+    """``benchmarks.cli_start``'s floor - the least process that answers the page - reads the sessions ``list``
+    shows, in its order, seals checked; and the benchmark gives its figures."""
+    from benchmarks.cli_start import floor_program, measure  # noqa: PLC0415
+
+    floor = subprocess.run(
+        [sys.executable, "-c", floor_program(), str(populated.path), "3"], capture_output=True, text=True, check=True
+    )
+    listed = json.loads(run("list", "--json", "--page-size", "3", store=populated.path).stdout)
+    assert [line.split()[-1] for line in floor.stdout.splitlines()] == [s["sessionId"] for s in listed["sessions"]]
+    figures = measure(populated.url, rounds=1)
+    assert set(figures) == {"pass_ms", *(f"{n}_x{p}" for n in ("floor", "list") for p in ("", "_p10", "_p90"))}
