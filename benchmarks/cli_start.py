@@ -1,9 +1,10 @@
 """``acp-registry list`` as a whole process, beside ``python -c pass`` and the floor, on the CPU clock.
 
 The floor is the least a Python process can do to answer the same page: msgspec and sqlite3 imported as the CLI
-imports them, the store's file opened read-only, one page of the read model's rows read, each row's seal checked
-and its state decoded, one line a session printed. What ``list`` costs above it is the package itself: its
-modules, ``argparse``, the open's checks, the table.
+imports them, the cyclic collector paused while it starts (as the CLI's start pauses it), the store's file opened
+read-only, one page of the read model's rows read, each row's seal checked and its state decoded, one line a
+session printed. What ``list`` costs above it is the package itself: its modules, ``argparse``, the open's checks,
+the table.
 
 The three run in turn (who goes first rotating), ``--rounds`` times, each as a process of its own with its output
 piped away; each figure is its CPU (user + system) divided by the ``python -c pass`` of the same round. Time an
@@ -29,7 +30,9 @@ from benchmarks.store_throughput import print_results
 __all__ = ["FLOOR", "floor_program", "measure"]
 
 FLOOR: Final = """\
+import gc
 import sys
+gc.disable()  # the start as the CLI's: the collector paused until the store is open
 sys.modules["typing_extensions"] = None  # msgspec imported as the CLI imports it
 import msgspec
 del sys.modules["typing_extensions"]
@@ -46,6 +49,8 @@ with open(path + ".seal-key", "rb") as file:
     mac = hashlib.blake2b(key=file.read(), digest_size={seal}, person=b"acp-rm-seal")
 decode = msgspec.msgpack.Decoder(State).decode
 db = sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)
+gc.freeze()
+gc.enable()
 rows = db.execute(
     "SELECT state FROM rm_sessions INDEXED BY rm_sessions_order WHERE live AND archived = 0"
     " ORDER BY rank, session_id LIMIT ?",
