@@ -168,7 +168,7 @@ def stream_ratio(subscribers: int, changes: int, rounds: int) -> float:
 
 # -- whole processes --------------------------------------------------------------------------------------------
 
-_MAIN = "import sys; from registry.cli import main; code = main(sys.argv[1:]); {slow}sys.exit(code)"
+_MAIN = "import sys; from registry.cli import main; code = main(); {slow}sys.exit(code)"  # as the script calls it
 _SLOW = "import time; from benchmarks.guard import _spend; _spend(time.process_time()); "
 
 

@@ -1,7 +1,12 @@
-"""Encoders and decoders, built once: msgpack for storage, JSON (one record per line) for interchange."""
+"""Encoders and decoders, built once: msgpack for storage, JSON (one record per line) for interchange.
+
+The decoders are built when first used: building one reads the annotations of every event kind (a tenth of what
+``acp-registry list`` spent importing this package), and a read of the read model decodes no event.
+"""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -17,14 +22,24 @@ __all__ = [
     "decode_record_json",
     "encode_event",
     "encode_record_json",
+    "event_decoder",
     "new_event_id",
     "now_ns",
 ]
 
 _event_encoder = msgspec.msgpack.Encoder()
-_event_decoder = msgspec.msgpack.Decoder(Event)
 _json_encoder = msgspec.json.Encoder()
-_json_decoder = msgspec.json.Decoder(RecordedEvent)
+
+
+@functools.cache
+def event_decoder() -> msgspec.msgpack.Decoder[Event]:
+    """The one decoder of stored events (its ``decode`` bound once a batch by the stores' read loops)."""
+    return msgspec.msgpack.Decoder(Event)
+
+
+@functools.cache
+def _json_decoder() -> msgspec.json.Decoder[RecordedEvent]:
+    return msgspec.json.Decoder(RecordedEvent)
 
 
 def encode_event(event: Event) -> bytes:
@@ -35,7 +50,7 @@ def encode_event(event: Event) -> bytes:
 def decode_event(data: bytes, position: int, session_id: str | None = None, version: int | None = None) -> Event:
     """Decode a stored event; bad bytes raise ``CorruptEventError`` naming the position."""
     try:
-        return _event_decoder.decode(data)
+        return event_decoder().decode(data)
     except (msgspec.DecodeError, TypeError) as exc:
         raise CorruptEventError(position, str(exc), session_id, version) from exc
 
@@ -47,7 +62,7 @@ def encode_record_json(record: RecordedEvent) -> bytes:
 
 def decode_record_json(line: bytes | str) -> RecordedEvent:
     """Parse one interchange line; raises ``msgspec.ValidationError``/``DecodeError`` with the path."""
-    return _json_decoder.decode(line)
+    return _json_decoder().decode(line)
 
 
 def now_ns() -> int:

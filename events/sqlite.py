@@ -19,7 +19,6 @@ import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -28,9 +27,10 @@ from typing import Final, Literal, cast, overload
 import msgspec
 
 from events.chain import GENESIS, StoredRecord
+from events.codec import event_decoder
 from events.errors import StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
-from events.model import Event, LogEntry, RecordedEvent
+from events.model import LogEntry, RecordedEvent
 from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from events.sqlite_file import find_store_file, say_how_opened
@@ -50,7 +50,6 @@ Synchronous = Literal["full", "normal", "off"]
 
 _COLUMNS = RECORD_COLUMNS
 _uuid_decoder = msgspec.msgpack.Decoder(uuid.UUID)
-_event_decoder = msgspec.msgpack.Decoder(Event)
 _SCAN: Final = (
     "SELECT position, session_id, version, data FROM events WHERE position > ? AND position <= ? ORDER BY position"
     " LIMIT ?"
@@ -117,6 +116,8 @@ class SqliteStore(GroupCommitStore):
         self._read_only = found.read_only
         self._uri: str | None = None
         if found.read_only is not None:
+            import urllib.parse  # noqa: PLC0415 - only a store that cannot be written is opened by a URI
+
             self._uri = f"file:{urllib.parse.quote(self.path)}?mode=ro{'&immutable=1' if found.immutable else ''}"
         self._busy_timeout = busy_timeout
         self._write_lock = threading.Lock()
@@ -173,7 +174,8 @@ class SqliteStore(GroupCommitStore):
                 db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
                     db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # see Checkpointer
-                create_or_upgrade(db, self.path)
+                if version < SCHEMA_VERSION:  # a store of this version is never changed back: no write lock to open it
+                    create_or_upgrade(db, self.path)
         except BaseException:
             db.close()
             raise
@@ -267,7 +269,7 @@ class SqliteStore(GroupCommitStore):
         # The hot loop of every replay: no call per row, and rows go from the cursor straight into envelopes
         # (a list of row tuples in between cost 10-25% of a full read). Any bad row reads the rows again
         # through ``_record``, which names the row that is corrupt.
-        uuid_of, event_of = _uuid_decoder.decode, _event_decoder.decode
+        uuid_of, event_of = _uuid_decoder.decode, event_decoder().decode
         with self._translate():
             cursor = self._reader().execute(query, params)
             try:
@@ -309,7 +311,7 @@ class SqliteStore(GroupCommitStore):
         once a batch: no call per row. A bad row is read again through ``_name_bad_row``, which names it."""
         _check_position("after", after)
         upper = _LAST_POSITION if until is None else _check_position("until", until)
-        uuid_of, decode = _uuid_decoder.decode, _event_decoder.decode
+        uuid_of, decode = _uuid_decoder.decode, event_decoder().decode
         reader = self._reader()
         while True:
             count = 0

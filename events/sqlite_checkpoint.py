@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Final, Literal
 
+from events.logger import Logger
+
 __all__ = ["BACKSTOP_PAGES", "Checkpointer"]
 
-log = logging.getLogger("events.sqlite")
+log = Logger("events.sqlite")
 
 BACKSTOP_PAGES: Final = 10_000  # the writer checkpoints itself only this far behind: the WAL stays < ~40 MB
 

@@ -19,16 +19,16 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import stat
 from typing import Final, NamedTuple
 
 from events.errors import StoreError, StoreFormatError
+from events.logger import Logger
 
 __all__ = ["FOREIGN_STORE", "StoreFile", "find_store_file", "say_how_opened"]
 
-log = logging.getLogger("events.sqlite")
+log = Logger("events.sqlite")
 
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

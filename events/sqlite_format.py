@@ -6,18 +6,18 @@ older one upgraded in place, in one transaction (``sqlite_file`` checks the file
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 from typing import Final
 
 from events.chain import GENESIS, links
 from events.errors import StoreFormatError
+from events.logger import Logger
 from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, new_meta, sqlite_ddl
 
 __all__ = ["APPLICATION_ID", "check_format", "create_or_upgrade"]
 
-log = logging.getLogger("events.sqlite")
+log = Logger("events.sqlite")
 
 APPLICATION_ID: Final = 0x41435052  # "ACPR" in the file header: marks the file as a registry store
 _FORMAT: Final = (

@@ -4,24 +4,23 @@ duplicate event id told apart from a retry of the same batch (which keeps its or
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
-import msgspec
-
 from events.chain import GENESIS, links
+from events.codec import event_decoder
 from events.errors import ConcurrencyError
 from events.group_commit import Unit
+from events.logger import Logger
 from events.model import Event, LogEntry, RecordedEvent
 from events.schema import RECORD_COLUMNS
 from events.store import ANY, Clock, Tip, record_from_row, retried_positions
 
 __all__ = ["TIP", "CommitHook", "Unit", "run_hooks", "write_unit"]
 
-log = logging.getLogger("events.sqlite")
+log = Logger("events.sqlite")
 
 TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
 _COLUMNS: Final = RECORD_COLUMNS
@@ -30,7 +29,6 @@ _INSERT: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SCAN: Final = "SELECT position, session_id, version, data FROM events WHERE position > ? ORDER BY position"
-_event_decoder = msgspec.msgpack.Decoder(Event)
 _UPSERT_STREAM: Final = (
     "INSERT INTO streams (session_id, stream, version) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET version = excluded.version"
@@ -166,7 +164,7 @@ class CommitHook(Protocol):
 def run_hooks(db: sqlite3.Connection, hooks: list[CommitHook], path: str) -> list[CommitHook]:
     """Each hook in a savepoint of the append's transaction; one that fails is rolled back to it and logged, and
     the appends commit without it (derived data catches up later). Returns the hooks that ran."""
-    decode = _event_decoder.decode
+    decode = event_decoder().decode
 
     def scan(after: int) -> Iterator[LogEntry]:
         for position, session_id, version, data in db.execute(_SCAN, (after,)):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import os
 import re
-import shlex
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -89,9 +88,10 @@ LAUNCHERS: Final = frozenset(
 """Interpreters and launchers: never an agent's name - the script or package they run is."""
 
 _ALIASES: Final[dict[str, str]] = {alias: known.name for known in KNOWN for alias in (known.name, *known.aliases)}
-_OTHER: Final = re.compile(r"[^a-z0-9._-]+")
-_VERSIONED: Final = re.compile(r"^(python|pypy|node)[0-9.]*$")
-_SCRIPT: Final = re.compile(r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$")
+# Patterns compiled at their first use (re keeps them): a process that only reads a list never names an agent.
+_OTHER: Final = r"[^a-z0-9._-]+"
+_VERSIONED: Final = r"^(python|pypy|node)[0-9.]*$"
+_SCRIPT: Final = r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$"
 
 
 def known_name(name: str) -> str:
@@ -114,9 +114,9 @@ def agent_name(name: str) -> str:
     elif "/" in base:
         base = os.path.basename(base.rstrip("/"))
     base = base.lower()
-    base = _SCRIPT.sub("", base)
+    base = re.sub(_SCRIPT, "", base)
     base = re.sub(r"@[^@]*$", "", base) if "@" in base[1:] else base  # a package's @version
-    base = _OTHER.sub("-", base.replace(" ", "-")).strip("-.") or "agent"
+    base = re.sub(_OTHER, "-", base.replace(" ", "-")).strip("-.") or "agent"
     return _ALIASES.get(base, base)
 
 
@@ -128,11 +128,13 @@ def command_name(command: list[str] | tuple[str, ...]) -> str:
             continue
         if any(space in word for space in " \t\n"):  # a shell's -c script: its own first command
             try:
+                import shlex  # noqa: PLC0415 - only for a command given as one string
+
                 return command_name(shlex.split(word))
             except ValueError:
                 continue
         base = os.path.basename(word).lower()
-        if base in LAUNCHERS or _VERSIONED.match(base):
+        if base in LAUNCHERS or re.match(_VERSIONED, base):
             continue
         return agent_name(word)
     return agent_name(command[0]) if command else "agent"

@@ -15,30 +15,33 @@ that keep more (SQLite, PostgreSQL) or less (``memory://``); each is held to ``r
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from events.logger import Logger
 from registry.evidence import IntegrityEvent, describe
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from events.store import EventStore
     from registry.readmodel import ReadModel
 
 __all__ = ["SNAPSHOT_JOIN_TIMEOUT", "Backend"]
 
-log = logging.getLogger("registry.evidence")
+log = Logger("registry.evidence")
 
 SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
 """Seconds ``join_background`` waits, in all, for the snapshots being written in the background."""
 
 
 def _user_dir(kind: str) -> Path:
+    from pathlib import Path  # noqa: PLC0415 - pathlib stays out of a process that only reads a SQLite store
+
     import platformdirs  # noqa: PLC0415 - only when such a store is open
 
     if kind == "cache":
@@ -168,7 +171,7 @@ class Backend:
             thread.join(max(0.0, deadline - time.monotonic()))
         running = sum(thread.is_alive() for thread in threads)
         if running:
-            logging.getLogger("registry.readmodel.tables").warning(
+            Logger("registry.readmodel.tables").warning(
                 "a snapshot was still being written after %s s; it is left to finish or be tidied", timeout
             )
         return not running

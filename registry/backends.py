@@ -15,17 +15,15 @@ to ``registry.testing.ReadModelContract``.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import os
-import secrets
 import sqlite3
 import stat
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from events.memory import MemoryStore
+from events.logger import Logger
 from events.schema import count_query
 from events.sqlite import SqliteStore
 from events.store import EventStore
@@ -35,6 +33,8 @@ from registry.readmodel import ReadModel, ReadModelFault
 from registry.readmodel.sqlite import SqliteReadModel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import psycopg
     from psycopg.rows import TupleRow
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
 
-log = logging.getLogger("registry.readmodel")
+log = Logger("registry.readmodel")
 
 _T = TypeVar("_T")
 _KEY_BYTES: Final = 32
@@ -61,7 +61,7 @@ def _evidence_table(prefix: str, kinds: tuple[str, str, str]) -> str:
     )
 
 
-def _key_file(path: Path, *, create: bool) -> bytes:
+def _key_file(path: str, *, create: bool) -> bytes:
     """The key in ``path`` (a regular file of this user holding ``_KEY_BYTES`` bytes, opened without following a
     link); made when missing or unusable and ``create``, else a ``ReadModelFault``."""
     try:
@@ -81,8 +81,11 @@ def _key_file(path: Path, *, create: bool) -> bytes:
         raise ReadModelFault(f"the read model's seal key {path} {why}, and the store is read-only")
     if why != "is missing":
         log.warning("%s %s; a new one is made (the read model is rebuilt from the log)", path, why)
+    import secrets  # noqa: PLC0415 - only to make a key
+
     key = secrets.token_bytes(_KEY_BYTES)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    folder, name = os.path.split(path)
+    temp = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
         with os.fdopen(fd, "wb") as file:
@@ -99,7 +102,8 @@ def _key_file(path: Path, *, create: bool) -> bytes:
     except OSError as exc:
         raise ReadModelFault(f"the read model's seal key {path} cannot be made ({exc.strerror})") from exc
     finally:
-        temp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
     return key
 
 
@@ -140,13 +144,17 @@ class SqliteBackend(Backend):
         key for a damaged file: the tables are then rebuilt, they are derived); a read-only store without one has
         no tables it can trust (``ReadModelFault``: the log is folded in memory)."""
         if self._seal is None:
-            self._seal = _key_file(Path(self._sqlite.path + ".seal-key"), create=not self._sqlite.read_only)
+            self._seal = _key_file(self._sqlite.path + ".seal-key", create=not self._sqlite.read_only)
         return self._seal
 
     def snapshot_dir(self) -> Path | None:
+        from pathlib import Path  # noqa: PLC0415 - pathlib stays out of a process that only reads
+
         return Path(self._sqlite.path + ".snapshots")
 
     def import_state_path(self) -> Path | None:
+        from pathlib import Path  # noqa: PLC0415
+
         return Path(self._sqlite.path + ".import-state")
 
     def log_bytes(self) -> int | None:
@@ -245,9 +253,10 @@ def backend_for(store: EventStore) -> Backend:
     data: the one place that knows the store classes."""
     if isinstance(store, SqliteStore):
         return SqliteBackend(store)
-    if isinstance(store, MemoryStore):
+    memory = sys.modules.get("events.memory")  # modules not loaded: no such store can be open
+    if memory is not None and isinstance(store, memory.MemoryStore):
         return MemoryBackend(store)
-    postgres = sys.modules.get("events.postgres")  # not loaded: no such store can be open (psycopg stays out)
+    postgres = sys.modules.get("events.postgres")  # (psycopg stays out)
     if postgres is not None and isinstance(store, postgres.PostgresStore):
         return PostgresBackend(store)
     return Backend(store)

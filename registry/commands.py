@@ -54,7 +54,7 @@ __all__ = [
 
 PROMPT_TITLE_LENGTH: Final = 200
 """A title taken from a prompt is cut here, with an ellipsis (as Claude Code's own lister cuts its first prompt)."""
-_SPACES: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+_SPACES: Final = r"[\s\x00-\x1f\x7f-\x9f]+"  # compiled at its first use (re keeps it): not by a read
 
 _json_encoder = msgspec.json.Encoder()
 _msgpack_encoder = msgspec.msgpack.Encoder()
@@ -145,7 +145,7 @@ def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
     program's text must not put escape sequences into a terminal that lists it."""
     if not isinstance(text, str):
         return None
-    line = _SPACES.sub(" ", text).strip()
+    line = re.sub(_SPACES, " ", text).strip()
     if not line:
         return None
     limit = min(limit, MAX_TITLE_LENGTH)

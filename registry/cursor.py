@@ -61,7 +61,11 @@ _ARCHIVED: Final = {"exclude": 0, "include": 1, "only": 2}
 
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_Body)
+
+
+@functools.cache
+def _decoder() -> msgspec.msgpack.Decoder[_Body]:
+    return msgspec.msgpack.Decoder(_Body)  # built with the first cursor read, not with the first page
 
 
 def _fingerprint(text: str) -> bytes:
@@ -132,7 +136,7 @@ class CursorCodec:
             raise InvalidCursor("garbled", "the cursor has trailing bytes")
         data, mac = raw[: size - _MAC_BYTES], raw[size - _MAC_BYTES :]
         try:
-            body = _decoder.decode(data[_HEADER:])
+            body = _decoder().decode(data[_HEADER:])
         except msgspec.DecodeError:
             raise InvalidCursor("garbled", "the cursor's contents do not decode") from None
         if body.store != self._store:

@@ -20,7 +20,6 @@ no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from events.errors import StoreError
+from events.logger import Logger
 from registry.model import SessionState
 from registry.projection import Change, Entry, fold
 from registry.readmodel import PastWindow, ReadModel
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Follower", "Following", "Listener"]
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 Listener = Callable[[Sequence[Change]], None]
 """Called with each batch of changes, in log order, from the follower's thread (or ``pump``'s caller). It must

@@ -31,24 +31,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hmac
-import logging
 import os
 import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from events.errors import RegistryError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from events.store import EventStore
 
 __all__ = [
@@ -68,7 +70,7 @@ __all__ = [
     "thin",
 ]
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 EVERY: Final = 100_000
 """Log positions between the snapshots a store's writers leave behind (before thinning)."""
@@ -116,8 +118,12 @@ class SnapshotError(RegistryError, ValueError):
 
 
 _encoder = msgspec.msgpack.Encoder()
-_header_decoder = msgspec.msgpack.Decoder(SnapshotHeader)
-_body_decoder = msgspec.msgpack.Decoder(list[SessionState])
+
+
+@functools.cache
+def _decoders() -> tuple[msgspec.msgpack.Decoder[SnapshotHeader], msgspec.msgpack.Decoder[list[SessionState]]]:
+    """The header's and the body's decoders, built when a snapshot is first read (not by a process that reads none)."""
+    return msgspec.msgpack.Decoder(SnapshotHeader), msgspec.msgpack.Decoder(list[SessionState])
 
 
 # -- where ----------------------------------------------------------------------------------------------
@@ -270,7 +276,7 @@ def _tidy(folder: Path, head: int, every: int) -> None:
                 if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP:
                     os.unlink(entry.path)
             elif name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
-                found[int(name[: -len(_SUFFIX)])] = Path(entry.path)
+                found[int(name[: -len(_SUFFIX)])] = folder / name
     keep = thin(found, head, every)
     for position, path in found.items():
         if position not in keep:
@@ -290,7 +296,7 @@ def snapshots(backend: Backend) -> Iterator[tuple[int, Path]]:
     for entry in os.scandir(folder):
         name = entry.name
         if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
-            found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
+            found.append((int(name[: -len(_SUFFIX)]), folder / name))
     return iter(sorted(found, reverse=True))
 
 
@@ -378,7 +384,7 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         file.seek(info.st_size - _TRAILER - size)
         raw_header = file.read(size)
         try:
-            header = _header_decoder.decode(raw_header)
+            header = _decoders()[0].decode(raw_header)
         except msgspec.DecodeError:
             raise SnapshotError("has a damaged header") from None
         expected = _START + header.body_length + size + _TRAILER
@@ -405,7 +411,7 @@ def read_snapshot(path: Path, store: EventStore) -> Snapshot:
         file.seek(_START)
         body = file.read(header.body_length)
     try:
-        return Snapshot(header, _body_decoder.decode(body))
+        return Snapshot(header, _decoders()[1].decode(body))
     except msgspec.DecodeError as exc:  # pragma: no cover - a matching MAC over bytes we wrote
         raise SnapshotError(f"does not decode ({exc})") from exc
 

@@ -11,11 +11,11 @@ the answer is then folded from the session's own events).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Final, TypeVar
 
 from events.errors import ConcurrencyError, StoreClosedError
+from events.logger import Logger
 from events.model import Event, SessionCreated
 from events.store import NO_STREAM, EventStore
 from registry.commands import check_session_id
@@ -30,7 +30,7 @@ __all__ = ["RETRIES", "CommandWriter", "retried"]
 RETRIES: Final = 20
 """Tries of a write whose expected version another writer keeps beating (each try reads and decides again)."""
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 _T = TypeVar("_T")
 

@@ -188,9 +188,8 @@ def test_a_moment_is_the_last_event_recorded_at_or_before_it(tmp_path: Path) -> 
 
 
 def test_a_table_build_leaves_snapshots_for_time_travel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("registry.readmodel.tables.EVERY", 100)  # a small log, scaled like a large one
-    monkeypatch.setattr("registry.readmodel.tables.kept_positions", lambda head: kept_positions(head, every=100))
-    monkeypatch.setattr("registry.snapshot.EVERY", 100)
+    monkeypatch.setattr("registry.snapshot.EVERY", 100)  # a small log, scaled like a large one
+    monkeypatch.setattr("registry.snapshot.kept_positions", lambda head, every=100: kept_positions(head, every=every))
     monkeypatch.setattr("registry.readmodel.sqlite.chunks", lambda entries: _chunks_of(entries, 50))
     with SqliteStore(tmp_path / "log.db") as raw:
         _fill(raw, 1_000)  # appended without a registry: the first registry builds the tables from the log

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final, NamedTuple
 
-from rich.cells import cell_len
+from registry.cli.terminal import cells as _cells
+from registry.cli.terminal import narrow
 
 __all__ = ["Column", "grid_lines"]
 
@@ -31,10 +32,6 @@ class Column(NamedTuple):
     """Right-justified (counts)."""
     ratio: int = 0
     """0: as wide as its widest line (never folded); n: shares the room left, n parts of it, folding its text."""
-
-
-def _cells(text: str) -> int:
-    return len(text) if text.isascii() else cell_len(text)
 
 
 def _rule(widths: Sequence[int], parts: tuple[str, str, str, str]) -> str:
@@ -131,8 +128,10 @@ def _fold(text: str, width: int) -> list[str]:
 
 def _cut(word: str, width: int) -> int:
     """How many characters of ``word`` fill ``width`` cells (at least one)."""
-    if word.isascii():
+    if narrow(word):
         return max(width, 1)
+    from rich.cells import cell_len  # noqa: PLC0415 - wide or combining characters
+
     used = 0
     for index, char in enumerate(word):
         used += cell_len(char)

@@ -17,10 +17,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import urllib.parse
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
 
+from events.logger import settle as settle_logging
 from registry.cli.errors import InputError
 
 if TYPE_CHECKING:
@@ -58,13 +57,15 @@ class StoreLocation(NamedTuple):
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     """The ``sqlite://`` URL of an absolute file path (characters a URL reserves are quoted)."""
+    import urllib.parse  # noqa: PLC0415
+
     return "sqlite://" + urllib.parse.quote(os.fspath(path))
 
 
 def default_store_url() -> str:
     import platformdirs  # noqa: PLC0415 - only when the default is needed
 
-    return sqlite_url(Path(platformdirs.user_data_dir("acp-registry")) / "sessions.db")
+    return sqlite_url(os.path.join(platformdirs.user_data_dir("acp-registry"), "sessions.db"))
 
 
 def locate(option: str | None) -> StoreLocation:
@@ -78,11 +79,9 @@ def locate(option: str | None) -> StoreLocation:
 
 def sqlite_file(url: str) -> str | None:
     """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
-        return None
-    path = "/" + urllib.parse.unquote(parts.path).lstrip("/")
-    return None if path.endswith("/") else path
+    from events.factory import sqlite_file as file_of  # noqa: PLC0415 - the store's own module reads its URLs
+
+    return file_of(url)
 
 
 def _make_private_dirs(folder: str) -> list[str]:
@@ -170,6 +169,10 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
         raise InputError(f"bad store URL {location.url!r}: {exc}") from None
     try:
         store, new = _open(location, create=create)  # a read never creates a store (nor a PostgreSQL schema)
+        settle_logging()  # a driver loaded for the store (psycopg) logs through logging by itself: set up now
+        from registry.cli import started  # noqa: PLC0415 - the package, loaded before any command runs
+
+        started()
         if new and location.origin in _ANNOUNCED:
             print(f"acp-registry: created a new store at {new}", file=sys.stderr, flush=True)
         return store
@@ -228,7 +231,7 @@ def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
     upgrade: seconds on a large store); nothing when the open is quick."""
     from registry.cli.terminal import waiting  # noqa: PLC0415
 
-    return waiting(f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
+    return waiting(lambda: f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
 
 
 def catch_up_read_model(store: EventStore) -> None:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
+    "cells",
     "human_size",
+    "narrow",
     "plain_width",
     "printable",
     "progress",
@@ -36,7 +38,7 @@ _PIPED_WIDTH = 200  # piped tables are read by tools and people alike: do not sq
 
 # C0 and C1 controls and DEL (cursor moves, ESC sequences, terminal titles), line and paragraph separators, and
 # the bidirectional overrides that make text read in another order than it is stored ("Trojan source").
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROLS: Final = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -49,7 +51,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` for a terminal: control characters written as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so that
     text from outside (a title, a cwd, an id) cannot move the cursor, clear the screen or retitle the window."""
-    return _CONTROLS.sub(_escape, text)
+    if text.isprintable():  # each of _CONTROLS is a control, a format character or a separator: none printable
+        return text
+    return re.sub(_CONTROLS, _escape, text)  # the pattern is compiled by the first text that needs it
 
 
 def stdout_console() -> Console:
@@ -83,14 +87,36 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+# Characters rich measures one cell wide besides ASCII: Latin-1's printable ones (a middle dot, accented letters)
+# and the box drawing of the tables' rules.
+_ONE_CELL = str.maketrans(dict.fromkeys([*range(0xA0, 0x100), *range(0x2500, 0x2580)], "x"))
+
+
+def narrow(text: str) -> bool:
+    """Whether each character of ``text`` is one cell wide as rich counts: ASCII, Latin-1 and box drawing (rich's
+    tables are loaded for the others: wide East Asian characters, combining marks, emoji)."""
+    return text.isascii() or text.translate(_ONE_CELL).isascii()
+
+
+def cells(text: str) -> int:
+    """How many terminal cells ``text`` takes, as rich counts them."""
+    if narrow(text):
+        return len(text)
+    from rich.cells import cell_len  # noqa: PLC0415
+
+    return cell_len(text)
+
+
 def write_lines(lines: Iterable[str], width: int) -> None:
     """Lines on stdout as rich's console writes them where there is no terminal: each cut to ``width`` cells."""
-    from rich.cells import cell_len, set_cell_size  # noqa: PLC0415 - the cell widths only, not the console
-
     out = sys.stdout
     for line in lines:
-        wide = len(line) > width if line.isascii() else cell_len(line) > width
-        out.write(set_cell_size(line, width) if wide else line)
+        if narrow(line):
+            out.write(line[:width])
+        else:
+            from rich.cells import cell_len, set_cell_size  # noqa: PLC0415 - the cell widths only, not the console
+
+            out.write(set_cell_size(line, width) if cell_len(line) > width else line)
         out.write("\n")
     out.flush()
 
@@ -129,12 +155,15 @@ SLOW_OPEN: Final = 0.5
 
 
 @contextlib.contextmanager
-def waiting(description: str, delay: float = SLOW_OPEN) -> Iterator[None]:
+def waiting(description: str | Callable[[], str], delay: float = SLOW_OPEN) -> Iterator[None]:
     """On a terminal, a spinner with ``description`` on stderr if the work inside takes longer than ``delay``
-    seconds (for work that reports no progress of its own); nothing otherwise."""
+    seconds (for work that reports no progress of its own); nothing otherwise. A callable ``description`` is
+    asked only on a terminal."""
     if not sys.stderr.isatty():
         yield
         return
+    if callable(description):
+        description = description()
     done = threading.Event()
 
     def show() -> None:

@@ -21,23 +21,22 @@ untouched: rebuilding would not help and must not hide them.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
-from registry.readmodel.memory import MemoryReadModel
 from registry.readmodel.tables import LogShorter, record_log_shorter
 
 __all__ = ["GuardedReadModel", "as_they_are", "fault_of", "open_read_model"]
 
-log = logging.getLogger("registry.readmodel")
+log = Logger("registry.readmodel")
 
 _T = TypeVar("_T")
 
@@ -168,6 +167,8 @@ class GuardedReadModel(ReadModel):
                 self._location,
                 why,
             )
+            from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - a fault's fallback only
+
             replacement = MemoryReadModel(self._backend, window=self.window)
             model.close()
             self._model = replacement
@@ -274,6 +275,8 @@ def open_read_model(
                 tables = None
         if tables is not None:
             return GuardedReadModel(backend, tables) if catch_up else tables
+    from registry.readmodel.memory import MemoryReadModel  # noqa: PLC0415 - not loaded by a store with tables
+
     return MemoryReadModel(backend, window=window)
 
 

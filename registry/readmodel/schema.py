@@ -17,13 +17,13 @@ included): one catalogue query at open.
 
 from __future__ import annotations
 
-import logging
 import typing
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Final, Literal, NamedTuple
 
 from events.errors import StoreFormatError
+from events.logger import Logger
 from registry.readmodel.tables import READ_MODEL_VERSION, CurrentRow, PastRow
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "sqlite_ddl",
 ]
 
-log = logging.getLogger("registry.readmodel.tables")
+log = Logger("registry.readmodel.tables")
 
 Dialect = Literal["sqlite", "postgresql"]
 Kind = Literal["text", "int", "bool", "blob"]

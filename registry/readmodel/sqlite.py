@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from events.errors import StoreFormatError
+from events.logger import Logger
 from events.model import LogEntry
 from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
@@ -41,11 +41,10 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.snapshot import save_encoded_snapshot
 
 __all__ = ["SqliteReadModel"]
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 
@@ -416,6 +415,8 @@ class SqliteReadModel(ReadModel, StoredTables):
                 rows = (
                     self._seal.unsealed(state) for (state,) in db.execute(sql.IN_LIST_ORDER)
                 )  # see save_snapshot: list order
+                from registry.snapshot import save_encoded_snapshot  # noqa: PLC0415 - not loaded by a read
+
                 save_encoded_snapshot(
                     self._backend, checkpoint, rows, count, events=self._backend.events_up_to(checkpoint)
                 )

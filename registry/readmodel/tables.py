@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import logging
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
@@ -32,15 +31,15 @@ from typing import Final, NamedTuple
 import msgspec
 
 from events.errors import StoreClosedError, StoreError
+from events.logger import Logger
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
-from registry.snapshot import EVERY, SnapshotError, kept_positions
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 __all__ = [
     "PLACE",
@@ -406,6 +405,8 @@ class SnapshotPlan:
     """
 
     def __init__(self, backend: Backend, start: int, head: int, dump: Callable[[int], object]) -> None:
+        from registry.snapshot import EVERY, kept_positions  # noqa: PLC0415 - a catch-up's, not a read's
+
         self._dump = dump
         self._backend = backend
         self._background = head - start < EVERY
@@ -427,6 +428,8 @@ class SnapshotPlan:
             self._run(checkpoint)
 
     def _run(self, checkpoint: int) -> None:
+        from registry.snapshot import SnapshotError  # noqa: PLC0415
+
         try:
             self._dump(checkpoint)
         except StoreClosedError:  # the process closed the store meanwhile: the next writer keeps one instead
