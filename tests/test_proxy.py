@@ -337,6 +337,28 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
         assert state is not None and state.messages == before[native].messages + 2  # type: ignore[union-attr]
 
 
+def test_an_import_that_fails_is_named_in_one_line_and_the_relay_goes_on(url: str, tmp_path: Path) -> None:
+    """The agent's past is imported by ``acp-registry import-agents`` in a process of its own; when that fails (here:
+    its incremental state beside the store is a folder), the proxy says why in one line, the first list answers
+    with the history ``failed``, and the relay goes on."""
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURES / "claude-code", home / ".claude")
+    (tmp_path / "sessions.db.import-state").mkdir()
+    command = proxy_command(url, agent="claude-code")
+    with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        listed = proxy.result(1, "session/list", {})  # waits for the read, which failed
+        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "failed"
+        assert listed["sessions"] == []
+        made = proxy.result(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        proxy.result(3, "session/prompt", prompt(made, "still relayed"))
+        assert [s["sessionId"] for s in proxy.result(4, "session/list", {})["sessions"]] == [made]
+        assert proxy.close() == 0
+    said = [line for line in proxy.stderr_lines if "past sessions failed" in line]
+    assert len(said) == 1, proxy.stderr_lines
+    assert "the importer exited 2" in said[0] and "import-state" in said[0], said
+
+
 def test_the_session_surface_the_registry_serves_for_any_agent(url: str, tmp_path: Path) -> None:
     """set_title, archive / unarchive and status, answered by the proxy for an agent that has none of them."""
     log = tmp_path / "agent.log"

@@ -90,14 +90,21 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"cannot start the agent {command[0]!r}: {exc.strerror or exc}") from None
     # The agent starts while the store opens and the relay, the registry and the read model load.
     try:
-        registry = _open_registry(args)
+        registry, url = _open_registry(args)
     except BaseException:
         agent.kill()
         raise
     try:
         from registry.proxy import Proxy  # noqa: PLC0415
 
-        proxy = Proxy(registry, command, agent=args.agent, import_history=not args.no_history, list_wait=args.list_wait)
+        proxy = Proxy(
+            registry,
+            command,
+            agent=args.agent,
+            import_history=not args.no_history,
+            list_wait=args.list_wait,
+            store_url=url,
+        )
         proxy.start(agent)
         return _run(proxy)
     finally:
@@ -106,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _in_a_chain(args: argparse.Namespace) -> int:
     """One link of a conductor's chain: the conductor's stdio is both the client and the agent."""
-    registry = _open_registry(args)
+    registry, url = _open_registry(args)
     try:
         from registry.proxy import Proxy  # noqa: PLC0415
         from registry.proxy.chain import Chain  # noqa: PLC0415
@@ -119,6 +126,7 @@ def _in_a_chain(args: argparse.Namespace) -> int:
             client=chain.client,
             import_history=not args.no_history,
             list_wait=args.list_wait,
+            store_url=url,
         )
         proxy.start(chain.agent)
         code = _run(proxy)
@@ -127,8 +135,8 @@ def _in_a_chain(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _open_registry(args: argparse.Namespace) -> SessionRegistry:
-    """The registry on ``--store`` (a bad or unusable store: ``InputError``, one line, exit 2)."""
+def _open_registry(args: argparse.Namespace) -> tuple[SessionRegistry, str]:
+    """The registry on ``--store`` and the store's URL (a bad or unusable store: ``InputError``, one line, exit 2)."""
     from events.errors import RegistryError  # noqa: PLC0415
 
     location = locate(args.store)
@@ -136,7 +144,7 @@ def _open_registry(args: argparse.Namespace) -> SessionRegistry:
     from registry.service import SessionRegistry  # noqa: PLC0415
 
     try:
-        return SessionRegistry(store, owns_store=True, page_size=args.page_size)
+        return SessionRegistry(store, owns_store=True, page_size=args.page_size), location.url
     except (RegistryError, OSError) as exc:
         store.close()
         raise InputError(f"cannot open the store {location.url}: {exc}") from None

@@ -2,11 +2,13 @@
 
 When the agent has answered ``initialize``, its past is read: by the importer of its history files when one
 reads this agent (``registry.agents.IMPORTED``), else through its own ``session/list`` when it advertises one
-(every page, each entry on its own: a malformed entry is skipped, not the history). What the agent has that the
-registry lost (a killed proxy's queue) comes back that way. Then the other way: a session of this agent that
-never had a turn, is not live here and is not in the agent's past was not kept by the agent; it is retired
-(``Recorder.retire_unkept``), so the list offers only what the agent can open. ``state`` says where this is
-(``HistoryState``); the first ``session/list`` waits for ``done`` within its bound.
+(every page, each entry on its own: a malformed entry is skipped, not the history). The importer runs in a
+process of its own (``acp-registry import-agents``) when another process can open the store, so a relayed line
+never waits for the import's share of this interpreter; on a ``memory://`` store it runs on the thread. What the
+agent has that the registry lost (a killed proxy's queue) comes back that way. Then the other way: a session of
+this agent that never had a turn, is not live here and is not in the agent's past was not kept by the agent; it
+is retired (``Recorder.retire_unkept``), so the list offers only what the agent can open. ``state`` says where
+this is (``HistoryState``); the first ``session/list`` waits for ``done`` within its bound.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Final
@@ -49,22 +54,37 @@ class HistoryState(enum.Enum):
     FAILED = "failed"
 
 
+class _Imported(msgspec.Struct):
+    agent: str
+    added: int = 0
+    changed: int = 0
+    root: str | None = None
+
+
+class _ImportSummary(msgspec.Struct):
+    agents: list[_Imported] = []
+
+
 class _Listed(msgspec.Struct, rename="camel"):
     sessions: list[Any]
     next_cursor: Any = None
 
 
 _decode_listed: Final = msgspec.json.Decoder(_Listed).decode
+_decode_import_summary: Final = msgspec.json.Decoder(_ImportSummary).decode
 
 
 class History:
     """Reads the agent's past and reconciles it with the registry, on its own thread."""
 
-    def __init__(self, recorder: Recorder, request_agent: RequestAgent, *, enabled: bool = True) -> None:
+    def __init__(
+        self, recorder: Recorder, request_agent: RequestAgent, *, enabled: bool = True, store_url: str | None = None
+    ) -> None:
         self._recorder = recorder
         self._registry, self._identity, self._book = recorder.registry, recorder.identity, recorder.book
         self._request_agent = request_agent
         self._enabled = enabled
+        self._store_url = store_url if store_url and not store_url.startswith("memory:") else None
         self.state = HistoryState.NONE
         self.done = threading.Event()
         self.done.set()
@@ -120,6 +140,8 @@ class History:
     # -- reading -------------------------------------------------------------------------------------
 
     def _import(self, agent: str) -> set[str] | None:
+        if self._store_url is not None:
+            return self._import_apart(agent, self._store_url)
         from registry.importers import Importer, sources  # noqa: PLC0415 - only on this thread
 
         try:
@@ -130,6 +152,50 @@ class History:
         for part in summary.agents:
             log.info("%s's past sessions: %d added, %d changed (%s)", agent, part.added, part.changed, part.root)
         return set()  # the importer marks what it read (the session's _meta path)
+
+    def _import_apart(self, agent: str, url: str) -> set[str] | None:
+        """``acp-registry import-agents --agent AGENT`` on the same store, in a process of its own (the URL goes in
+        the environment, not on a command line others can read); ended when the proxy closes first."""
+        from registry.cli.stores import ENV_STORE  # noqa: PLC0415 - the command line's own name for it
+
+        command = [sys.executable, "-m", "registry.cli", "import-agents", "--agent", agent, "--json"]
+        try:
+            child = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, ENV_STORE: url},
+            )
+        except OSError as exc:
+            log.warning("reading %s's past sessions failed: cannot start the importer: %s", agent, exc)
+            return None
+        while True:
+            try:
+                out, err = child.communicate(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                if self._closing.is_set():
+                    child.terminate()
+                    child.communicate()
+                    return None
+        if child.returncode != 0:
+            said = err.decode(errors="replace").strip().splitlines()
+            log.warning(
+                "reading %s's past sessions failed (the importer exited %d): %s",
+                agent,
+                child.returncode,
+                said[-1] if said else "it said nothing",
+            )
+            return None
+        for line in out.splitlines():
+            try:
+                summary = _decode_import_summary(line)
+            except msgspec.DecodeError:
+                continue
+            for part in summary.agents:
+                log.info("%s's past sessions: %d added, %d changed (%s)", agent, part.added, part.changed, part.root)
+        return set()
 
     def _walk_agent_list(self) -> set[str] | None:
         shown: set[str] = set()

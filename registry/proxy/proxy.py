@@ -37,8 +37,10 @@ class Proxy:
     """Relays ACP between a client (``client_in`` / ``client_out``, file descriptors, or a ``ClientPort`` of the
     host's) and ``command`` (an agent started here; empty when an ``AgentPort`` is given to ``start``), recording into
     ``registry``. ``agent`` names the agent in the registry (default: its ``agentInfo.name``, else the command's
-    script or package: ``registry.proxy.identity``). ``run()`` blocks until one side ends; ``close()`` joins
-    every thread the proxy started (the registry stays open: it is the caller's)."""
+    script or package: ``registry.proxy.identity``). ``store_url`` is the registry's store as another process
+    opens it: the agent's past is then imported in a process of its own (else on a thread of this one).
+    ``run()`` blocks until one side ends; ``close()`` joins every thread the proxy started (the registry stays open:
+    it is the caller's)."""
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class Proxy:
         grace: float = 3.0,
         import_history: bool = True,
         list_wait: float = FIRST_LIST_WAIT,
+        store_url: str | None = None,
     ) -> None:
         self.registry = registry
         self.command = list(command)
@@ -68,7 +71,7 @@ class Proxy:
         self.relay = Relay(_NotStarted(), self.client, self.identity, what)
         self.titles = TitlePolicy(self.relay.send_client)
         self.recorder = Recorder(registry, self.identity, self.book, self.titles)
-        self.history = History(self.recorder, self.relay.request_agent, enabled=import_history)
+        self.history = History(self.recorder, self.relay.request_agent, enabled=import_history, store_url=store_url)
         self.surface = Surface(self.recorder, self.history, self.relay, list_wait=list_wait)
         self.relay.attach(self.surface)
 
