@@ -105,7 +105,9 @@ class Statements:
         # A lone event appended where the server finds the log's end (the append lock held): its position, stream,
         # version and link computed here, the expected version checked here - one exchange whoever appended last.
         # Answers the position (NULL when nothing was written: the expected version did not match, or a commit hook's
-        # guard was false) and the guard's value; a commit hook's part is written in by ``at_end``.
+        # guard was false), the guard's value, and what the next append needs to go from the log's end it knows:
+        # the link, the stream and version written, and the next new stream's number (as of before this statement);
+        # a commit hook's part is written in by ``at_end``.
         self._at_end = (
             q(
                 "WITH tip AS (SELECT coalesce(h.position, 0) AS position, coalesce(h.chain, %(genesis)b) AS chain"
@@ -130,7 +132,11 @@ class Statements:
                 " st AS (INSERT INTO {s}.streams (session_id, stream, version) SELECT session, stream, version FROM r"
                 " ON CONFLICT (session_id) DO UPDATE SET version = EXCLUDED.version)"
             ),
-            b" SELECT (SELECT position FROM ev), (SELECT ok FROM ok)",
+            q(
+                " SELECT (SELECT position FROM ev), (SELECT ok FROM ok), (SELECT chain FROM ev),"
+                " (SELECT stream FROM r), (SELECT version FROM r),"
+                " (SELECT coalesce(max(stream), 0) + 1 FROM {s}.streams)"
+            ),
         )
         self._at_ends: dict[tuple[tuple[bytes, bytes, bytes], ...], bytes] = {}
         self.select_streams = q("SELECT session_id, stream, version FROM {s}.streams WHERE session_id = ANY(%b)")

@@ -69,6 +69,8 @@ _T = TypeVar("_T")
 # or object is gone, or it cannot write (disk full, read-only, no privilege).
 _HOOK_FAULTS: Final = frozenset({"42P01", "42703", "42704", "42883", "53100", "25006", "42501"})
 _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers between its appends
+_QUIET: Final = 8
+"""A lone writer goes from the log's end it knows after this many appends in a row found nobody else had appended."""
 
 CommitMode = Literal["flush-barrier", "in-lock"]
 COMMIT_MODES: Final[tuple[CommitMode, ...]] = ("flush-barrier", "in-lock")
@@ -164,21 +166,24 @@ class Writer:
                 conn.execute(b"COMMIT", prepare=False)
 
     def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
-        """A lone append (the common case: no other thread of this process appending). When this process's last
-        append left the log's end known and nobody else has appended since (as far as the last append saw), it
-        goes in one exchange (``_append_known``); otherwise, or when that finds the log moved, in two
-        (``_append_reading``)."""
+        """A lone append (the common case: no other thread of this process appending). A lone event goes in one
+        statement in which the server finds the log's end (``_append_at_end``: one exchange whoever appended
+        last, so contended writers do not read first) - unless this process's last ``_QUIET`` appends each found
+        the end where the one before left it: then it goes in short statements computed from the end it knows
+        (``_append_known``: the cheapest for a lone writer; a collision there costs a rollback, so it waits for a
+        quiet stretch). Several events go from the end this process knows when it knows one, else read it first
+        (``_append_reading``, two exchanges)."""
 
         def append() -> list[int]:
-            if len(blobs) == 1 and self.rule.sql_from is not None:
-                parts = self._parts_at_end(request)
-                if parts is not None:
-                    return self._append_at_end(conn, request, blobs[0], parts)
-            known = self._known
-            if known is not None and not known.contended:
+            known, lone = self._known, len(blobs) == 1 and self.rule.sql_from is not None
+            if known is not None and not known.contended and (known.quiet >= _QUIET or not lone):
                 positions = self._append_known(conn, known, request, blobs)
                 if positions is not None:
                     return positions
+            if lone:
+                parts = self._parts_at_end(request)
+                if parts is not None:
+                    return self._append_at_end(conn, request, blobs[0], parts)
             return self._append_reading(conn, request, blobs)
 
         return self._with_hooks(append)
@@ -203,7 +208,7 @@ class Writer:
         the event in the same statement, behind their guard. When it writes nothing (an id stored already: a retry
         whose answer was lost; a version the session is past; a hook's guard that failed), the append that reads
         first tells which, as it does for any append, and folds through the hooks' look-ups."""
-        self._known = None  # this append learns the end, not the next stream number: a later one reads first
+        before, self._known = self._known, None
         at, expected = self._clock(), request.expected_version
         params = {"genesis": GENESIS, "session": request.session_id, "id": request.event_ids[0], "at": at}
         params |= {"blob": blob, "expected": expected}
@@ -218,9 +223,10 @@ class Writer:
             if exc.diag.constraint_name != "events_event_id":
                 raise
             return self._append_reading(conn, request, [blob])
-        position, _guarded, *answers = one(inserted)
+        position, _guarded, link, stream, version, next_stream, *answers = one(inserted)
         if position is None:
             return self._append_reading(conn, request, [blob])
+        self._learn(before, position - 1, request.session_id, stream, version, position, link, next_stream)
         _committed(self._active, (position, answers))
         return [position]
 
@@ -331,7 +337,8 @@ class Writer:
             # Some ids are stored already: a retried batch, or a conflict (below). Nothing was written.
         else:
             if conflict is None:
-                self._learn(head, session_id, stream, actual + len(events), positions[-1], chain[-1], next_stream)
+                last_version = actual + len(events)
+                self._learn(self._known, head, session_id, stream, last_version, positions[-1], chain[-1], next_stream)
                 _committed(hooks)
                 return positions
         self._known = None
@@ -344,16 +351,25 @@ class Writer:
         raise StoreError(f"{self._location}: an append collided with stored event ids that cannot be read back")
 
     def _learn(
-        self, head: int, session_id: str, stream: int, version: int, last: int, link: bytes, next_stream: int
+        self,
+        before: _Known | None,
+        head: int,
+        session_id: str,
+        stream: int,
+        version: int,
+        last: int,
+        link: bytes,
+        next_stream: int,
     ) -> None:
-        """After an append that read the log's end: what it knows now, and whether another writer had appended
-        since this process's previous append (contended: then the next append reads first too)."""
-        before = self._known
+        """After an append that found the log's end at ``head`` (``before``: what this process knew before it): what
+        it knows now, and whether another writer had appended since this process's previous append (contended:
+        then the next append does not go from what it knows either)."""
         contended = before is None or before.head != head
+        quiet = 0 if contended or before is None else before.quiet + 1
         streams = {} if contended or before is None else before.streams
         if len(streams) >= _KNOWN_STREAMS:
             streams = {}
-        known = _Known(head, GENESIS, next_stream, streams, contended=contended)
+        known = _Known(head, GENESIS, next_stream, streams, contended=contended, quiet=quiet)
         known.advance(session_id, stream, version, last, link, stream == next_stream)
         self._known = known
 
@@ -456,16 +472,24 @@ class _Known:
     """The log's end as this process's last append left it: the head and its link, the next new stream number,
     and the (stream, version) of the sessions this process appended to since."""
 
-    __slots__ = ("contended", "head", "next_stream", "previous", "streams")
+    __slots__ = ("contended", "head", "next_stream", "previous", "quiet", "streams")
 
     def __init__(
-        self, head: int, previous: bytes, next_stream: int, streams: dict[str, tuple[int, int]], *, contended: bool
+        self,
+        head: int,
+        previous: bytes,
+        next_stream: int,
+        streams: dict[str, tuple[int, int]],
+        *,
+        contended: bool,
+        quiet: int = 0,
     ) -> None:
         self.head = head
         self.previous = previous
         self.next_stream = next_stream
         self.streams = streams
         self.contended = contended
+        self.quiet = quiet  # appends in a row that found the log's end where the one before left it
 
     def advance(self, session_id: str, stream: int, version: int, last: int, link: bytes, new_stream: bool) -> None:
         self.head, self.previous = last, link

@@ -16,7 +16,7 @@ from events.postgres import PostgresStore
 from registry import ListSessionsResult, SessionRegistry
 from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
-from tests.exchanges import round_trips
+from tests.exchanges import round_trips, statements
 from tests.postgres_schema import Schema, tables_of
 
 
@@ -35,11 +35,46 @@ def test_a_lone_append_and_its_fold_go_in_one_round_trip(schema: Schema) -> None
         session_id = registry.create("/w").session_id
         assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
         assert round_trips(store, lambda: registry.create("/w")) == 1
-        # Several events: the server does not chain their links, the writer does, from the log's end it reads
-        # (then, while nobody else appends, from the end it knows).
+        # Several events: the server does not chain their links, the writer does, from the log's end it knows (the
+        # lone appends before told it, nobody else appending) - and from the end it reads when it knows none.
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False) as registry,
+    ):
         assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 2
         assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 2
         assert round_trips(store, lambda: store.append(session_id, [SessionUpdated(at=9)] * 3)) == 1
+        assert round_trips(store, lambda: registry.record_activity(session_id, messages=1)) == 1
+        assert check_read_model(backend_for(store), tables_of(store)).mismatches == []
+
+
+def test_a_lone_writer_after_a_quiet_stretch_goes_from_the_end_it_knows_and_a_collision_loses_nothing(
+    schema: Schema,
+) -> None:
+    # Nobody else appending: after a stretch of appends that each found the log's end where the one before left
+    # it, a command goes in the short statements computed from that end (the lock, the event, the read model's
+    # guard and rows: four) instead of the one statement in which the server finds the end (the lock and it: two).
+    # Another writer then moves the log: the next command collides on the end it knew, and lands where the server
+    # finds the end; the writer is back on the one statement until the log is quiet again.
+    with (
+        PostgresStore(schema.conninfo, schema=schema.name, pool_size=1) as store,
+        SessionRegistry(store, follow=False) as mine,
+        SessionRegistry(PostgresStore.from_url(schema.url), follow=False, owns_store=True) as theirs,
+    ):
+        own = mine.create("/w").session_id
+        assert statements(store, lambda: mine.record_activity(own, messages=1)) == 2
+        for _ in range(10):
+            mine.record_activity(own, messages=1)
+        assert statements(store, lambda: mine.record_activity(own, messages=1)) == 4
+        other = theirs.create("/w").session_id
+        theirs.record_activity(other, messages=1)
+        mine.record_activity(own, messages=1)  # collides, then goes where the server finds the end
+        assert statements(store, lambda: mine.record_activity(own, messages=1)) == 2
+        for registry, session, messages in ((mine, own, 14), (theirs, own, 14), (mine, other, 1)):
+            state = registry.state(session)
+            assert state is not None and state.messages == messages
         assert check_read_model(backend_for(store), tables_of(store)).mismatches == []
 
 
