@@ -127,10 +127,8 @@ def test_an_append_commits_without_its_fold_when_the_hook_cannot_write(
 ) -> None:
     with PostgresStore.from_url(schema.url) as store, SessionRegistry(store, follow=False) as registry:
         session_id = registry.create("/w").session_id
-        for at in (
-            1,
-            2,
-        ):  # several events a time: the third such append goes from the end it knows (the guard function)
+        # Several events a time: the third such append goes from the end it knows (the guard function).
+        for at in (1, 2):
             store.append(session_id, [SessionUpdated(at=at)] * 2)
         with psycopg.connect(schema.conninfo, autocommit=True) as conn:
             conn.execute(

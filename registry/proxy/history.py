@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
+from events.factory import split_url
 from registry.agents import IMPORTED, native_id
 from registry.commands import list_filter
 from registry.errors import InvalidParams
@@ -54,24 +55,12 @@ class HistoryState(enum.Enum):
     FAILED = "failed"
 
 
-class _Imported(msgspec.Struct):
-    agent: str
-    added: int = 0
-    changed: int = 0
-    root: str | None = None
-
-
-class _ImportSummary(msgspec.Struct):
-    agents: list[_Imported] = []
-
-
 class _Listed(msgspec.Struct, rename="camel"):
     sessions: list[Any]
     next_cursor: Any = None
 
 
 _decode_listed: Final = msgspec.json.Decoder(_Listed).decode
-_decode_import_summary: Final = msgspec.json.Decoder(_ImportSummary).decode
 
 
 class History:
@@ -84,7 +73,8 @@ class History:
         self._registry, self._identity, self._book = recorder.registry, recorder.identity, recorder.book
         self._request_agent = request_agent
         self._enabled = enabled
-        self._store_url = store_url if store_url and not store_url.startswith("memory:") else None
+        # Another process opens the same store from its URL - not a memory:// one (as the store factory reads it).
+        self._store_url = store_url if store_url and split_url(store_url)[0] != "memory" else None
         self.state = HistoryState.NONE
         self.done = threading.Event()
         self.done.set()
@@ -188,13 +178,9 @@ class History:
                 said[-1] if said else "it said nothing",
             )
             return None
-        for line in out.splitlines():
-            try:
-                summary = _decode_import_summary(line)
-            except msgspec.DecodeError:
-                continue
-            for part in summary.agents:
-                log.info("%s's past sessions: %d added, %d changed (%s)", agent, part.added, part.changed, part.root)
+        # Its summary as it printed it (``--json``): decoding it here would load the importer's modules into
+        # this interpreter, which running it apart keeps out.
+        log.info("%s's past sessions: %s", agent, out.decode(errors="replace").strip())
         return set()
 
     def _walk_agent_list(self) -> set[str] | None:
