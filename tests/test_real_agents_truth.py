@@ -49,7 +49,8 @@ def test_claude_agent_acp_its_past_on_the_first_list_and_no_session_it_did_not_k
         assert set(listed) == {*past, talked}  # claude-agent-acp forgot the untouched one; it is not offered
         load = {"sessionId": untouched, "cwd": str(world.project), "mcpServers": []}
         assert _refused(lambda: again.call("session/load", load)) == -32002
-        world.load(again, talked)  # what is listed opens
+        for listed_id in listed:  # what is listed opens, after the restart: the past and the one talked to
+            world.load(again, listed_id)
         assert again.close() == 0, again.stderr_tail()
 
 
