@@ -13,7 +13,7 @@ from psycopg.rows import TupleRow
 
 from events.model import Event, LogEntry
 
-__all__ = ["AtEnd", "CommitHook", "Connection"]
+__all__ = ["AtEnd", "CommitHook", "Connection", "KnownPart"]
 
 Connection = psycopg.Connection[TupleRow]
 
@@ -33,6 +33,19 @@ class AtEnd(NamedTuple):
     nothing was written)."""
     answer: bytes
     """An expression the statement answers (``placed`` gets its value)."""
+    params: dict[str, object]
+
+
+class KnownPart(NamedTuple):
+    """A hook's writes for an append sent from the log's end its process knows (``fold_known``), written into the
+    store's own statement of that append (``events.postgres_sql.Statements.known``) rather than queued after it:
+    one statement fewer for psycopg to send and the server to run. Each piece the same bytes object every time."""
+
+    guard: bytes
+    """A boolean over the statement's snapshot, taken once the append lock is granted: nothing is written (the
+    events neither) unless it holds, and the store then reads the log's end first."""
+    writes: bytes
+    """CTEs (``name AS (...)``, comma-separated), each writing only when ``(SELECT ok FROM ok)`` (the guards)."""
     params: dict[str, object]
 
 
@@ -61,6 +74,11 @@ class CommitHook(Protocol):
         if the hook's data moved meanwhile."""
         ...
 
+    def known_part(self) -> KnownPart | None:
+        """What ``fold_known`` prepared as a part of the append's own statement; None: the store queues
+        ``write_known``'s statements instead."""
+        ...
+
     def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
         """This hook's part of the one-statement append of ``event`` to ``session_id`` at ``version`` (None: any,
         the stream's next - the hook's guard then says which it assumed), wherever the log ends; None when it
@@ -73,5 +91,6 @@ class CommitHook(Protocol):
         ...
 
     def committed(self) -> None:
-        """The transaction that last ran ``in_transaction``, ``write_known`` or ``at_end``'s part committed."""
+        """The transaction that last ran ``in_transaction``, ``write_known``, ``known_part``'s or ``at_end``'s part
+        committed."""
         ...

@@ -102,6 +102,32 @@ class Statements:
             (True, False): q(new_stream + events_after),
             (True, True): q(new_stream + one_event_after),
         }
+        # The same, gated on the commit hooks' guards (``ok``) and with their writes (``known``): one statement for
+        # the events, the stream and the hooks' writes where there were three. By (new stream, one event).
+        stream_gated = {
+            False: "st AS (UPDATE {s}.streams SET version = %(last)s WHERE session_id = %(session)s"
+            " AND (SELECT ok FROM ok))",
+            True: "st AS (INSERT INTO {s}.streams (session_id, stream, version)"
+            " SELECT %(session)s::text, %(stream)s::bigint, %(last)s::integer FROM ok WHERE ok.ok)",
+        }
+        events_gated = {
+            False: "ev AS (INSERT INTO {s}.events"
+            " (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"
+            " %(session)s::text, data, chain"
+            " FROM ok, unnest(%(ids)b::uuid[], %(blobs)b::bytea[], %(chain)b::bytea[])"
+            " WITH ORDINALITY AS batch (id, data, chain, n) WHERE ok.ok)",
+            True: "ev AS (INSERT INTO {s}.events"
+            " (position, stream, version, event_id, recorded_at, session_id, data, chain)"
+            " SELECT %(head)s::bigint + 1, %(stream)s::bigint, %(actual)s::integer + 1, %(id)b::uuid, %(at)s::bigint,"
+            " %(session)s::text, %(blob)b::bytea, %(link)b::bytea FROM ok WHERE ok.ok)",
+        }
+        self._known = {
+            (new, one): (q("WITH ok AS (SELECT "), q(" AS ok), " + stream_gated[new] + ", " + events_gated[one]))
+            for new in (False, True)
+            for one in (False, True)
+        }
+        self._knowns: dict[tuple[bool, bool, tuple[tuple[bytes, bytes], ...]], bytes] = {}
         # A lone event appended where the server finds the log's end (the append lock held): its position, stream,
         # version and link computed here, the expected version checked here - one exchange whoever appended last.
         # Answers the position (NULL when nothing was written: the expected version did not match, or a commit hook's
@@ -192,6 +218,19 @@ class Statements:
             writes = b"".join(b", " + part[1] for part in parts)
             statement = head + guard + body + writes + answers + b"".join(b", " + part[2] for part in parts)
             self._at_ends[parts] = statement
+        return statement
+
+    def known(self, new: bool, single: bool, parts: tuple[tuple[bytes, bytes], ...]) -> bytes:
+        """A lone append's insert from the log's end its process knows (``insert_lone``: on a new stream or not, one
+        event or several) with commit hooks' parts in it, each a (guard, writes) of ``events.postgres_hooks.KnownPart``:
+        nothing is written unless every guard holds, which the statement answers. Built once per parts."""
+        key = (new, single, parts)
+        statement = self._knowns.get(key)
+        if statement is None:
+            head, body = self._known[(new, single)]
+            guard = b" AND ".join(b"(" + part[0] + b")" for part in parts) or b"true"
+            writes = b"".join(b", " + part[1] for part in parts)
+            statement = self._knowns[key] = head + guard + body + writes + b" SELECT ok FROM ok"
         return statement
 
 

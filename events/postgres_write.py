@@ -50,12 +50,13 @@ from typing import Final, Literal, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
-from events.postgres_hooks import AtEnd, CommitHook, Connection
+from events.postgres_hooks import AtEnd, CommitHook, Connection, KnownPart
 from events.postgres_sql import Statements, one
 from events.postgres_units import write_unit
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
@@ -251,7 +252,9 @@ class Writer:
         """One exchange, one implicit transaction: the lock and the writes, computed from the log's end this process
         knows (with the flush barrier, an explicit one). If
         another writer appended meantime, the insert collides on a position (or on a new stream) and nothing is
-        written: None, and the append reads first. The hooks fold from what they know, behind their own guard."""
+        written: None, and the append reads first. The hooks fold from what they know, behind their own guard - in
+        the insert's own statement (``known_part``: the lock and one statement, where the guard and the fold were two
+        more for psycopg to send and the server to run), else queued after it."""
         session_id, events, expected_version = request.session_id, request.events, request.expected_version
         stream, actual = known.streams.get(session_id, (None, 0))
         if (stream is None and expected_version not in (ANY, 0)) or (
@@ -267,12 +270,21 @@ class Writer:
         if stream is None:
             stream = known.next_stream
         last = actual + len(events)
+        # The hooks' writes in the insert's own statement, gated on their guards; else queued after it.
+        parts = [hook.known_part() for hook in hooks]
+        known_parts = None if None in parts else [part for part in parts if part is not None]
         try:
             with self._committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
-                self._insert(conn, request, blobs, known.head, (stream, new_stream), actual, at, chain)
-                for hook in hooks:
-                    hook.write_known(conn)
+                inserted = self._insert(
+                    conn, request, blobs, known.head, (stream, new_stream), actual, at, chain, known_parts
+                )
+                if known_parts is None:
+                    for hook in hooks:
+                        hook.write_known(conn)
+            if known_parts and not one(inserted)[0]:
+                self._known = None  # a hook's data moved: nothing was written, read it
+                return None
         except (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure):
             self._known = None  # the log (or a hook's data) moved: read it
             return None
@@ -290,9 +302,11 @@ class Writer:
         actual: int,
         at: int,
         chain: list[bytes],
-    ) -> None:
+        parts: list[KnownPart] | None = None,
+    ) -> psycopg.Cursor[TupleRow]:
         """Queue the insert of a lone append's events after ``head``, on a stream (its number, and whether it is
-        new) at version ``actual``, with the stream's row: one statement."""
+        new) at version ``actual``, with the stream's row: one statement - with the commit hooks' ``parts`` in it
+        when there are any (it then answers whether their guards held)."""
         number, new = stream
         params = {"head": head, "stream": number, "actual": actual, "at": at, "session": request.session_id}
         params["last"] = actual + len(request.events)
@@ -300,7 +314,13 @@ class Writer:
             params |= {"id": request.event_ids[0], "blob": blobs[0], "link": chain[0]}
         else:
             params |= {"ids": request.event_ids, "blobs": blobs, "chain": chain}
-        conn.execute(self._sql.insert_lone[(new, len(blobs) == 1)], params)
+        if not parts:
+            return conn.execute(self._sql.insert_lone[(new, len(blobs) == 1)], params)
+        for part in parts:
+            params |= part.params
+        return conn.execute(
+            self._sql.known(new, len(blobs) == 1, tuple((part.guard, part.writes) for part in parts)), params
+        )
 
     def _append_reading(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """The append that reads the log's end under the lock first: two round trips, optimistic about ids (a

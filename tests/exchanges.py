@@ -7,26 +7,43 @@ import tempfile
 from collections.abc import Callable
 
 from events.postgres import PostgresStore
+from events.postgres_hooks import Connection
 
-__all__ = ["round_trips", "statements"]
+__all__ = ["parsed", "round_trips"]
 
 
-def _traced(store: PostgresStore, action: Callable[[], object]) -> list[list[bytes]]:
+def _traced(store: PostgresStore, action: Callable[[], object], *, texts: bool = False) -> list[list[bytes]]:
     """The libpq protocol trace of ``action`` on the store's one pooled connection, a message a row (direction,
-    length, type, ...)."""
+    length, type, ...); ``texts``: with statements sent unprepared, so that each ``Parse`` carries its text."""
+    threshold = store.run(lambda conn: conn.prepare_threshold)
+
+    def start(conn: Connection) -> None:
+        conn.pgconn.trace(trace.fileno())
+        if texts:
+            conn.prepare_threshold = None
+
+    def stop(conn: Connection) -> None:
+        conn.pgconn.untrace()
+        conn.prepare_threshold = threshold
+
     with tempfile.TemporaryFile() as trace:
-        store.run(lambda conn: conn.pgconn.trace(trace.fileno()))
+        store.run(start)
         try:
             action()
         finally:
-            store.run(lambda conn: conn.pgconn.untrace())
+            store.run(stop)
         trace.seek(0)
         return [line.split(b"\t")[1:] for line in trace.read().splitlines() if line.count(b"\t") >= 2]
 
 
-def statements(store: PostgresStore, action: Callable[[], object]) -> int:
-    """How many statements ``action`` has the server execute (the ``Execute`` messages it sends)."""
-    return sum(1 for message in _traced(store, action) if message[0] == b"F" and message[2].startswith(b"Execute"))
+def parsed(store: PostgresStore, action: Callable[[], object]) -> list[bytes]:
+    """Each statement ``action`` has the server execute, in order: its ``Parse`` message as traced (its name, text
+    and parameter types)."""
+    return [
+        message[3]
+        for message in _traced(store, action, texts=True)
+        if message[0] == b"F" and message[2].startswith(b"Parse")
+    ]
 
 
 def round_trips(store: PostgresStore, action: Callable[[], object]) -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final, cast
 import msgspec
 
 from events.model import Event, LogEntry
-from events.postgres_hooks import AtEnd
+from events.postgres_hooks import AtEnd, KnownPart
 from registry.model import SessionState
 from registry.projection import fold
 from registry.readmodel import ReadModelFault
@@ -65,6 +65,9 @@ _event_decoder = msgspec.msgpack.Decoder(Event)
 # The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
 _CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CurrentRow._fields)
 _PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PastRow._fields)
+# The same in ``Statements.known``.
+_KNOWN_CURRENT: Final = tuple(AT_END + name for name in CurrentRow._fields)
+_KNOWN_PAST: Final = tuple(AT_END + PAST_NAMES + name for name in PastRow._fields)
 # The same in ``Statements.at_end``, with the columns the statement computes left out (None).
 _AT_CURRENT: Final = tuple(
     None if name in ("session_id", "valid_from", "state") else AT_END + name for name in CurrentRow._fields
@@ -198,6 +201,24 @@ class AppendFold:
             else:
                 cursor.execute(self._sql.guard_block(self._key, self._pending[1], floor))
             self._queue(cursor, folded, floor, self._pending[2], chain)
+
+    def known_part(self) -> KnownPart | None:
+        """``fold_known``'s usual fold (a current row, maybe the past version it replaced) as a part of the append's
+        own statement, behind the same guard as ``write_known``'s, written as a boolean the statement's writes are
+        gated on; None for a larger fold (``write_known`` then queues it)."""
+        assert self._known_writes is not None and self._pending is not None
+        folded, floor, chain = self._known_writes
+        if len(folded.current) > 1 or len(folded.past) > 1:
+            return None
+        new_floor = self._pending[2]
+        params: dict[str, object] = {"rm_lock": self._key, "rm_checkpoint": self._pending[1], "rm_f0": floor}
+        params |= {"rm_c": folded.position, "rm_f": new_floor, "rm_a": anchor_value(chain), "rm_d": folded.live_delta}
+        for row in folded.current:
+            params |= zip(_KNOWN_CURRENT, row, strict=True)
+        for past in folded.past:
+            params |= zip(_KNOWN_PAST, past, strict=True)
+        guard, writes = self._sql.known[(bool(folded.current), bool(folded.past), new_floor > floor)]
+        return KnownPart(guard, writes, params)
 
     def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
         """The commit hook's part of a lone event's one-statement append: the fold from the session's state as this

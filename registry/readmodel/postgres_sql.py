@@ -127,6 +127,39 @@ def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, Li
     return guard, ", ".join(writes), "(SELECT floor FROM rm_at)"
 
 
+def _known(current: bool, past: bool, prune: bool) -> tuple[LiteralString, LiteralString]:
+    """An append's usual fold from what its process knows (``AppendFold.fold_known``: at most one current row and
+    one past row, positions known) written into the store's one statement of that append
+    (``events.postgres_hooks.KnownPart``: guard, writes), by whether it writes the current row, the past row it
+    replaces, and prunes below a moved floor. The guard, over the statement's snapshot (taken once the append lock
+    is granted): the read model's lock free of a catch-up, and its checkpoint and floor still what this process
+    left. The writes are gated on it (``ok``); named ``AT_END + column``, a past row's ``AT_END + PAST_NAMES +
+    column``, the meta's ``rm_c``, ``rm_f``, ``rm_a``, ``rm_d`` and the floor before ``rm_f0``."""
+    gate = "FROM ok WHERE ok.ok"
+    writes = []
+    if prune:
+        writes.append(
+            "rm_prune AS (DELETE FROM {s}.rm_past WHERE valid_to > %(rm_f0)s::bigint AND valid_to <= %(rm_f)s::bigint"
+            " AND (SELECT ok FROM ok))"
+        )
+    if current:
+        writes.append(f"rm_cur AS ({insert_statement(_CURRENT, 'postgresql', '{s}.', AT_END, source=gate)})")
+    if past:
+        names = AT_END + PAST_NAMES
+        writes.append(f"rm_past AS ({insert_statement(_PAST, 'postgresql', '{s}.', names, source=gate)})")
+    writes.append(
+        "rm_set AS (UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(rm_c)s::bigint"
+        " WHEN 'floor' THEN %(rm_f)s::bigint WHEN 'anchor' THEN %(rm_a)s::bigint ELSE value + %(rm_d)s::bigint END"
+        " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live') AND (SELECT ok FROM ok))"
+    )
+    guard = (
+        "pg_try_advisory_xact_lock_shared(%(rm_lock)s::bigint)"
+        " AND (SELECT value FROM {s}.rm_meta WHERE key = 'checkpoint') IS NOT DISTINCT FROM %(rm_checkpoint)s::bigint"
+        " AND (SELECT value FROM {s}.rm_meta WHERE key = 'floor') IS NOT DISTINCT FROM %(rm_f0)s::bigint"
+    )
+    return guard, ", ".join(writes)
+
+
 def _current_rows(where: str, halves: list[tuple[int, str]]) -> str:
     """A page query's current rows: one index range per ``archived`` value (part 0; part 3 for the other half of an
     ``include`` walk)."""
@@ -208,6 +241,13 @@ class Statements:
             (current, past): tuple(map(q, _at_end(current, past)))  # type: ignore[misc]
             for current in (False, True)
             for past in (False, True)
+        }
+        # An append's usual fold from what its process knows, in the append's own statement: see ``_known``.
+        self.known: dict[tuple[bool, bool, bool], tuple[bytes, bytes]] = {
+            (current, past, prune): tuple(map(q, _known(current, past, prune)))  # type: ignore[misc]
+            for current in (False, True)
+            for past in (False, True)
+            for prune in (False, True)
         }
         self.scan = q(entries_query("{s}.", "%s", "%s"))
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
