@@ -146,6 +146,11 @@ class Seal:
             raise ReadModelFault(_NOT_SEALED)
         return view[SEAL:]
 
+    @property
+    def opened(self) -> Mapping[object, SessionState]:
+        """The states of the blobs opened last, by the blob's bytes (each checked against its seal when opened)."""
+        return self._opened
+
     def unsealed(self, blob: bytes) -> bytes:
         """The msgpack of the state in a row's blob (what a kept snapshot holds), once its seal is checked."""
         return bytes(self._checked(blob))
@@ -375,9 +380,9 @@ def checked_states(rows: Iterable[Keyed], seal: Seal) -> list[SessionState]:
     """The states of page rows, each opened by ``seal`` and checked against its row's key columns (``checked_row``
     names the fault)."""
     states = []
-    open_state = seal.open
-    for rank, session_id, blob in rows:
-        state = open_state(blob)
+    opened, open_state = seal.opened.get, seal.open
+    for rank, session_id, blob in rows:  # every page's inner loop: a blob opened before is one look-up
+        state = opened(blob) or open_state(blob)
         if state.session_id != session_id or rank_of(state.updated_at) != rank:
             checked_row(state, rank, session_id)  # raises
         states.append(state)
