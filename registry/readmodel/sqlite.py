@@ -347,8 +347,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         with self._store.translate_errors():
             db.execute("BEGIN")
             try:
-                meta = self._meta(db)
-                checkpoint, floor = meta["checkpoint"], meta["floor"]
+                checkpoint, floor, _head = checked_positions(db.execute(sql.CHECK).fetchone())
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
                 current = self._rows(db, params, as_of < checkpoint)
