@@ -18,7 +18,6 @@ any allowed length; a version-1 cursor is refused with reason ``version`` (its s
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import hashlib
@@ -35,6 +34,10 @@ __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
 CURSOR_VERSION: Final = 2
 _MAC_BYTES: Final = 16
+# base64url as base64.urlsafe_b64encode / urlsafe_b64decode spell it, without their Python-level calls
+_TO_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE: Final = bytes.maketrans(b"-_", b"+/")
+_BLOCK: Final = 64  # SHA-256's block size, the length of an HMAC key's pads
 _HEADER: Final = 3  # version, body length
 _MAX_BODY: Final = 0xFFFF
 
@@ -85,11 +88,22 @@ class CursorCodec:
     """Makes and checks the cursors of one store."""
 
     def __init__(self, identity: StoreIdentity) -> None:
-        self._secret = identity.secret
         self._store = _fingerprint(identity.store_id)
+        # HMAC-SHA256 (RFC 2104) with the key's two padded blocks hashed once: each cursor then copies the two
+        # hashes instead of setting up a keyed MAC (hmac.digest costs ~2.5x as much per cursor, more in a cold
+        # process). The same bytes as hmac.digest(secret, data, "sha256").
+        key = identity.secret
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in key))
+        self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in key))
 
     def _mac(self, data: bytes) -> bytes:
-        return hmac.digest(self._secret, data, "sha256")[:_MAC_BYTES]
+        inner, outer = self._inner.copy(), self._outer.copy()
+        inner.update(data)
+        outer.update(inner.digest())
+        return outer.digest()[:_MAC_BYTES]
 
     def encode(self, cursor: Cursor, where: ListFilter) -> str:
         """A token for ``cursor``, bound to this store and to the list ``where`` selects."""
@@ -108,7 +122,7 @@ class CursorCodec:
         if len(body) > _MAX_BODY:  # pragma: no cover - session ids are at most 1 KiB
             raise ValueError("a cursor body must fit in 64 KiB")
         data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
-        return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
+        return binascii.b2a_base64(data + self._mac(data), newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode()
 
     def decode(self, token: str, where: ListFilter) -> Cursor:
         """The cursor a token holds, if this store made it for the list ``where`` selects; else ``InvalidCursor``."""
@@ -116,7 +130,7 @@ class CursorCodec:
         if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
             token = token[:-1]
         try:
-            raw = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4))
+            raw = binascii.a2b_base64((token.encode("ascii") + b"=" * (-len(token) % 4)).translate(_FROM_URLSAFE))
         except (binascii.Error, UnicodeEncodeError, ValueError):
             raise InvalidCursor("garbled", "not a cursor this registry issued (bad characters)") from None
         if not raw:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from events.memory import MemoryStore
@@ -197,3 +198,37 @@ def test_a_proxy_forwards_what_its_agent_has_and_answers_the_rest() -> None:
     session_caps = advertised["sessionCapabilities"]
     assert {"list", "delete", "title", "archive", "status", "resume"} <= set(session_caps)
     assert "fork" not in session_caps and "close" not in session_caps  # forwarded, and the agent lacks them
+
+
+def test_a_page_of_encoded_sessions_is_the_same_json_and_follows_each_change(tmp_path: Path) -> None:
+    """``serve``'s context encodes each listed session once per version: its answer is the very bytes of the
+    builtins answer, page after page and after the sessions change (a cursor's page, a title, an archive)."""
+    with SessionRegistry.open(f"sqlite://{tmp_path}/s.db", page_size=2, follow=False) as registry:
+        for n in range(5):
+            registry.create(f"/w/{n % 2}", session_id=f"s{n}", at=(n + 1) * 10**9)
+        plain, encoded = methods.Context(registry), methods.Context(registry, encoded=methods.EncodedSessions(size=4))
+        table = methods.METHODS["session/list"]
+
+        def same(params: dict[str, Any]) -> dict[str, Any]:
+            answer = table.answer(encoded, params)
+            assert all(isinstance(session, msgspec.Raw) for session in answer["sessions"])
+            expected = table.answer(plain, params)
+            assert msgspec.json.encode(answer) == msgspec.json.encode(expected)
+            return expected
+
+        first = same({})
+        assert [s["sessionId"] for s in first["sessions"]] == ["s4", "s3"] and first["sessions"][0]["archived"] is False
+        assert same({}) == first  # served again from what was encoded
+        assert len(same({"cursor": first["nextCursor"]})["sessions"]) == 2
+        registry.set_title("s4", "Renamed")
+        registry.archive("s3")
+        again = same({})
+        assert again["sessions"][0]["title"] == "Renamed" and again["sessions"][1]["sessionId"] == "s2"
+        assert same({"archived": "only"})["sessions"][0]["archived"] is True
+        walked, cursor = [], None
+        while True:  # past the bound (4): older ones are dropped and encoded again when asked for
+            page = same({"archived": "include"} | ({} if cursor is None else {"cursor": cursor}))
+            walked += [s["sessionId"] for s in page["sessions"]]
+            if (cursor := page.get("nextCursor")) is None:
+                break
+        assert sorted(walked) == [f"s{n}" for n in range(5)]

@@ -282,6 +282,25 @@ def test_a_walk_started_in_one_process_goes_on_exactly_in_another(store_urls: Ca
         assert len(other) == 23 + 40 - 1
 
 
+def test_a_warm_reader_lists_what_another_wrote_and_walks_on_as_of_its_start(tmp_path: Path) -> None:
+    """Pages answered in one statement while the tables are where this process saw them: a write by another
+    registry is on the next first page, and a walk begun before it goes on as of its start."""
+    url = f"sqlite://{tmp_path}/log.db"
+    with SessionRegistry.open(url, page_size=3, follow=False) as reader, SessionRegistry.open(url) as writer:
+        for n in range(8):
+            writer.create("/w", session_id=f"s{n}", at=1_000_000_000 * (n + 1))
+        first = reader.list()
+        assert reader.list() == first and [s.session_id for s in first.sessions] == ["s7", "s6", "s5"]
+        writer.create("/w", session_id="s8", at=9_000_000_000)
+        writer.delete("s2")
+        walked, page = [s.session_id for s in first.sessions], first
+        while isinstance(page.next_cursor, str):  # its next page finds the tables moved on: read as of its start
+            page = reader.list(cursor=page.next_cursor)
+            walked += [s.session_id for s in page.sessions]
+        assert walked == [f"s{n}" for n in reversed(range(8))]
+        assert [s.session_id for s in reader.list().sessions] == ["s8", "s7", "s6"]
+
+
 def test_concurrent_writers_in_threads_and_processes_leave_exact_tables(store_urls: Callable[[], str]) -> None:
     import threading  # noqa: PLC0415
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hmac
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from msgspec import UNSET
 
 from events import MemoryStore, SessionCreated, TitleSource, open_store
+from events.store import StoreIdentity
 from events.testing import fake_clock
 from registry import (
     InvalidCursor,
@@ -24,7 +26,8 @@ from registry import (
     SessionRegistry,
     rpc_error,
 )
-from registry.model import META_MESSAGES, META_TITLE_SOURCE, format_time, parse_time
+from registry.cursor import Cursor, CursorCodec
+from registry.model import META_MESSAGES, META_TITLE_SOURCE, ListFilter, format_time, parse_time
 
 T0 = parse_time("2025-10-27T15:30:00Z")
 
@@ -216,6 +219,19 @@ def test_a_garbled_cursor_never_restarts_the_walk(registry: SessionRegistry) -> 
     for cursor in ("", "A", "AQ", good[::-1]):
         with pytest.raises(InvalidCursor):
             registry.list(cursor=cursor)
+
+
+@pytest.mark.parametrize("secret_bytes", [0, 1, 32, 64, 65, 200])
+def test_a_cursor_is_signed_with_hmac_sha256_of_the_stores_secret(secret_bytes: int) -> None:
+    """The codec hashes the key's pads once; its tag is still HMAC-SHA256's (keys longer than a block hashed first)."""
+    identity = StoreIdentity("store", os.urandom(secret_bytes))
+    codec = CursorCodec(identity)
+    for n in range(3):
+        where = ListFilter(cwd=None if n == 0 else f"/work/{n}")
+        token = codec.encode(Cursor(position=n + 7, rank=-n, session_id=f"s{n}" * (n + 1)), where)
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        assert raw[-16:] == hmac.digest(identity.secret, raw[:-16], "sha256")[:16]
+        assert codec.decode(token, where) == Cursor(n + 7, -n, f"s{n}" * (n + 1))
 
 
 # -- order, time, titles ---------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from registry.acp.jsonrpc import (
     incoming,
     read_lines,
 )
-from registry.acp.methods import METHODS, Context, bind, capabilities
+from registry.acp.methods import METHODS, Context, EncodedSessions, bind, capabilities
 from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
 from registry.commands import check_payload, check_session_id, check_title, prompt_title
 from registry.diffs import Added, Removed, Updated, encode_session_update, shown
@@ -99,7 +99,7 @@ class ReferenceAgent:
         self._following: Following | None = None
         self._list_changes = False
         # One process serves one connection: the sessions open on it are the process's open sessions.
-        self.context = Context(registry)
+        self.context = Context(registry, encoded=EncodedSessions())  # its results are written as msgspec JSON
         bound = bind(
             "serve",
             self.context,

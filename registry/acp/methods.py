@@ -28,6 +28,7 @@ This module never imports the ``SessionRegistry`` facade: it needs only ``Sessio
 from __future__ import annotations
 
 import enum
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ __all__ = [
     "METHODS",
     "Capability",
     "Context",
+    "EncodedSessions",
     "Method",
     "Role",
     "SessionMethods",
@@ -150,6 +152,9 @@ class Context:
     reports_archived: bool = True
     """ACP: an agent advertising ``sessionCapabilities.archive`` MUST put ``archived`` on every listed session; the
     registry's own rendering (``SessionRegistry.list``, ``handle``, ``list --json``) sends it only when true."""
+    encoded: EncodedSessions | None = None
+    """Set by a surface that writes its results with msgspec's JSON (``serve``): a page's sessions are then their
+    JSON as ``msgspec.Raw``, each encoded once per version of the session, not built and encoded per page."""
 
     def store_id(self, wire_id: str) -> str:
         """The store's id of a session the client names ``wire_id``."""
@@ -229,15 +234,56 @@ def _stored(context: Context, wire_id: str) -> Iterator[str]:
         raise SessionNotFound(wire_id, str(exc).replace(repr(store_id), repr(wire_id))) from None
 
 
+def _shown(context: Context, shown: Result) -> Result:
+    """A listed session's ``SessionInfo`` as builtins, made what the client sees (in place)."""
+    if context.reports_archived:
+        shown.setdefault("archived", False)
+    if context.agent is not None:
+        shown["sessionId"] = context.wire_id(shown["sessionId"])
+    return shown
+
+
+class EncodedSessions:
+    """The JSON of each listed session as a context shows it (``_shown``), kept by session for the ``SessionInfo``
+    it was made from: the registry makes one ``SessionInfo`` per version of a session and hands out that very
+    object again (``registry.pages.Renderer``), so a session listed again costs a look-up and an identity test.
+    Bounded as the renderer is (the oldest half goes when it is full)."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self._size = size
+        self._made: dict[str, tuple[SessionInfo, msgspec.Raw]] = {}
+
+    def page(self, context: Context, infos: list[SessionInfo]) -> list[msgspec.Raw]:
+        made = self._made
+        encoded = []
+        for info in infos:
+            found = made.get(info.session_id)
+            if found is None or found[0] is not info:
+                if len(made) >= self._size:
+                    for key in list(itertools.islice(made, self._size // 2)):
+                        del made[key]
+                shown = _shown(context, msgspec.to_builtins(info))
+                found = made[info.session_id] = (info, msgspec.Raw(_encode(shown)))
+            encoded.append(found[1])
+        return encoded
+
+
+_encode = msgspec.json.Encoder().encode
+
+
 def _list(context: Context, request: ListParams) -> Result:
     # ``commands.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
     page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent)
-    result: Result = msgspec.to_builtins(page)
-    for info in result["sessions"]:
-        if context.reports_archived:
-            info.setdefault("archived", False)
-        if context.agent is not None:
-            info["sessionId"] = context.wire_id(info["sessionId"])
+    if context.encoded is None:
+        result: Result = msgspec.to_builtins(page)
+        for shown in result["sessions"]:
+            _shown(context, shown)
+        return result
+    result = {"sessions": context.encoded.page(context, page.sessions)}  # the keys in the struct's order
+    if page.next_cursor is not UNSET:
+        result["nextCursor"] = page.next_cursor
+    if page.meta is not UNSET:
+        result["_meta"] = page.meta
     return result
 
 

@@ -35,6 +35,7 @@ from registry.readmodel.tables import (
     anchor_value,
     checked_meta,
     checked_positions,
+    checked_states,
     chunks,
     fold_stretch,
     initial_meta,
@@ -51,6 +52,11 @@ _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds a
 
 def _by_key(row: Keyed) -> tuple[int, str]:
     return row[0], row[1]
+
+
+def _known_page(rows: list[Keyed], limit: int, seal: Seal) -> Page:
+    """The page a ``KNOWN_PAGES`` statement found rows for: as of its ``:p``, which is at or after the floor."""
+    return Page(checked_states(rows[:limit], seal), len(rows) > limit, True)
 
 
 class SqliteReadModel(ReadModel, StoredTables):
@@ -313,7 +319,16 @@ class SqliteReadModel(ReadModel, StoredTables):
             return self._meta(self._reader())["floor"]
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
-        """The first page as of the head, read in the freshness check's transaction; a catch-up first if behind."""
+        """The first page as of the head: in one statement when the tables are where this process last saw them
+        (``KNOWN_PAGES``), else read in the freshness check's transaction; a catch-up first if behind."""
+        known = self._position
+        if known:
+            params = sql.page_params(where, known, None, limit)
+            if not params["include"]:
+                with self._store.translate_errors():
+                    found = self._reader().execute(sql.KNOWN_PAGES[params["shape"]], params).fetchall()
+                if found:
+                    return known, _known_page(found, limit, self._seal)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
@@ -343,12 +358,16 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
         params = sql.page_params(where, as_of, after, limit)
+        if as_of == self._position and not params["include"]:  # nothing changed since the walk began, it seems
+            with self._store.translate_errors():
+                rows = self._reader().execute(sql.KNOWN_PAGES[params["shape"]], params).fetchall()
+            if rows:
+                return _known_page(rows, limit, self._seal)
         db = self._reader()
         with self._store.translate_errors():
             db.execute("BEGIN")
             try:
-                meta = self._meta(db)
-                checkpoint, floor = meta["checkpoint"], meta["floor"]
+                checkpoint, floor, _head = checked_positions(db.execute(sql.CHECK).fetchone())
                 if as_of > checkpoint:
                     raise ValueError(f"as_of={as_of} is past the read model's checkpoint {checkpoint}")
                 current = self._rows(db, params, as_of < checkpoint)

@@ -24,6 +24,7 @@ __all__ = [
     "GET",
     "INSERT_PAST",
     "IN_LIST_ORDER",
+    "KNOWN_PAGES",
     "META",
     "PAGES",
     "PAST_AT",
@@ -71,10 +72,13 @@ def load(count: int) -> str:
     return f"SELECT session_id, state, valid_from FROM rm_sessions WHERE session_id IN ({','.join('?' * count)})"
 
 
-def _page_query(cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool) -> str:
+def _page_query(
+    cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool, *, known: tuple[str, ...] = ()
+) -> str:
     """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
-    ``archived = :archived`` (else both values: the past rows of an ``include`` walk)."""
-    where = ["live"]
+    ``archived = :archived`` (else both values: the past rows of an ``include`` walk); ``known``: conditions on
+    nothing but the tables' positions, evaluated once (no row when one is false)."""
+    where = [*known, "live"]
     if agent:
         where.append("agent = :agent")
     if cwd:
@@ -100,6 +104,21 @@ PAGES: Final = {
     for shape in itertools.product((False, True), repeat=6)  # (cwd, agent, after, archived, as_of, past)
 }
 """Page queries by (cwd, agent, after, archived, as_of, past)."""
+
+_AT_P: Final = (
+    "(SELECT value FROM rm_meta WHERE key = 'checkpoint') = :p",
+    "(SELECT value FROM rm_meta WHERE key = 'floor') <= :p",
+)
+KNOWN_PAGES: Final = {
+    (cwd, agent, after): _page_query(
+        cwd, agent, after, True, False, False, known=_AT_P if after else (*_AT_P, f"{head_query()} = :p")
+    )
+    for cwd, agent, after in itertools.product((False, True), repeat=3)
+}
+"""The current rows of one range of one index (``archived = :archived``), read only if the tables are where this
+process last saw them - the checkpoint ``:p`` at or after the floor, and for a first page (no ``after``) the log's
+head too - else no row: a page and its freshness check in one statement, without a transaction of their own
+(an empty answer is also an empty list: ask again with the check of its own). By (cwd, agent, after)."""
 
 
 def page_params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> dict[str, Any]:

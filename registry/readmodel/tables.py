@@ -103,13 +103,16 @@ class Seal:
 
     The states of the blobs opened last are kept by the blob's bytes, seal included (``_OPENED`` of them): the very
     bytes checked once are not checked, nor decoded, again - a page read again (a client polling the first page)
-    costs a dict look-up a state, less than the unkeyed CRC-32 and the decode did.
+    costs a dict look-up a state, less than the unkeyed CRC-32 and the decode did. So are the page rows checked
+    last (``checked_rows``, by the row: rank, session id and blob), once their key columns matched their state.
     """
 
     def __init__(self, key: bytes) -> None:
         self._mac = hashlib.blake2b(key=key, digest_size=SEAL, person=b"acp-rm-seal")  # copied per blob: keyed once
         self.key_id = int.from_bytes(hashlib.blake2b(key, digest_size=8, person=b"acp-rm-key-id").digest(), "big") >> 1
         self._opened: dict[object, SessionState] = {}
+        self.checked_rows: dict[Keyed, SessionState] = {}
+        """Kept by ``checked_states``."""
 
     def seal(self, state: SessionState) -> bytes:
         """A row's state blob."""
@@ -373,13 +376,19 @@ def merge_pages(
 
 def checked_states(rows: Iterable[Keyed], seal: Seal) -> list[SessionState]:
     """The states of page rows, each opened by ``seal`` and checked against its row's key columns (``checked_row``
-    names the fault)."""
+    names the fault); a row checked before - the very same rank, session id and blob - is one look-up."""
     states = []
-    open_state = seal.open
-    for rank, session_id, blob in rows:
-        state = open_state(blob)
-        if state.session_id != session_id or rank_of(state.updated_at) != rank:
-            checked_row(state, rank, session_id)  # raises
+    checked = seal.checked_rows
+    for row in rows:  # every page's inner loop
+        state = checked.get(row)
+        if state is None:
+            rank, session_id, blob = row
+            state = seal.open(blob)
+            if state.session_id != session_id or rank_of(state.updated_at) != rank:
+                checked_row(state, rank, session_id)  # raises
+            if len(checked) >= _OPENED:
+                checked.clear()
+            checked[row] = state
         states.append(state)
     return states
 
