@@ -37,7 +37,6 @@ _MAC_BYTES: Final = 16
 # base64url as base64.urlsafe_b64encode / urlsafe_b64decode spell it, without their Python-level calls
 _TO_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE: Final = bytes.maketrans(b"-_", b"+/")
-_BLOCK: Final = 64  # SHA-256's block size, the length of an HMAC key's pads
 _HEADER: Final = 3  # version, body length
 _MAX_BODY: Final = 0xFFFF
 
@@ -89,21 +88,14 @@ class CursorCodec:
 
     def __init__(self, identity: StoreIdentity) -> None:
         self._store = _fingerprint(identity.store_id)
-        # HMAC-SHA256 (RFC 2104) with the key's two padded blocks hashed once: each cursor then copies the two
-        # hashes instead of setting up a keyed MAC (hmac.digest costs ~2.5x as much per cursor, more in a cold
-        # process). The same bytes as hmac.digest(secret, data, "sha256").
-        key = identity.secret
-        if len(key) > _BLOCK:
-            key = hashlib.sha256(key).digest()
-        key = key.ljust(_BLOCK, b"\0")
-        self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in key))
-        self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in key))
+        # HMAC-SHA256 keyed once; each cursor copies the keyed object (hmac.digest sets a keyed MAC up through
+        # OpenSSL for every call: 1.7 us a tag against 1.15 for a copy, in a loop).
+        self._keyed = hmac.new(identity.secret, digestmod=hashlib.sha256)
 
     def _mac(self, data: bytes) -> bytes:
-        inner, outer = self._inner.copy(), self._outer.copy()
-        inner.update(data)
-        outer.update(inner.digest())
-        return outer.digest()[:_MAC_BYTES]
+        mac = self._keyed.copy()
+        mac.update(data)
+        return mac.digest()[:_MAC_BYTES]
 
     def encode(self, cursor: Cursor, where: ListFilter) -> str:
         """A token for ``cursor``, bound to this store and to the list ``where`` selects."""

@@ -223,7 +223,7 @@ def test_a_garbled_cursor_never_restarts_the_walk(registry: SessionRegistry) -> 
 
 @pytest.mark.parametrize("secret_bytes", [0, 1, 32, 64, 65, 200])
 def test_a_cursor_is_signed_with_hmac_sha256_of_the_stores_secret(secret_bytes: int) -> None:
-    """The codec hashes the key's pads once; its tag is still HMAC-SHA256's (keys longer than a block hashed first)."""
+    """The codec keys its MAC once and copies it per cursor; the tag is HMAC-SHA256's (keys longer than a block too)."""
     identity = StoreIdentity("store", os.urandom(secret_bytes))
     codec = CursorCodec(identity)
     for n in range(3):
