@@ -159,6 +159,7 @@ EDITS = {
     "past range edited": ("UPDATE rm_past SET valid_to = valid_to + 1", "rm_past"),
     "past rows deleted": ("DELETE FROM rm_past", "rm_past lacks"),
     "live count": ("UPDATE rm_meta SET value = value + 1 WHERE key = 'live'", "rm_meta.live"),
+    "archived count": ("UPDATE rm_meta SET value = value + 1 WHERE key = 'archived'", "rm_meta.archived"),
     "floor past the checkpoint": ("UPDATE rm_meta SET value = 1000 WHERE key = 'floor'", "rm_meta.floor"),
     "checkpoint missing": ("DELETE FROM rm_meta WHERE key = 'checkpoint'", "rm_meta has no checkpoint row"),
     "cwd index dropped": ("DROP INDEX rm_sessions_cwd", "index rm_sessions_cwd is missing"),

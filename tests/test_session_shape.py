@@ -43,8 +43,9 @@ PINNED: list[tuple[str, int, int, int]] = [
     # archived, agent, parent; read model 5, 6: each row's state sealed, 7: a fork's parent in a column of its own,
     # 8: the seal keyed
     ("3603b47edd4e986e", 2, 8, 4),
-    # position last (a stored state's last eight bytes, which the server writes); read model 10: the seal first
-    ("7551a0ee7d1b6cdb", 3, 10, 5),
+    # position last (a stored state's last eight bytes, which the server writes); read model 10: the seal first,
+    # 11: rm_meta counts the archived live sessions
+    ("7551a0ee7d1b6cdb", 3, 11, 5),
 ]
 
 

@@ -61,6 +61,9 @@ def test_archive_hides_from_the_default_list_before_pagination(registry: Session
     registry.unarchive("s1")
     assert _ids(registry) == ["s4", "s2", "s1", "s0"]
     assert META_ARCHIVED not in registry.get("s1").meta  # type: ignore[operator]
+    assert registry.read_model.archived_count() == 1  # the tables count it as they fold (rm_meta)
+    registry.delete("s3")  # archived, then deleted: no longer counted
+    assert registry.read_model.archived_count() == registry.read_model.archived_count("/w/1") == 0
 
 
 def test_agent_filter_and_cursor_binding(registry: SessionRegistry) -> None:

@@ -1,7 +1,8 @@
 """``list``: the ``session/list`` view, one page or every page (``--all``), as a client sees it.
 
 The table's heading says how many sessions it shows of how many there are (``50 of 94,912 sessions``, in a cwd
-too): the read model keeps the live count, and a cwd's count is a pass over its cwd index (no session is decoded).
+too): the read model keeps the live count and how many of those are archived, and a cwd's counts are a pass over
+its cwd index (no session is decoded).
 """
 
 from __future__ import annotations

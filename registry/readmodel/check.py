@@ -7,7 +7,8 @@ checkpoint it then compares everything derived, as stored:
 
 * the schema (tables, columns, indexes, ``rm_meta``'s rows, the version) and what the database finds wrong with
   the tables and their indexes;
-* the checkpoint (within the log, with the log's chain link there), the floor and the live count;
+* the checkpoint (within the log, with the log's chain link there), the floor, the live count and how many of
+  those are archived;
 * every column of every ``rm_sessions`` row and every ``rm_past`` row with its position range
   (``tables.current_row`` / ``past_row``: the rows the fold writes);
 * the list as ``session/list`` reads it, page by page, as of the checkpoint and of earlier positions within the
@@ -109,7 +110,8 @@ def check_read_model(
     reference = _fold(store, checkpoint, floor, kept_snapshots, problems, report, seal)
     expected = reference.fold.states()
     if stored is not None and seal is not None and meta is not None:
-        problems += _check_meta(stored, meta, checkpoint, floor, len(reference.fold))
+        counts = len(reference.fold), reference.fold.archived_count()
+        problems += _check_meta(stored, meta, checkpoint, floor, counts)
         problems += [Mismatch(checkpoint, None, f"the database finds: {line}") for line in stored.storage_problems()]
         problems += _check_rows(stored, checkpoint, expected, reference.past, seal)
     elif not tables:
@@ -179,12 +181,14 @@ def _lists(states: Iterable[SessionState]) -> dict[str | None, list[str]]:
     return lists
 
 
-def _check_meta(stored: StoredTables, meta: dict[str, int], checkpoint: int, floor: int, live: int) -> list[Mismatch]:
+def _check_meta(
+    stored: StoredTables, meta: dict[str, int], checkpoint: int, floor: int, counts: tuple[int, int]
+) -> list[Mismatch]:
+    """``counts``: the log's live sessions and how many of them are archived, at the checkpoint."""
     problems = []
-    if meta.get("live") != live:
-        problems.append(
-            Mismatch(checkpoint, None, f"rm_meta.live counts {meta.get('live')} live sessions, the log {live}")
-        )
+    for key, what, value in zip(("live", "archived"), ("live sessions", "archived live sessions"), counts, strict=True):
+        if meta.get(key) != value:
+            problems.append(Mismatch(checkpoint, None, f"rm_meta.{key} counts {meta.get(key)} {what}, the log {value}"))
     if floor > checkpoint:
         problems.append(Mismatch(checkpoint, None, f"rm_meta.floor ({floor}) is past the checkpoint ({checkpoint})"))
     if not stored.checkpoint_matches_log():

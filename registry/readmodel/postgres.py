@@ -445,7 +445,9 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
 
     def archived_count(self, cwd: str | None = None) -> int:
-        query, params = (self._sql.archived_count, {}) if cwd is None else (self._sql.archived_cwd, {"cwd": cwd})
+        if cwd is None:
+            return self._meta()["archived"]  # kept as the live count is
+        query, params = self._sql.archived_cwd, {"cwd": cwd}
         return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:

@@ -37,6 +37,7 @@ from registry.readmodel.tables import (
     Seal,
     SnapshotPlan,
     anchor_value,
+    counted,
     current_row,
     fold_stretch,
     past_row,
@@ -213,6 +214,7 @@ class AppendFold:
         new_floor = self._pending[2]
         params: dict[str, object] = {"rm_lock": self._key, "rm_checkpoint": self._pending[1], "rm_f0": floor}
         params |= {"rm_c": folded.position, "rm_f": new_floor, "rm_a": anchor_value(chain), "rm_d": folded.live_delta}
+        params["rm_ad"] = folded.archived_delta
         for row in folded.current:
             params |= zip(_KNOWN_CURRENT, row, strict=True)
         for past in folded.past:
@@ -240,12 +242,12 @@ class AppendFold:
             version = old.version + 1 if version is None else version
         new = fold(old, LogEntry(0, session_id, version, event))
         params: dict[str, object] = {"rm_lock": self._key, "rm_from": None if old is None else old.position}
-        params |= {"rm_window": self.window, "rm_delta": 0, "rm_version": version - 1}
+        params |= {"rm_window": self.window, "rm_delta": 0, "rm_adelta": 0, "rm_version": version - 1}
         if new is not None:
             row = current_row(new, self._seal, placed=False)
             params |= {key: value for key, value in zip(_AT_CURRENT, row, strict=True) if key is not None}
             params["rm_state"] = row.state
-            params["rm_delta"] = (not new.deleted) - (old is not None and not old.deleted)
+            params["rm_delta"], params["rm_adelta"] = counted(old, new)
             if old is not None:
                 past = past_row(old, 0, self._seal, blob)
                 params |= {key: value for key, value in zip(_AT_PAST, past, strict=True) if key is not None}
@@ -264,8 +266,8 @@ class AppendFold:
         self._pending = (position, position - 1, answer, rows)
 
     def _queue(self, cursor: Cursor, folded: Fold, floor: int, new_floor: int, chain: bytes | None) -> None:
-        """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live count): what a catch-up
-        writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
+        """A fold's rows and meta (checkpoint, floor, the checkpoint's chain link, live and archived counts): what a
+        catch-up writes and what an append writes in its own transaction. An append's usual fold (a row, maybe the past
         version it replaced) goes as one statement: fewer statements is less of psycopg's time per append, which
         under contention is spent with the append lock held."""
         meta: dict[str, object] = {
@@ -273,6 +275,7 @@ class AppendFold:
             "f": new_floor,
             "a": anchor_value(chain),
             "d": folded.live_delta,
+            "ad": folded.archived_delta,
         }
         if new_floor > floor:
             cursor.execute(self._sql.prune, (floor, new_floor))

@@ -116,7 +116,8 @@ def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, Li
         " WHERE a.floor > a.floor_before AND x.valid_to > a.floor_before AND x.valid_to <= a.floor)",
         "rm_set AS (UPDATE {s}.rm_meta AS m SET value = CASE m.key WHEN 'checkpoint' THEN a.p WHEN 'floor' THEN a.floor"
         " WHEN 'anchor' THEN ('x' || encode(substring(a.chain FROM 1 FOR 8), 'hex'))::bit(64)::bigint"
-        " ELSE m.value + %(rm_delta)s END FROM rm_at AS a WHERE m.key IN ('checkpoint', 'floor', 'anchor', 'live'))",
+        " WHEN 'live' THEN m.value + %(rm_delta)s ELSE m.value + %(rm_adelta)s END FROM rm_at AS a"
+        " WHERE m.key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived'))",
     ]
     guard = (
         "pg_try_advisory_xact_lock_shared(%(rm_lock)s) AND cur.version = %(rm_version)s"
@@ -134,7 +135,7 @@ def _known(current: bool, past: bool, prune: bool) -> tuple[LiteralString, Liter
     replaces, and prunes below a moved floor. The guard, over the statement's snapshot (taken once the append lock
     is granted): the read model's lock free of a catch-up, and its checkpoint and floor still what this process
     left. The writes are gated on it (``ok``); named ``AT_END + column``, a past row's ``AT_END + PAST_NAMES +
-    column``, the meta's ``rm_c``, ``rm_f``, ``rm_a``, ``rm_d`` and the floor before ``rm_f0``."""
+    column``, the meta's ``rm_c``, ``rm_f``, ``rm_a``, ``rm_d``, ``rm_ad`` and the floor before ``rm_f0``."""
     gate = "FROM ok WHERE ok.ok"
     writes = []
     if prune:
@@ -149,8 +150,9 @@ def _known(current: bool, past: bool, prune: bool) -> tuple[LiteralString, Liter
         writes.append(f"rm_past AS ({insert_statement(_PAST, 'postgresql', '{s}.', names, source=gate)})")
     writes.append(
         "rm_set AS (UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(rm_c)s::bigint"
-        " WHEN 'floor' THEN %(rm_f)s::bigint WHEN 'anchor' THEN %(rm_a)s::bigint ELSE value + %(rm_d)s::bigint END"
-        " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live') AND (SELECT ok FROM ok))"
+        " WHEN 'floor' THEN %(rm_f)s::bigint WHEN 'anchor' THEN %(rm_a)s::bigint"
+        " WHEN 'live' THEN value + %(rm_d)s::bigint ELSE value + %(rm_ad)s::bigint END"
+        " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived') AND (SELECT ok FROM ok))"
     )
     guard = (
         "pg_try_advisory_xact_lock_shared(%(rm_lock)s::bigint)"
@@ -223,7 +225,8 @@ class Statements:
         self._guard_block = q("DO " + _guard_checks("KEY", "CHECKPOINT", "FLOOR"))
         set_meta = (
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
-            " WHEN 'anchor' THEN %(a)s ELSE value + %(d)s END WHERE key IN ('checkpoint', 'floor', 'anchor', 'live')"
+            " WHEN 'anchor' THEN %(a)s WHEN 'live' THEN value + %(d)s ELSE value + %(ad)s END"
+            " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived')"
         )
         self.set_all_meta = q(set_meta)
         # An append's usual fold - at most one current row and one past row - with the meta, in one statement
@@ -251,7 +254,6 @@ class Statements:
         }
         self.scan = q(entries_query("{s}.", "%s", "%s"))
         self.cwd_counts = q("SELECT cwd, count(*) FROM {s}.rm_sessions WHERE live GROUP BY cwd")
-        self.archived_count = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived")
         self.archived_cwd = q("SELECT count(*) FROM {s}.rm_sessions WHERE live AND archived AND cwd = %(cwd)s")
         self.states = q("SELECT state FROM {s}.rm_sessions")
         self.in_list_order = q(

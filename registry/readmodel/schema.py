@@ -24,7 +24,7 @@ from typing import Final, Literal, NamedTuple
 
 from events.errors import StoreFormatError
 from events.logger import Logger
-from registry.readmodel.tables import READ_MODEL_VERSION, CurrentRow, PastRow
+from registry.readmodel.tables import COUNTED, READ_MODEL_VERSION, CurrentRow, PastRow
 
 __all__ = [
     "INDEXES",
@@ -116,9 +116,10 @@ INDEXES: Final = (
 )
 """What the pages (one range of one index each), ``show``'s forks and the pruning of past versions read."""
 
-META_KEYS: Final = ("version", "checkpoint", "floor", "live", "anchor", "seal")
+META_KEYS: Final = ("version", "checkpoint", "floor", "live", "archived", "anchor", "seal")
 """The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's
-floor, the live sessions, the key the rows are sealed with (``tables.Seal.key_id``)."""
+floor, the live sessions and how many of them are archived, the key the rows are sealed with
+(``tables.Seal.key_id``)."""
 
 
 # -- rendering ------------------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def schema_problems(found: FoundSchema, dialect: Dialect, key_id: int | None = N
             problems.append("rm_meta cannot be read")
         else:
             problems += [f"rm_meta has no {key} row" for key in META_KEYS if key not in meta]
-            if meta.get("checkpoint", 0) < 0 or meta.get("floor", 0) < 0 or meta.get("live", 0) < 0:
+            if any(meta.get(key, 0) < 0 for key in COUNTED):
                 problems.append("rm_meta holds a negative position or count")
             if key_id is not None and "seal" in meta and meta["seal"] != key_id:
                 problems.append("its rows are sealed with another key (the store's seal key was replaced or lost)")

@@ -251,7 +251,7 @@ class SqliteReadModel(ReadModel, StoredTables):
                 sql.SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
-            db.execute(sql.ADD_LIVE, (folded.live_delta,))
+            db.execute(sql.ADD_COUNTS, (folded.live_delta, folded.archived_delta))
             return folded.position
         return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
 
@@ -417,9 +417,12 @@ class SqliteReadModel(ReadModel, StoredTables):
             return dict(self._reader().execute(sql.CWD_COUNTS).fetchall())
 
     def archived_count(self, cwd: str | None = None) -> int:
-        query = sql.ARCHIVED if cwd is None else sql.ARCHIVED_IN_CWD
+        """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over 10% of the order index took
+        ~9 ms at 1M sessions); of a cwd, a pass over its archived part of the cwd index."""
         with self._store.translate_errors():
-            return int(self._reader().execute(query, () if cwd is None else (cwd,)).fetchone()[0])
+            if cwd is None:
+                return self._meta(self._reader())["archived"]
+            return int(self._reader().execute(sql.ARCHIVED_IN_CWD, (cwd,)).fetchone()[0])
 
     def _dump(self, checkpoint: int) -> None:
         """A kept snapshot at ``checkpoint`` from the rows as they are (nothing if the tables moved on)."""

@@ -12,8 +12,7 @@ from registry.model import ListFilter
 from registry.readmodel.schema import TABLES, insert_statement
 
 __all__ = [
-    "ADD_LIVE",
-    "ARCHIVED",
+    "ADD_COUNTS",
     "ARCHIVED_IN_CWD",
     "CHAIN",
     "CHECK",
@@ -45,7 +44,9 @@ CHAIN: Final = chain_query()
 META: Final = "SELECT key, value FROM rm_meta"
 SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
-ADD_LIVE: Final = "UPDATE rm_meta SET value = value + ? WHERE key = 'live'"
+ADD_COUNTS: Final = (
+    "UPDATE rm_meta SET value = value + CASE key WHEN 'live' THEN ? ELSE ? END WHERE key IN ('live', 'archived')"
+)
 GET: Final = "SELECT state, valid_from FROM rm_sessions WHERE session_id = ?"
 CURRENT_OF: Final = "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?"
 PAST_AT: Final = (
@@ -54,7 +55,6 @@ PAST_AT: Final = (
 )
 FORKS: Final = "SELECT state FROM rm_sessions INDEXED BY rm_sessions_parent WHERE parent = ?"
 CWD_COUNTS: Final = "SELECT cwd, count(*) FROM rm_sessions WHERE live GROUP BY cwd"
-ARCHIVED: Final = "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_order WHERE live AND archived = 1"
 ARCHIVED_IN_CWD: Final = (
     "SELECT count(*) FROM rm_sessions INDEXED BY rm_sessions_cwd WHERE live AND cwd = ? AND archived = 1"
 )

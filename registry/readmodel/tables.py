@@ -42,6 +42,7 @@ from registry.readmodel import ReadModelFault
 log = Logger(__name__)
 
 __all__ = [
+    "COUNTED",
     "PLACE",
     "READ_MODEL_VERSION",
     "CurrentRow",
@@ -54,6 +55,7 @@ __all__ = [
     "checked_meta",
     "checked_positions",
     "checked_row",
+    "counted",
     "current_row",
     "fold_stretch",
     "initial_meta",
@@ -62,15 +64,18 @@ __all__ = [
     "record_log_shorter",
 ]
 
-_TABLES_REVISION: Final = 7
+_TABLES_REVISION: Final = 8
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
 row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
 own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``), 7: the seal first and the
-position last, outside it (so that the server can write it)."""
+position last, outside it (so that the server can write it), 8: ``rm_meta`` counts the live sessions archived
+(``archived``), as it counts the live ones."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
 
+COUNTED: Final = ("checkpoint", "floor", "live", "archived")
+"""The integers every ``rm_meta`` holds beside its version, anchor and seal: positions and counts."""
 CHUNK: Final = 50_000
 """Events folded per transaction when a read model catches up a long stretch (memory stays bounded)."""
 
@@ -192,9 +197,10 @@ def checked_row(state: SessionState, rank: int, session_id: str) -> SessionState
 
 
 def checked_meta(rows: Iterable[tuple[str, object]]) -> dict[str, int]:
-    """``rm_meta``'s rows, each of ``checkpoint``, ``floor`` and ``live`` an integer, else a ``ReadModelFault``."""
+    """``rm_meta``'s rows, each of ``checkpoint``, ``floor``, ``live`` and ``archived`` an integer, else a
+    ``ReadModelFault``."""
     meta = {key: value for key, value in rows if type(value) is int}
-    for key in ("checkpoint", "floor", "live"):
+    for key in COUNTED:
         if key not in meta:
             raise ReadModelFault(f"the read model's rm_meta has no {key} row")
     return meta
@@ -268,6 +274,8 @@ class Fold(NamedTuple):
     current: list[CurrentRow]
     past: list[PastRow]
     live_delta: int
+    archived_delta: int
+    """How many more live sessions are archived (``counted``)."""
     position: int
     """The last position folded (the new checkpoint)."""
 
@@ -316,20 +324,30 @@ def fold_stretch(
     flush()
 
     current: list[CurrentRow] = []
-    live_delta = 0
+    live_delta = archived_delta = 0
     for session_id, new in now.items():
         old = before[session_id]
         if new is old:
             continue
         assert new is not None
         current.append(current_row(new, seal))
-        live_delta += (not new.deleted) - (old is not None and not old.deleted)
-    return Fold(current, past, live_delta, position)
+        live, archived = counted(old, new)
+        live_delta += live
+        archived_delta += archived
+    return Fold(current, past, live_delta, archived_delta, position)
+
+
+def counted(old: SessionState | None, new: SessionState) -> tuple[int, int]:
+    """What a session's change from ``old`` (None: none) to ``new`` adds to ``rm_meta``'s ``live`` and ``archived``
+    counts (-1, 0 or 1 each): a live session is not deleted; an archived one is live and archived."""
+    was_live = old is not None and not old.deleted
+    live = not new.deleted
+    return live - was_live, (live and new.archived) - (was_live and old is not None and old.archived)
 
 
 def initial_meta(seal: Seal) -> list[tuple[str, int]]:
     """``rm_meta`` of new, empty tables sealed by ``seal``."""
-    zero = [("checkpoint", 0), ("floor", 0), ("live", 0), ("anchor", 0)]
+    zero = [("checkpoint", 0), ("floor", 0), ("live", 0), ("archived", 0), ("anchor", 0)]
     return [("version", READ_MODEL_VERSION), *zero, ("seal", seal.key_id)]
 
 
