@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -219,13 +219,23 @@ class ListFilter(NamedTuple):
     agent: str | None = None
 
     def matches(self, state: SessionState) -> bool:
-        """Whether a live session is in this list."""
-        archived = self.archived
-        return (
-            (self.cwd is None or state.cwd == self.cwd)
-            and (self.agent is None or state.agent == self.agent)
-            and (archived == "include" or state.archived is (archived == "only"))
-        )
+        """Whether a session is in this list (a deleted one is in none)."""
+        return self.outside((state,)) is None
+
+    def outside(self, states: Iterable[SessionState]) -> SessionState | None:
+        """The first of ``states`` not in this list, else None: the one home of the rule, written for a whole page
+        at once (the guard runs it over every page's states: one call, not one a state)."""
+        cwd, agent = self.cwd, self.agent
+        include, only = self.archived == "include", self.archived == "only"
+        for state in states:
+            if (
+                state.deleted
+                or (cwd is not None and state.cwd != cwd)
+                or (agent is not None and state.agent != agent)
+                or (not include and state.archived is not only)
+            ):
+                return state
+        return None
 
 
 def title_replaces(current: TitleSource | None, new: TitleSource) -> bool:

@@ -304,7 +304,7 @@ class Projection:
                 (
                     (sort_key(s), s)
                     for s in entry.changed.values()
-                    if s is not None and not s.deleted and where.matches(s)
+                    if s is not None and where.matches(s)
                 ),
                 key=lambda pair: pair[0],
             )

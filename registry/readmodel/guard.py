@@ -88,20 +88,12 @@ def fault_of(exc: BaseException) -> str | None:
 
 
 def _as_asked(page: Page, where: ListFilter) -> Page:
-    """``page`` if each of its states is one the query asked for: else a row's columns were edited apart from it.
-    (``where.matches`` written out: this is every page's loop.)"""
-    cwd, archived, agent = where
-    include, only = archived == "include", archived == "only"
-    for state in page.states:
-        if (
-            state.deleted
-            or (cwd is not None and state.cwd != cwd)
-            or (agent is not None and state.agent != agent)
-            or (not include and state.archived is not only)
-        ):
-            raise ReadModelFault(
-                f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
-            )
+    """``page`` if each of its states is one the query asked for: else a row's columns were edited apart from it."""
+    state = where.outside(page.states)
+    if state is not None:
+        raise ReadModelFault(
+            f"the read model's row of {state.session_id!r} does not match its state (edited or damaged)"
+        )
     return page
 
 
