@@ -18,6 +18,7 @@ any allowed length; a version-1 cursor is refused with reason ``version`` (its s
 
 from __future__ import annotations
 
+import base64
 import binascii
 import functools
 import hashlib
@@ -34,9 +35,6 @@ __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
 CURSOR_VERSION: Final = 2
 _MAC_BYTES: Final = 16
-# base64url as base64.urlsafe_b64encode / urlsafe_b64decode spell it, without their Python-level calls
-_TO_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
-_FROM_URLSAFE: Final = bytes.maketrans(b"-_", b"+/")
 _HEADER: Final = 3  # version, body length
 _MAX_BODY: Final = 0xFFFF
 
@@ -114,7 +112,7 @@ class CursorCodec:
         if len(body) > _MAX_BODY:  # pragma: no cover - session ids are at most 1 KiB
             raise ValueError("a cursor body must fit in 64 KiB")
         data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
-        return binascii.b2a_base64(data + self._mac(data), newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode()
+        return base64.urlsafe_b64encode(data + self._mac(data)).rstrip(b"=").decode("ascii")
 
     def decode(self, token: str, where: ListFilter) -> Cursor:
         """The cursor a token holds, if this store made it for the list ``where`` selects; else ``InvalidCursor``."""
@@ -122,7 +120,7 @@ class CursorCodec:
         if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
             token = token[:-1]
         try:
-            raw = binascii.a2b_base64((token.encode("ascii") + b"=" * (-len(token) % 4)).translate(_FROM_URLSAFE))
+            raw = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4))
         except (binascii.Error, UnicodeEncodeError, ValueError):
             raise InvalidCursor("garbled", "not a cursor this registry issued (bad characters)") from None
         if not raw:
