@@ -301,11 +301,7 @@ class Projection:
         extras = entry.extras.get(where)
         if extras is None:
             extras = sorted(
-                (
-                    (sort_key(s), s)
-                    for s in entry.changed.values()
-                    if s is not None and where.matches(s)
-                ),
+                ((sort_key(s), s) for s in entry.changed.values() if s is not None and where.matches(s)),
                 key=lambda pair: pair[0],
             )
             entry.extras[where] = extras

@@ -87,6 +87,15 @@ def _guard_checks(lock: LiteralString, checkpoint: LiteralString, floor: Literal
     )
 
 
+def _moved(key: LiteralString, live: LiteralString, archived: LiteralString) -> LiteralString:
+    """The ``rm_meta`` rows a fold's update writes: the positions and the anchor always, a count only when its delta
+    (the parameters ``live`` and ``archived``) is not 0 - a turn changes neither, so it writes three rows, not five."""
+    return (
+        f"{key} IN ('checkpoint', 'floor', 'anchor') OR ({key} = 'live' AND %({live})s::bigint <> 0)"
+        f" OR ({key} = 'archived' AND %({archived})s::bigint <> 0)"
+    )
+
+
 def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, LiteralString]:
     """An append's fold written into its one statement (``events.postgres_hooks.AtEnd``: guard, writes, answer), by
     whether it writes the session's current row and the past row it replaces. The guard: the read model's lock is
@@ -117,7 +126,7 @@ def _at_end(current: bool, past: bool) -> tuple[LiteralString, LiteralString, Li
         "rm_set AS (UPDATE {s}.rm_meta AS m SET value = CASE m.key WHEN 'checkpoint' THEN a.p WHEN 'floor' THEN a.floor"
         " WHEN 'anchor' THEN ('x' || encode(substring(a.chain FROM 1 FOR 8), 'hex'))::bit(64)::bigint"
         " WHEN 'live' THEN m.value + %(rm_delta)s ELSE m.value + %(rm_adelta)s END FROM rm_at AS a"
-        " WHERE m.key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived'))",
+        f" WHERE {_moved('m.key', 'rm_delta', 'rm_adelta')})",
     ]
     guard = (
         "pg_try_advisory_xact_lock_shared(%(rm_lock)s) AND cur.version = %(rm_version)s"
@@ -152,7 +161,7 @@ def _known(current: bool, past: bool, prune: bool) -> tuple[LiteralString, Liter
         "rm_set AS (UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(rm_c)s::bigint"
         " WHEN 'floor' THEN %(rm_f)s::bigint WHEN 'anchor' THEN %(rm_a)s::bigint"
         " WHEN 'live' THEN value + %(rm_d)s::bigint ELSE value + %(rm_ad)s::bigint END"
-        " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived') AND (SELECT ok FROM ok))"
+        f" WHERE ({_moved('key', 'rm_d', 'rm_ad')}) AND (SELECT ok FROM ok))"
     )
     guard = (
         "pg_try_advisory_xact_lock_shared(%(rm_lock)s::bigint)"
@@ -226,7 +235,7 @@ class Statements:
         set_meta = (
             "UPDATE {s}.rm_meta SET value = CASE key WHEN 'checkpoint' THEN %(c)s WHEN 'floor' THEN %(f)s"
             " WHEN 'anchor' THEN %(a)s WHEN 'live' THEN value + %(d)s ELSE value + %(ad)s END"
-            " WHERE key IN ('checkpoint', 'floor', 'anchor', 'live', 'archived')"
+            " WHERE " + _moved("key", "d", "ad")
         )
         self.set_all_meta = q(set_meta)
         # An append's usual fold - at most one current row and one past row - with the meta, in one statement

@@ -251,7 +251,8 @@ class SqliteReadModel(ReadModel, StoredTables):
                 sql.SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
-            db.execute(sql.ADD_COUNTS, (folded.live_delta, folded.archived_delta))
+            if folded.live_delta or folded.archived_delta:  # a turn changes neither count
+                db.execute(sql.ADD_COUNTS, (folded.live_delta, folded.archived_delta))
             return folded.position
         return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
 
