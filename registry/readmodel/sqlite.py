@@ -251,8 +251,10 @@ class SqliteReadModel(ReadModel, StoredTables):
                 sql.SET_META,
                 [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
             )
-            if folded.live_delta or folded.archived_delta:  # a turn changes neither count
-                db.execute(sql.ADD_COUNTS, (folded.live_delta, folded.archived_delta))
+            counts = (("live", folded.live_delta), ("archived", folded.archived_delta))
+            moved = [(delta, key) for key, delta in counts if delta]
+            if moved:  # a turn moves neither
+                db.executemany(sql.ADD_COUNT, moved)
             return folded.position
         return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
 

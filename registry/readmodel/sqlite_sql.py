@@ -12,7 +12,7 @@ from registry.model import ListFilter
 from registry.readmodel.schema import TABLES, insert_statement
 
 __all__ = [
-    "ADD_COUNTS",
+    "ADD_COUNT",
     "ARCHIVED_IN_CWD",
     "CHAIN",
     "CHECK",
@@ -44,9 +44,9 @@ CHAIN: Final = chain_query()
 META: Final = "SELECT key, value FROM rm_meta"
 SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
-ADD_COUNTS: Final = (
-    "UPDATE rm_meta SET value = value + CASE key WHEN 'live' THEN ? ELSE ? END WHERE key IN ('live', 'archived')"
-)
+ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
+"""One count (``live``, ``archived``) moved by a delta: a statement a row (one UPDATE of both rows, by ``IN`` or
+``OR``, took ~11 us against ~1.3 us for one keyed row, measured in a loop)."""
 GET: Final = "SELECT state, valid_from FROM rm_sessions WHERE session_id = ?"
 CURRENT_OF: Final = "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?"
 PAST_AT: Final = (
