@@ -6,11 +6,13 @@ import bisect
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 
 from events.chain import GENESIS, StoredRecord, link
 from events.codec import decode_event, encode_event
+from events.content import KeptMessage, StoredMessage, kept
 from events.errors import ConcurrencyError
-from events.model import Event, RecordedEvent
+from events.model import Event, RecordedEvent, SessionDeleted
 from events.store import ANY, Clock, EventStore, PreparedAppend, StoreIdentity, retried_positions
 
 __all__ = ["MemoryStore"]
@@ -27,6 +29,7 @@ class MemoryStore(EventStore):
         self._positions: list[int] = []
         self._streams: dict[str, list[RecordedEvent]] = {}
         self._by_id: dict[uuid.UUID, RecordedEvent] = {}
+        self._content: dict[int, list[StoredMessage]] = {}  # by the position of the event that refers to them
         self._identity = StoreIdentity(str(uuid.uuid4()), os.urandom(32))
 
     def _append(
@@ -60,6 +63,10 @@ class MemoryStore(EventStore):
         head = self._log[-1].position if self._log else 0
         previous = self._stored[-1].chain if self._stored else GENESIS
         assert previous is not None
+        if request.content is not None:
+            for n, messages in enumerate(request.content, start=head + 1):
+                if messages:
+                    self._content[n] = messages
         for n, (event, event_id, blob) in enumerate(zip(stored, event_ids, blobs, strict=True), start=1):
             record = RecordedEvent(head + n, session_id, actual + n, event_id, at, event)
             previous = link(previous, head + n, session_id, actual + n, event_id.bytes, at, blob)
@@ -78,6 +85,7 @@ class MemoryStore(EventStore):
             if not stream:
                 del self._streams[record.session_id]
             del self._by_id[record.event_id]
+            self._content.pop(record.position, None)
         del self._log[size:], self._stored[size:], self._positions[size:]
 
     def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
@@ -110,3 +118,44 @@ class MemoryStore(EventStore):
         with self._lock:
             start = bisect.bisect_right(self._positions, after)
             return self._stored[start : start + limit]
+
+    def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
+        self._check_open()
+        with self._lock:
+            records = list(self._streams.get(session_id, ()))
+            found = [(r.position, self._content.get(r.position)) for r in records]
+        return [
+            kept(position, session_id, m)
+            for position, stored in found
+            if stored and (until is None or position <= until)
+            for m in stored
+        ]
+
+    def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
+        self._check_open()
+        found: dict[tuple[int, int], KeptMessage] = {}
+        with self._lock:
+            for position, seq in keys:
+                stored = self._content.get(position)
+                if stored is not None and 0 <= seq < len(stored):
+                    at = bisect.bisect_left(self._positions, position)
+                    found[position, seq] = kept(position, self._log[at].session_id, stored[seq])
+        return found
+
+    def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
+        self._check_open()
+        rows: list[tuple[int, str, StoredMessage]] = []
+        with self._lock:
+            for position in sorted(p for p in self._content if p > after):
+                if len(rows) >= limit:
+                    break
+                at = bisect.bisect_left(self._positions, position)
+                rows += [(position, self._log[at].session_id, m) for m in self._content[position]]
+        return rows
+
+    def _erase(self, session_id: str) -> int:
+        with self._lock:
+            records = self._streams.get(session_id, [])
+            if not any(isinstance(r.event, SessionDeleted) for r in records):
+                raise ValueError(f"session {session_id!r} is not deleted: only a deleted session's messages are erased")
+            return sum(len(self._content.pop(r.position, ())) for r in records)

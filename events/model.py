@@ -21,10 +21,13 @@ from msgspec import UNSET, UnsetType
 
 __all__ = [
     "MAX_SESSION_ID_BYTES",
+    "ContentRef",
     "Event",
     "ForkRef",
     "LogEntry",
+    "Message",
     "RecordedEvent",
+    "Role",
     "SessionArchived",
     "SessionCreated",
     "SessionDeleted",
@@ -32,6 +35,7 @@ __all__ = [
     "SessionUnarchived",
     "SessionUpdated",
     "TitleSource",
+    "Usage",
 ]
 
 
@@ -56,6 +60,53 @@ class ForkRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     position: int
 
 
+class Role(enum.Enum):
+    """Who a message of a conversation is from, or what it is: what the user said, the agent's answer, its
+    reasoning, a tool call with its outcome, a plan."""
+
+    USER = "user"
+    AGENT = "agent"
+    THOUGHT = "thought"
+    TOOL = "tool"
+    PLAN = "plan"
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One message of a conversation as it is stored: its ``role``, its ``text`` and when it was said (epoch ns;
+    None where the source has no time). Messages are kept beside the log, not in it (``ContentRef``)."""
+
+    role: Role
+    text: str
+    at: int | None = None
+
+
+class ContentRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The messages an event added, as the log records them: how many, and a digest of them (BLAKE2b-128 over
+    ``events.content.digest``'s encoding of each message's role, time and text). The text itself lives beside the
+    log, where a user's delete can erase it; the chain covers this digest, so a changed message is detected and an
+    erased one leaves the chain intact."""
+
+    count: int
+    digest: bytes
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """What one turn used, as its source reported it: tokens the turn added, the cost the agent reported for it
+    (``cost_nanos`` billionths of ``currency``; None: none reported), the model that answered, and the context
+    window as the turn left it (``context_used`` of ``context_size`` tokens). Totals are folded from these."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_read_tokens: int = 0
+    cached_write_tokens: int = 0
+    thought_tokens: int = 0
+    cost_nanos: int | None = None
+    currency: str | None = None
+    model: str | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+
+
 class SessionCreated(msgspec.Struct, frozen=True, kw_only=True, tag="created", omit_defaults=True):
     """A session began in ``cwd`` (absolute, canonical) at ``at`` (epoch ns; its first activity).
 
@@ -76,13 +127,17 @@ class SessionCreated(msgspec.Struct, frozen=True, kw_only=True, tag="created", o
 class SessionUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="updated", omit_defaults=True):
     """Activity in a session at ``at``: moves ``updatedAt``.
 
-    ``messages`` is how many messages the activity added; ``payload`` is opaque to the registry (the
-    reference agent keeps a turn's messages there to replay them on ``session/load``).
+    ``messages`` is how many messages the activity added to the session's count; ``payload`` is opaque to the
+    registry (older reference agents kept a turn there to replay it). ``content`` refers to the messages kept beside
+    the log for this activity (their text), ``usage`` is what the turn used (both added with conversations: older
+    records have neither).
     """
 
     at: int
     messages: int = 0
     payload: Any = None
+    content: ContentRef | None = None
+    usage: Usage | None = None
 
 
 class SessionInfoChanged(msgspec.Struct, frozen=True, kw_only=True, tag="info_changed", omit_defaults=True):

@@ -19,6 +19,9 @@ from events.store import StoreIdentity
 
 __all__ = [
     "CHAIN_SINCE",
+    "CONTENT_SINCE",
+    "FENCE_MESSAGE",
+    "POSTGRES_CONTENT_SINCE",
     "POSTGRES_SCHEMA_VERSION",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
@@ -33,16 +36,28 @@ __all__ = [
     "new_meta",
     "postgres_ddl",
     "sqlite_ddl",
+    "sqlite_fence",
+    "table",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The log's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``registry_meta.schema_version``):
-1 = the first release; 2 = every record carries its link of the integrity chain."""
+1 = the first release; 2 = every record carries its link of the integrity chain; 3 = conversations: the
+``messages`` table beside the log, and every record names the format its writer knew (``writer``), so that a
+process of an older version still running after an upgrade cannot write (the fence)."""
 CHAIN_SINCE: Final = 2
-POSTGRES_SCHEMA_VERSION: Final = 3
+CONTENT_SINCE: Final = 3
+POSTGRES_SCHEMA_VERSION: Final = 4
 """PostgreSQL's schema version: 3 = records are linked by ``events.chain.sql_link`` (which the server computes)
-from the position ``registry_meta.sql_link_from`` names on; the links before it are version 2's, kept."""
+from the position ``registry_meta.sql_link_from`` names on; the links before it are version 2's, kept; 4 =
+conversations and the writer's fence, as SQLite's 3."""
 SQL_LINK_SINCE: Final = 3
+POSTGRES_CONTENT_SINCE: Final = 4
+FENCE_MESSAGE: Final = (
+    "this store was upgraded by a newer acp-session-registry; this process runs an older version and may no longer"
+    " write to it: restart it with the version that upgraded the store"
+)
+"""What an older writer is told when it tries to append to an upgraded store (the fence's refusal)."""
 
 Kind = Literal["text", "blob", "int", "int32", "uuid"]
 # Column kinds in each dialect: SQLite's INTEGER is 64-bit already; PostgreSQL has a native uuid.
@@ -61,6 +76,7 @@ class Table(NamedTuple):
     primary_key: tuple[str, ...]
     unique: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (constraint name, columns)
     clustered: bool = False  # SQLite: WITHOUT ROWID (the primary key is the table)
+    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (index name, columns)
 
 
 TABLES: Final = (
@@ -83,9 +99,26 @@ TABLES: Final = (
             ("session_id", "text", True),
             ("data", "blob", True),
             ("chain", "blob", False),  # NULL only in a version-1 store being upgraded
+            ("writer", "int32", False),  # the format its writer knew (NULL: written before version 3)
         ),
         ("position",),
         (("events_event_id", ("event_id",)), ("events_stream_version", ("stream", "version"))),
+    ),
+    # The messages an event's ContentRef refers to, keyed by the event's position and their place in it. The text
+    # is here, not in the chained records: a user's delete erases these rows and leaves the chain whole.
+    Table(
+        "messages",
+        (
+            ("position", "int", True),
+            ("seq", "int32", True),
+            ("stream", "int", True),
+            ("role", "text", True),
+            ("at", "int", False),
+            ("body", "blob", True),
+        ),
+        ("position", "seq"),
+        clustered=True,
+        indexes=(("messages_stream", ("stream", "position")),),
     ),
 )
 RECORD_COLUMNS: Final = "position, session_id, version, event_id, recorded_at, data"
@@ -102,13 +135,37 @@ def _ddl(table: Table, dialect: int, prefix: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {prefix}{table.name} ({', '.join(columns)}){rowid}"
 
 
-def sqlite_ddl() -> list[str]:
-    return [_ddl(table, 0, "") for table in TABLES]
+def _indexes(table: Table, prefix: str, on: str) -> list[str]:
+    return [
+        f"CREATE INDEX IF NOT EXISTS {prefix}{name} ON {on}{table.name} ({', '.join(cols)})"
+        for name, cols in table.indexes
+    ]
 
 
-def postgres_ddl(quoted_schema: str) -> list[str]:
+def sqlite_ddl(tables: tuple[Table, ...] = TABLES) -> list[str]:
+    return [statement for t in tables for statement in [_ddl(t, 0, ""), *_indexes(t, "", "")]]
+
+
+def postgres_ddl(quoted_schema: str, tables: tuple[Table, ...] = TABLES) -> list[str]:
     """The statements for one schema (``quoted_schema`` is already a quoted identifier)."""
-    return [_ddl(table, 1, f"{quoted_schema}.") for table in TABLES]
+    prefix = f"{quoted_schema}."
+    return [statement for t in tables for statement in [_ddl(t, 1, prefix), *_indexes(t, "", prefix)]]
+
+
+def table(name: str) -> Table:
+    """The declared table called ``name``."""
+    return next(t for t in TABLES if t.name == name)
+
+
+def sqlite_fence(version: int) -> list[str]:
+    """The trigger that refuses a record written by a process that knows an older format than ``version``."""
+    message = FENCE_MESSAGE.replace("'", "''")
+    return [
+        "DROP TRIGGER IF EXISTS events_writer_fence",
+        f"CREATE TRIGGER events_writer_fence BEFORE INSERT ON events"
+        f" WHEN NEW.writer IS NULL OR NEW.writer < {version}"
+        f" BEGIN SELECT RAISE(ABORT, '{message}'); END",
+    ]
 
 
 def new_meta() -> list[tuple[str, bytes]]:

@@ -21,21 +21,22 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal, cast, overload
 
 import msgspec
 
 from events.chain import GENESIS, StoredRecord
 from events.codec import event_decoder
+from events.content import KeptMessage, StoredMessage, kept
 from events.errors import StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
-from events.model import LogEntry, RecordedEvent
-from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta
+from events.model import LogEntry, RecordedEvent, SessionDeleted
+from events.schema import CHAIN_SINCE, CONTENT_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from events.sqlite_file import find_store_file, say_how_opened
 from events.sqlite_format import APPLICATION_ID, check_format, create_or_upgrade
-from events.sqlite_write import TIP, CommitHook, Unit, run_hooks, write_unit
+from events.sqlite_write import TIP, CommitHook, EraseHook, Unit, run_hooks, write_unit
 from events.store import (
     Clock,
     StoreIdentity,
@@ -44,7 +45,7 @@ from events.store import (
     record_from_row,
 )
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "SqliteStore", "ThreadReaders"]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "CommitHook", "EraseHook", "SqliteStore", "ThreadReaders"]
 
 Synchronous = Literal["full", "normal", "off"]
 
@@ -123,8 +124,10 @@ class SqliteStore(GroupCommitStore):
         create: bool = True,
         follow_symlinks: bool = False,
         clock: Clock | None = None,
+        compress: bool = True,
     ) -> None:
         super().__init__(clock)
+        self.compress = compress
         if synchronous not in ("full", "normal", "off"):
             raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
         found = find_store_file(os.path.abspath(os.fspath(path)), create=create, follow_symlinks=follow_symlinks)
@@ -141,6 +144,7 @@ class SqliteStore(GroupCommitStore):
         self._write_lock = threading.Lock()
         self._readers = ThreadReaders(self._connect_reader)
         self._chained = True  # False only for a version-1 store opened read-only (not upgraded)
+        self._kept = True  # False for a store older than version 3 opened read-only (no messages table)
         try:
             self._writer = self._open(create)
         except BaseException:
@@ -154,6 +158,7 @@ class SqliteStore(GroupCommitStore):
         say_how_opened(found)
         self._group: GroupCommit[Unit, list[list[int]]] = GroupCommit(self._commit_group)
         self._hooks: list[CommitHook] = []
+        self._erase_hooks: list[EraseHook] = []
         self._wal_pages = 0  # estimated, since the last background checkpoint was requested
         self._checkpointer: Checkpointer | None = None
         if synchronous != "full" and self._read_only is None:
@@ -175,7 +180,11 @@ class SqliteStore(GroupCommitStore):
                 return sqlite3.connect(
                     self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
                 )
-            return sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
+            # Every connection that may write zeroes what it frees: a conversation erased (``erase``) or an index
+            # rebuilt leaves no copy of its text in free space or free pages.
+            db.execute("PRAGMA secure_delete=ON")
+            return db
 
     def _open(self, initialise: bool) -> sqlite3.Connection:
         db = self._connect()
@@ -188,6 +197,7 @@ class SqliteStore(GroupCommitStore):
                 db.execute("PRAGMA cache_size=-65536")
                 if self._read_only is not None:
                     self._chained = version >= CHAIN_SINCE
+                    self._kept = version >= CONTENT_SINCE
                     return db
                 db.execute("PRAGMA journal_mode=WAL")
                 if self.synchronous != "full":
@@ -379,6 +389,125 @@ class SqliteStore(GroupCommitStore):
                 f"SELECT {_COLUMNS}, {chain} FROM events WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
             )
             return [StoredRecord(*row) for row in rows]
+
+    # -- the messages kept beside the log -------------------------------------------------------------
+
+    def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
+        if not self._kept:
+            return []
+        upper = _LAST_POSITION if until is None else until
+        with self._translate():
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT m.position, m.seq, m.role, m.at, m.body FROM streams s"
+                    " JOIN messages m ON m.stream = s.stream AND m.position <= ?"
+                    " WHERE s.session_id = ? ORDER BY m.position, m.seq",
+                    (upper, session_id),
+                )
+                .fetchall()
+            )
+        return [kept(p, session_id, StoredMessage(q, r, a, b)) for p, q, r, a, b in rows]
+
+    def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
+        found: dict[tuple[int, int], KeptMessage] = {}
+        wanted = list(keys) if self._kept else []
+        with self._translate():
+            reader = self._reader()
+            for start in range(0, len(wanted), 400):
+                chunk = wanted[start : start + 400]
+                marks = ",".join("(?, ?)" for _ in chunk)
+                rows = reader.execute(
+                    "SELECT m.position, m.seq, m.role, m.at, m.body, s.session_id FROM messages m"
+                    f" JOIN streams s ON s.stream = m.stream WHERE (m.position, m.seq) IN (VALUES {marks})",
+                    [v for key in chunk for v in key],
+                ).fetchall()
+                for p, q, r, a, b, sid in rows:
+                    found[p, q] = kept(p, sid, StoredMessage(q, r, a, b))
+        return found
+
+    def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
+        if not self._kept:
+            return []
+        with self._translate():
+            reader = self._reader()
+            last = reader.execute(
+                "SELECT max(position) FROM (SELECT position FROM messages WHERE position > ?"
+                " ORDER BY position, seq LIMIT ?)",
+                (after, limit),
+            ).fetchone()[0]
+            if last is None:
+                return []
+            rows = reader.execute(
+                "SELECT m.position, s.session_id, m.seq, m.role, m.at, m.body FROM messages m"
+                " JOIN streams s ON s.stream = m.stream WHERE m.position > ? AND m.position <= ?"
+                " ORDER BY m.position, m.seq",
+                (after, last),
+            ).fetchall()
+        return [(p, sid, StoredMessage(q, r, a, b)) for p, sid, q, r, a, b in rows]
+
+    def add_erase_hook(self, hook: EraseHook) -> Callable[[], None]:
+        """Run ``hook.erasing(db, session_id, messages)`` in every erasure's transaction, before the messages'
+        rows go: indexes derived from them in this file take their text out in the same transaction. Returns the
+        remover."""
+        with self._write_lock:
+            self._erase_hooks.append(hook)
+
+        def remove() -> None:
+            with self._write_lock:
+                if hook in self._erase_hooks:
+                    self._erase_hooks.remove(hook)
+
+        return remove
+
+    def _erase(self, session_id: str) -> int:
+        with self._write_lock, self._translate():
+            db = self._writer
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT stream FROM streams WHERE session_id = ?", (session_id,)).fetchone()
+                deleted = row is not None and any(
+                    isinstance(event_decoder().decode(data), SessionDeleted)
+                    for (data,) in db.execute(
+                        "SELECT data FROM events WHERE stream = ? ORDER BY version DESC", (row[0],)
+                    )
+                )
+                if not deleted:
+                    raise ValueError(
+                        f"session {session_id!r} is not deleted: only a deleted session's messages are erased"
+                    )
+                rows = db.execute(
+                    "SELECT position, seq, role, at, body FROM messages WHERE stream = ? ORDER BY position, seq",
+                    (row[0],),
+                ).fetchall()
+                if rows:
+                    messages = [kept(p, session_id, StoredMessage(q, r, a, b)) for p, q, r, a, b in rows]
+                    for hook in self._erase_hooks:
+                        hook.erasing(db, session_id, messages)
+                    db.execute("DELETE FROM messages WHERE stream = ?", (row[0],))
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            if rows:
+                self._empty_wal(db)
+        return len(rows)
+
+    def _empty_wal(self, db: sqlite3.Connection) -> None:
+        """Copy the WAL into the file and cut it to nothing: the erased pages' earlier versions go with it. A
+        reader in the middle of a read keeps an older snapshot alive: wait for it (the busy timeout), then say."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"{self.path}: the erased messages are gone from the database, but a reader held the WAL for"
+                    f" over {self._busy_timeout:g} s, so earlier copies of its pages may still be in"
+                    f" {self.path}-wal until the next checkpoint"
+                )
+            time.sleep(0.05)
 
     # -- waiting for other processes' appends --------------------------------------------------------
 

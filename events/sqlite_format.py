@@ -13,7 +13,16 @@ from typing import Final
 from events.chain import GENESIS, links
 from events.errors import StoreFormatError
 from events.logger import Logger
-from events.schema import CHAIN_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, new_meta, sqlite_ddl
+from events.schema import (
+    CHAIN_SINCE,
+    CONTENT_SINCE,
+    RECORD_COLUMNS,
+    SCHEMA_VERSION,
+    new_meta,
+    sqlite_ddl,
+    sqlite_fence,
+    table,
+)
 
 __all__ = ["APPLICATION_ID", "check_format", "create_or_upgrade"]
 
@@ -74,9 +83,17 @@ def create_or_upgrade(db: sqlite3.Connection, path: str) -> None:
                 db.execute(statement)
             db.executemany("INSERT INTO registry_meta (key, value) VALUES (?, ?)", new_meta())
             db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        elif version < CHAIN_SINCE:
-            _add_chain(db, path)
+        else:
+            if version < CHAIN_SINCE:
+                _add_chain(db, path)
+            if version < CONTENT_SINCE:
+                log.warning("%s: upgrading the log to schema version %d (conversations kept beside it)", path, 3)
+                db.execute("ALTER TABLE events ADD COLUMN writer INTEGER")
+                for statement in sqlite_ddl((table("messages"),)):
+                    db.execute(statement)
         if version < SCHEMA_VERSION:
+            for statement in sqlite_fence(SCHEMA_VERSION):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:

@@ -11,23 +11,25 @@ from typing import Final, Protocol
 
 from events.chain import GENESIS, links
 from events.codec import event_decoder
+from events.content import KeptMessage
 from events.errors import ConcurrencyError
 from events.group_commit import Unit
 from events.logger import Logger
 from events.model import Event, LogEntry, RecordedEvent
-from events.schema import RECORD_COLUMNS
+from events.schema import RECORD_COLUMNS, SCHEMA_VERSION
 from events.store import ANY, Clock, Tip, record_from_row, retried_positions
 
-__all__ = ["TIP", "CommitHook", "Unit", "run_hooks", "write_unit"]
+__all__ = ["TIP", "CommitHook", "EraseHook", "Unit", "run_hooks", "write_unit"]
 
 log = Logger("events.sqlite")
 
 TIP: Final = "SELECT position, chain FROM events ORDER BY position DESC LIMIT 1"
 _COLUMNS: Final = RECORD_COLUMNS
 _INSERT: Final = (
-    "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream, writer)"
+    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, {SCHEMA_VERSION})"
 )
+_INSERT_MESSAGE: Final = "INSERT INTO messages (position, seq, stream, role, at, body) VALUES (?, ?, ?, ?, ?, ?)"
 _SCAN: Final = "SELECT position, session_id, version, data FROM events WHERE position > ? ORDER BY position"
 _UPSERT_STREAM: Final = (
     "INSERT INTO streams (session_id, stream, version) VALUES (?, ?, ?)"
@@ -79,6 +81,7 @@ def _write(
     streams = _streams(db, {request.session_id for request, _ in unit})
     changed: dict[str, tuple[int, int]] = {}
     rows: list[tuple[object, ...]] = []
+    messages: list[tuple[object, ...]] = []
     results = []
     at = clock()
     for n, (request, blobs) in enumerate(unit):
@@ -104,12 +107,18 @@ def _write(
         ]
         chain = links(tip.previous, records)
         rows += [(*record, link, stream) for record, link in zip(records, chain, strict=True)]
+        if request.content is not None:
+            for k, kept in enumerate(request.content, head + 1):
+                if kept:
+                    messages += [(k, m.seq, stream, m.role, m.at, m.body) for m in kept]
         streams[session_id] = changed[session_id] = (stream, actual + len(records))
         tip.head, tip.previous = head + len(records), chain[-1]
         results.append(list(range(head + 1, head + 1 + len(records))))
     if changed:
         db.executemany(_UPSERT_STREAM, [(sid, stream, version) for sid, (stream, version) in changed.items()])
         db.executemany(_INSERT, rows)
+        if messages:
+            db.executemany(_INSERT_MESSAGE, messages)
     return results
 
 
@@ -159,6 +168,13 @@ class CommitHook(Protocol):
     def in_transaction(self, db: sqlite3.Connection, scan: Callable[[int], Iterator[LogEntry]]) -> None: ...
 
     def committed(self) -> None: ...
+
+
+class EraseHook(Protocol):
+    """Work done in an erasure's own transaction (see ``SqliteStore.add_erase_hook``): ``messages`` are the rows
+    about to be deleted, read back (their text included), for an index derived from them to take them out."""
+
+    def erasing(self, db: sqlite3.Connection, session_id: str, messages: list[KeptMessage]) -> None: ...
 
 
 def run_hooks(db: sqlite3.Connection, hooks: list[CommitHook], path: str) -> list[CommitHook]:

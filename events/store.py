@@ -21,8 +21,9 @@ import msgspec
 
 from events.chain import ChainRule, StoredRecord
 from events.codec import decode_event, new_event_id, now_ns
+from events.content import KeptMessage, StoredMessage, check_messages, content_ref, stored_messages
 from events.errors import CorruptEventError, EventIdConflict, StoreClosedError, StoreError
-from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, RecordedEvent
+from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, Message, RecordedEvent, SessionUpdated
 
 __all__ = [
     "ANY",
@@ -53,6 +54,10 @@ class StoreIdentity(msgspec.Struct, frozen=True):
     secret: bytes
 
 
+Content = Sequence[Sequence[Message] | None]
+"""The messages an append's events refer to, one entry per event (None: the event refers to none)."""
+
+
 class AppendRequest(msgspec.Struct, frozen=True):
     """One session's part of ``EventStore.append_batch``: the arguments ``append`` takes."""
 
@@ -60,15 +65,18 @@ class AppendRequest(msgspec.Struct, frozen=True):
     events: Sequence[Event]
     expected_version: int = ANY
     event_ids: Sequence[uuid.UUID] | None = None
+    content: Content | None = None
 
 
 class PreparedAppend(msgspec.Struct, frozen=True):
-    """A checked request, as backends receive it: events as a list, one id per event."""
+    """A checked request, as backends receive it: events as a list, one id per event, and the messages of each
+    event that refers to some, encoded as the store keeps them (None: no event of the request does)."""
 
     session_id: str
     events: list[Event]
     expected_version: int
     event_ids: list[uuid.UUID]
+    content: list[list[StoredMessage] | None] | None = None
 
 
 class _Doorbell:
@@ -103,6 +111,9 @@ class EventStore(abc.ABC):
 
     #: How often a subscription looks for appends by other processes (None: only local appends happen).
     poll_interval: float | None = None
+    #: Whether long message text is stored zstd-compressed (the text is the same either way; tests that look
+    #: for text in the raw files turn it off).
+    compress: bool = True
     _identity: StoreIdentity
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -119,6 +130,7 @@ class EventStore(abc.ABC):
         expected_version: int = ANY,
         *,
         event_ids: Sequence[uuid.UUID] | None = None,
+        content: Content | None = None,
     ) -> list[int]:
         """Append ``events`` to the session's stream atomically and return their positions.
 
@@ -126,11 +138,19 @@ class EventStore(abc.ABC):
         ``ConcurrencyError`` and writes nothing. Re-appending events whose ids are all stored already (a
         retry) returns the original positions and writes nothing; a stored id with other content raises
         ``EventIdConflict``.
+
+        ``content`` gives, per event, the messages a ``SessionUpdated`` with a ``content`` reference refers to
+        (its ``ContentRef`` must be ``events.content.content_ref`` of them): they are kept beside the log in the
+        same transaction (``messages``), and erased with ``erase``.
         """
         self._check_open()
         ids = _check_append_args(session_id, events, expected_version, event_ids)
+        kept = _check_content(events, content, self.compress)
         self._check_writable()
-        positions = self._append(session_id, list(events), expected_version, ids)
+        if kept is None:
+            positions = self._append(session_id, list(events), expected_version, ids)
+        else:
+            positions = self._append_batch([PreparedAppend(session_id, list(events), expected_version, ids, kept)])[0]
         self._doorbell.ring()
         return positions
 
@@ -153,11 +173,14 @@ class EventStore(abc.ABC):
             if not isinstance(request, AppendRequest):
                 raise TypeError(f"requests[{n}] is a {type(request).__name__}, not an AppendRequest")
             ids = _check_append_args(request.session_id, request.events, request.expected_version, request.event_ids)
+            kept = _check_content(request.events, request.content, self.compress, f"requests[{n}].")
             if request.event_ids is not None:  # generated ids are new by construction: only given ones can repeat
                 if not seen.isdisjoint(ids):
                     raise ValueError(f"requests[{n}] repeats an event id of an earlier request in the batch")
                 seen.update(ids)
-            prepared.append(PreparedAppend(request.session_id, list(request.events), request.expected_version, ids))
+            prepared.append(
+                PreparedAppend(request.session_id, list(request.events), request.expected_version, ids, kept)
+            )
         if not prepared:
             return []
         self._check_writable()
@@ -202,6 +225,38 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def stored_records(self, after: int = 0, limit: int = 10_000) -> list[StoredRecord]:
         """Records as stored (bytes and links, not decoded) after ``after`` in position order: for ``verify``."""
+
+    # -- the messages kept beside the log -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
+        """The messages kept for a session's events (those at positions up to ``until``), in log order: what its
+        ``ContentRef``s refer to, [] for a session without any (or erased)."""
+
+    @abc.abstractmethod
+    def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
+        """The messages kept under ``(position, seq)`` keys (those not kept, or erased, are left out)."""
+
+    @abc.abstractmethod
+    def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
+        """Messages as stored - (position, session id, message with its encoded body) - for events after
+        ``after``, in (position, seq) order, at most about ``limit`` of them (whole events): for ``verify`` and for
+        indexes derived from them."""
+
+    def erase(self, session_id: str) -> int:
+        """Take the text of a deleted session's messages off the disk, for good: when this returns, no byte of
+        it is left in the store's files (SQLite: its rows deleted with ``secure_delete`` and the WAL emptied;
+        PostgreSQL: deleted and vacuumed). The log's records stay whole - each keeps its ``ContentRef``, which
+        the chain covers - so ``verify`` stays healthy. Only a session whose stream holds a ``SessionDeleted``
+        can be erased (``ValueError`` otherwise: erasing is what a user's delete does). Returns how many messages
+        were erased; erasing twice erases nothing the second time."""
+        self._check_open()
+        check_session_id(session_id)
+        self._check_writable()
+        return self._erase(session_id)
+
+    def _erase(self, session_id: str) -> int:
+        raise NotImplementedError(f"{type(self).__name__} keeps no messages to erase")
 
     def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
         """Every event after ``after`` (default: the current head), then live. No gap, no duplicate."""
@@ -413,6 +468,37 @@ def _check_append_args(
     if len(set(event_ids)) != len(event_ids):
         raise ValueError("event_ids repeats an id within one batch")
     return list(event_ids)
+
+
+def _check_content(
+    events: Sequence[Event], content: object, compress: bool, where: str = ""
+) -> list[list[StoredMessage] | None] | None:
+    """The messages of ``content`` encoded for a backend, each event's checked against its ``ContentRef``; None when
+    no event refers to messages. An event with a reference needs its messages and the reverse (``ValueError``)."""
+    if content is None:
+        for n, event in enumerate(events):
+            if isinstance(event, SessionUpdated) and event.content is not None:
+                raise ValueError(f"{where}events[{n}] refers to messages, and no content was given for it")
+        return None
+    if isinstance(content, str | bytes) or not isinstance(content, Sequence):
+        raise TypeError(f"{where}content must be a sequence (one entry per event), not {type(content).__name__}")
+    if len(content) != len(events):
+        raise ValueError(f"{where}content has {len(content)} entries for {len(events)} events")
+    kept: list[list[StoredMessage] | None] = []
+    for n, (event, messages) in enumerate(zip(events, content, strict=True)):
+        ref = event.content if isinstance(event, SessionUpdated) else None
+        if messages is None:
+            if ref is not None:
+                raise ValueError(f"{where}events[{n}] refers to messages, and content[{n}] is None")
+            kept.append(None)
+            continue
+        checked = check_messages(messages, f"{where}content[{n}]")
+        if ref is None:
+            raise ValueError(f"{where}content[{n}] has messages for an event that does not refer to any")
+        if ref != content_ref(checked):
+            raise ValueError(f"{where}events[{n}].content does not match content[{n}] (count or digest)")
+        kept.append(stored_messages(checked, compress=compress))
+    return kept if any(k is not None for k in kept) else None
 
 
 _uuid_from_msgpack = msgspec.msgpack.Decoder(uuid.UUID).decode

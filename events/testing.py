@@ -33,6 +33,7 @@ from events.errors import (
 from events.factory import open_store
 from events.model import Event, LogEntry, RecordedEvent, SessionCreated, SessionInfoChanged, SessionUpdated
 from events.store import ANY, NO_STREAM, AppendRequest, EventStore
+from events.testing_content import ContentContract
 from events.testing_integrity import IntegrityContract
 from events.testing_processes import ProcessContract, _activity, _assert_batches_do_not_interleave, _flat, check_log
 
@@ -50,7 +51,7 @@ def fake_clock(start: int = 1_700_000_000_000_000_000, step: int = 1_000) -> Cal
     return clock
 
 
-class StoreContract(IntegrityContract, ProcessContract):
+class StoreContract(IntegrityContract, ContentContract, ProcessContract):
     """What every ``EventStore`` promises. Subclass and provide the ``store_url`` fixture."""
 
     @pytest.fixture

@@ -249,13 +249,22 @@ def test_tables_of_others_in_the_same_file_are_tolerated(tmp_path: Path) -> None
         assert store.head() == 1 and verify_log(store).healthy
 
 
-def _downgrade_to_version_1(path: Path) -> None:
-    """What a store written by the first release looks like: no chain column, user_version 1."""
+def _downgrade(path: Path, version: int) -> None:
+    """What a store written by an older release looks like: version 2 has no messages table, no writer column and
+    no fence; version 1 has no chain column either."""
     db = sqlite3.connect(path)
-    db.execute("ALTER TABLE events DROP COLUMN chain")
-    db.execute("PRAGMA user_version=1")
+    db.execute("DROP TRIGGER events_writer_fence")
+    db.execute("DROP TABLE messages")
+    db.execute("ALTER TABLE events DROP COLUMN writer")
+    if version < 2:
+        db.execute("ALTER TABLE events DROP COLUMN chain")
+    db.execute(f"PRAGMA user_version={version}")
     db.commit()
     db.close()
+
+
+def _downgrade_to_version_1(path: Path) -> None:
+    _downgrade(path, 1)
 
 
 def test_a_version_1_store_is_upgraded_in_place_on_its_first_writable_open(tmp_path: Path) -> None:
@@ -271,7 +280,7 @@ def test_a_version_1_store_is_upgraded_in_place_on_its_first_writable_open(tmp_p
         store.append("s0", [SessionUpdated(at=99)])
         assert verify_log(store).healthy
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     db.close()
 
 
@@ -350,20 +359,20 @@ def read_only_folder(tmp_path: Path) -> Iterator[Path]:
     folder.chmod(0o755)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_a_store_nobody_may_write_is_read_and_said_to_be_read_only(read_only_folder: Path, version: int) -> None:
     folder = read_only_folder
     path = folder / "log.db"
     with SqliteStore(path) as store:
         store.append("s", [SessionCreated(cwd="/a", at=1)])
-    if version == 1:
-        _downgrade_to_version_1(path)
+    if version < SCHEMA_VERSION:
+        _downgrade(path, version)
     _make_unwritable(folder, path)
     before = _digest(path)
     out, err = _as_reader(f"sqlite://{path}").communicate(timeout=60)
     result = json.loads(out)
     assert result["read_only"] is True and result["head"] == 1 and result["healthy"] is True
-    assert result["chain1"] is (version == 2)  # a version-1 store is upgraded only where it can be written
+    assert result["chain1"] is (version >= 2)  # a version-1 store is upgraded only where it can be written
     assert "open read-only" in result["append"] and "nothing was appended" in result["append"]
     assert [line for line in err.splitlines() if "read-only" in line] == [
         f"{path}: opened read-only (the file is not writable): reading works, appends are refused"

@@ -1,0 +1,140 @@
+"""The SQLite file with conversations in it: an erased conversation leaves no byte of its text in the files, and a
+process of an older version still running after the upgrade to format 3 cannot write any more (the fence)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from events import SessionCreated, SessionDeleted, SqliteStore, StoreError
+from events.schema import FENCE_MESSAGE, SCHEMA_VERSION
+from events.testing_content import turn
+from events.verify import verify_log
+
+MARKER = "zqx-marker-7f3a91"
+REPO = Path(__file__).resolve().parent.parent
+BEFORE_CONTENT = "e20322d31ade7a9e6c844da81846a58683f97c86"
+"""The last commit before format 3 (what a running older writer is)."""
+
+
+def _raw(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+
+
+def test_an_erased_conversation_leaves_no_byte_of_its_text_in_the_files(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SqliteStore(path, compress=False) as store:
+        store.append("s", [SessionCreated(cwd="/w", at=1)])
+        for n in range(20):  # several transactions: older copies of the pages sit in the WAL
+            event, messages = turn(f"question {n} about {MARKER}", f"answer {n}: {MARKER} " * 50, at=10 + n)
+            store.append("s", [event], content=[messages])
+        keep, kept = turn("another conversation stays", at=99)
+        store.append("t", [keep], content=[kept])
+        reader = sqlite3.connect(path)  # another process's idle connection does not hold the WAL
+        assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == 41
+        assert MARKER.encode() in _raw(path)
+        store.append("s", [SessionDeleted()])
+        assert store.erase("s") == 40
+        assert MARKER.encode() not in _raw(path)
+        assert b"another conversation stays" in _raw(path)
+        assert verify_log(store).healthy
+        reader.close()
+
+
+def test_erasing_waits_for_a_reader_and_then_says_what_it_could_not_do(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SqliteStore(path, compress=False, busy_timeout=0.2) as store:
+        event, messages = turn(MARKER)
+        store.append("s", [event, SessionDeleted()], content=[messages, None])
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM messages").fetchone()  # a read transaction holds its snapshot
+        with pytest.raises(StoreError, match="a reader held the WAL"):
+            store.erase("s")
+        reader.execute("COMMIT")
+        assert store.messages("s") == []  # the rows went; the next erase of nothing leaves the WAL as it is
+        reader.close()
+
+
+# -- the fence: an older writer after the upgrade ------------------------------------------------------------
+
+_OLD_INSERT = (
+    "INSERT INTO events (position, session_id, version, event_id, recorded_at, data, chain, stream)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def test_an_insert_that_names_no_format_is_refused_with_the_fence_message(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError, match="upgraded by a newer acp-session-registry"):
+        db.execute(_OLD_INSERT, (1, "s", 1, os.urandom(16), 1, b"\x80", b"x" * 32, 1))
+    db.close()
+    assert FENCE_MESSAGE.startswith("this store was upgraded")
+
+
+_OLD_WRITER = """
+import sys
+from events import SessionUpdated, open_store
+store = open_store(sys.argv[1])
+print(store.append("old", [SessionUpdated(at=1)])[0], flush=True)
+sys.stdin.readline()  # the newer version upgrades the file meanwhile
+try:
+    store.append("old", [SessionUpdated(at=2)])
+    print("appended", flush=True)
+except Exception as exc:
+    print(type(exc).__name__, str(exc).replace(chr(10), " "), flush=True)
+"""
+
+
+def _checkout(commit: str, into: Path) -> Path:
+    """The ``events`` package as ``commit`` had it (from this clone's history), or a skip saying why not."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and this project's history to run the commit before format 3")
+    done = subprocess.run(["git", "-C", str(REPO), "archive", commit, "events"], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"commit {commit[:8]} is not in this clone's history ({done.stderr.decode().strip()})")
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return into
+
+
+def test_the_commit_before_cannot_write_after_the_upgrade(tmp_path: Path) -> None:
+    old = _checkout(BEFORE_CONTENT, tmp_path / "old")
+    path = tmp_path / "s.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _OLD_WRITER, f"sqlite://{path}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(old)},
+        cwd=tmp_path,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "1"  # the old writer made a format-2 store and wrote to it
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
+    with SqliteStore(path) as store:  # this version upgrades it while the old one still has it open
+        event, messages = turn("kept beside the log")
+        store.append("new", [event], content=[messages])
+        child.stdin.write("\n")
+        child.stdin.flush()
+        answer = child.stdout.readline()
+        child.wait(timeout=60)
+        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
+        assert [r.session_id for r in store.read()] == ["old", "new"]
+        assert verify_log(store).healthy
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
