@@ -30,7 +30,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal, TypeVar
 
 import msgspec
@@ -41,14 +41,17 @@ from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, ChainRule, StoredRecord, links
 from events.codec import decode_event
+from events.content import KeptMessage, StoredMessage, kept
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
-from events.model import Event, LogEntry, RecordedEvent
+from events.logger import Logger
+from events.model import Event, LogEntry, RecordedEvent, SessionDeleted
 from events.postgres_sql import Statements, lock_key, one, transient
-from events.postgres_write import CommitHook, CommitMode, Unit, Writer
+from events.postgres_write import CommitHook, CommitMode, EraseHook, Unit, Writer
 from events.schema import (
     CHAIN_SINCE,
+    POSTGRES_CONTENT_SINCE,
     POSTGRES_SCHEMA_VERSION,
     SQL_LINK_SINCE,
     TABLES,
@@ -75,6 +78,7 @@ _T = TypeVar("_T")
 _LAST_POSITION: Final = 2**63 - 1
 _event_decoder = msgspec.msgpack.Decoder(Event)
 _TABLES = tuple(table.name for table in TABLES)
+log = Logger("events.postgres")
 
 
 class PostgresStore(GroupCommitStore):
@@ -117,6 +121,8 @@ class PostgresStore(GroupCommitStore):
         self._create = create
         self._read_only = False  # a standby, a read-only default, or no INSERT privilege: found by _prepare
         self._chained = True  # False only for a version-1 store that could not be upgraded (read-only)
+        self._kept = True  # False for a schema older than version 4 opened read-only (no messages table)
+        self._erase_hooks: tuple[EraseHook, ...] = ()
         self._rule = ChainRule()  # where the links the server computes start (found by _prepare)
         self._identity = self._run(self._prepare, connect=self._connect_directly, retry=False)
         self._writer.rule = self._rule
@@ -172,6 +178,7 @@ class PostgresStore(GroupCommitStore):
         # A server or URL default of another isolation level would break position assignment (see _commit_once).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(self._lock_timeout * 1000)}ms",))
+        conn.execute(self._sql.set_writer)  # the format this process writes: what the fence of a newer one reads
 
     def _prepare(self, conn: _Connection) -> StoreIdentity:
         """Create the schema on first use, once, under a lock, or upgrade an older one in place; or check that it
@@ -180,6 +187,7 @@ class PostgresStore(GroupCommitStore):
         self._read_only = bool(one(conn.execute(self._sql.read_only, (state == "ready",)))[0])
         if state == "ready" and (version == SCHEMA_VERSION or self._read_only):
             self._chained = version >= CHAIN_SINCE
+            self._kept = version >= POSTGRES_CONTENT_SINCE
             self._rule = self._chain_rule(conn, version)
             return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
         if state != "ready" and (not self._create or self._read_only):
@@ -200,12 +208,21 @@ class PostgresStore(GroupCommitStore):
                     self._sql.insert_meta,
                     [("schema_version", str(SCHEMA_VERSION).encode()), ("sql_link_from", b"1"), *new_meta()],
                 )
+                for statement in self._sql.fence:
+                    conn.execute(statement)
             elif version < SCHEMA_VERSION:
                 conn.execute(self._sql.lock, (self._sql.append_key,))  # no append interleaves
                 if version < CHAIN_SINCE:
                     self._add_chain(conn)
                 if version < SQL_LINK_SINCE:
                     conn.execute(self._sql.start_sql_link)
+                if version < POSTGRES_CONTENT_SINCE:
+                    log.warning("%s: upgrading the schema to version %d (conversations)", self.location, 4)
+                    conn.execute(self._sql.add_writer)
+                    for statement in self._sql.create_messages:
+                        conn.execute(statement)
+                for statement in self._sql.fence:
+                    conn.execute(statement)
                 conn.execute(self._sql.set_version, (str(SCHEMA_VERSION).encode(),))
             self._rule = self._chain_rule(conn, SCHEMA_VERSION)
         return identity_from_meta(dict(conn.execute(self._sql.select_meta).fetchall()), self.location)
@@ -261,7 +278,8 @@ class PostgresStore(GroupCommitStore):
                 f"written by a newer schema (version {version}); this version of acp-session-registry reads up to "
                 f"version {SCHEMA_VERSION}. Upgrade it; the schema was left untouched",
             )
-        missing = [name for name in _TABLES if relations.get(name) != "r"]
+        needed = [name for name in _TABLES if name != "messages" or version >= POSTGRES_CONTENT_SINCE]
+        missing = [name for name in needed if relations.get(name) not in ("r", "p")]  # p: partitioned (messages)
         if missing:
             raise StoreFormatError(self.location, f"the store is damaged: table {', '.join(missing)} is missing")
         return "ready", version
@@ -382,6 +400,74 @@ class PostgresStore(GroupCommitStore):
         if listener is not None:
             listener.stop()
         self._pool.close()
+
+    # -- the messages kept beside the log -------------------------------------------------------------
+
+    def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
+        if not self._kept:
+            return []
+        upper = _LAST_POSITION if until is None else until
+        rows = self._run(lambda conn: conn.execute(self._sql.messages, (upper, session_id), binary=True).fetchall())
+        return [kept(p, session_id, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b in rows]
+
+    def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
+        wanted = list(keys)
+        if not wanted or not self._kept:
+            return {}
+        params = ([p for p, _ in wanted], [q for _, q in wanted])
+        rows = self._run(lambda conn: conn.execute(self._sql.messages_at, params, binary=True).fetchall())
+        return {(p, q): kept(p, sid, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b, sid in rows}
+
+    def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
+        if not self._kept:
+            return []
+        rows = self._run(
+            lambda conn: conn.execute(self._sql.stored_messages, (after, limit, after), binary=True).fetchall()
+        )
+        return [(p, sid, StoredMessage(q, r, a, bytes(b))) for p, sid, q, r, a, b in rows]
+
+    def add_erase_hook(self, hook: EraseHook) -> Callable[[], None]:
+        """Run ``hook.erasing(conn, session_id, messages)`` in every erasure's transaction, before the messages'
+        rows go (an index derived from them takes them out too). Returns the remover."""
+        with self._hooks_lock:
+            self._erase_hooks = (*self._erase_hooks, hook)
+
+        def remove() -> None:
+            with self._hooks_lock:
+                self._erase_hooks = tuple(h for h in self._erase_hooks if h is not hook)
+
+        return remove
+
+    def _erase(self, session_id: str) -> int:
+        def erase(conn: _Connection) -> int:
+            with conn.transaction():
+                row = conn.execute(self._sql.stream_of, (session_id,)).fetchone()
+                stream = None if row is None else row[0]
+                deleted = stream is not None and any(
+                    isinstance(decode_event(bytes(data), 0), SessionDeleted)
+                    for (data,) in conn.execute(self._sql.stream_data, (stream,), binary=True)
+                )
+                if not deleted:
+                    raise ValueError(
+                        f"session {session_id!r} is not deleted: only a deleted session's messages are erased"
+                    )
+                rows = conn.execute(self._sql.stream_messages, (stream,), binary=True).fetchall()
+                partitions: set[str] = set()
+                if rows:
+                    messages = [kept(p, session_id, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b in rows]
+                    for hook in self._erase_hooks:
+                        hook.erasing(conn, session_id, messages)
+                    partitions = {name for (name,) in conn.execute(self._sql.delete_messages, (stream,))}
+            # The deleted rows' bytes stay in the pages until the partition is rewritten (autocommit: VACUUM cannot
+            # run in a transaction); a hook's own tables are its to rewrite (``vacuum``).
+            for name in partitions:  # a regclass's text: already a quoted, schema-qualified name
+                conn.execute(self._sql.vacuum_full + name.encode())
+            if rows and stream is not None:
+                for hook in self._erase_hooks:
+                    hook.vacuum(conn, stream)
+            return len(rows)
+
+        return self._run(erase)
 
     def run(self, operation: Callable[[_Connection], _T]) -> _T:
         """Run ``operation`` on a pooled connection (autocommit; open a transaction inside it as needed), with the

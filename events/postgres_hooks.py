@@ -11,9 +11,10 @@ from typing import NamedTuple, Protocol
 import psycopg
 from psycopg.rows import TupleRow
 
+from events.content import KeptMessage
 from events.model import Event, LogEntry
 
-__all__ = ["AtEnd", "CommitHook", "Connection", "KnownPart"]
+__all__ = ["AtEnd", "CommitHook", "Connection", "EraseHook", "KnownPart"]
 
 Connection = psycopg.Connection[TupleRow]
 
@@ -94,3 +95,14 @@ class CommitHook(Protocol):
         """The transaction that last ran ``in_transaction``, ``write_known``, ``known_part``'s or ``at_end``'s part
         committed."""
         ...
+
+
+class EraseHook(Protocol):
+    """Work done in an erasure's transaction (``PostgresStore.add_erase_hook``): ``messages`` are the rows about to
+    be deleted, read back, for an index derived from them to take them out; ``vacuum`` runs after the commit, on
+    the same connection in autocommit, to take the dead rows of the hook's own tables (for the session's
+    ``stream``) off the disk."""
+
+    def erasing(self, conn: Connection, session_id: str, messages: list[KeptMessage]) -> None: ...
+
+    def vacuum(self, conn: Connection, stream: int) -> None: ...

@@ -12,7 +12,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from events.errors import StoreError
-from events.schema import RECORD_COLUMNS, postgres_ddl
+from events.schema import FENCE_MESSAGE, POSTGRES_SCHEMA_VERSION, RECORD_COLUMNS, postgres_ddl, table
 
 __all__ = ["LINK", "Statements", "lock_key", "one", "transient"]
 
@@ -205,6 +205,56 @@ class Statements:
             " WHERE s.session_id = %s AND e.version > %s ORDER BY e.version"
         )
         self.head = q("SELECT coalesce(max(position), 0) FROM {s}.events")
+        # -- the messages kept beside the log
+        self.insert_messages = q(
+            "INSERT INTO {s}.messages (position, seq, stream, role, at, body)"
+            " SELECT * FROM unnest(%b::bigint[], %b::integer[], %b::bigint[], %b::text[], %b::bigint[], %b::bytea[])"
+        )
+        self.messages = q(
+            "SELECT m.position, m.seq, m.role, m.at, m.body FROM {s}.streams AS s"
+            " JOIN {s}.messages AS m ON m.stream = s.stream AND m.position <= %s"
+            " WHERE s.session_id = %s ORDER BY m.position, m.seq"
+        )
+        self.messages_at = q(
+            "SELECT m.position, m.seq, m.role, m.at, m.body, s.session_id"
+            " FROM unnest(%b::bigint[], %b::integer[]) AS k (position, seq)"
+            " JOIN {s}.messages AS m ON m.position = k.position AND m.seq = k.seq"
+            " JOIN {s}.streams AS s ON s.stream = m.stream"
+        )
+        self.stored_messages = q(
+            "WITH last AS (SELECT max(position) AS position FROM (SELECT position FROM {s}.messages"
+            " WHERE position > %s ORDER BY position, seq LIMIT %s) AS first)"
+            " SELECT m.position, s.session_id, m.seq, m.role, m.at, m.body FROM last, {s}.messages AS m"
+            " JOIN {s}.streams AS s ON s.stream = m.stream"
+            " WHERE m.position > %s AND m.position <= last.position ORDER BY m.position, m.seq"
+        )
+        self.stream_of = q("SELECT stream FROM {s}.streams WHERE session_id = %s")
+        self.stream_data = q("SELECT data FROM {s}.events WHERE stream = %s ORDER BY version DESC")
+        self.stream_messages = q(
+            "SELECT position, seq, role, at, body FROM {s}.messages WHERE stream = %s ORDER BY position, seq"
+        )
+        self.delete_messages = q("DELETE FROM {s}.messages WHERE stream = %s RETURNING tableoid::regclass::text")
+        # VACUUM FULL of one partition (a plain VACUUM leaves the dead rows' bytes in the pages' free space).
+        self.vacuum_full = b"VACUUM FULL "
+        # -- format 4: the messages table, and the fence that stops writers of an older format
+        self.create_messages = [q(statement) for statement in postgres_ddl("{s}", (table("messages"),))]
+        self.add_writer = q("ALTER TABLE {s}.events ADD COLUMN IF NOT EXISTS writer integer")
+        message = FENCE_MESSAGE.replace("'", "''")
+        self.fence = [
+            q(
+                "CREATE OR REPLACE FUNCTION {s}.events_writer_fence() RETURNS trigger LANGUAGE plpgsql AS $fence$"
+                " BEGIN IF coalesce(nullif(current_setting('acp_registry.writer', true), ''), '0')::integer < "
+                + str(POSTGRES_SCHEMA_VERSION)
+                + f" THEN RAISE EXCEPTION '{message}' USING ERRCODE = 'raise_exception'; END IF; RETURN NULL; END"
+                " $fence$"
+            ),
+            q("DROP TRIGGER IF EXISTS events_writer_fence ON {s}.events"),
+            q(
+                "CREATE TRIGGER events_writer_fence BEFORE INSERT ON {s}.events"
+                " FOR EACH STATEMENT EXECUTE FUNCTION {s}.events_writer_fence()"
+            ),
+        ]
+        self.set_writer = f"SELECT set_config('acp_registry.writer', '{POSTGRES_SCHEMA_VERSION}', false)".encode()
 
     def at_end(self, parts: tuple[tuple[bytes, bytes, bytes], ...]) -> bytes:
         """The one-statement append of a lone event with commit hooks' parts in it, each a

@@ -12,9 +12,9 @@ from events.group_commit import Unit
 from events.model import LogEntry
 from events.postgres_hooks import Connection
 from events.postgres_sql import Statements
-from events.store import ANY, Tip, record_from_row, retried_positions
+from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
-__all__ = ["write_unit"]
+__all__ = ["message_columns", "write_unit"]
 
 
 def write_unit(
@@ -29,6 +29,7 @@ def write_unit(
     streams: dict[str, tuple[int | None, int]] = {sid: (n, v) for sid, n, v in stream_rows.fetchall()}
     changed: dict[str, tuple[int, int]] = {}
     columns: tuple[list[object], ...] = ([], [], [], [], [], [], [], [])
+    kept: tuple[list[object], ...] = ([], [], [], [], [], [])
     results = []
     entries: list[LogEntry] = []
     for request, blobs in unit:
@@ -62,6 +63,9 @@ def write_unit(
         )
         for column, more in zip(columns, values, strict=True):
             column.extend(more)
+        if request.content is not None:
+            for column, more in zip(kept, message_columns(request, head, stream), strict=True):
+                column.extend(more)
         entries += [LogEntry(head + n, session_id, actual + n, event) for n, event in enumerate(request.events, 1)]
         streams[session_id] = changed[session_id] = (stream, actual + count)
         tip.head, tip.previous = head + count, chain[-1]
@@ -72,5 +76,18 @@ def write_unit(
             (list(changed), [n for n, _ in changed.values()], [v for _, v in changed.values()]),
         )
         conn.execute(sql.insert_events, columns)
+        if kept[0]:
+            conn.execute(sql.insert_messages, kept)
     written += entries
     return results
+
+
+def message_columns(request: PreparedAppend, head: int, stream: int) -> tuple[list[object], ...]:
+    """The ``messages`` rows of a request whose events follow ``head`` on ``stream``, as the columns of one bulk
+    insert: position, seq, stream, role, at, body."""
+    columns: tuple[list[object], ...] = ([], [], [], [], [], [])
+    for position, messages in enumerate(request.content or (), head + 1):
+        for m in messages or ():
+            for column, value in zip(columns, (position, m.seq, stream, m.role, m.at, m.body), strict=True):
+                column.append(value)
+    return columns

@@ -56,12 +56,12 @@ from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
-from events.postgres_hooks import AtEnd, CommitHook, Connection, KnownPart
+from events.postgres_hooks import AtEnd, CommitHook, Connection, EraseHook, KnownPart
 from events.postgres_sql import Statements, one
-from events.postgres_units import write_unit
+from events.postgres_units import message_columns, write_unit
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
-__all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "Unit", "Writer"]
+__all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "EraseHook", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,8 @@ class Writer:
         (``_append_reading``, two exchanges)."""
 
         def append() -> list[int]:
+            if request.content is not None:  # its messages are written by the append that reads the log's end
+                return self._append_reading(conn, request, blobs)
             known, lone = self._known, len(blobs) == 1 and self.rule.sql_from is not None
             if known is not None and not known.contended and (known.quiet >= _QUIET or not lone):
                 positions = self._append_known(conn, known, request, blobs)
@@ -350,6 +352,8 @@ class Writer:
                 if stream is None:
                     stream = next_stream
                 self._insert(conn, request, blobs, head, (stream, new_stream), actual, at, chain)
+                if request.content is not None:
+                    conn.execute(self._sql.insert_messages, message_columns(request, head, stream))
                 self._run_hooks(conn, hooks, looked_up, written, head, chain[-1])
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id":

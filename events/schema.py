@@ -21,6 +21,7 @@ __all__ = [
     "CHAIN_SINCE",
     "CONTENT_SINCE",
     "FENCE_MESSAGE",
+    "MESSAGE_BUCKETS",
     "POSTGRES_CONTENT_SINCE",
     "POSTGRES_SCHEMA_VERSION",
     "RECORD_COLUMNS",
@@ -53,6 +54,10 @@ from the position ``registry_meta.sql_link_from`` names on; the links before it 
 conversations and the writer's fence, as SQLite's 3."""
 SQL_LINK_SINCE: Final = 3
 POSTGRES_CONTENT_SINCE: Final = 4
+MESSAGE_BUCKETS: Final = 16
+"""PostgreSQL keeps the ``messages`` table in this many partitions, by a hash of the session's stream: erasing a
+conversation rewrites the one partition that held it (``VACUUM FULL``: a plain VACUUM leaves dead rows' bytes in
+the pages' free space), not the whole table. SQLite needs none: ``secure_delete`` zeroes what it frees."""
 FENCE_MESSAGE: Final = (
     "this store was upgraded by a newer acp-session-registry; this process runs an older version and may no longer"
     " write to it: restart it with the version that upgraded the store"
@@ -147,9 +152,25 @@ def sqlite_ddl(tables: tuple[Table, ...] = TABLES) -> list[str]:
 
 
 def postgres_ddl(quoted_schema: str, tables: tuple[Table, ...] = TABLES) -> list[str]:
-    """The statements for one schema (``quoted_schema`` is already a quoted identifier)."""
+    """The statements for one schema (``quoted_schema`` is already a quoted identifier). ``messages`` is
+    partitioned by a hash of its stream (``MESSAGE_BUCKETS``)."""
     prefix = f"{quoted_schema}."
-    return [statement for t in tables for statement in [_ddl(t, 1, prefix), *_indexes(t, "", prefix)]]
+    statements = []
+    for t in tables:
+        if t.name != "messages":
+            statements += [_ddl(t, 1, prefix), *_indexes(t, "", prefix)]
+            continue
+        # A partitioned table's keys must hold its partition key: (stream, position, seq), and (position, seq)
+        # indexed apart, not unique (the position alone is, through the events it belongs to).
+        keyed = t._replace(primary_key=("stream", *t.primary_key), indexes=(("messages_position", t.primary_key),))
+        statements.append(f"{_ddl(keyed, 1, prefix)} PARTITION BY HASH (stream)")
+        statements += [
+            f"CREATE TABLE IF NOT EXISTS {prefix}messages_{n} PARTITION OF {prefix}messages"
+            f" FOR VALUES WITH (MODULUS {MESSAGE_BUCKETS}, REMAINDER {n})"
+            for n in range(MESSAGE_BUCKETS)
+        ]
+        statements += _indexes(keyed, "", prefix)
+    return statements
 
 
 def table(name: str) -> Table:

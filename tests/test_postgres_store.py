@@ -292,6 +292,9 @@ def _made_by_version_2(schema: str, appends: int) -> list[bytes]:
         _admin(sql.SQL("UPDATE {}.events SET chain = %s WHERE position = %s").format(name), (value, position))
     _admin(sql.SQL("UPDATE {}.registry_meta SET value = '2' WHERE key = 'schema_version'").format(name))
     _admin(sql.SQL("DELETE FROM {}.registry_meta WHERE key = 'sql_link_from'").format(name))
+    _admin(sql.SQL("DROP TRIGGER events_writer_fence ON {}.events").format(name))
+    _admin(sql.SQL("DROP TABLE {}.messages").format(name))
+    _admin(sql.SQL("ALTER TABLE {}.events DROP COLUMN writer").format(name))
     return [GENESIS, *chain]
 
 
@@ -321,7 +324,7 @@ def test_a_version_2_store_is_upgraded_on_its_first_writable_open_and_keeps_its_
         store.append("s9", [SessionUpdated(at=1), SessionUpdated(at=2)])  # links computed by this client
         report = verify_log(store)
         assert report.healthy and report.chained and report.events == head + 3
-    assert _meta(schema, "schema_version") == str(SCHEMA_VERSION).encode() == b"3"
+    assert _meta(schema, "schema_version") == str(SCHEMA_VERSION).encode() == b"4"
     assert _meta(schema, "sql_link_from") == str(head + 1).encode()
 
 

@@ -3,13 +3,10 @@ process of an older version still running after the upgrade to format 3 cannot w
 
 from __future__ import annotations
 
-import io
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,11 +15,9 @@ from events import SessionCreated, SessionDeleted, SqliteStore, StoreError
 from events.schema import FENCE_MESSAGE, SCHEMA_VERSION
 from events.testing_content import turn
 from events.verify import verify_log
+from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
 
 MARKER = "zqx-marker-7f3a91"
-REPO = Path(__file__).resolve().parent.parent
-BEFORE_CONTENT = "e20322d31ade7a9e6c844da81846a58683f97c86"
-"""The last commit before format 3 (what a running older writer is)."""
 
 
 def _raw(path: Path) -> bytes:
@@ -82,37 +77,11 @@ def test_an_insert_that_names_no_format_is_refused_with_the_fence_message(tmp_pa
     assert FENCE_MESSAGE.startswith("this store was upgraded")
 
 
-_OLD_WRITER = """
-import sys
-from events import SessionUpdated, open_store
-store = open_store(sys.argv[1])
-print(store.append("old", [SessionUpdated(at=1)])[0], flush=True)
-sys.stdin.readline()  # the newer version upgrades the file meanwhile
-try:
-    store.append("old", [SessionUpdated(at=2)])
-    print("appended", flush=True)
-except Exception as exc:
-    print(type(exc).__name__, str(exc).replace(chr(10), " "), flush=True)
-"""
-
-
-def _checkout(commit: str, into: Path) -> Path:
-    """The ``events`` package as ``commit`` had it (from this clone's history), or a skip saying why not."""
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("needs git and this project's history to run the commit before format 3")
-    done = subprocess.run(["git", "-C", str(REPO), "archive", commit, "events"], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"commit {commit[:8]} is not in this clone's history ({done.stderr.decode().strip()})")
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-        archive.extractall(into, filter="data")
-    return into
-
-
 def test_the_commit_before_cannot_write_after_the_upgrade(tmp_path: Path) -> None:
-    old = _checkout(BEFORE_CONTENT, tmp_path / "old")
+    old = checkout(BEFORE_CONTENT, tmp_path / "old")
     path = tmp_path / "s.db"
     child = subprocess.Popen(
-        [sys.executable, "-c", _OLD_WRITER, f"sqlite://{path}"],
+        [sys.executable, "-c", OLD_WRITER, f"sqlite://{path}"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,0 +1,45 @@
+"""An older version of the library, taken from this clone's history, for tests that run it beside this one."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+__all__ = ["BEFORE_CONTENT", "OLD_WRITER", "checkout"]
+
+REPO = Path(__file__).resolve().parent.parent
+BEFORE_CONTENT = "e20322d31ade7a9e6c844da81846a58683f97c86"
+"""The last commit before conversations (SQLite format 3, PostgreSQL 4): what a still-running older writer is."""
+
+OLD_WRITER = """
+import sys
+from events import SessionUpdated, open_store
+store = open_store(sys.argv[1])
+print(store.append("old", [SessionUpdated(at=1)])[0], flush=True)
+sys.stdin.readline()  # the newer version upgrades the store meanwhile
+try:
+    store.append("old", [SessionUpdated(at=2)])
+    print("appended", flush=True)
+except Exception as exc:
+    print(type(exc).__name__, str(exc).replace(chr(10), " "), flush=True)
+"""
+"""A writer that appends, waits for a line on stdin, appends again and prints what happened (``PYTHONPATH``: the
+older package)."""
+
+
+def checkout(commit: str, into: Path) -> Path:
+    """The ``events`` package as ``commit`` had it (from this clone's history) under ``into``, or a skip saying why
+    it cannot be had."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and this project's history to run an older commit")
+    done = subprocess.run(["git", "-C", str(REPO), "archive", commit, "events"], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"commit {commit[:8]} is not in this clone's history ({done.stderr.decode().strip()})")
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return into

@@ -1,0 +1,102 @@
+"""PostgreSQL with conversations in it: an erased conversation leaves no byte of its text in the table's files,
+and a process of the version before format 4 still running after the upgrade cannot write any more (the fence)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from events import SessionCreated, SessionDeleted, open_store
+from events.postgres import PostgresStore
+from events.testing_content import turn
+from events.verify import verify_log
+from tests.conftest import POSTGRES as SERVER
+from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
+
+MARKER = "zqx-pg-marker-51c2"
+
+
+@pytest.fixture
+def schema(postgres_server: str) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex}"
+    yield name
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _url(schema: str) -> str:
+    return f"{SERVER}{'&' if '?' in SERVER else '?'}schema={schema}"
+
+
+def _on_disk(schema: str, marker: bytes) -> int:
+    """How many times ``marker`` is in the files of the schema's message partitions and their TOAST and indexes, as
+    the server has them on disk after a checkpoint (needs a superuser, as the tests' server user is)."""
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        files = conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname LIKE 'messages%%'"
+            " UNION SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.reltoastrelid <> 0",
+            (schema, schema),
+        ).fetchall()
+        found = 0
+        for (path,) in files:
+            if path is None:
+                continue
+            try:
+                data = conn.execute("SELECT pg_read_binary_file(%s)", (path,)).fetchone()
+            except psycopg.errors.UndefinedFile:
+                continue
+            found += bytes(data[0]).count(marker) if data else 0
+        return found
+
+
+def test_an_erased_conversation_leaves_no_byte_in_the_tables_files(schema: str) -> None:
+    with open_store(_url(schema)) as store:
+        assert isinstance(store, PostgresStore)
+        store.append("s", [SessionCreated(cwd="/w", at=1)])
+        for n in range(30):
+            event, messages = turn(f"question {n}: {MARKER}", f"answer {n} " + "words " * 40, at=10 + n)
+            store.append("s", [event], content=[messages])
+        for n in range(30):
+            event, messages = turn(f"another session {n}", at=10 + n)
+            store.append(f"t{n}", [event], content=[messages])
+        assert _on_disk(schema, MARKER.encode()) >= 30
+        store.append("s", [SessionDeleted()])
+        assert store.erase("s") == 60
+        assert _on_disk(schema, MARKER.encode()) == 0
+        assert len(store.messages("t7")) == 1 and verify_log(store).healthy
+
+
+def test_the_commit_before_cannot_write_after_the_upgrade(schema: str, tmp_path: Path) -> None:
+    old = checkout(BEFORE_CONTENT, tmp_path / "old")
+    child = subprocess.Popen(
+        [sys.executable, "-c", OLD_WRITER, _url(schema)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(old)},
+        cwd=tmp_path,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "1", child.stderr.read() if child.stderr else ""
+    with open_store(_url(schema)) as store:  # this version upgrades the schema while the old one has it open
+        event, messages = turn("kept beside the log")
+        store.append("new", [event], content=[messages])
+        child.stdin.write("\n")
+        child.stdin.flush()
+        answer = child.stdout.readline()
+        child.wait(timeout=60)
+        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
+        assert [r.session_id for r in store.read()] == ["old", "new"]
+        assert verify_log(store).healthy
