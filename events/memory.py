@@ -6,7 +6,8 @@ import bisect
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from events.chain import GENESIS, StoredRecord, link
 from events.codec import decode_event, encode_event
@@ -30,6 +31,7 @@ class MemoryStore(EventStore):
         self._streams: dict[str, list[RecordedEvent]] = {}
         self._by_id: dict[uuid.UUID, RecordedEvent] = {}
         self._content: dict[int, list[StoredMessage]] = {}  # by the position of the event that refers to them
+        self._erase_hooks: list[Any] = []
         self._identity = StoreIdentity(str(uuid.uuid4()), os.urandom(32))
 
     def _append(
@@ -153,9 +155,27 @@ class MemoryStore(EventStore):
                 rows += [(position, self._log[at].session_id, m) for m in self._content[position]]
         return rows
 
+    def add_erase_hook(self, hook: Any) -> Callable[[], None]:
+        """Call ``hook.erasing(None, session_id, messages)`` before a session's messages are erased (an index
+        derived from them takes them out). Returns the remover."""
+        with self._lock:
+            self._erase_hooks.append(hook)
+
+        def remove() -> None:
+            with self._lock:
+                if hook in self._erase_hooks:
+                    self._erase_hooks.remove(hook)
+
+        return remove
+
     def _erase(self, session_id: str) -> int:
         with self._lock:
             records = self._streams.get(session_id, [])
             if not any(isinstance(r.event, SessionDeleted) for r in records):
                 raise ValueError(f"session {session_id!r} is not deleted: only a deleted session's messages are erased")
+            hooks = list(self._erase_hooks)
+        messages = self.messages(session_id)
+        for hook in hooks:
+            hook.erasing(None, session_id, messages)
+        with self._lock:
             return sum(len(self._content.pop(r.position, ())) for r in records)

@@ -15,7 +15,7 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Final, Self, cast
+from typing import Any, Final, Self, cast
 
 import msgspec
 
@@ -257,6 +257,13 @@ class EventStore(abc.ABC):
 
     def _erase(self, session_id: str) -> int:
         raise NotImplementedError(f"{type(self).__name__} keeps no messages to erase")
+
+    def add_erase_hook(self, hook: Any) -> Callable[[], None]:
+        """Have ``hook.erasing(connection, session_id, messages)`` run in every erasure before the messages go, so
+        an index derived from them takes them out in the same transaction (the connection is the backend's own:
+        ``events.sqlite_write.EraseHook``, ``events.postgres_hooks.EraseHook``; None in memory). Returns the
+        remover. A store that keeps no messages has nothing to erase: the hook is never called."""
+        return lambda: None
 
     def subscribe(self, after: int | None = None, *, batch: int = 1000) -> Subscription:
         """Every event after ``after`` (default: the current head), then live. No gap, no duplicate."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from events.store import EventStore
     from registry.readmodel import ReadModel
+    from registry.search.index import SearchIndex
 
 __all__ = ["SNAPSHOT_JOIN_TIMEOUT", "Backend"]
 
@@ -83,6 +84,13 @@ class Backend:
         """The read model kept as tables in the store (created or rebuilt as needed), or None: fold in memory
         (a store that keeps no tables, or a read-only file whose tables cannot serve)."""
         return None
+
+    def search_index(self) -> SearchIndex:
+        """The full-text index of the messages kept beside the log, its erase hook on the store (so a user's delete
+        takes the words out of it too). Here: FTS5 tables in memory, built from the store on the first search."""
+        from registry.search.index import SqliteSearchIndex  # noqa: PLC0415 - search loads only where it is used
+
+        return SqliteSearchIndex(self._store)
 
     def seal_key(self) -> bytes:
         """The key the tables' rows are sealed with (``readmodel.tables.Seal``). Here: derived from the store's own

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from events.postgres import PostgresStore
+    from registry.search.index import SearchIndex
 
 __all__ = ["MemoryBackend", "PostgresBackend", "SqliteBackend", "backend_for"]
 
@@ -137,6 +138,12 @@ class SqliteBackend(Backend):
 
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         return SqliteReadModel.open(self, self._sqlite, window=window, catch_up=catch_up)
+
+    def search_index(self) -> SearchIndex:
+        """FTS5 tables in the store's own file, beside the log they are derived from."""
+        from registry.search.index import SqliteSearchIndex  # noqa: PLC0415 - search loads only where it is used
+
+        return SqliteSearchIndex(self._sqlite, self._sqlite.connect)
 
     def seal_key(self) -> bytes:
         """A key in a file of its own beside the store's (``<file>.seal-key``, 0600): whoever can edit the store's

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from events.model import ForkRef, SessionCreated, SessionUpdated
+from events.content import KeptMessage
+from events.model import ForkRef, RecordedEvent, SessionCreated, SessionUpdated
 from registry.errors import InvalidParams, SessionDeletedError, SessionNotFound
 from registry.model import SessionState
 from registry.readmodel import PAST_WINDOW, ReadModel
@@ -18,7 +19,7 @@ from registry.readmodel import PAST_WINDOW, ReadModel
 if TYPE_CHECKING:
     from events.store import EventStore
 
-__all__ = ["MAX_FORK_DEPTH", "activity", "fork_point", "forks_of"]
+__all__ = ["MAX_FORK_DEPTH", "activity", "fork_point", "forks_of", "messages"]
 
 MAX_FORK_DEPTH: Final = 1000
 """Forks of forks followed by ``activity`` at most (a chain is also cut where its positions stop decreasing: a
@@ -54,21 +55,36 @@ def fork_point(store: EventStore, read_model: ReadModel, parent: ForkRef) -> tup
     return source, parent
 
 
-def activity(store: EventStore, session_id: str) -> list[SessionUpdated]:
-    """A session's activity events in order, a fork's starting with its source's up to the fork's position."""
-    parts: list[list[SessionUpdated]] = []
+def _lineage(store: EventStore, session_id: str) -> list[tuple[str, int | None, list[RecordedEvent]]]:
+    """A session and the sources it was forked from, newest first: each one's id, the position up to which it is
+    part of the history (None: all of it) and its records."""
+    found: list[tuple[str, int | None, list[RecordedEvent]]] = []
     until: int | None = None
     for _ in range(MAX_FORK_DEPTH):
         records = store.read_stream(session_id)
-        parts.append(
-            [r.event for r in records if isinstance(r.event, SessionUpdated) and (until is None or r.position <= until)]
-        )
+        found.append((session_id, until, records))
         first = records[0].event if records else None
         parent = first.parent if isinstance(first, SessionCreated) else None
         if parent is None or (until is not None and parent.position >= until):
             break
         session_id, until = parent.session_id, parent.position
-    return [event for part in reversed(parts) for event in part]
+    return found
+
+
+def activity(store: EventStore, session_id: str) -> list[SessionUpdated]:
+    """A session's activity events in order, a fork's starting with its source's up to the fork's position."""
+    return [
+        r.event
+        for _, until, records in reversed(_lineage(store, session_id))
+        for r in records
+        if isinstance(r.event, SessionUpdated) and (until is None or r.position <= until)
+    ]
+
+
+def messages(store: EventStore, session_id: str) -> list[KeptMessage]:
+    """A session's kept messages in order, a fork's starting with its source's up to the fork's position (as
+    ``activity``: a fork refers to its source's conversation, nothing is copied)."""
+    return [m for sid, until, _ in reversed(_lineage(store, session_id)) for m in store.messages(sid, until=until)]
 
 
 def forks_of(read_model: ReadModel, session_id: str) -> list[SessionState]:

@@ -12,6 +12,7 @@ from typing import Final
 from events.model import MAX_SESSION_ID_BYTES as _MAX_SESSION_ID_BYTES
 
 __all__ = [
+    "MAX_CAPTURE_BYTES",
     "MAX_DIRECTORIES",
     "MAX_MESSAGE_BYTES",
     "MAX_MESSAGE_DEPTH",
@@ -20,9 +21,14 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "MAX_PATH_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_QUERY_BYTES",
+    "MAX_QUERY_TERMS",
+    "MAX_SEARCH_HITS",
     "MAX_SESSION_ID_BYTES",
+    "MAX_STORED_MESSAGE_BYTES",
     "MAX_TIME_NS",
     "MAX_TITLE_LENGTH",
+    "MAX_TOOL_OUTPUT_BYTES",
     "MIN_TIME_NS",
 ]
 
@@ -53,6 +59,28 @@ MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024
 
 MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
 """One JSON-RPC line read by ``acp-registry serve``, without its newline: room for a turn at the payload limit."""
+
+MAX_STORED_MESSAGE_BYTES: Final = 1024 * 1024
+"""UTF-8 bytes kept of one message of a conversation: longer text is cut there, with a line saying how much more
+there was (``registry.conversation.cut``). Unlike the limits above, this one cuts rather than refuses: a
+conversation is kept whatever an agent said."""
+
+MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
+"""UTF-8 bytes kept of one tool call's text (its title, kind, status and output): tool output can be a whole file
+or a build log, and what is kept of it is for finding the session, not for replaying the tool."""
+
+MAX_CAPTURE_BYTES: Final = 64 * 1024 * 1024
+"""Text a proxy holds in memory for messages not yet written (the store locked, or slow): beyond it, the oldest
+pending text is dropped and counted, never the relay's own work."""
+
+MAX_QUERY_BYTES: Final = 1024
+"""UTF-8 bytes in a search query: enough for any phrase a person types or pastes from an error line."""
+
+MAX_QUERY_TERMS: Final = 32
+"""Words, phrases and prefixes in one search query (each is one more index look-up)."""
+
+MAX_SEARCH_HITS: Final = 200
+"""Sessions in one page of search hits (``--limit``; a ``session/list`` page of hits holds the page size)."""
 
 MAX_MESSAGE_DEPTH: Final = 64
 """Nesting of arrays and objects in one JSON-RPC message (a ``_meta`` at its own limit fits inside params)."""

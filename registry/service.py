@@ -18,13 +18,16 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
+from events.content import content_ref
 from events.factory import open_store
-from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, ForkRef, Message, Role, SessionDeleted, SessionUpdated, TitleSource, Usage
 from events.store import Clock, EventStore
 from registry import forks
+from registry.agents import known_name
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.commands import (
@@ -42,11 +45,12 @@ from registry.commands import (
     json_type,
     list_filter,
 )
+from registry.conversation import counted, prepare
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams
+from registry.errors import InvalidParams, SessionNotFound
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
-from registry.model import ListSessionsResult, SessionInfo, SessionState
+from registry.model import ListSessionsResult, SessionInfo, SessionState, parse_time
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
@@ -58,6 +62,8 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 
     from registry.changes import StreamOptions
     from registry.diffs import ListChange, SessionNotification
+    from registry.search.hits import Searcher, SearchPage
+    from registry.transcripts import Transcript
 
 __all__ = ["RegistryOptions", "SessionRegistry"]
 
@@ -72,6 +78,7 @@ class RegistryOptions(TypedDict, total=False):
     read_model: str | None
     follow: bool
     clock: Clock | None
+    keep_secrets: bool
 
 
 class SessionRegistry:
@@ -95,6 +102,7 @@ class SessionRegistry:
         follow: bool = True,
         clock: Clock | None = None,
         owns_store: bool = False,
+        keep_secrets: bool = False,
     ) -> None:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an int from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
@@ -112,6 +120,10 @@ class SessionRegistry:
         self._writer = CommandWriter(
             store, self._read_model, self._follower, additional_directories=additional_directories
         )
+        self.keep_secrets = keep_secrets
+        self._search_index = self._backend.search_index()
+        self._unhook = store.add_erase_hook(self._search_index)  # a user's delete takes the words out of it too
+        self._searcher: Searcher | None = None
         self._closed = False
 
     @classmethod
@@ -204,7 +216,41 @@ class SessionRegistry:
         self._writer.write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
         return self._writer.written(session_id)
 
-    def record_turn(self, session_id: str, *, before: int, messages: int, at: int | None = None) -> SessionInfo:
+    def record_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        at: int | None = None,
+        usage: Usage | None = None,
+        count: int | None = None,
+    ) -> SessionInfo:
+        """Keep what was said in a session - a turn's messages, or a part of its past - with what the turn used:
+        one activity that moves ``updatedAt`` (to ``at``, default now; never back) and adds ``count`` to the message
+        count (default: the user's and the agent's messages among them). The text is kept as
+        ``registry.conversation.prepare`` makes it (bounded, readable, secrets masked unless ``keep_secrets``),
+        beside the log, where ``delete`` erases it; ``transcript`` reads it back and ``search`` finds it."""
+        when = check_time(self._clock() if at is None else at, "at")
+        kept = prepare(_messages(messages, when), keep_secrets=self.keep_secrets)
+        added = counted(kept) if count is None else check_messages(count)
+        ref = content_ref(kept) if kept else None
+
+        def events(state: SessionState) -> list[Event]:
+            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=usage)]
+
+        self._writer.write(session_id, events, content=[kept] if kept else None)
+        return self._writer.written(session_id)
+
+    def record_turn(
+        self,
+        session_id: str,
+        *,
+        before: int,
+        messages: int,
+        at: int | None = None,
+        conversation: Sequence[Message] = (),
+        usage: Usage | None = None,
+    ) -> SessionInfo:
         """A turn seen live (by a proxy) that added ``messages`` to a session that had ``before`` messages when the
         turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
         ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
@@ -213,12 +259,14 @@ class SessionRegistry:
         check_messages(messages)
         check_messages(before)
         when = check_time(self._clock() if at is None else at, "at")
+        kept = prepare(_messages(conversation, when), keep_secrets=self.keep_secrets)
+        ref = content_ref(kept) if kept else None
 
         def events(state: SessionState) -> list[Event]:
             added = max(0, before + messages - state.messages)
-            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added)]
+            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=usage)]
 
-        self._writer.write(session_id, events)
+        self._writer.write(session_id, events, content=[kept] if kept else None)
         return self._writer.written(session_id)
 
     def change_info(
@@ -314,12 +362,20 @@ class SessionRegistry:
             parent=parent,
         )
 
-    def delete(self, session_id: str, *, reason: str | None = None) -> None:
-        """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
+    def delete(self, session_id: str, *, reason: str | None = None, erase: bool = True) -> None:
+        """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op.
+
+        ``erase`` (a user's delete): its conversation is erased from disk too - by the time this returns no byte of
+        its messages is left in the store's files (``EventStore.erase``); its metadata (id, cwd, title, times)
+        stays in the tombstone. A session the registry itself retires keeps its conversation (``erase=False``)."""
         check_session_id(session_id)
         if reason is not None:
             check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
         self._writer.write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
+        if erase and not self._store.read_only:
+            state = self._writer.fresh_state(session_id)
+            if state is not None and state.deleted:
+                self._store.erase(session_id)
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -344,6 +400,55 @@ class SessionRegistry:
         check_session_id(session_id)
         self._read_model.catch_up()
         return forks.forks_of(self._read_model, session_id)
+
+    def transcript(self, session_id: str) -> Transcript:
+        """A session's conversation in order (a fork's starts with its source's up to the fork): every message kept
+        for it, with its role and time; [] for a session with none recorded, or whose conversation a delete erased.
+        An unknown id -> ``SessionNotFound``."""
+        from registry.transcripts import transcript  # noqa: PLC0415 - reading conversations: not what a list loads
+
+        check_session_id(session_id)
+        if self.state(session_id) is None:
+            raise SessionNotFound(session_id)
+        return transcript(self._store, session_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        agent: str | None = None,
+        cwd: str | None = None,
+        archived: str | None = "exclude",
+        since: Any = None,
+        until: Any = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """The sessions whose conversations match ``query`` - words, ``"exact phrases"``, ``prefix*``, code-shaped
+        terms - best first (relevance, then recency), each with the passages that matched; across every agent.
+        ``agent``, ``cwd`` (absolute), ``archived`` and ``since``/``until`` (the matching message's time: epoch ns,
+        an aware datetime or RFC 3339) narrow it before pagination; ``cursor`` continues a walk (bound to the query
+        and filters: another -> ``InvalidCursor``). A message recorded in any process is found at once: the index
+        is caught up first. See ``registry.search``."""
+        return self.searcher.search(
+            query,
+            agent=None if agent is None else known_name(agent),
+            cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
+            archived=archived,
+            since=None if since is None else parse_time(since, field="since"),
+            until=None if until is None else parse_time(until, field="until"),
+            limit=limit,
+            cursor=cursor,
+        )
+
+    @property
+    def searcher(self) -> Searcher:
+        """The search over this store's kept conversations (made on first use)."""
+        if self._searcher is None:
+            from registry.search.hits import Searcher  # noqa: PLC0415 - search loads only where it is used
+
+            self._searcher = Searcher(self._store, self._read_model, self._search_index)
+        return self._searcher
 
     def list(
         self,
@@ -432,6 +537,8 @@ class SessionRegistry:
             return
         self._closed = True
         try:
+            self._unhook()
+            self._search_index.close()
             self._follower.close()
             self._read_model.close()
         finally:
@@ -443,3 +550,20 @@ class SessionRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _messages(messages: object, at: int) -> list[Message]:
+    """``messages`` checked as a sequence of ``events.Message`` (``InvalidParams`` naming what is wrong), those
+    without a time given ``at`` (when the activity that keeps them happened)."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise InvalidParams(f"messages must be a sequence of Message, not {type(messages).__name__}")
+    out = []
+    for n, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise InvalidParams(f"messages[{n}] is a {type(message).__name__}, not a Message")
+        if not isinstance(message.role, Role) or not isinstance(message.text, str):
+            raise InvalidParams(f"messages[{n}] needs a Role and a str text")
+        if message.at is not None:
+            check_time(message.at, f"messages[{n}].at")
+        out.append(message if message.at is not None else msgspec.structs.replace(message, at=at))
+    return out

@@ -17,7 +17,7 @@ from typing import Final, TypeVar
 from events.errors import ConcurrencyError, StoreClosedError
 from events.logger import Logger
 from events.model import Event, SessionCreated
-from events.store import NO_STREAM, EventStore
+from events.store import NO_STREAM, Content, EventStore
 from registry.commands import check_session_id
 from registry.errors import SessionDeletedError, SessionExists, SessionNotFound
 from registry.follow import Follower
@@ -72,8 +72,16 @@ class CommandWriter:
         self.applied(positions[-1])
         return self.written(session_id)
 
-    def write(self, session_id: str, make: Callable[[SessionState], list[Event]], *, missing_ok: bool = False) -> None:
-        """Append what ``make`` decides from the current state, with that state's version as expected."""
+    def write(
+        self,
+        session_id: str,
+        make: Callable[[SessionState], list[Event]],
+        *,
+        missing_ok: bool = False,
+        content: Content | None = None,
+    ) -> None:
+        """Append what ``make`` decides from the current state, with that state's version as expected; ``content``:
+        the messages its events refer to (``EventStore.append``), one entry per event ``make`` returns."""
         check_session_id(session_id)
         # The first try decides from the state this process last saw, without catching up (a round trip on a
         # shared store): the append's expected version refuses a stale state (ConcurrencyError), and whatever a
@@ -93,7 +101,7 @@ class CommandWriter:
                 events = make(state)
                 if not events:
                     return
-            positions = self._store.append(session_id, events, state.version)
+            positions = self._store.append(session_id, events, state.version, content=content)
             self.applied(positions[-1])
 
         retried(attempt)
