@@ -35,6 +35,8 @@ __all__ = [
     "META_MESSAGES",
     "META_NAMESPACE",
     "META_PARENT",
+    "META_QUERY",
+    "META_SNIPPETS",
     "META_TITLE_SOURCE",
     "SHOWN_IN_META",
     "STATE_VERSION",
@@ -65,6 +67,11 @@ META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
 no field for it, so an archive or unarchive reaches a client as a ``_meta`` change."""
 META_AGENT: Final = f"{META_NAMESPACE}/agent"
 """The agent a session belongs to (absent for the registry's own sessions)."""
+META_QUERY: Final = f"{META_NAMESPACE}/query"
+"""In a ``session/list`` request's ``_meta``: words to search every kept conversation for (the answer lists only the
+sessions that match, best first; advertised in ``sessionCapabilities.list._meta``)."""
+META_SNIPPETS: Final = f"{META_NAMESPACE}/snippets"
+"""In a searched ``session/list`` answer, each session's ``_meta``: the passages that matched (``[{role, text}]``)."""
 META_PARENT: Final = f"{META_NAMESPACE}/parent"
 """A fork's source: ``{"sessionId": ..., "position": P}`` (the log position the fork was taken at)."""
 

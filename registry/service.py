@@ -49,8 +49,8 @@ from registry.conversation import counted, prepare
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams, SessionNotFound
 from registry.follow import Follower, Following, Listener
-from registry.limits import MAX_PAGE_SIZE
-from registry.model import ListSessionsResult, SessionInfo, SessionState, parse_time
+from registry.limits import MAX_PAGE_SIZE, MAX_SEARCH_HITS
+from registry.model import META_SNIPPETS, ListSessionsResult, SessionInfo, SessionState, parse_time, session_info
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
@@ -457,20 +457,39 @@ class SessionRegistry:
         *,
         archived: str | None = "exclude",
         agent: str | None = None,
+        query: str | None = None,
     ) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
 
         ``archived``: ``"exclude"`` (the default; None is the same), ``"include"`` or ``"only"``; ``agent``: only
         that agent's sessions. Both apply before pagination, and a cursor is bound to them and to ``cwd``
-        (another value -> ``InvalidCursor``)."""
+        (another value -> ``InvalidCursor``). ``query``: only the sessions whose conversations match it, best first
+        (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the cursor is then
+        bound to the query too."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
+        if query is not None:
+            return self._searched(query, cwd, cursor, archived, agent)
         where = list_filter(
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
         )
         return list_page(
             self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render
         )
+
+    def _searched(
+        self, query: str, cwd: str | None, cursor: str | None, archived: str | None, agent: str | None
+    ) -> ListSessionsResult:
+        page = self.search(
+            query, agent=agent, cwd=cwd, archived=archived, limit=min(self.page_size, MAX_SEARCH_HITS), cursor=cursor
+        )
+        sessions = []
+        for state, hit in zip(page.states, page.hits, strict=True):
+            info = session_info(state, additional_directories=self._additional_directories)
+            meta = dict(info.meta) if info.meta is not UNSET else {}
+            meta[META_SNIPPETS] = [{"role": s.role, "text": s.text} for s in hit.snippets]
+            sessions.append(msgspec.structs.replace(info, meta=meta))
+        return ListSessionsResult(sessions, UNSET if page.next_cursor is None else page.next_cursor)
 
     def __len__(self) -> int:
         """Live sessions."""

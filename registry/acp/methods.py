@@ -55,8 +55,8 @@ from registry.acp.params import (
 )
 from registry.agents import native_id, stored_id
 from registry.commands import check_session_id
-from registry.errors import MethodNotFound, SessionNotFound
-from registry.model import ListSessionsResult, SessionInfo, SessionState
+from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
+from registry.model import META_QUERY, ListSessionsResult, SessionInfo, SessionState
 
 __all__ = [
     "METHODS",
@@ -87,6 +87,7 @@ class SessionMethods(Protocol):
         *,
         archived: str | None = "exclude",
         agent: str | None = None,
+        query: str | None = None,
     ) -> ListSessionsResult: ...
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None: ...
@@ -126,13 +127,17 @@ class Role(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Capability:
     """Where advertising a method goes in ``agentCapabilities``: ``("sessionCapabilities", "list")`` -> ``{}``,
-    ``("loadSession",)`` -> ``true``."""
+    ``("loadSession",)`` -> ``true``; ``meta`` names the extensions of the method advertised in its ``_meta``
+    (``session/list``'s search: ``{"_meta": {"acp-session-registry/query": {}}}``)."""
 
     path: tuple[str, ...]
+    meta: tuple[str, ...] = ()
 
     @property
     def value(self) -> Any:
-        return {} if self.path[0] == "sessionCapabilities" else True
+        if self.path[0] != "sessionCapabilities":
+            return True
+        return {"_meta": {key: {} for key in self.meta}} if self.meta else {}
 
 
 @dataclass
@@ -271,10 +276,28 @@ class EncodedSessions:
 _encode = msgspec.json.Encoder().encode
 
 
+def _query(meta: dict[str, Any] | None) -> str | None:
+    """The search a ``session/list`` asks for in its ``_meta``: ours (``acp-session-registry/query``), or goose's
+    ``query``; blank is none."""
+    if not meta:
+        return None
+    for key in (META_QUERY, "query"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidParams(f"_meta.{key} must be a string (the words to search for)", {"field": f"_meta.{key}"})
+        return value if value.strip() else None
+    return None
+
+
 def _list(context: Context, request: ListParams) -> Result:
     # ``commands.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
-    page = context.registry.list(cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent)
-    if context.encoded is None:
+    query = _query(request.meta)
+    page = context.registry.list(
+        cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent, query=query
+    )
+    if context.encoded is None or query is not None:
         result: Result = msgspec.to_builtins(page)
         for shown in result["sessions"]:
             _shown(context, shown)
@@ -358,8 +381,8 @@ _STATUS: Final[Mapping[Surface, Role]] = {"serve": Role.ANSWER, "sdk": Role.ANSW
 _FORK: Final[Mapping[Surface, Role]] = {"serve": Role.ANSWER, "sdk": Role.ANSWER, "proxy": Role.FORWARD}
 
 
-def _session(name: str) -> Capability:
-    return Capability(("sessionCapabilities", name))
+def _session(name: str, *meta: str) -> Capability:
+    return Capability(("sessionCapabilities", name), meta)
 
 
 METHODS: Final[Mapping[str, Method]] = {
@@ -372,7 +395,7 @@ METHODS: Final[Mapping[str, Method]] = {
         Method("session/close", SessionRef, _AGENTS_OWN, capability=_session("close")),
         Method("session/prompt", PromptParams, _AGENTS_OWN),
         Method("session/cancel", CancelParams, _AGENTS_OWN, notification=True),
-        Method("session/list", ListParams, _REGISTRY, _list, _session("list")),
+        Method("session/list", ListParams, _REGISTRY, _list, _session("list", META_QUERY)),
         Method("session/delete", DeleteParams, _REGISTRY, _delete, _session("delete")),
         Method("session/set_title", SetTitleParams, _REGISTRY, _set_title, _session("title")),
         Method("session/archive", SessionParams, _REGISTRY, _archive, _session("archive")),

@@ -97,12 +97,14 @@ class CancelParams(msgspec.Struct, rename="camel"):
 
 
 class ListParams(msgspec.Struct, rename="camel"):
-    """``session/list`` (its ``_meta`` is accepted and ignored). ``archived`` is a string here so that an
-    unsupported value is refused by name (-32602), never read as ``exclude``."""
+    """``session/list``. ``archived`` is a string here so that an unsupported value is refused by name (-32602),
+    never read as ``exclude``; of ``_meta``, the search key is read (``acp-session-registry/query``, or goose's
+    ``query``) and the rest ignored."""
 
     cwd: str | None = None
     cursor: str | None = None
     archived: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class DeleteParams(msgspec.Struct, rename="camel"):

@@ -33,9 +33,12 @@ _PROG = "acp-registry"
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("registry.cli.list_sessions", "the session/list view: most recent first (one page, or --all)"),
+    "search": ("registry.cli.search", "find sessions by what was said in them, across every agent"),
     "show": ("registry.cli.show", "a session's current info"),
+    "transcript": ("registry.cli.transcript", "a session's conversation in order (--markdown, --json)"),
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
     "title": ("registry.cli.title", "set a session's title as its user (generated titles never replace it)"),
+    "delete": ("registry.cli.delete", "delete a session for good and erase its conversation from disk"),
     "archive": ("registry.cli.archive", "hide a session from default lists (its id and history stay)"),
     "unarchive": ("registry.cli.unarchive", "bring an archived session back into default lists"),
     "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),

@@ -68,4 +68,10 @@ def check_derived(backend: Backend) -> tuple[str, list[Problem]]:
         f"{checked.kind} at position {checked.checkpoint} ({checked.sessions} sessions) and {checked.snapshots} kept "
         f"snapshot{'s' if checked.snapshots != 1 else ''}: {verdict} with the fold of the log"
     )
-    return note, problems
+    index = backend.search_index()
+    try:
+        searched = [Problem(0, None, f"{problem} (acp-registry rebuild makes it anew)") for problem in index.problems()]
+    finally:
+        index.close()
+    note += "; the search index " + ("holds every kept message" if not searched else "disagrees with them")
+    return note, problems + searched

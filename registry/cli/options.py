@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["cwd_option", "page_size", "position"]
+__all__ = ["cwd_option", "page_size", "position", "time_option"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 
 
 def position(text: str) -> int:
@@ -26,3 +28,25 @@ def cwd_option(value: str | None) -> str | None:
     from registry.paths import normalise_cwd  # noqa: PLC0415
 
     return None if value is None else normalise_cwd(os.path.abspath(value), field="--cwd")
+
+
+def time_option(text: str) -> int:
+    """A moment for ``--since`` / ``--until``, as epoch ns: an RFC 3339 time (``2026-12-01T09:30:00Z``; without a
+    zone, UTC), a date (``2026-12-01``: its midnight, UTC), or how long ago (``90m``, ``12h``, ``7d``, ``2w``)."""
+    import datetime as dt  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    value = text.strip()
+    unit = _UNITS.get(value[-1:].lower())
+    if unit is not None and value[:-1].isdigit():
+        return time.time_ns() - int(value[:-1]) * unit * 1_000_000_000
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give an RFC 3339 time (2026-12-01T09:30:00Z), a date (2026-12-01) or how long"
+            " ago (90m, 12h, 7d, 2w)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000

@@ -31,6 +31,8 @@ class RebuildResult(msgspec.Struct, rename="camel"):
     seconds: float
     replaced: str
     """What was thrown away: the tables' checkpoint and how their schema departed from this version's."""
+    indexed: int | None = None
+    """Messages the search index holds after it was made anew (None: it could not be, the store is read-only)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,8 +63,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             replaced = _what_is_there(read_model)
             checkpoint = read_model.rebuild()
+            index = backend_for(store).search_index()
+            try:
+                indexed: int | None = None if store.read_only else index.rebuild()
+            finally:
+                index.close()
             result = RebuildResult(
-                read_model.kind, checkpoint, read_model.count(), time.perf_counter() - started, replaced
+                read_model.kind, checkpoint, read_model.count(), time.perf_counter() - started, replaced, indexed
             )
         finally:
             read_model.close()
@@ -71,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         stdout_console().print(
             f"rebuilt the read model ({result.kind}) from the log: position {result.checkpoint}, "
-            f"{result.sessions_live} live sessions, in {result.seconds:.2f} s; it replaced {result.replaced}",
+            f"{result.sessions_live} live sessions, in {result.seconds:.2f} s; it replaced {result.replaced}"
+            + ("" if result.indexed is None else f"; the search index was made anew: {result.indexed} messages"),
             markup=False,
         )
     return 0

@@ -32,6 +32,10 @@ class VerifyResult(msgspec.Struct, rename="camel"):
     head: int
     read_model: str
     problems: list[Problem]
+    messages: int = 0
+    """Messages kept beside the log, each checked against the digest its event carries."""
+    erased: int = 0
+    """Events whose messages a user's delete erased (their digests stay in the log)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     problems = evidence + problems + derived
     if acknowledged:
         print(f"acknowledged {acknowledged} integrity event{'s' if acknowledged != 1 else ''}", file=sys.stderr)
-    result = VerifyResult(not problems, log.events, log.sessions, log.head, note, problems)
+    result = VerifyResult(not problems, log.events, log.sessions, log.head, note, problems, log.messages, log.erased)
     if args.json:
         write_json(result)
     else:
@@ -76,7 +80,10 @@ def _print(result: VerifyResult) -> None:
 
     console = stdout_console()
     console.print(
-        f"checked {result.events} events of {result.sessions} sessions up to position {result.head}", markup=False
+        f"checked {result.events} events of {result.sessions} sessions up to position {result.head}, and"
+        f" {result.messages} kept messages"
+        + (f" ({result.erased} events' messages erased by a delete)" if result.erased else ""),
+        markup=False,
     )
     console.print(f"read model: {printable(result.read_model)}", markup=False, soft_wrap=True)
     if result.healthy:

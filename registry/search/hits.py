@@ -1,13 +1,15 @@
 """Searching every kept conversation: which sessions match a query, best first, with the passages that matched.
 
-A session's relevance is that of its best-matching message (the index's BM25: rarer words and shorter messages
-weigh more); sessions equally relevant come newest first (``updatedAt``), then by id. The filters - ``agent``,
-``cwd``, ``archived``, and ``since``/``until`` on the time of the matching message - apply before pagination, and a
-page's cursor is bound to the query and to all of them.
-"""
+A session's relevance is that of its best-matching message (the index's BM25: rarer words and shorter messages weigh
+more), in bands a factor ``RELEVANCE_BAND`` wide: sessions in one band count as equally relevant and come newest
+first (``updatedAt``), then by id. The bands keep the order from hanging on small differences - those of message
+lengths, and those between the index's shards, each of which scores with its own statistics. The filters -
+``agent``, ``cwd``, ``archived``, and ``since``/``until`` on the time of the matching message - apply before
+pagination, and a page's cursor is bound to the query and to all of them."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Final
@@ -24,12 +26,15 @@ from registry.search.cursor import SearchCursor, SearchCursors
 from registry.search.index import Match, SearchIndex
 from registry.search.query import Query, parse
 
-__all__ = ["SNIPPETS", "SNIPPET_CHARS", "SearchHit", "SearchPage", "Searcher", "Snippet"]
+__all__ = ["RELEVANCE_BAND", "SNIPPETS", "SNIPPET_CHARS", "SearchHit", "SearchPage", "Searcher", "Snippet"]
 
 SNIPPETS: Final = 3
 """Passages shown per session: its best-matching messages."""
 SNIPPET_CHARS: Final = 200
 """Characters of a message shown around its first match."""
+RELEVANCE_BAND: Final = 1.5
+"""Scores within this factor of each other are equally relevant (then the newer session comes first)."""
+_LOG_BAND: Final = math.log(RELEVANCE_BAND)
 _FIRST_LOOK: Final = 64
 _MOST: Final = 1 << 20
 
@@ -127,7 +132,7 @@ class Searcher:
             )
 
         found = self._sessions(parsed, at, at.offset + limit + 1, keep, since, until)
-        ordered = sorted(found, key=lambda f: (f.best, rank(f.state.updated_at), f.state.session_id))
+        ordered = sorted(found, key=lambda f: (_band(f.best), rank(f.state.updated_at), f.state.session_id))
         page = ordered[at.offset : at.offset + limit]
         more = len(ordered) > at.offset + limit
         hits = self._hits(parsed, page, wire)
@@ -200,6 +205,11 @@ class Searcher:
                 )
             )
         return hits
+
+
+def _band(score: float) -> int:
+    """The relevance band of a BM25 score (lower is better: the index's scores are negative, stronger more so)."""
+    return -round(math.log(-score) / _LOG_BAND) if score < 0 else 1 << 30
 
 
 def _loose(query: Query) -> re.Pattern[str]:

@@ -1,16 +1,16 @@
-"""The full-text index of the messages kept beside the log: derived from them, caught up before every search,
-checked by ``verify``, rebuilt by ``rebuild``, and erased with them.
+"""The full-text index of the messages kept beside the log: derived from them, caught up before every search, checked
+by ``verify``, rebuilt by ``rebuild``, and erased with them.
 
 ``SearchIndex`` is what the search asks of an index; ``SqliteSearchIndex`` keeps one in SQLite FTS5 tables - in the
 store's own file for a SQLite store, in memory for ``memory://`` (and for a store the registry knows nothing of),
 ``registry.search.postgres`` one in PostgreSQL for a PostgreSQL store.
 
 The FTS5 tables are *contentless* (the text is in the ``messages`` table already, compressed; the index keeps only
-its words) and split into ``SHARDS`` tables by session: erasing a conversation takes its words out of one shard
-and merges that shard's segments (FTS5's ``optimize``), so that no segment keeps them - the cost of an erasure is
-one shard's size, not the whole index's. A message's row id is its event's position and its place there
-(``position << 20 | seq``).
-"""
+its words) and, once it is large (``SHARD_FROM`` messages), split into ``SHARDS`` tables by session: erasing a
+conversation takes its words out of its table and merges that table's segments (FTS5's ``optimize``), so that no
+segment keeps them - the cost of an erasure is one shard's size, not the whole index's. A small index is one table
+(its scores then come from one set of statistics; a shard's scores from its own, which at that size agree). A
+message's row id is its event's position and its place there (``position << 20 | seq``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from events.logger import Logger
 from events.store import EventStore
 from registry.search.query import Query, indexed
 
-__all__ = ["SEARCH_VERSION", "SHARDS", "Match", "SearchIndex", "SqliteSearchIndex", "row_id", "shard_of"]
+__all__ = ["SEARCH_VERSION", "SHARDS", "SHARD_FROM", "Match", "SearchIndex", "SqliteSearchIndex", "row_id", "shard_of"]
 
 log = Logger("registry.search")
 
@@ -34,7 +34,9 @@ SEARCH_VERSION: Final = 1
 """The index's format: what it holds of a message (``registry.search.query.indexed``) and how it is laid out. An
 index of another version is rebuilt."""
 SHARDS: Final = 16
-"""FTS5 tables the index is split into, by session (see the module's docstring)."""
+"""FTS5 tables a large index is split into, by session (see the module's docstring)."""
+SHARD_FROM: Final = 50_000
+"""Messages from which the index is split into ``SHARDS`` tables (the catch-up that passes it rebuilds it so)."""
 _SEQ_BITS: Final = 20
 _BATCH: Final = 5_000
 _TOKENIZER: Final = "unicode61 remove_diacritics 2"
@@ -52,9 +54,9 @@ def row_id(position: int, seq: int) -> int:
     return position << _SEQ_BITS | seq
 
 
-def shard_of(session_id: str) -> int:
-    """The shard a session's messages are indexed in."""
-    return zlib.crc32(session_id.encode()) % SHARDS
+def shard_of(session_id: str, shards: int) -> int:
+    """The table a session's messages are indexed in, of ``shards``."""
+    return zlib.crc32(session_id.encode()) % shards
 
 
 class SearchIndex(abc.ABC):
@@ -96,6 +98,7 @@ class SqliteSearchIndex(SearchIndex):
         self._lock = threading.Lock()
         self._read_only = store.read_only
         self._ready = False
+        self._shards = 1
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -123,15 +126,21 @@ class SqliteSearchIndex(SearchIndex):
             return None
         return None if row is None else int(row[0])
 
+    def _meta(self, key: str, db: sqlite3.Connection | None = None) -> int:
+        return int((db or self._db).execute("SELECT value FROM search_meta WHERE key = ?", (key,)).fetchone()[0])
+
     def _ensure(self) -> None:
         """Tables of this version in place (made, or made again), or nothing done on a store that cannot be
         written (its index, if any, is searched as it is)."""
         if self._ready:
             return
         version = self._version()
-        if version == SEARCH_VERSION and len(self._tables()) == SHARDS + 1:
-            self._ready = True
-            return
+        if version == SEARCH_VERSION:
+            shards = self._meta("shards")
+            if len(self._tables()) == shards + 1:
+                self._shards = shards
+                self._ready = True
+                return
         if self._read_only:
             if version is not None:
                 log.warning("%s: the search index is of another version and cannot be rebuilt here", self._store)
@@ -140,22 +149,28 @@ class SqliteSearchIndex(SearchIndex):
             log.warning("%s: the search index is of version %s; rebuilding it", self._store, version)
         self._rebuild()
 
-    def _rebuild(self) -> int:
+    def _rebuild(self, shards: int | None = None) -> int:
+        """Make the tables anew (``shards`` of them: default, as many as the kept messages call for) and index every
+        kept message."""
         db = self._db
+        if shards is None:
+            shards = SHARDS if self._kept_up_to(self._store.head()) >= SHARD_FROM else 1
         db.execute("BEGIN IMMEDIATE")
         try:
             for name in self._tables():
                 db.execute(f"DROP TABLE {name}")
             db.execute("CREATE TABLE search_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
             db.executemany(
-                "INSERT INTO search_meta (key, value) VALUES (?, ?)", [("version", SEARCH_VERSION), ("checkpoint", 0)]
+                "INSERT INTO search_meta (key, value) VALUES (?, ?)",
+                [("version", SEARCH_VERSION), ("checkpoint", 0), ("shards", shards), ("count", 0)],
             )
-            for k in range(SHARDS):
+            for k in range(shards):
                 db.execute(f"CREATE VIRTUAL TABLE search_{k} USING fts5(body, content='', tokenize='{_TOKENIZER}')")
             db.execute("COMMIT")
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+        self._shards = shards
         self._ready = True
         return self._index_after()
 
@@ -166,7 +181,12 @@ class SqliteSearchIndex(SearchIndex):
             self._ensure()
             if not self._ready or self._read_only or not self._behind():
                 return 0
-            return self._index_after()
+            added = self._index_after()
+            if self._shards < SHARDS and self._meta("count") >= SHARD_FROM:
+                log.info("%s: the search index holds %d messages; splitting it in %d", self._store, added, SHARDS)
+                self._ready = False
+                self._rebuild(SHARDS)
+            return added
 
     def _behind(self) -> bool:
         """Whether messages were kept after the checkpoint: a look without the write lock (a search that finds the
@@ -179,7 +199,7 @@ class SqliteSearchIndex(SearchIndex):
         return bool(self._store.stored_messages(after, 1))
 
     def _checkpoint(self) -> int:
-        return int(self._db.execute("SELECT value FROM search_meta WHERE key = 'checkpoint'").fetchone()[0])
+        return self._meta("checkpoint")
 
     def _pending(self, after: int) -> list[tuple[int, str, int, str]]:
         """Up to about ``_BATCH`` kept messages after position ``after``: (position, session id, seq, text)."""
@@ -206,11 +226,14 @@ class SqliteSearchIndex(SearchIndex):
                     db.execute("COMMIT")
                     return added
                 by_shard: dict[int, list[tuple[int, str]]] = {}
+                shards = self._shards
                 for position, session_id, seq, text in rows:
-                    by_shard.setdefault(shard_of(session_id), []).append((row_id(position, seq), indexed(text)))
+                    k = shard_of(session_id, shards)
+                    by_shard.setdefault(k, []).append((row_id(position, seq), indexed(text)))
                 for k, values in by_shard.items():
                     db.executemany(f"INSERT INTO search_{k} (rowid, body) VALUES (?, ?)", values)
                 db.execute("UPDATE search_meta SET value = ? WHERE key = 'checkpoint'", (rows[-1][0],))
+                db.execute("UPDATE search_meta SET value = value + ? WHERE key = 'count'", (len(rows),))
                 db.execute("COMMIT")
                 added += len(rows)
             finally:
@@ -224,7 +247,7 @@ class SqliteSearchIndex(SearchIndex):
             conn = db if db is not None and self._shared else self._db
             if self._version_on(conn) != SEARCH_VERSION:
                 return  # no index here yet (nothing of it to take out), or one the next catch-up rebuilds
-            k = shard_of(session_id)
+            k = shard_of(session_id, self._meta("shards", conn))
             wanted = {row_id(m.position, m.seq): m for m in messages}
             present: set[int] = set()
             keys = list(wanted)
@@ -240,6 +263,7 @@ class SqliteSearchIndex(SearchIndex):
             )
             if present:
                 conn.execute(f"INSERT INTO search_{k} (search_{k}) VALUES ('optimize')")
+                conn.execute("UPDATE search_meta SET value = value - ? WHERE key = 'count'", (len(present),))
 
     def vacuum(self, conn: object, stream: int) -> None:
         """Nothing to vacuum: ``secure_delete`` zeroed what the erasure freed, and an in-memory index has no disk."""
@@ -262,7 +286,7 @@ class SqliteSearchIndex(SearchIndex):
             expression = query.fts5()
             found: list[Match] = []
             whole = True
-            for k in range(SHARDS):
+            for k in range(self._shards):
                 rows = self._db.execute(
                     f"SELECT rowid, bm25(search_{k}) FROM search_{k} WHERE search_{k} MATCH ? ORDER BY rank LIMIT ?",
                     (expression, limit),
@@ -303,7 +327,8 @@ class SqliteSearchIndex(SearchIndex):
             version = self._version()
             if version is None:
                 return []  # no index (yet): nothing derived to check; the first search builds it
-            if version != SEARCH_VERSION or len(self._tables()) != SHARDS + 1:
+            shards = self._meta("shards") if version == SEARCH_VERSION else 0
+            if version != SEARCH_VERSION or len(self._tables()) != shards + 1:
                 return [f"search index: version {version} or its tables are not this version's (rebuild makes them)"]
             found = []
             checkpoint = self._checkpoint()
@@ -311,13 +336,16 @@ class SqliteSearchIndex(SearchIndex):
             if checkpoint > head:
                 found.append(f"search index: its checkpoint {checkpoint} is past the log's head {head}")
             indexed_count = 0
-            for k in range(SHARDS):
+            for k in range(shards):
                 try:
                     self._db.execute(f"INSERT INTO search_{k} (search_{k}) VALUES ('integrity-check')")
                 except sqlite3.DatabaseError as exc:
                     found.append(f"search index: shard {k} is damaged ({exc})")
                 indexed_count += int(self._db.execute(f"SELECT count(*) FROM search_{k}").fetchone()[0])
             kept = self._kept_up_to(checkpoint)
+            counted = self._meta("count")
+            if counted != indexed_count:
+                found.append(f"search index: its count says {counted} messages where it holds {indexed_count}")
             if indexed_count != kept:
                 found.append(
                     f"search index: it holds {indexed_count} messages where {kept} are kept up to its checkpoint"
