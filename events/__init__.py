@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from events.factory import open_store
     from events.memory import MemoryStore
     from events.model import (
+        ContentRef,
         Event,
         ForkRef,
         LogEntry,
+        Message,
         RecordedEvent,
+        Role,
         SessionArchived,
         SessionCreated,
         SessionDeleted,
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
         SessionUnarchived,
         SessionUpdated,
         TitleSource,
+        Usage,
     )
     from events.sqlite import SqliteStore
     from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
@@ -45,6 +49,7 @@ __all__ = [
     "NO_STREAM",
     "AppendRequest",
     "ConcurrencyError",
+    "ContentRef",
     "CorruptEventError",
     "Event",
     "EventIdConflict",
@@ -52,8 +57,10 @@ __all__ = [
     "ForkRef",
     "LogEntry",
     "MemoryStore",
+    "Message",
     "RecordedEvent",
     "RegistryError",
+    "Role",
     "SessionArchived",
     "SessionCreated",
     "SessionDeleted",
@@ -67,6 +74,7 @@ __all__ = [
     "StoreIdentity",
     "Subscription",
     "TitleSource",
+    "Usage",
     "open_store",
 ]
 
@@ -75,14 +83,17 @@ _HOMES = {
     "NO_STREAM": "events.store",
     "AppendRequest": "events.store",
     "ConcurrencyError": "events.errors",
+    "ContentRef": "events.model",
     "CorruptEventError": "events.errors",
     "Event": "events.model",
     "EventIdConflict": "events.errors",
     "EventStore": "events.store",
     "ForkRef": "events.model",
     "LogEntry": "events.model",
+    "Message": "events.model",
     "MemoryStore": "events.memory",
     "RecordedEvent": "events.model",
+    "Role": "events.model",
     "RegistryError": "events.errors",
     "SessionArchived": "events.model",
     "SessionCreated": "events.model",
@@ -97,6 +108,7 @@ _HOMES = {
     "StoreIdentity": "events.store",
     "Subscription": "events.store",
     "TitleSource": "events.model",
+    "Usage": "events.model",
     "open_store": "events.factory",
 }
 """Each public name -> the module it lives in, imported when the name is first read."""

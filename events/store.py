@@ -141,7 +141,8 @@ class EventStore(abc.ABC):
 
         ``content`` gives, per event, the messages a ``SessionUpdated`` with a ``content`` reference refers to
         (its ``ContentRef`` must be ``events.content.content_ref`` of them): they are kept beside the log in the
-        same transaction (``messages``), and erased with ``erase``.
+        same transaction (``messages``), and erased with ``erase``. An empty entry for an event with a reference
+        copies an event whose messages were erased before (``import`` of an export): nothing is kept for it.
         """
         self._check_open()
         ids = _check_append_args(session_id, events, expected_version, event_ids)
@@ -498,6 +499,9 @@ def _check_content(
             if ref is not None:
                 raise ValueError(f"{where}events[{n}] refers to messages, and content[{n}] is None")
             kept.append(None)
+            continue
+        if ref is not None and isinstance(messages, Sequence) and not isinstance(messages, str) and not messages:
+            kept.append([])  # its messages were erased before this copy was made (an import of an export)
             continue
         checked = check_messages(messages, f"{where}content[{n}]")
         if ref is None:

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from registry.model import ListSessionsResult, SessionInfo, SessionState
     from registry.paths import normalise_cwd
     from registry.projection import Change
+    from registry.search.hits import SearchHit, SearchPage, Snippet
     from registry.service import SessionRegistry
+    from registry.transcripts import Transcript
 
 __all__ = [
     "Added",
@@ -56,6 +58,8 @@ __all__ = [
     "RegistryError",
     "Removed",
     "RpcError",
+    "SearchHit",
+    "SearchPage",
     "SessionDeletedError",
     "SessionExists",
     "SessionInfo",
@@ -64,7 +68,9 @@ __all__ = [
     "SessionNotification",
     "SessionRegistry",
     "SessionState",
+    "Snippet",
     "SubscriberTooSlow",
+    "Transcript",
     "Updated",
     "normalise_cwd",
     "rpc_error",
@@ -82,6 +88,8 @@ _HOMES = {
     "RegistryError": "events.errors",
     "Removed": "registry.diffs",
     "RpcError": "registry.errors",
+    "SearchHit": "registry.search.hits",
+    "SearchPage": "registry.search.hits",
     "SessionDeletedError": "registry.errors",
     "SessionExists": "registry.errors",
     "SessionInfo": "registry.model",
@@ -90,7 +98,9 @@ _HOMES = {
     "SessionNotification": "registry.diffs",
     "SessionRegistry": "registry.service",
     "SessionState": "registry.model",
+    "Snippet": "registry.search.hits",
     "SubscriberTooSlow": "registry.errors",
+    "Transcript": "registry.transcripts",
     "Updated": "registry.diffs",
     "normalise_cwd": "registry.paths",
     "rpc_error": "registry.errors",

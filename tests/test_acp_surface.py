@@ -124,8 +124,9 @@ def _prompt(agent: CheckedServer, session_id: str, text: str) -> None:
 def test_each_method_is_advertised_by_its_capability(agent: CheckedServer) -> None:
     answer = agent.result("initialize", {"protocolVersion": 1})
     session_caps = answer["agentCapabilities"]["sessionCapabilities"]
-    for key in ("title", "archive", "status", "fork", "list", "delete", "resume", "close"):
+    for key in ("title", "archive", "status", "fork", "delete", "resume", "close"):
         assert session_caps[key] == {}, key
+    assert session_caps["list"] == {"_meta": {"acp-session-registry/query": {}}}  # search: an extension in _meta
     assert answer["agentCapabilities"]["loadSession"] is True
 
 
@@ -335,8 +336,9 @@ def test_the_sdk_adapter_serves_the_same_methods(url: str) -> None:
     with WireServer(url, command=example) as running:
         agent = CheckedServer(running)
         caps = agent.result("initialize", {"protocolVersion": 1})["agentCapabilities"]["sessionCapabilities"]
-        for key in ("title", "archive", "status", "fork", "list", "delete"):
+        for key in ("title", "archive", "status", "fork", "delete"):
             assert caps[key] == {}, key
+        assert caps["list"] == {"_meta": {"acp-session-registry/query": {}}}
         sid = _new(agent)
         assert agent.result("session/status", {"sessionId": sid}) == {"status": "open"}
         assert agent.result("session/set_title", {"sessionId": sid, "title": " Docs "}) == {"title": "Docs"}

@@ -61,7 +61,10 @@ def test_initialize_adds_list_and_delete_and_keeps_what_the_agent_said(url: str)
             if m.capability is not None and m.role("proxy") is not None and m.role("proxy") is not Role.FORWARD
         }
         assert {"list", "delete"} <= answered
-        assert capabilities["sessionCapabilities"] == {"resume": {}} | {key: {} for key in answered}
+        expected: dict[str, object] = {key: {} for key in answered} | {
+            "list": {"_meta": {"acp-session-registry/query": {}}}
+        }
+        assert capabilities["sessionCapabilities"] == {"resume": {}} | expected
         assert result["authMethods"] == [{"id": "scripted", "name": "scripted"}]
         assert result["agentInfo"] == {"name": "scripted-agent", "version": "1.0"}
         assert result["_meta"]["scripted"] is True

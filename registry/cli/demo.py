@@ -17,13 +17,13 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from reactivex import abc, typing
 from reactivex.scheduler import ScheduledItem
 from reactivex.scheduler.scheduler import Scheduler
 
-from events.model import TitleSource
+from events.model import Message, Role, TitleSource
 from events.verify import verify_log
 from registry.cli.errors import InputError
 from registry.cli.stores import StoreLocation, open_registry, sqlite_url
@@ -175,6 +175,10 @@ class _Demo:
         self.scene(f"4. Time travel: the list as session/list answered at position {before_changes}")
         self.time_travel(host, before_changes)
 
+        self.scene("5. Every conversation is kept: found by what was said, read back, erased on delete")
+        self.conversations(host)
+        self.closing(before_changes)
+
     def start_sessions(self, agents: dict[str, SessionRegistry]) -> None:
         plan: list[tuple[str, str, str, str | None, TitleSource]] = [
             ("claude", "claude-1", "/work/webapp", "Fix the login redirect", TitleSource.USER),
@@ -191,7 +195,10 @@ class _Demo:
                 registry.create(cwd, session_id=session_id, title=title)
             else:
                 registry.create(cwd, session_id=session_id)
-            registry.record_activity(session_id, messages=2)  # the first prompt and its answer
+            question, answer = _SAID[session_id]  # the first prompt and its answer, kept and searchable
+            registry.record_messages(
+                session_id, [Message(role=Role.USER, text=question), Message(role=Role.AGENT, text=answer)]
+            )
             if title is not None and source is not TitleSource.USER:
                 registry.change_info(session_id, title=title, title_source=source)
             self.say(f"  {agent:<7} {session_id:<9} in {cwd:<20} {title or '(no title yet)'}")
@@ -226,8 +233,14 @@ class _Demo:
 
     def live_changes(self, host: SessionRegistry, agents: dict[str, SessionRegistry]) -> None:
         claude, codex, gemini = agents["claude"], agents["codex"], agents["gemini"]
-        codex.record_activity("codex-1", messages=2)
-        self.step(host, "codex: a prompt in codex-1 moves updatedAt and the message count")
+        codex.record_messages(
+            "codex-1",
+            [
+                Message(role=Role.USER, text="Make the limit configurable per API key"),
+                Message(role=Role.AGENT, text="RateLimiter now reads `limits.per_key` from config.toml."),
+            ],
+        )
+        self.step(host, "codex: a prompt in codex-1 moves updatedAt and the message count (never the text)")
         claude.change_info("claude-2", title="Dark mode: toggle and saved theme", title_source=TitleSource.PROMPT)
         self.step(host, "claude: titles claude-2 from its first prompt")
         host.change_info("codex-2", title="Postgres 17 migration")
@@ -270,6 +283,41 @@ class _Demo:
             f"starts with {host.list().sessions[0].session_id}"
         )
 
+    def closing(self, position: int) -> None:
+        command = _command()
+        if self.kept:
+            self.say(
+                f"Look around: {command} --store {self.location.url} list (or search token, transcript claude-3, "
+                f"history codex-2, replay --at "
+                f"{position}, stats, tail)"
+            )
+        else:
+            self.say(
+                f"Keep a demo store to look around with the other commands: {command} demo --store "
+                f"sqlite:///tmp/demo.db, then {command} --store sqlite:///tmp/demo.db list (or search token, "
+                f"transcript claude-3, history codex-2, "
+                f"replay --at {position}, stats, tail)"
+            )
+        if command != "acp-registry":
+            self.say(f"(acp-registry is not on PATH: `. {Path(sys.executable).parent}/activate` puts it there)")
+
+    def conversations(self, host: SessionRegistry) -> None:
+        for query in ("token", '"rate limiter"', "KeyError"):
+            hits = host.search(query).hits
+            self.say(f"acp-registry search {query}  ->  {len(hits)} session{'s' if len(hits) != 1 else ''}")
+            for hit in hits:
+                self.say(f"  {hit.session_id:<9} {hit.title or '(no title)'}")
+                for snippet in hit.snippets[:1]:
+                    self.say(f"            {snippet.role}: {snippet.text}", style="cyan")
+        self.say("acp-registry transcript claude-3:")
+        for line in host.transcript("claude-3").lines():
+            self.say(f"  {line.role:<6} {line.text}", style="cyan")
+        found = [hit.session_id for hit in host.search("session/list").hits]
+        self.say(
+            f"gemini-1 was deleted in scene 2: its conversation was erased with it, so `search session/list` finds "
+            f"{', '.join(found) or 'nothing'} - not gemini-1"
+        )
+
     def time_travel(self, host: SessionRegistry, position: int) -> None:
         store = host.store
         folded = fold_log(store, stop=lambda record: record.position > position, report=lambda _done: None)
@@ -282,20 +330,43 @@ class _Demo:
             f"verify: {report.events} events in {report.sessions} sessions, "
             + ("healthy" if report.healthy else f"{len(report.problems)} problems")
         )
-        command = _command()
-        if self.kept:
-            self.say(
-                f"Look around: {command} --store {self.location.url} list (or history codex-2, replay --at "
-                f"{position}, stats, tail)"
-            )
-        else:
-            self.say(
-                f"Keep a demo store to look around with the other commands: {command} demo --store "
-                f"sqlite:///tmp/demo.db, then {command} --store sqlite:///tmp/demo.db list (or history codex-2, "
-                f"replay --at {position}, stats, tail)"
-            )
-        if command != "acp-registry":
-            self.say(f"(acp-registry is not on PATH: `. {Path(sys.executable).parent}/activate` puts it there)")
+
+
+_SAID: Final = {
+    "claude-1": (
+        "After login the app redirects to /undefined instead of the dashboard; fix the redirect in "
+        "src/auth/callback.ts",
+        "The callback read `returnTo` before the session was saved: `navigate(returnTo ?? '/dashboard')` now runs "
+        "after `await saveSession()`.",
+    ),
+    "codex-1": (
+        "Add a token bucket rate limiter to /search: 10 requests per second per API key",
+        "Added RateLimiter in api/limits.py (a TokenBucket per key); /search answers 429 with Retry-After when the "
+        "bucket is empty.",
+    ),
+    "gemini-1": (
+        "Write the docs for session/list and session/delete",
+        "docs/sessions.md now explains session/list pages with cursors, and that session/delete is idempotent.",
+    ),
+    "claude-2": (
+        "Add a dark mode toggle that remembers the theme",
+        "ThemeToggle stores the choice in localStorage('theme') and applies it before the first paint.",
+    ),
+    "codex-2": (
+        "Plan the migration from Postgres 14 to 17",
+        "Check the extensions first, then pg_upgrade --link in a maintenance window; rollback is the old cluster.",
+    ),
+    "gemini-2": (
+        "The dark mode toggle flickers on load",
+        "The theme class is now set by an inline script in index.html, before the bundle loads.",
+    ),
+    "claude-3": (
+        "tests/test_auth.py::test_refresh fails one run in five with KeyError: 'token'",
+        "The fixture shared one dict between tests, and the refresh test popped 'token' from it: it is a fresh "
+        "copy per test now.",
+    ),
+}
+"""What each demo session's first prompt said, and the agent's answer."""
 
 
 def _command() -> str:

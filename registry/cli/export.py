@@ -1,4 +1,6 @@
-"""``export``: the log as JSON lines on stdout (``events.codec.encode_record_json``), one record a line.
+"""``export``: the log as JSON lines on stdout (``events.codec.encode_record_json``), one record a line; a record
+that refers to kept messages carries them too, as ``"messages": [{"role", "text", "at"}, ...]`` (``at`` in epoch
+ns, as the log keeps times), left out where a delete erased them. ``import`` reads both back.
 
 The output is JSON already, so ``--json`` changes nothing. A corrupt record ends the export with exit 1, after
 every record before it was written; ``acp-registry verify`` lists every problem.
@@ -10,9 +12,12 @@ import argparse
 import sys
 from collections.abc import Iterator
 
+import msgspec
+
 from events.codec import encode_record_json
+from events.content import KeptMessage
 from events.errors import CorruptEventError
-from events.model import RecordedEvent
+from events.model import RecordedEvent, SessionUpdated
 from events.store import EventStore
 from registry.cli.errors import InputError, ProblemFound
 from registry.cli.options import position
@@ -42,12 +47,13 @@ def run(args: argparse.Namespace) -> int:
                     chunk = store.read(last, _BATCH)
                 except CorruptEventError as exc:
                     for record in _before(store, last, exc.position):
-                        out.write(encode_record_json(record) + b"\n")
+                        out.write(_line(record, _kept(store, [record])) + b"\n")
                     out.flush()
                     raise ProblemFound(
                         f"{exc}; the export stops before it (acp-registry verify lists every problem)"
                     ) from None
-                out.writelines(encode_record_json(record) + b"\n" for record in chunk)
+                kept = _kept(store, chunk)
+                out.writelines(_line(record, kept) + b"\n" for record in chunk)
                 count += len(chunk)
                 if len(chunk) < _BATCH:
                     break
@@ -57,6 +63,33 @@ def run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():
         print(f"exported {count} events", file=sys.stderr)
     return 0
+
+
+_messages = msgspec.json.Encoder()
+
+
+def _kept(store: EventStore, records: list[RecordedEvent]) -> dict[tuple[int, int], KeptMessage]:
+    """The messages the records refer to, by (position, seq)."""
+    keys = [
+        (record.position, seq)
+        for record in records
+        if isinstance(record.event, SessionUpdated) and record.event.content is not None
+        for seq in range(record.event.content.count)
+    ]
+    return store.messages_at(keys) if keys else {}
+
+
+def _line(record: RecordedEvent, kept: dict[tuple[int, int], KeptMessage]) -> bytes:
+    """A record's line: the record, and the messages it refers to where they are kept (all of them, or none)."""
+    line = encode_record_json(record)
+    event = record.event
+    if not isinstance(event, SessionUpdated) or event.content is None:
+        return line
+    found = [kept.get((record.position, seq)) for seq in range(event.content.count)]
+    if not found or any(m is None for m in found):
+        return line  # erased by a delete: the record alone (import copies it as erased)
+    messages = _messages.encode([m.message for m in found if m is not None])
+    return line[:-1] + b',"messages":' + messages + b"}"
 
 
 def _before(store: EventStore, last: int, bad: int) -> Iterator[RecordedEvent]:

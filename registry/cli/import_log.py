@@ -31,7 +31,7 @@ import msgspec
 
 from events.codec import decode_record_json
 from events.errors import ConcurrencyError, EventIdConflict
-from events.model import RecordedEvent
+from events.model import Message, RecordedEvent, SessionUpdated
 from events.store import AppendRequest, EventStore
 from registry.cli.errors import InputError
 from registry.cli.stores import catch_up_read_model, locate, open_log
@@ -69,8 +69,19 @@ def _source(path: str) -> Iterator[IO[bytes]]:
         yield file
 
 
-def _records(lines: IO[bytes], name: str) -> Iterator[tuple[int, RecordedEvent]]:
-    """Each record with its line number; a line that is not a record raises ``InputError``."""
+class _Kept(msgspec.Struct):
+    """The messages ``export`` wrote beside a record that refers to some (absent: they were erased)."""
+
+    messages: list[Message] | None = None
+
+
+_kept = msgspec.json.Decoder(_Kept)
+Line = tuple[int, RecordedEvent, list[Message] | None]
+"""A record with its line number and the messages it refers to ([] : erased before the export; None: none)."""
+
+
+def _records(lines: IO[bytes], name: str) -> Iterator[Line]:
+    """Each record with its line number and messages; a line that is not a record raises ``InputError``."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -87,7 +98,13 @@ def _records(lines: IO[bytes], name: str) -> Iterator[tuple[int, RecordedEvent]]
             check_event(record.event)
         except InvalidParams as exc:
             raise InputError(f"{name}:{number}: {exc}; nothing was imported") from None
-        yield number, record
+        messages: list[Message] | None = None
+        if isinstance(record.event, SessionUpdated) and record.event.content is not None:
+            try:
+                messages = _kept.decode(line).messages or []
+            except msgspec.DecodeError as exc:
+                raise InputError(f"{name}:{number}: its messages do not read ({exc}); nothing was imported") from None
+        yield number, record, messages
 
 
 def _check(lines: IO[bytes], name: str) -> int:
@@ -96,7 +113,7 @@ def _check(lines: IO[bytes], name: str) -> int:
     versions: dict[str, int] = {}
     ids: set[uuid.UUID] = set()
     count = 0
-    for number, record in _records(lines, name):
+    for number, record, _ in _records(lines, name):
         where = f"{name}:{number}:"
         if record.position <= last:
             raise InputError(
@@ -115,14 +132,14 @@ def _check(lines: IO[bytes], name: str) -> int:
     return count
 
 
-def _runs(lines: IO[bytes], name: str) -> Iterator[list[tuple[int, RecordedEvent]]]:
+def _runs(lines: IO[bytes], name: str) -> Iterator[list[Line]]:
     """Consecutive records of one session, as they follow each other in the file."""
-    run: list[tuple[int, RecordedEvent]] = []
-    for number, record in _records(lines, name):
-        if run and run[-1][1].session_id != record.session_id:
+    run: list[Line] = []
+    for line in _records(lines, name):
+        if run and run[-1][1].session_id != line[1].session_id:
             yield run
             run = []
-        run.append((number, record))
+        run.append(line)
     if run:
         yield run
 
@@ -130,9 +147,9 @@ def _runs(lines: IO[bytes], name: str) -> Iterator[list[tuple[int, RecordedEvent
 _BATCH_RECORDS = 5_000  # records one transaction takes at most
 
 
-def _batches(runs: Iterator[list[tuple[int, RecordedEvent]]]) -> Iterator[list[list[tuple[int, RecordedEvent]]]]:
+def _batches(runs: Iterator[list[Line]]) -> Iterator[list[list[Line]]]:
     """Runs gathered into batches of about ``_BATCH_RECORDS`` records, each written in one transaction."""
-    batch: list[list[tuple[int, RecordedEvent]]] = []
+    batch: list[list[Line]] = []
     size = 0
     for run in runs:
         batch.append(run)
@@ -144,23 +161,29 @@ def _batches(runs: Iterator[list[tuple[int, RecordedEvent]]]) -> Iterator[list[l
         yield batch
 
 
-def _request(run: list[tuple[int, RecordedEvent]]) -> AppendRequest:
+def _content(run: list[Line]) -> list[list[Message] | None] | None:
+    content = [messages for _, _, messages in run]
+    return content if any(messages is not None for messages in content) else None
+
+
+def _request(run: list[Line]) -> AppendRequest:
     first = run[0][1]
     return AppendRequest(
         first.session_id,
-        [record.event for _, record in run],
+        [record.event for _, record, _ in run],
         first.version - 1,
-        [record.event_id for _, record in run],
+        [record.event_id for _, record, _ in run],
+        _content(run),
     )
 
 
-def _append(store: EventStore, run: list[tuple[int, RecordedEvent]]) -> list[int]:
+def _append(store: EventStore, run: list[Line]) -> list[int]:
     """Append a run with its event ids at its versions; returns the positions (original ones when stored)."""
     first = run[0][1]
-    events = [record.event for _, record in run]
-    ids = [record.event_id for _, record in run]
+    events = [record.event for _, record, _ in run]
+    ids = [record.event_id for _, record, _ in run]
     try:
-        return store.append(first.session_id, events, first.version - 1, event_ids=ids)
+        return store.append(first.session_id, events, first.version - 1, event_ids=ids, content=_content(run))
     except EventIdConflict:
         if len(run) == 1:
             raise
@@ -183,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
                 except (ConcurrencyError, EventIdConflict):
                     written = []
                     for run in runs:  # one at a time, to name the record the store refuses
-                        number, first = run[0]
+                        number, first, _ = run[0]
                         try:
                             written.append(_append(store, run))
                         except (ConcurrencyError, EventIdConflict) as exc:

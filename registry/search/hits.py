@@ -214,7 +214,7 @@ def _band(score: float) -> int:
 
 def _loose(query: Query) -> re.Pattern[str]:
     """The query's terms anywhere in a word (a part of a ``CamelCase`` word matched through the index's parts)."""
-    words = [r"[\W_]+".join(re.escape(w) for w in term.words) for term in query.terms]
+    words = [r"[\W_]*".join(re.escape(w) for w in term.words) for term in query.terms]
     return re.compile("|".join(sorted(words, key=len, reverse=True)), re.IGNORECASE)
 
 
