@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -68,7 +69,7 @@ from events.store import (
 )
 from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
-__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore", "rewrite"]
 
 SCHEMA_VERSION: Final = POSTGRES_SCHEMA_VERSION
 
@@ -461,7 +462,7 @@ class PostgresStore(GroupCommitStore):
             # The deleted rows' bytes stay in the pages until the partition is rewritten (autocommit: VACUUM cannot
             # run in a transaction); a hook's own tables are its to rewrite (``vacuum``).
             for name in partitions:  # a regclass's text: already a quoted, schema-qualified name
-                conn.execute(self._sql.vacuum_full + name.encode())
+                rewrite(conn, name, self._lock_timeout, self.location)
             if rows and stream is not None:
                 for hook in self._erase_hooks:
                     hook.vacuum(conn, stream)
@@ -509,6 +510,41 @@ class PostgresStore(GroupCommitStore):
             time.sleep(delay)
             delay = min(delay * 2, MAX_DELAY)
             self._pool.check()  # drop the other connections the same outage broke
+
+
+_HELD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
+
+
+def rewrite(conn: _Connection, name: str, timeout: float, location: str) -> None:
+    """``VACUUM FULL`` of the table ``name`` (a quoted, qualified name), so that deleted rows leave its files, and
+    again while a transaction still running somewhere in the database keeps some of them alive (its snapshot may
+    still see them: PostgreSQL copies such rows into the new file), for ``timeout`` seconds at most; then a
+    ``StoreError`` saying what is left and why."""
+    held: list[int] = []
+
+    def heard(notice: psycopg.errors.Diagnostic) -> None:
+        for text in (notice.message_primary, notice.message_detail):
+            found = _HELD.search(text or "")
+            if found:
+                held.append(int(found.group(1)))
+
+    conn.add_notice_handler(heard)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            held.clear()
+            conn.execute(b"VACUUM (FULL, VERBOSE) " + name.encode())
+            if not any(held):
+                return
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"{location}: the erased rows are deleted, but {max(held)} of them stay in {name}'s files while a"
+                    f" transaction that began before the erasure runs (for over {timeout:g} s); the next VACUUM after"
+                    " it ends takes them"
+                )
+            time.sleep(0.1)  # a transaction somewhere holds the old rows visible: look again once it may have ended
+    finally:
+        conn.remove_notice_handler(heard)
 
 
 def _meta_number(row: TupleRow | None) -> int:

@@ -234,8 +234,6 @@ class Statements:
             "SELECT position, seq, role, at, body FROM {s}.messages WHERE stream = %s ORDER BY position, seq"
         )
         self.delete_messages = q("DELETE FROM {s}.messages WHERE stream = %s RETURNING tableoid::regclass::text")
-        # VACUUM FULL of one partition (a plain VACUUM leaves the dead rows' bytes in the pages' free space).
-        self.vacuum_full = b"VACUUM FULL "
         # -- format 4: the messages table, and the fence that stops writers of an older format
         self.create_messages = [q(statement) for statement in postgres_ddl("{s}", (table("messages"),))]
         self.add_writer = q("ALTER TABLE {s}.events ADD COLUMN IF NOT EXISTS writer integer")

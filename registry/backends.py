@@ -214,6 +214,12 @@ class PostgresBackend(Backend):
     def location(self) -> str:
         return self._postgres.location
 
+    def search_index(self) -> SearchIndex:
+        """A ``tsvector`` table with GIN indexes in the store's schema (``registry.search.postgres``)."""
+        from registry.search.postgres import PostgresSearchIndex  # noqa: PLC0415 - psycopg only with such a store
+
+        return PostgresSearchIndex(self._postgres)
+
     def tables(self, *, window: int, catch_up: bool) -> ReadModel | None:
         from registry.readmodel.postgres import PostgresReadModel  # noqa: PLC0415 - psycopg only with such a store
 

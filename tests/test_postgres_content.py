@@ -14,10 +14,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from events import SessionCreated, SessionDeleted, open_store
+from events import Message, Role, SessionCreated, SessionDeleted, open_store
 from events.postgres import PostgresStore
 from events.testing_content import turn
 from events.verify import verify_log
+from registry import SessionRegistry
 from tests.conftest import POSTGRES as SERVER
 from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
 
@@ -43,7 +44,7 @@ def _on_disk(schema: str, marker: bytes) -> int:
         conn.execute("CHECKPOINT")
         files = conn.execute(
             "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relname LIKE 'messages%%'"
+            " WHERE n.nspname = %s AND (c.relname LIKE 'messages%%' OR c.relname LIKE 'search_terms%%')"
             " UNION SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.reltoastrelid <> 0",
             (schema, schema),
@@ -75,6 +76,21 @@ def test_an_erased_conversation_leaves_no_byte_in_the_tables_files(schema: str) 
         assert store.erase("s") == 60
         assert _on_disk(schema, MARKER.encode()) == 0
         assert len(store.messages("t7")) == 1 and verify_log(store).healthy
+
+
+def test_a_users_delete_erases_the_words_from_the_search_index_too(schema: str) -> None:
+    word = "zqxpgwordd4e1"  # one token: the index keeps it as it is
+    with SessionRegistry.open(_url(schema)) as registry:
+        for n in range(20):
+            registry.create("/w", session_id=f"s{n}")
+            said = f"turn {n} " + (word if n == 7 else "nothing special")
+            registry.record_messages(f"s{n}", [Message(role=Role.USER, text=said)])
+        assert [hit.session_id for hit in registry.search(word).hits] == ["s7"]  # indexed
+        assert _on_disk(schema, word.encode()) >= 2  # the message, and its words in the index
+        registry.delete("s7")
+        assert _on_disk(schema, word.encode()) == 0
+        assert registry.search(word).hits == [] and len(registry.search("special").hits) == 19
+        assert registry.searcher.index.problems() == []
 
 
 def test_the_commit_before_cannot_write_after_the_upgrade(schema: str, tmp_path: Path) -> None:

@@ -213,3 +213,18 @@ def test_a_message_recorded_in_another_process_is_found_within_a_second(
             child.stdin.write("\n")
             child.stdin.flush()
             child.wait(timeout=60)
+
+
+def test_an_erased_word_leaves_the_sqlite_index_files_too(tmp_path: Path) -> None:
+    word = "zqxsqlitewordb7"  # one token: the index keeps it as a term of its own
+    with SessionRegistry.open(f"sqlite://{tmp_path}/s.db") as registry:
+        for n in range(30):
+            _session(registry, f"s{n}", f"turn {n} " + (word if n == 7 else "nothing special"), at=T0 + n)
+        assert _found(registry, word) == ["s7"]
+        raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+        assert raw.count(word.encode()) >= 2  # the message, and the index's term
+        registry.delete("s7")
+        raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+        assert word.encode() not in raw
+        assert _found(registry, word) == [] and len(_found(registry, "special", limit=50)) == 29
+        assert registry.searcher.index.problems() == []
