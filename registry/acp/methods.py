@@ -276,10 +276,10 @@ class EncodedSessions:
 _encode = msgspec.json.Encoder().encode
 
 
-def _query(meta: dict[str, Any] | None) -> str | None:
+def _query(meta: Any) -> str | None:
     """The search a ``session/list`` asks for in its ``_meta``: ours (``acp-session-registry/query``), or goose's
-    ``query``; blank is none."""
-    if not meta:
+    ``query``; blank is none (a ``_meta`` that is not an object asks for nothing)."""
+    if not isinstance(meta, dict):
         return None
     for key in (META_QUERY, "query"):
         value = meta.get(key)

@@ -104,7 +104,7 @@ class ListParams(msgspec.Struct, rename="camel"):
     cwd: str | None = None
     cursor: str | None = None
     archived: str | None = None
-    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    meta: Any = msgspec.field(default=None, name="_meta")  # read only when an object: anything else is ignored
 
 
 class DeleteParams(msgspec.Struct, rename="camel"):
