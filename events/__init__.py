@@ -38,7 +38,8 @@ if TYPE_CHECKING:
         Usage,
     )
     from events.sqlite import SqliteStore
-    from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity, Subscription
+    from events.store import ANY, NO_STREAM, AppendRequest, EventStore, StoreIdentity
+    from events.subscription import Subscription
 
 __distribution__ = "acp-session-registry"
 """Marks this ``events`` as ours: another distribution (the PyPI package ``Events``) installs a package of that
@@ -106,7 +107,7 @@ _HOMES = {
     "StoreError": "events.errors",
     "StoreFormatError": "events.errors",
     "StoreIdentity": "events.store",
-    "Subscription": "events.store",
+    "Subscription": "events.subscription",
     "TitleSource": "events.model",
     "Usage": "events.model",
     "open_store": "events.factory",

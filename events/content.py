@@ -20,7 +20,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from events.model import ContentRef, Message, Role
+from events.model import ContentRef, Event, Message, Role, SessionUpdated
 
 __all__ = [
     "COMPRESS_FROM",
@@ -34,6 +34,7 @@ __all__ = [
     "digest",
     "encode_body",
     "kept",
+    "prepared_content",
     "stored_messages",
 ]
 
@@ -160,3 +161,37 @@ def stored_messages(messages: Sequence[Message], *, compress: bool = True) -> li
     return [
         StoredMessage(n, m.role.value, m.at, encode_body(m.text, compress=compress)) for n, m in enumerate(messages)
     ]
+
+
+def prepared_content(
+    events: Sequence[Event], content: object, compress: bool, where: str = ""
+) -> list[list[StoredMessage] | None] | None:
+    """The messages of ``content`` encoded for a backend, each event's checked against its ``ContentRef``; None when
+    no event refers to messages. An event with a reference needs its messages and the reverse (``ValueError``)."""
+    if content is None:
+        for n, event in enumerate(events):
+            if isinstance(event, SessionUpdated) and event.content is not None:
+                raise ValueError(f"{where}events[{n}] refers to messages, and no content was given for it")
+        return None
+    if isinstance(content, str | bytes) or not isinstance(content, Sequence):
+        raise TypeError(f"{where}content must be a sequence (one entry per event), not {type(content).__name__}")
+    if len(content) != len(events):
+        raise ValueError(f"{where}content has {len(content)} entries for {len(events)} events")
+    kept: list[list[StoredMessage] | None] = []
+    for n, (event, messages) in enumerate(zip(events, content, strict=True)):
+        ref = event.content if isinstance(event, SessionUpdated) else None
+        if messages is None:
+            if ref is not None:
+                raise ValueError(f"{where}events[{n}] refers to messages, and content[{n}] is None")
+            kept.append(None)
+            continue
+        if ref is not None and isinstance(messages, Sequence) and not isinstance(messages, str) and not messages:
+            kept.append([])  # its messages were erased before this copy was made (an import of an export)
+            continue
+        checked = check_messages(messages, f"{where}content[{n}]")
+        if ref is None:
+            raise ValueError(f"{where}content[{n}] has messages for an event that does not refer to any")
+        if ref != content_ref(checked):
+            raise ValueError(f"{where}events[{n}].content does not match content[{n}] (count or digest)")
+        kept.append(stored_messages(checked, compress=compress))
+    return kept if any(k is not None for k in kept) else None

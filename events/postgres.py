@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,14 +39,15 @@ import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
+from events import postgres_content
 from events.chain import GENESIS, ChainRule, StoredRecord, links
 from events.codec import decode_event
-from events.content import KeptMessage, StoredMessage, kept
+from events.content import KeptMessage, StoredMessage
 from events.errors import StoreClosedError, StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.logger import Logger
-from events.model import Event, LogEntry, RecordedEvent, SessionDeleted
+from events.model import Event, LogEntry, RecordedEvent
 from events.postgres_sql import Statements, lock_key, one, transient
 from events.postgres_write import CommitHook, CommitMode, EraseHook, Unit, Writer
 from events.schema import (
@@ -63,13 +63,13 @@ from events.store import (
     Clock,
     PreparedAppend,
     StoreIdentity,
-    Subscription,
     _check_position,
     record_from_row,
 )
+from events.subscription import Subscription
 from events.urls import DEFAULT_SCHEMA, check_schema, postgres_location, split_postgres_url
 
-__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore", "rewrite"]
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore"]
 
 SCHEMA_VERSION: Final = POSTGRES_SCHEMA_VERSION
 
@@ -402,34 +402,27 @@ class PostgresStore(GroupCommitStore):
             listener.stop()
         self._pool.close()
 
-    # -- the messages kept beside the log -------------------------------------------------------------
+    # -- the messages kept beside the log (``events.postgres_content``) ---------------------------------
 
     def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
         if not self._kept:
             return []
-        upper = _LAST_POSITION if until is None else until
-        rows = self._run(lambda conn: conn.execute(self._sql.messages, (upper, session_id), binary=True).fetchall())
-        return [kept(p, session_id, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b in rows]
+        return self._run(functools.partial(postgres_content.messages, self._sql, session_id, until))
 
     def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
         wanted = list(keys)
         if not wanted or not self._kept:
             return {}
-        params = ([p for p, _ in wanted], [q for _, q in wanted])
-        rows = self._run(lambda conn: conn.execute(self._sql.messages_at, params, binary=True).fetchall())
-        return {(p, q): kept(p, sid, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b, sid in rows}
+        return self._run(functools.partial(postgres_content.messages_at, self._sql, wanted))
 
     def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
         if not self._kept:
             return []
-        rows = self._run(
-            lambda conn: conn.execute(self._sql.stored_messages, (after, limit, after), binary=True).fetchall()
-        )
-        return [(p, sid, StoredMessage(q, r, a, bytes(b))) for p, sid, q, r, a, b in rows]
+        return self._run(functools.partial(postgres_content.stored_messages, self._sql, after, limit))
 
     def add_erase_hook(self, hook: EraseHook) -> Callable[[], None]:
         """Run ``hook.erasing(conn, session_id, messages)`` in every erasure's transaction, before the messages'
-        rows go (an index derived from them takes them out too). Returns the remover."""
+        rows go (an index derived from them takes them out too), and ``hook.vacuum`` after. Returns the remover."""
         with self._hooks_lock:
             self._erase_hooks = (*self._erase_hooks, hook)
 
@@ -440,35 +433,8 @@ class PostgresStore(GroupCommitStore):
         return remove
 
     def _erase(self, session_id: str) -> int:
-        def erase(conn: _Connection) -> int:
-            with conn.transaction():
-                row = conn.execute(self._sql.stream_of, (session_id,)).fetchone()
-                stream = None if row is None else row[0]
-                deleted = stream is not None and any(
-                    isinstance(decode_event(bytes(data), 0), SessionDeleted)
-                    for (data,) in conn.execute(self._sql.stream_data, (stream,), binary=True)
-                )
-                if not deleted:
-                    raise ValueError(
-                        f"session {session_id!r} is not deleted: only a deleted session's messages are erased"
-                    )
-                rows = conn.execute(self._sql.stream_messages, (stream,), binary=True).fetchall()
-                partitions: set[str] = set()
-                if rows:
-                    messages = [kept(p, session_id, StoredMessage(q, r, a, bytes(b))) for p, q, r, a, b in rows]
-                    for hook in self._erase_hooks:
-                        hook.erasing(conn, session_id, messages)
-                    partitions = {name for (name,) in conn.execute(self._sql.delete_messages, (stream,))}
-            # The deleted rows' bytes stay in the pages until the partition is rewritten (autocommit: VACUUM cannot
-            # run in a transaction); a hook's own tables are its to rewrite (``vacuum``).
-            for name in partitions:  # a regclass's text: already a quoted, schema-qualified name
-                rewrite(conn, name, self._lock_timeout, self.location)
-            if rows and stream is not None:
-                for hook in self._erase_hooks:
-                    hook.vacuum(conn, stream)
-            return len(rows)
-
-        return self._run(erase)
+        hooks, where = self._erase_hooks, (self._lock_timeout, self.location)
+        return self._run(functools.partial(postgres_content.erase, self._sql, session_id, hooks, *where))
 
     def run(self, operation: Callable[[_Connection], _T]) -> _T:
         """Run ``operation`` on a pooled connection (autocommit; open a transaction inside it as needed), with the
@@ -510,41 +476,6 @@ class PostgresStore(GroupCommitStore):
             time.sleep(delay)
             delay = min(delay * 2, MAX_DELAY)
             self._pool.check()  # drop the other connections the same outage broke
-
-
-_HELD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
-
-
-def rewrite(conn: _Connection, name: str, timeout: float, location: str) -> None:
-    """``VACUUM FULL`` of the table ``name`` (a quoted, qualified name), so that deleted rows leave its files, and
-    again while a transaction still running somewhere in the database keeps some of them alive (its snapshot may
-    still see them: PostgreSQL copies such rows into the new file), for ``timeout`` seconds at most; then a
-    ``StoreError`` saying what is left and why."""
-    held: list[int] = []
-
-    def heard(notice: psycopg.errors.Diagnostic) -> None:
-        for text in (notice.message_primary, notice.message_detail):
-            found = _HELD.search(text or "")
-            if found:
-                held.append(int(found.group(1)))
-
-    conn.add_notice_handler(heard)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            held.clear()
-            conn.execute(b"VACUUM (FULL, VERBOSE) " + name.encode())
-            if not any(held):
-                return
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"{location}: the erased rows are deleted, but {max(held)} of them stay in {name}'s files while a"
-                    f" transaction that began before the erasure runs (for over {timeout:g} s); the next VACUUM after"
-                    " it ends takes them"
-                )
-            time.sleep(0.1)  # a transaction somewhere holds the old rows visible: look again once it may have ended
-    finally:
-        conn.remove_notice_handler(heard)
 
 
 def _meta_number(row: TupleRow | None) -> int:

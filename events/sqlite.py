@@ -26,12 +26,13 @@ from typing import Final, Literal, cast, overload
 
 import msgspec
 
+from events import sqlite_content
 from events.chain import GENESIS, StoredRecord
 from events.codec import event_decoder
-from events.content import KeptMessage, StoredMessage, kept
+from events.content import KeptMessage, StoredMessage
 from events.errors import StoreError, StoreFormatError
 from events.group_commit import GroupCommit, GroupCommitStore
-from events.model import LogEntry, RecordedEvent, SessionDeleted
+from events.model import LogEntry, RecordedEvent
 from events.schema import CHAIN_SINCE, CONTENT_SINCE, RECORD_COLUMNS, SCHEMA_VERSION, identity_from_meta
 from events.sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from events.sqlite_file import find_store_file, say_how_opened
@@ -390,61 +391,25 @@ class SqliteStore(GroupCommitStore):
             )
             return [StoredRecord(*row) for row in rows]
 
-    # -- the messages kept beside the log -------------------------------------------------------------
+    # -- the messages kept beside the log (``events.sqlite_content``) -----------------------------------
 
     def messages(self, session_id: str, *, until: int | None = None) -> list[KeptMessage]:
         if not self._kept:
             return []
-        upper = _LAST_POSITION if until is None else until
         with self._translate():
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT m.position, m.seq, m.role, m.at, m.body FROM streams s"
-                    " JOIN messages m ON m.stream = s.stream AND m.position <= ?"
-                    " WHERE s.session_id = ? ORDER BY m.position, m.seq",
-                    (upper, session_id),
-                )
-                .fetchall()
-            )
-        return [kept(p, session_id, StoredMessage(q, r, a, b)) for p, q, r, a, b in rows]
+            return sqlite_content.messages(self._reader(), session_id, until)
 
     def messages_at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
-        found: dict[tuple[int, int], KeptMessage] = {}
-        wanted = list(keys) if self._kept else []
+        if not self._kept:
+            return {}
         with self._translate():
-            reader = self._reader()
-            for start in range(0, len(wanted), 400):
-                chunk = wanted[start : start + 400]
-                marks = ",".join("(?, ?)" for _ in chunk)
-                rows = reader.execute(
-                    "SELECT m.position, m.seq, m.role, m.at, m.body, s.session_id FROM messages m"
-                    f" JOIN streams s ON s.stream = m.stream WHERE (m.position, m.seq) IN (VALUES {marks})",
-                    [v for key in chunk for v in key],
-                ).fetchall()
-                for p, q, r, a, b, sid in rows:
-                    found[p, q] = kept(p, sid, StoredMessage(q, r, a, b))
-        return found
+            return sqlite_content.messages_at(self._reader(), keys)
 
     def stored_messages(self, after: int = 0, limit: int = 10_000) -> list[tuple[int, str, StoredMessage]]:
         if not self._kept:
             return []
         with self._translate():
-            reader = self._reader()
-            last = reader.execute(
-                "SELECT max(position) FROM (SELECT position FROM messages WHERE position > ?"
-                " ORDER BY position, seq LIMIT ?)",
-                (after, limit),
-            ).fetchone()[0]
-            if last is None:
-                return []
-            rows = reader.execute(
-                "SELECT m.position, s.session_id, m.seq, m.role, m.at, m.body FROM messages m"
-                " JOIN streams s ON s.stream = m.stream WHERE m.position > ? AND m.position <= ?"
-                " ORDER BY m.position, m.seq",
-                (after, last),
-            ).fetchall()
-        return [(p, sid, StoredMessage(q, r, a, b)) for p, sid, q, r, a, b in rows]
+            return sqlite_content.stored_messages(self._reader(), after, limit)
 
     def add_erase_hook(self, hook: EraseHook) -> Callable[[], None]:
         """Run ``hook.erasing(db, session_id, messages)`` in every erasure's transaction, before the messages'
@@ -462,52 +427,7 @@ class SqliteStore(GroupCommitStore):
 
     def _erase(self, session_id: str) -> int:
         with self._write_lock, self._translate():
-            db = self._writer
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT stream FROM streams WHERE session_id = ?", (session_id,)).fetchone()
-                deleted = row is not None and any(
-                    isinstance(event_decoder().decode(data), SessionDeleted)
-                    for (data,) in db.execute(
-                        "SELECT data FROM events WHERE stream = ? ORDER BY version DESC", (row[0],)
-                    )
-                )
-                if not deleted:
-                    raise ValueError(
-                        f"session {session_id!r} is not deleted: only a deleted session's messages are erased"
-                    )
-                rows = db.execute(
-                    "SELECT position, seq, role, at, body FROM messages WHERE stream = ? ORDER BY position, seq",
-                    (row[0],),
-                ).fetchall()
-                if rows:
-                    messages = [kept(p, session_id, StoredMessage(q, r, a, b)) for p, q, r, a, b in rows]
-                    for hook in self._erase_hooks:
-                        hook.erasing(db, session_id, messages)
-                    db.execute("DELETE FROM messages WHERE stream = ?", (row[0],))
-                db.execute("COMMIT")
-            finally:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-            if rows:
-                self._empty_wal(db)
-        return len(rows)
-
-    def _empty_wal(self, db: sqlite3.Connection) -> None:
-        """Copy the WAL into the file and cut it to nothing: the erased pages' earlier versions go with it. A
-        reader in the middle of a read keeps an older snapshot alive: wait for it (the busy timeout), then say."""
-        deadline = time.monotonic() + self._busy_timeout
-        while True:
-            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if not busy:
-                return
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"{self.path}: the erased messages are gone from the database, but a reader held the WAL for"
-                    f" over {self._busy_timeout:g} s, so earlier copies of its pages may still be in"
-                    f" {self.path}-wal until the next checkpoint"
-                )
-            time.sleep(0.05)
+            return sqlite_content.erase(self._writer, session_id, self._erase_hooks, self.path, self._busy_timeout)
 
     # -- waiting for other processes' appends --------------------------------------------------------
 

@@ -10,8 +10,6 @@ them all to it.
 from __future__ import annotations
 
 import abc
-import threading
-import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,9 +19,10 @@ import msgspec
 
 from events.chain import ChainRule, StoredRecord
 from events.codec import decode_event, new_event_id, now_ns
-from events.content import KeptMessage, StoredMessage, check_messages, content_ref, stored_messages
+from events.content import KeptMessage, StoredMessage, prepared_content
 from events.errors import CorruptEventError, EventIdConflict, StoreClosedError, StoreError
-from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, Message, RecordedEvent, SessionUpdated
+from events.model import EVENT_TYPES, MAX_SESSION_ID_BYTES, Event, LogEntry, Message, RecordedEvent
+from events.subscription import Doorbell, Subscription
 
 __all__ = [
     "ANY",
@@ -32,7 +31,6 @@ __all__ = [
     "EventStore",
     "PreparedAppend",
     "StoreIdentity",
-    "Subscription",
     "Tip",
     "check_session_id",
     "record_from_row",
@@ -79,28 +77,6 @@ class PreparedAppend(msgspec.Struct, frozen=True):
     content: list[list[StoredMessage] | None] | None = None
 
 
-class _Doorbell:
-    """Wakes waiting subscribers. Carries no data: a woken reader always pulls from the log."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._generation = 0
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    def ring(self) -> None:
-        with self._cond:
-            self._generation += 1
-            self._cond.notify_all()
-
-    def wait(self, seen: int, timeout: float | None) -> None:
-        with self._cond:
-            if self._generation == seen:
-                self._cond.wait(timeout)
-
-
 class EventStore(abc.ABC):
     """An append-only log of session events.
 
@@ -118,7 +94,7 @@ class EventStore(abc.ABC):
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock: Clock = clock or now_ns
-        self._doorbell = _Doorbell()
+        self._doorbell = Doorbell()
         self._closed = False
 
     # -- the protocol -------------------------------------------------------------------------------
@@ -146,7 +122,7 @@ class EventStore(abc.ABC):
         """
         self._check_open()
         ids = _check_append_args(session_id, events, expected_version, event_ids)
-        kept = _check_content(events, content, self.compress)
+        kept = prepared_content(events, content, self.compress)
         self._check_writable()
         if kept is None:
             positions = self._append(session_id, list(events), expected_version, ids)
@@ -174,7 +150,7 @@ class EventStore(abc.ABC):
             if not isinstance(request, AppendRequest):
                 raise TypeError(f"requests[{n}] is a {type(request).__name__}, not an AppendRequest")
             ids = _check_append_args(request.session_id, request.events, request.expected_version, request.event_ids)
-            kept = _check_content(request.events, request.content, self.compress, f"requests[{n}].")
+            kept = prepared_content(request.events, request.content, self.compress, f"requests[{n}].")
             if request.event_ids is not None:  # generated ids are new by construction: only given ones can repeat
                 if not seen.isdisjoint(ids):
                     raise ValueError(f"requests[{n}] repeats an event id of an earlier request in the batch")
@@ -347,83 +323,6 @@ class EventStore(abc.ABC):
             raise StoreError(f"{self!r} is open read-only; nothing was appended")
 
 
-class Subscription:
-    """Catch-up then live: pulls the log after the last position seen whenever the doorbell rings.
-
-    The doorbell carries no events, so an append that lands between a read and the wait is never lost:
-    the generation is taken before each read. One consumer thread per subscription; ``close`` may be
-    called from any thread.
-    """
-
-    def __init__(self, store: EventStore, after: int, batch: int) -> None:
-        self._store = store
-        self._position = after
-        self._batch = batch
-        self._closed = False
-        self._closing = threading.Event()  # wakes a ``settle`` at once
-
-    @property
-    def position(self) -> int:
-        """The last position delivered."""
-        return self._position
-
-    @property
-    def closed(self) -> bool:
-        return self._closed or self._store.closed
-
-    def poll(self, timeout: float | None = None) -> list[RecordedEvent]:
-        """The next events after ``position``, waiting up to ``timeout`` seconds (None: until some come
-        or the subscription closes). Returns ``[]`` on timeout or close."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        store = self._store
-        while not self.closed:
-            token = store._change_token()
-            events = store.read(self._position, self._batch)
-            if events:
-                self._position = events[-1].position
-                return events
-            remaining = None
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return []
-            store._wait_for_change(token, remaining)
-        return []
-
-    def settle(self, quiet: float, limit: float) -> None:
-        """Return once the log has had no append for ``quiet`` seconds, or ``limit`` seconds from now (or on
-        close). For a consumer that batches: while a burst of appends goes on it sleeps instead of reading after
-        each one. A look is the store's change token (a counter, and on SQLite one ``PRAGMA``), never a read."""
-        store = self._store
-        deadline = time.monotonic() + limit
-        token = store._change_token()
-        while not self.closed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if self._closing.wait(min(quiet, remaining)):
-                return
-            seen, token = token, store._change_token()
-            if seen == token:
-                return
-
-    def __iter__(self) -> Iterator[RecordedEvent]:
-        """Every event, blocking for the next; ends when the subscription or the store closes."""
-        while not self.closed:
-            yield from self.poll()
-
-    def close(self) -> None:
-        self._closed = True
-        self._closing.set()
-        self._store._doorbell.ring()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def check_session_id(session_id: str) -> None:
     """The store's rule for ids (``ValueError`` otherwise): non-empty, valid Unicode, at most
     ``MAX_SESSION_ID_BYTES`` UTF-8 bytes, no control characters."""
@@ -476,40 +375,6 @@ def _check_append_args(
     if len(set(event_ids)) != len(event_ids):
         raise ValueError("event_ids repeats an id within one batch")
     return list(event_ids)
-
-
-def _check_content(
-    events: Sequence[Event], content: object, compress: bool, where: str = ""
-) -> list[list[StoredMessage] | None] | None:
-    """The messages of ``content`` encoded for a backend, each event's checked against its ``ContentRef``; None when
-    no event refers to messages. An event with a reference needs its messages and the reverse (``ValueError``)."""
-    if content is None:
-        for n, event in enumerate(events):
-            if isinstance(event, SessionUpdated) and event.content is not None:
-                raise ValueError(f"{where}events[{n}] refers to messages, and no content was given for it")
-        return None
-    if isinstance(content, str | bytes) or not isinstance(content, Sequence):
-        raise TypeError(f"{where}content must be a sequence (one entry per event), not {type(content).__name__}")
-    if len(content) != len(events):
-        raise ValueError(f"{where}content has {len(content)} entries for {len(events)} events")
-    kept: list[list[StoredMessage] | None] = []
-    for n, (event, messages) in enumerate(zip(events, content, strict=True)):
-        ref = event.content if isinstance(event, SessionUpdated) else None
-        if messages is None:
-            if ref is not None:
-                raise ValueError(f"{where}events[{n}] refers to messages, and content[{n}] is None")
-            kept.append(None)
-            continue
-        if ref is not None and isinstance(messages, Sequence) and not isinstance(messages, str) and not messages:
-            kept.append([])  # its messages were erased before this copy was made (an import of an export)
-            continue
-        checked = check_messages(messages, f"{where}content[{n}]")
-        if ref is None:
-            raise ValueError(f"{where}content[{n}] has messages for an event that does not refer to any")
-        if ref != content_ref(checked):
-            raise ValueError(f"{where}events[{n}].content does not match content[{n}] (count or digest)")
-        kept.append(stored_messages(checked, compress=compress))
-    return kept if any(k is not None for k in kept) else None
 
 
 _uuid_from_msgpack = msgspec.msgpack.Decoder(uuid.UUID).decode

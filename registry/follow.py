@@ -33,7 +33,8 @@ from registry.projection import Change, Entry, fold
 from registry.readmodel import PastWindow, ReadModel
 
 if TYPE_CHECKING:
-    from events.store import EventStore, Subscription
+    from events.store import EventStore
+    from events.subscription import Subscription
 
 __all__ = ["Follower", "Following", "Listener"]
 

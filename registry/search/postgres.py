@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from events.content import KeptMessage, decode_body
 from events.logger import Logger
-from events.postgres import rewrite
+from events.postgres_content import rewrite
 from events.schema import MESSAGE_BUCKETS
 from registry.search.index import Match, SearchIndex
 from registry.search.query import Query, indexed, tokens
