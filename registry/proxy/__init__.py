@@ -13,8 +13,8 @@ sees them), ``child`` / ``client`` (a child process, two descriptors), ``chain``
 table's rules), ``book`` (which sessions the client may open), ``titles`` (which titles the client hears),
 ``recorder`` (the queue and thread that write to the registry), ``history`` (the agent's past, reconciled),
 ``identity`` (who the agent is), ``wire`` (peeking at messages), ``lines`` (bounded line reading), ``spawn``
-(starting the agent). ``Proxy`` is imported when first read, so that the command starts the agent
-(``registry.proxy.spawn``) before it loads the relay.
+(starting the agent), ``signals`` (SIGTERM and Ctrl-C for the command). ``Proxy`` is imported when first read,
+so that the command starts the agent (``registry.proxy.spawn``) before it loads the relay.
 """
 
 from __future__ import annotations

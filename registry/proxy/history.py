@@ -124,8 +124,10 @@ class History:
 
     def close(self, timeout: float = 5.0) -> None:
         self._closing.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        with self._lock:  # a thread ``start`` made is started before the lock is let go
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -388,8 +388,9 @@ class Surface:
     def follow(self) -> None:
         """Hear of changes made elsewhere (once): deletions for the book, users' titles for the client."""
         if self._following is None:
-            self._changes_thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
-            self._changes_thread.start()
+            thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
+            thread.start()  # then known to ``close``, which may run on another thread at any time
+            self._changes_thread = thread
             self._following = self.registry.follow(self._changes.put)
 
     def _from_elsewhere(self) -> None:
