@@ -11,6 +11,7 @@ A prompt's first text block is a script:
 - ``big N``: one chunk of N characters;
 - ``bigask N``: an ``fs/write_text_file`` request of N characters to the client, then replies with its answer;
 - ``title T``: a ``session_info_update`` with title T;
+- ``retitle N SIZE``: N ``session_info_update`` s with titles of SIZE characters (over the title limit, say);
 - ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
 - ``exit``: one chunk, then exits with code 3 mid-turn;
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
@@ -226,6 +227,11 @@ class Agent:
             count, _, size = rest.partition(" ")
             for n in range(int(count)):
                 self.notify(f"ghost-{n}", {"sessionUpdate": "session_info_update", "title": "t" * int(size)})
+        elif word == "retitle":  # N titles of SIZE characters each, for this session
+            count, _, size = rest.partition(" ")
+            for n in range(int(count)):
+                title = "abcdefghij"[n % 10] * int(size)
+                self.notify(session_id, {"sessionUpdate": "session_info_update", "title": title})
         elif word == "crash":
             self.chunk(session_id, "about to crash")
             os.kill(os.getpid(), signal.SIGKILL)
