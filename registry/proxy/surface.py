@@ -47,6 +47,7 @@ from registry.commands import check_user_title, prompt_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
+from registry.proxy import versions
 from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
 from registry.proxy.recorder import Recorder
@@ -368,15 +369,12 @@ class Surface:
             return None
         if not isinstance(result, dict):
             return None
-        info = result.get("agentInfo")
-        self.identity.told(info.get("name") if isinstance(info, dict) else None)
+        self.identity.told(*versions.agent_name(result))  # v1's agentInfo or v2's info
         self.context.agent = self.identity.name
-        capabilities = result.get("agentCapabilities")
-        if capabilities is None:
-            capabilities = result["agentCapabilities"] = {}
-        if isinstance(capabilities, dict):
-            self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(capabilities))  # as the agent said
-            _merge(capabilities, capabilities_of("proxy", agent_capabilities=self.agent_capabilities))
+        advertised = versions.advertised(result)
+        if advertised is not None:
+            self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(advertised))  # as the agent said
+            versions.add(result, capabilities_of("proxy", agent_capabilities=self.agent_capabilities))
         self.history.start(own_list=self.advertised("session/list"))
         self.follow()
         meta = result.get("_meta")
@@ -448,16 +446,6 @@ def _prompt_text(prompt: Any) -> str:
     return "".join(
         b["text"] for b in prompt if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     )
-
-
-def _merge(capabilities: dict[str, Any], added: dict[str, Any]) -> None:
-    """``added`` (what the proxy serves) into an agent's ``agentCapabilities``, keeping every value the agent gave."""
-    for key, value in added.items():
-        mine = capabilities.get(key)
-        if isinstance(value, dict) and isinstance(mine, dict):
-            _merge(mine, value)
-        elif key not in capabilities or mine is None or mine is False:
-            capabilities[key] = value
 
 
 def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:
