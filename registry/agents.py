@@ -92,6 +92,8 @@ _ALIASES: Final[dict[str, str]] = {alias: known.name for known in KNOWN for alia
 _OTHER: Final = r"[^a-z0-9._-]+"
 _VERSIONED: Final = r"^(python|pypy|node)[0-9.]*$"
 _SCRIPT: Final = r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$"
+_ASSIGNMENT: Final = r"[A-Za-z_][A-Za-z0-9_]*="  # env's NAME=VALUE (a value may hold a path: never the name)
+_ENV_VALUED: Final = frozenset({"-u", "--unset", "-C", "--chdir"})  # env's options whose value is the next word
 
 
 def known_name(name: str) -> str:
@@ -121,10 +123,18 @@ def agent_name(name: str) -> str:
 
 
 def command_name(command: list[str] | tuple[str, ...]) -> str:
-    """The agent's name from the command that starts it: the first word that is not an interpreter, a launcher or
-    an option (``python3 -u my_agent.py`` -> ``my-agent``; ``npx -y @zed-industries/codex-acp`` -> ``codex``)."""
+    """The agent's name from the command that starts it: the first word that is not an interpreter, a launcher, an
+    option or a variable's assignment (``python3 -u my_agent.py`` -> ``my-agent``; ``npx -y @zed-industries/codex-acp``
+    -> ``codex``; ``env -u HOME KEY=/a/b claude-agent-acp`` -> ``claude-code``)."""
+    skip = in_env = False
     for word in command:
-        if not word or word.startswith("-") or "=" in word.split("/")[-1]:
+        if skip:  # the value of an option of env's that takes one
+            skip = False
+            continue
+        if in_env and word in _ENV_VALUED:
+            skip = True
+            continue
+        if not word or word.startswith("-") or "=" in word.split("/")[-1] or re.match(_ASSIGNMENT, word):
             continue
         if any(space in word for space in " \t\n"):  # a shell's -c script: its own first command
             try:
@@ -135,6 +145,7 @@ def command_name(command: list[str] | tuple[str, ...]) -> str:
                 continue
         base = os.path.basename(word).lower()
         if base in LAUNCHERS or re.match(_VERSIONED, base):
+            in_env = base == "env"
             continue
         return agent_name(word)
     return agent_name(command[0]) if command else "agent"

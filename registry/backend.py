@@ -97,6 +97,11 @@ class Backend:
         secret - tables every host shares must be checked by every host, so the key lives with the store."""
         return hashlib.blake2b(self._store.identity.secret, digest_size=32, person=b"acp-rm-seal-key").digest()
 
+    def current_seal_key(self) -> bytes:
+        """``seal_key`` as the store keeps it now, read again where it may have changed under this process (a key
+        file replaced after it was lost). Here: it cannot, it is the store's."""
+        return self.seal_key()
+
     # -- files beside the log -------------------------------------------------------------------------
 
     def snapshot_dir(self) -> Path | None:

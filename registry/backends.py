@@ -23,9 +23,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from events.errors import StoreFormatError
 from events.logger import Logger
 from events.schema import count_query
 from events.sqlite import SqliteStore
+from events.sqlite_file import FOREIGN_STORE
 from events.store import EventStore
 from registry.backend import Backend
 from registry.evidence import IntegrityEvent
@@ -47,6 +49,7 @@ log = Logger("registry.readmodel")
 
 _T = TypeVar("_T")
 _KEY_BYTES: Final = 32
+_PRIVATE: Final = 0o600
 _EVIDENCE: Final = "acp_integrity"
 _COLUMNS: Final = "found_at, seen_by, position, chain, head, acknowledged"
 
@@ -62,38 +65,79 @@ def _evidence_table(prefix: str, kinds: tuple[str, str, str]) -> str:
     )
 
 
-def _key_file(path: str, *, create: bool) -> bytes:
-    """The key in ``path`` (a regular file of this user holding ``_KEY_BYTES`` bytes, opened without following a
-    link); made when missing or unusable and ``create``, else a ``ReadModelFault``."""
+_REMOVE_IT: Final = "remove it: a new key is made and the read model rebuilt from the log"
+
+
+def _refused(path: str, why: str, remedy: str = _REMOVE_IT) -> StoreFormatError:
+    """A key file refused, left as it is: the store cannot be opened (exit 2 on the command line, as for a store file
+    refused)."""
+    return StoreFormatError(path, f"the read model's seal key {why}; refused ({remedy})")
+
+
+def _read_key(path: str) -> bytes | None:
+    """The key in ``path``, a private regular file of this user (opened without following a link); None when there
+    is none. A key of ours that others may read is made private (0600), as git fixes a file's mode; one that is not
+    a regular file, or another user's, is refused (``StoreFormatError``), as ssh refuses such a key - unless
+    ``ACP_REGISTRY_FOREIGN_STORE=allow`` (a store shared on purpose); b"" for a file of ours that is no key
+    (damaged: replaced by whoever can write the store)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        why = "is missing"
+        return None
     except OSError as exc:
-        why = f"cannot be read ({exc.strerror})"
-    else:
-        with os.fdopen(fd, "rb") as file:
-            info = os.fstat(file.fileno())
-            key = file.read(_KEY_BYTES + 1) if stat.S_ISREG(info.st_mode) else b""
-        if len(key) == _KEY_BYTES and info.st_uid == os.geteuid():
-            return key
-        why = "is not a key this user made"
+        if os.path.islink(path):
+            raise _refused(path, f"is a symbolic link (to {os.readlink(path)})") from None
+        raise _refused(path, f"cannot be read ({exc.strerror})", "let its owner read it, or remove it") from None
+    try:
+        info = os.fstat(fd)
+        shared = os.environ.get(FOREIGN_STORE) == "allow"
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise _refused(path, f"is {kind}")
+        if info.st_uid != os.geteuid() and not shared:
+            raise _refused(
+                path,
+                f"belongs to another user (uid {info.st_uid}), who could seal rows the read model serves",
+                f"remove it, or set {FOREIGN_STORE}=allow for a store shared on purpose",
+            )
+        if info.st_mode & 0o077 and not shared:
+            try:
+                os.fchmod(fd, _PRIVATE)
+                log.warning("%s: other users could read the read model's seal key (mode %04o); it is 0600 now",
+                            path, info.st_mode & 0o777)  # fmt: skip
+            except OSError as exc:
+                log.warning("%s: other users can read the read model's seal key (mode %04o), and it cannot be made"
+                            " private (%s)", path, info.st_mode & 0o777, exc.strerror)  # fmt: skip
+        key = os.read(fd, _KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    return key if len(key) == _KEY_BYTES else b""
+
+
+def _key_file(path: str, *, create: bool, held: bytes | None = None) -> bytes:
+    """The key in ``path`` (``_read_key``). When there is none and ``create``: ``held`` (the key this process had
+    read, put back: tables sealed with it stay valid) else a new one; never over a key another process made
+    meanwhile (that one is used). A read-only store without one: ``ReadModelFault``."""
+    key = _read_key(path)
+    if key:
+        return key
+    why = "is missing" if key is None else "is not a key (damaged)"
     if not create:
         raise ReadModelFault(f"the read model's seal key {path} {why}, and the store is read-only")
-    if why != "is missing":
-        log.warning("%s %s; a new one is made (the read model is rebuilt from the log)", path, why)
     import secrets  # noqa: PLC0415 - only to make a key
 
-    key = secrets.token_bytes(_KEY_BYTES)
+    if key is not None:
+        log.warning("%s %s; a new one is made (the read model is rebuilt from the log)", path, why)
+    new = held if held is not None and key is None else secrets.token_bytes(_KEY_BYTES)
     folder, name = os.path.split(path)
     temp = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
         with os.fdopen(fd, "wb") as file:
-            file.write(key)
+            file.write(new)
             file.flush()
             os.fsync(file.fileno())
-        if why == "is missing":
+        if key is None:
             try:
                 os.link(temp, path)  # never over a key another process made meanwhile: that one is used
             except FileExistsError:
@@ -105,7 +149,7 @@ def _key_file(path: str, *, create: bool) -> bytes:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
-    return key
+    return new
 
 
 class MemoryBackend(Backend):
@@ -152,6 +196,13 @@ class SqliteBackend(Backend):
         no tables it can trust (``ReadModelFault``: the log is folded in memory)."""
         if self._seal is None:
             self._seal = _key_file(self._sqlite.path + ".seal-key", create=not self._sqlite.read_only)
+        return self._seal
+
+    def current_seal_key(self) -> bytes:
+        """The key file read again: another process may have made a new key where this one's was lost (this
+        process then takes it up, and a rebuild by one process is the last), and a lost key this process holds
+        is put back (tables sealed with it stay valid)."""
+        self._seal = _key_file(self._sqlite.path + ".seal-key", create=not self._sqlite.read_only, held=self._seal)
         return self._seal
 
     def snapshot_dir(self) -> Path | None:

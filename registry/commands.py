@@ -54,6 +54,7 @@ __all__ = [
 
 PROMPT_TITLE_LENGTH: Final = 200
 """A title taken from a prompt is cut here, with an ellipsis (as Claude Code's own lister cuts its first prompt)."""
+_PROMPT_HEAD: Final = 4096  # characters of a prompt read first for its title (usually all that it needs)
 _SPACES: Final = r"[\s\x00-\x1f\x7f-\x9f]+"  # compiled at its first use (re keeps it): not by a read
 
 _json_encoder = msgspec.json.Encoder()
@@ -154,7 +155,14 @@ def one_line(text: object, limit: int = MAX_TITLE_LENGTH) -> str | None:
 
 def prompt_title(prompt: object) -> str | None:
     """The title a session gets from a prompt, wherever the session comes from (``serve``'s first prompt, an
-    imported agent's first or last prompt): the whole prompt on one line, cut at ``PROMPT_TITLE_LENGTH``."""
+    imported agent's first or last prompt): the whole prompt on one line, cut at ``PROMPT_TITLE_LENGTH``.
+
+    Read from the prompt's head when the head alone is longer than that on one line: the line of a head is the
+    head of the line, so the cut is the same - and a prompt of megabytes costs what a short one does."""
+    if isinstance(prompt, str) and len(prompt) > _PROMPT_HEAD:
+        head = one_line(prompt[:_PROMPT_HEAD])
+        if head is not None and len(head) > PROMPT_TITLE_LENGTH:
+            return one_line(head, PROMPT_TITLE_LENGTH)
     return one_line(prompt, PROMPT_TITLE_LENGTH)
 
 

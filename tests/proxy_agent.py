@@ -1,7 +1,7 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
 Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]
-[--keep FILE] [--reuse-ids] [--slow-list S]``.
+[--keep FILE] [--reuse-ids] [--slow-list S] [--v2]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -11,6 +11,7 @@ A prompt's first text block is a script:
 - ``big N``: one chunk of N characters;
 - ``bigask N``: an ``fs/write_text_file`` request of N characters to the client, then replies with its answer;
 - ``title T``: a ``session_info_update`` with title T;
+- ``retitle N SIZE``: N ``session_info_update`` s with titles of SIZE characters (over the title limit, say);
 - ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
 - ``exit``: one chunk, then exits with code 3 mid-turn;
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
@@ -22,7 +23,9 @@ A prompt's first text block is a script:
 and fast-agent do): those are written to FILE and read back by the next process; ``session/load`` / ``resume`` of
 any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh in every process (as the Python
 SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
-``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
+``--v2`` answers an ``initialize`` of protocol version 2 in the v2 draft's shape (``info``, ``capabilities.session``;
+its session list is baseline there). ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent
+does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
 replays its title as a ``session_info_update`` before answering). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
@@ -56,6 +59,7 @@ def main() -> None:
     parser.add_argument("--keep", default=None)
     parser.add_argument("--reuse-ids", action="store_true")
     parser.add_argument("--slow-list", type=float, default=0.0)
+    parser.add_argument("--v2", action="store_true")
     args = parser.parse_args()
     agent = Agent(args)
     if args.banner:
@@ -156,6 +160,16 @@ class Agent:
             }
             if self.args.name:
                 result["agentInfo"] = {"name": self.args.name, "version": "1.0"}
+            if self.args.v2 and params.get("protocolVersion", 1) >= 2:  # the v2 draft's shape
+                session = {key: value for key, value in capabilities["sessionCapabilities"].items() if key != "list"}
+                result = {
+                    "protocolVersion": 2,
+                    "capabilities": {"session": session, "_meta": {"scripted": True}},
+                    "authMethods": [],
+                    "_meta": {"scripted": True},
+                }
+                if self.args.name:
+                    result["info"] = {"name": self.args.name, "version": "1.0"}
             return result
         if method == "authenticate":
             return {}
@@ -226,6 +240,11 @@ class Agent:
             count, _, size = rest.partition(" ")
             for n in range(int(count)):
                 self.notify(f"ghost-{n}", {"sessionUpdate": "session_info_update", "title": "t" * int(size)})
+        elif word == "retitle":  # N titles of SIZE characters each, for this session
+            count, _, size = rest.partition(" ")
+            for n in range(int(count)):
+                title = "abcdefghij"[n % 10] * int(size)
+                self.notify(session_id, {"sessionUpdate": "session_info_update", "title": title})
         elif word == "crash":
             self.chunk(session_id, "about to crash")
             os.kill(os.getpid(), signal.SIGKILL)

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
+import os
 import sys
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from registry.cli.errors import InputError
 from registry.cli.options import page_size
 from registry.cli.stores import locate, open_log
+from registry.proxy.signals import StopSignals
 
 if TYPE_CHECKING:
     from registry.proxy import Proxy
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         agent.kill()
         raise
+    signals = StopSignals()  # from here on a signal stops the proxy once it runs: none cuts its start short
     try:
         from registry.proxy import Proxy  # noqa: PLC0415
 
@@ -106,18 +107,25 @@ def run(args: argparse.Namespace) -> int:
             store_url=url,
         )
         proxy.start(agent)
-        return _run(proxy)
+        return _run(proxy, signals)
     finally:
+        signals.restore()
         registry.close()
 
 
 def _in_a_chain(args: argparse.Namespace) -> int:
     """One link of a conductor's chain: the conductor's stdio is both the client and the agent."""
     registry, url = _open_registry(args)
+    signals = StopSignals()
     try:
         from registry.proxy import Proxy  # noqa: PLC0415
         from registry.proxy.chain import Chain  # noqa: PLC0415
 
+        if os.isatty(0):
+            logging.getLogger("acp_registry.proxy").warning(
+                "no agent command: waiting on stdin for a conductor's initialize, as one link of a proxy chain"
+                " (to put the registry in front of an agent: acp-registry proxy -- COMMAND [ARGS...])"
+            )
         chain = Chain(0, 1)
         proxy = Proxy(
             registry,
@@ -129,9 +137,10 @@ def _in_a_chain(args: argparse.Namespace) -> int:
             store_url=url,
         )
         proxy.start(chain.agent)
-        code = _run(proxy)
+        code = _run(proxy, signals)
         return 2 if chain.refused is not None else code
     finally:
+        signals.restore()
         registry.close()
 
 
@@ -153,18 +162,14 @@ def _open_registry(args: argparse.Namespace) -> tuple[SessionRegistry, str]:
         raise
 
 
-def _run(proxy: Proxy) -> int:
+def _run(proxy: Proxy, signals: StopSignals) -> int:
     """Relay until one side ends, then close the proxy - with SIGTERM and Ctrl-C still its own until ``close`` has
     written what the recorder holds (a second signal then only asks again; it cannot cut a write short)."""
-    previous = _on_signals(proxy)
+    signals.attach(proxy)
     try:
-        try:
-            return proxy.run()
-        finally:
-            proxy.close()
+        return proxy.run()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        proxy.close()
 
 
 def _seconds(text: str) -> float:
@@ -175,15 +180,3 @@ def _seconds(text: str) -> float:
     if not 0 <= value <= 3600:
         raise argparse.ArgumentTypeError(f"must be from 0 to 3600 seconds, not {text}")
     return value
-
-
-def _on_signals(proxy: Any) -> dict[int, Any]:
-    """SIGTERM and Ctrl-C end the proxy as the client's EOF does (the agent is ended, exit 0), each request still
-    waiting for the agent answered with an error naming the signal."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(signum: int, _frame: Any) -> None:
-        proxy.stop(signal.Signals(signum).name)  # returns at once; the main thread holds none of the relay's locks
-
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}

@@ -12,8 +12,9 @@ sees them), ``child`` / ``client`` (a child process, two descriptors), ``chain``
 ``relay`` (ids, pending requests, faults), ``surface`` (what the proxy answers, adds and observes, by the method
 table's rules), ``book`` (which sessions the client may open), ``titles`` (which titles the client hears),
 ``recorder`` (the queue and thread that write to the registry), ``history`` (the agent's past, reconciled),
-``identity`` (who the agent is), ``wire`` (peeking at messages), ``lines`` (bounded line reading), ``spawn``
-(starting the agent). ``Proxy`` is imported when first read, so that the command starts the agent
+``identity`` (who the agent is), ``versions`` (``initialize``'s answer by protocol version), ``wire`` (peeking at
+messages), ``lines`` (bounded line reading), ``spawn`` (starting the agent), ``signals`` (SIGTERM and Ctrl-C for
+the command). ``Proxy`` is imported when first read, so that the command starts the agent
 (``registry.proxy.spawn``) before it loads the relay.
 """
 

@@ -52,9 +52,9 @@ class ChildAgent:
 
     def _spawn_thread(self, target: object, name: str) -> None:
         thread = threading.Thread(target=target, name=name)  # type: ignore[arg-type]
-        with self._lock:
+        with self._lock:  # started before it is listed: ``join`` (any thread, any time) never meets one unstarted
+            thread.start()
             self._threads.append(thread)
-        thread.start()
 
     def send(self, lines: Sequence[bytes]) -> bool:
         return self._to_agent.write(lines)

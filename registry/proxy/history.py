@@ -124,8 +124,10 @@ class History:
 
     def close(self, timeout: float = 5.0) -> None:
         self._closing.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        with self._lock:  # a thread ``start`` made is started before the lock is let go
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -232,9 +234,9 @@ class History:
                 at = parse_time(item["updatedAt"])
             except (InvalidParams, ValueError):
                 at = None
-        self._recorder.put(lambda r: r.session(native, cwd, at=at))
+        self._recorder.put(lambda r: r.session(native, cwd, at=at), held=(native, cwd))
         if isinstance(title, str):
-            self._recorder.put(lambda r: r.agent_title(native, title))
+            self._recorder.agent_titled(native, title)
         return native
 
     # -- reconciling ---------------------------------------------------------------------------------
@@ -259,7 +261,7 @@ class History:
                     continue
                 unkept.append(native)
         for native in unkept:
-            self._recorder.put(lambda r, native=native: r.retire_unkept(native))  # type: ignore[misc]
+            self._recorder.put(lambda r, native=native: r.retire_unkept(native), held=(native,))  # type: ignore[misc]
         if unkept:
             log.info("%d sessions that never had a turn and that the agent does not have were retired", len(unkept))
         self._recorder.wait_idle(_AGENT_LIST_WAIT)

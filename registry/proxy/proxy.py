@@ -106,10 +106,11 @@ class Proxy:
         self.relay.ended.wait()
         return self.relay.exit_code
 
-    def stop(self, why: str | None = None) -> None:
+    def stop(self, why: str | None = None, *, signal: bool = False) -> None:
         """End as if the client had gone; with ``why`` (e.g. ``"SIGINT"``), every request still waiting for the agent
-        is answered with an error saying so first. Returns at once."""
-        self.relay.stop(why)
+        is answered with an error saying so first (``signal``: ``why`` names a signal, said on stderr even when
+        nothing was waiting). Returns at once."""
+        self.relay.stop(why, signal=signal)
 
     def close(self) -> None:
         """Stop and join every thread this proxy started, writing what the recorder holds first."""

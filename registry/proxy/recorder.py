@@ -4,10 +4,12 @@ The relay and the surface only ``put`` what they saw (a session created, loaded 
 agent's title, a change the client asked for and was answered from memory); the recorder thread applies each to
 the registry in order. A registry failure (disk full, a write lock held elsewhere, PostgreSQL gone) never reaches
 the conversation: the failure is logged once, the recorder keeps the observation and tries again (every ``retry``
-seconds, up to ``MAX_BACKLOG`` observations kept; older ones beyond that are dropped and counted), logs once when
-recording resumes, and meanwhile ``degraded`` says why, so ``session/list`` can say so instead of answering from
-stale data silently. An observation the registry refuses for its content (a relative cwd, an over-long title) is
-skipped with a log line; that is not a fault of the store. What a killed proxy had queued comes back from the
+seconds), logs once when recording resumes, and meanwhile ``degraded`` says why, so ``session/list`` can say so
+instead of answering from stale data silently. What waits is bounded in bytes, whatever each observation holds:
+each declares the strings it keeps (``put(..., held=...)``), and beyond ``MAX_BACKLOG_BYTES`` the oldest are
+dropped and counted (one that alone is larger is not kept at all). An observation the registry refuses for its
+content (a relative cwd, an over-long title) is skipped with a log line; that is not a fault of the store (an
+agent's title over the limit is refused before it is queued). What a killed proxy had queued comes back from the
 agent's own history at the next start (``registry.proxy.history``).
 """
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from events.codec import now_ns
@@ -34,17 +37,29 @@ from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 
-__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "Observation", "Recorder"]
+__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG_BYTES", "OBSERVATION_BYTES", "Observation", "Recorder", "held_bytes"]
 
 log = logging.getLogger("acp_registry.proxy")
 
-MAX_BACKLOG: Final = 100_000
+MAX_BACKLOG_BYTES: Final = 64 << 20
+"""Bytes of observations kept while the store cannot be written (``held_bytes`` of each): beyond that, the oldest
+are dropped, and counted."""
+OBSERVATION_BYTES: Final = 512
+"""What an observation costs beside the strings it holds: its closure, the cells it captures, its queue slot (a
+bound above what they take: ``tests/test_proxy_memory.py`` measures it)."""
 _REMEMBERED: Final = 10_000
 EARLY_TITLE_BYTES: Final = 1 << 20
 """Bytes of agent titles kept for sessions not recorded yet (ids and titles, as UTF-8): beyond that, dropped."""
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
+
+
+def held_bytes(held: Iterable[str | bytes | None]) -> int:
+    """What an observation holding the strings ``held`` keeps in memory while it waits: each one's own size in
+    bytes (``sys.getsizeof``: a str of N ASCII characters is about N bytes, of other characters up to 4N), and
+    ``OBSERVATION_BYTES`` for the rest."""
+    return OBSERVATION_BYTES + sum(sys.getsizeof(item) for item in held if item is not None)
 
 
 class Recorder:
@@ -65,11 +80,14 @@ class Recorder:
         self.titles = titles
         self.started_at = now_ns()
         self._retry = retry
-        self._items: collections.deque[Observation] = collections.deque()
+        self._items: collections.deque[tuple[Observation, int]] = collections.deque()
         self._cond = threading.Condition()
         self._put = 0
         self._done = 0
         self._dropped = 0
+        self.held = 0
+        """Bytes the observations waiting to be written hold (``held_bytes``)."""
+        self._full = False  # observations were dropped since the queue was last empty
         self._closed = False
         self.degraded: str | None = None
         self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
@@ -82,16 +100,35 @@ class Recorder:
 
     # -- the relay's side ---------------------------------------------------------------------------
 
-    def put(self, observation: Observation) -> None:
-        """Queue one observation; never blocks on the registry."""
+    def put(self, observation: Observation, *, held: Iterable[str | bytes | None]) -> None:
+        """Queue one observation that keeps the strings ``held`` (each kind says what it keeps: its size is theirs,
+        ``held_bytes``); never blocks on the registry. Within ``MAX_BACKLOG_BYTES``: the oldest waiting make room
+        (not the one being written), said once until the queue is empty again."""
+        size = held_bytes(held)
         with self._cond:
-            if len(self._items) >= MAX_BACKLOG:
-                self._items.popleft()
-                self._dropped += 1
-                self._done += 1
-            self._items.append(observation)
             self._put += 1
+            dropped = 0
+            while len(self._items) > 1 and self.held + size > MAX_BACKLOG_BYTES:
+                _, bytes_ = self._items[1]  # [0] is being written
+                del self._items[1]
+                self.held -= bytes_
+                dropped += 1
+            if self.held + size > MAX_BACKLOG_BYTES:
+                dropped += 1  # this one: alone larger than what may wait, or beside the one being written
+            else:
+                self._items.append((observation, size))
+                self.held += size
+            self._dropped += dropped
+            self._done += dropped
+            say = dropped and not self._full
+            self._full = self._full or bool(dropped)
             self._cond.notify_all()
+        if say:
+            log.error(
+                "%d MiB of observations are waiting for the store (%s); the oldest are dropped from now on",
+                MAX_BACKLOG_BYTES >> 20,
+                self.degraded or "it is slow or locked",
+            )
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every observation queued so far is written (True), or ``timeout`` passed (False)."""
@@ -125,12 +162,16 @@ class Recorder:
                 if not self._items:
                     return
                 item = self._items[0]
-            if self._apply(item):
+            if self._apply(item[0]):
                 with self._cond:
-                    if self._items and self._items[0] is item:
-                        self._items.popleft()
+                    self._items.popleft()  # the one being written is never dropped
+                    self.held -= item[1]
                     self._done += 1
+                    drained = self._full and not self._items
+                    self._full = self._full and not drained
                     self._cond.notify_all()
+                if drained:
+                    log.error("the recorder has caught up; %d observations were dropped in all", self._dropped)
                 continue
             with self._cond:  # the store failed: wait, then try the same observation again
                 if self._closed:
@@ -151,7 +192,11 @@ class Recorder:
             log.exception("an observation could not be recorded")
         if self.degraded is not None:
             self.degraded = None
-            dropped = f" ({self._dropped} observations beyond {MAX_BACKLOG} were dropped)" if self._dropped else ""
+            dropped = (
+                f" ({self._dropped} observations beyond {MAX_BACKLOG_BYTES >> 20} MiB were dropped)"
+                if self._dropped
+                else ""
+            )
             log.error("the registry records again%s", dropped)
         return True
 
@@ -261,7 +306,8 @@ class Recorder:
 
     def prompt_title(self, native: str, text: str) -> None:
         """After a turn: a title from its prompt for a session that has none, told to the client - or, for a
-        session made here whose title came from elsewhere first (an import of the agent's files), that title."""
+        session made here whose title came from elsewhere first (an import of the agent's files), that title.
+        ``text``: the prompt's, or the title made from it (the same title: ``prompt_title`` keeps its own)."""
         title = prompt_title(text)
         sid, state = self._current(native)
         if state is None or state.deleted:
@@ -278,13 +324,18 @@ class Recorder:
         ):
             self.titles.push(native, state.title)
 
+    def agent_titled(self, native: str, title: str | None) -> None:
+        """Queue the agent's title for a session (``agent_title``); one over the title limit is refused now, as the
+        registry would refuse it, and never waits in the queue (a flood of them cannot push out what matters)."""
+        if not _too_long(native, title):
+            self.put(lambda r: r.agent_title(native, title), held=(native, title))
+
     def agent_title(self, native: str, title: str | None) -> None:
         """The agent titled (or untitled) a session: recorded as the agent's, never over the user's. A title sent
         before the session is known (while ``session/new`` or ``load`` is being answered: agents replay their
         titles on load) is kept until it is, within ``EARLY_TITLE_BYTES``; one over the title limit is refused
         as the registry would refuse it."""
-        if title is not None and len(title) > MAX_TITLE_LENGTH:
-            log.warning("not recorded: the agent's title for %r is %d characters long", native[:80], len(title))
+        if _too_long(native, title):
             return
         sid, state = self._current(native)
         if state is None:
@@ -314,6 +365,13 @@ class Recorder:
 
     def delete(self, native: str) -> None:
         self.registry.delete(self._current(native)[0])
+
+
+def _too_long(native: str, title: str | None) -> bool:
+    if title is not None and len(title) > MAX_TITLE_LENGTH:
+        log.warning("not recorded: the agent's title for %r is %d characters long", native[:80], len(title))
+        return True
+    return False
 
 
 def _size(native: str, title: str | None) -> int:

@@ -64,8 +64,14 @@ class Relay:
         self._lock = threading.Lock()
         self._noise = 0
         self._gone: RpcError | None = None  # set when the agent ended or the proxy stopped: why nothing is forwarded
+        self._client_gone = False
+        self._stopped = False
         self.ended = threading.Event()
         self.exit_code = 0
+        self.signalled: Callable[[], str | None] = lambda: None
+        """The stop signal the process received (its name), whether or not its handler has run yet: the host's
+        (``acp-registry proxy`` sets it). Consulted when the agent's end is reported, so that a signal that came
+        with the client's end (a terminal's Ctrl-C reaches both) is what the waiting requests are told."""
 
     def attach(self, surface: Surface) -> None:
         self.surface = surface
@@ -152,7 +158,9 @@ class Relay:
         return encode_notification(CANCEL, {**params, "requestId": proxy_id})
 
     def client_ended(self) -> None:
-        """The client's input ended: the agent is asked to end (exit 0 unless it had already ended by itself)."""
+        """The client's input ended: the agent is asked to end (exit 0 unless it had already ended by itself); what
+        it answers before it ends still reaches the client (a client may send its last request and close)."""
+        self._client_gone = True
         self.agent.end()
 
     # -- agent -> client ------------------------------------------------------------------------------
@@ -226,27 +234,42 @@ class Relay:
     # -- ends -----------------------------------------------------------------------------------------
 
     def agent_ended(self, end: AgentEnd) -> None:
-        """The agent ended: every pending request is answered with an error saying how; exit 1 unless the proxy had
-        asked it to end."""
+        """The agent ended: every pending request is answered with an error saying how - the signal that stopped
+        the proxy, when one came first; the client's end, when that is why it was asked to end; exit 1 unless the
+        proxy had asked it to end."""
+        signalled = self.signalled() if end.asked else None
+        if signalled is not None:
+            self.stop(signalled, signal=True)  # came with the client's end, before its handler ran: the reason
         agent = f"the agent {self.identity.name}" + (f" ({self.command})" if self.command else "")
-        error = RpcError(INTERNAL_ERROR, f"{agent} {end.how} before answering")
+        why = f"{agent} {end.how} before answering"
+        if end.asked and self._client_gone:
+            why = f"the client's input ended; {why}"
+        error = RpcError(INTERNAL_ERROR, why)
         with self._lock:
             self._gone = self._gone or error
             pending, self._pending = list(self._pending.values()), {}
         self._fail(pending, error)
+        waiting = sum(p.own is None for p in pending)
         if not end.asked:
             self.exit_code = 1
             log.error("%s %s", agent, end.how)
+        elif waiting:
+            log.warning("%s; %d requests were waiting for it, each was answered with an error", why, waiting)
         self.ended.set()
 
-    def stop(self, why: str | None) -> None:
+    def stop(self, why: str | None, *, signal: bool = False) -> None:
         """End as if the client had gone; ``why`` (a signal's name, a host's reason): each pending request of the
-        client is answered with an error saying so first, and one line on stderr says how many."""
+        client is answered with an error saying so first, and one line on stderr says how many. A ``signal`` is said
+        even when nothing was waiting, once - unless the conversation had already ended (then it is not news)."""
         if why is not None:
             error = RpcError(
                 INTERNAL_ERROR, f"the proxy was stopped ({why}) before the agent {self.identity.name} answered"
             )
             with self._lock:
+                said = self._stopped
+                self._stopped = True
+                if self.ended.is_set():
+                    said = True
                 self._gone = self._gone or error
                 pending, self._pending = list(self._pending.values()), {}
             waiting = [p for p in pending if p.own is None]
@@ -257,6 +280,8 @@ class Relay:
                     why,
                     len(waiting),
                 )
+            elif signal and not said:
+                log.warning("stopped (%s)", why)
         self.agent.end()
 
     def _fail(self, pending: list[Pending], error: RpcError | None) -> None:

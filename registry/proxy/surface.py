@@ -43,10 +43,11 @@ from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encod
 from registry.acp.methods import METHODS, Context, Method
 from registry.acp.methods import capabilities as capabilities_of
 from registry.agents import keeps_unprompted, native_id, split_id
-from registry.commands import check_user_title
+from registry.commands import check_user_title, prompt_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
+from registry.proxy import versions
 from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
 from registry.proxy.recorder import Recorder
@@ -134,14 +135,14 @@ class _FromMemory:
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         native = self._native(session_id)
         self._surface.book.deleted(native)
-        self._surface.recorder.put(lambda r: r.delete(native))
+        self._surface.recorder.put(lambda r: r.delete(native), held=(native,))
 
     def change_info(
         self, session_id: str, *, title: str | UnsetType | None = UNSET, title_source: TitleSource = TitleSource.USER
     ) -> SessionInfo:
         native = self._known(session_id)
         if title is not UNSET:
-            self._surface.recorder.put(lambda r: r.user_title(native, title))
+            self._surface.recorder.put(lambda r: r.user_title(native, title), held=(native, title))
         return SessionInfo(session_id=native, cwd="/")  # the table's rename answers {} whatever this is
 
     def state(self, session_id: str) -> SessionState | None:
@@ -152,16 +153,16 @@ class _FromMemory:
         native = self._known(session_id)
         self._surface.titles.user_titled(native)
         self._surface.titles_set_here[native] = stored
-        self._surface.recorder.put(lambda r: r.user_title(native, stored))
+        self._surface.recorder.put(lambda r: r.user_title(native, stored), held=(native, stored))
         return stored
 
     def archive(self, session_id: str) -> None:
         native = self._known(session_id)
-        self._surface.recorder.put(lambda r: r.archived(native, True))
+        self._surface.recorder.put(lambda r: r.archived(native, True), held=(native,))
 
     def unarchive(self, session_id: str) -> None:
         native = self._known(session_id)
-        self._surface.recorder.put(lambda r: r.archived(native, False))
+        self._surface.recorder.put(lambda r: r.archived(native, False), held=(native,))
 
     def fork(self, source_id: str, cwd: str, **_: Any) -> SessionInfo:
         raise SessionNotFound(source_id, "the proxy relays session/fork to its agent")  # pragma: no cover
@@ -228,7 +229,7 @@ class Surface:
             native = params["sessionId"] = self.book.native(wire)
             if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
                 self.book.turned.add(native)
-                self.recorder.put(lambda r: r.turn_began(native))
+                self.recorder.put(lambda r: r.turn_began(native), held=(native,))
         return Pending(message.id, name, params)
 
     def _answer_loop(self) -> None:
@@ -312,10 +313,11 @@ class Surface:
         if method == "session/prompt":
             turn_of = params.get("sessionId")
             if isinstance(turn_of, str):
-                text = _prompt_text(params.get("prompt"))
+                # The title the prompt makes, not the prompt: what waits for the recorder stays small.
+                title = prompt_title(_prompt_text(params.get("prompt"))) or ""
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
-                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
-                self.recorder.put(lambda r: r.prompt_title(turn_of, text))
+                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended), held=(turn_of,))
+                self.recorder.put(lambda r: r.prompt_title(turn_of, title), held=(turn_of, title))
             return None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
             self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
@@ -344,10 +346,12 @@ class Surface:
         self.book.opened(native, made=made)
         dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
         if method == "session/fork" and isinstance(source, str) and isinstance(cwd, str):
-            self.recorder.put(lambda r: r.fork(native, source, cwd, dirs))
+            self.recorder.put(lambda r: r.fork(native, source, cwd, dirs), held=(native, source, cwd, *(dirs or ())))
         else:
             at_cwd = cwd if isinstance(cwd, str) else None
-            self.recorder.put(lambda r: r.session(native, at_cwd, dirs, live=True, made=made))
+            self.recorder.put(
+                lambda r: r.session(native, at_cwd, dirs, live=True, made=made), held=(native, at_cwd, *(dirs or ()))
+            )
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
@@ -355,7 +359,7 @@ class Surface:
         is the title policy's (None: nothing)."""
         native, title = update.session_id, update.title
         relayed = self.titles.agent_update(line, native, title, alone=update.alone)
-        self.recorder.put(lambda r: r.agent_title(native, title))
+        self.recorder.agent_titled(native, title)
         return relayed
 
     def _initialized(self, client_id: RequestId, answer: AgentLine) -> bytes | None:
@@ -365,15 +369,12 @@ class Surface:
             return None
         if not isinstance(result, dict):
             return None
-        info = result.get("agentInfo")
-        self.identity.told(info.get("name") if isinstance(info, dict) else None)
+        self.identity.told(*versions.agent_name(result))  # v1's agentInfo or v2's info
         self.context.agent = self.identity.name
-        capabilities = result.get("agentCapabilities")
-        if capabilities is None:
-            capabilities = result["agentCapabilities"] = {}
-        if isinstance(capabilities, dict):
-            self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(capabilities))  # as the agent said
-            _merge(capabilities, capabilities_of("proxy", agent_capabilities=self.agent_capabilities))
+        advertised = versions.advertised(result)
+        if advertised is not None:
+            self.agent_capabilities = msgspec.json.decode(msgspec.json.encode(advertised))  # as the agent said
+            versions.add(result, capabilities_of("proxy", agent_capabilities=self.agent_capabilities))
         self.history.start(own_list=self.advertised("session/list"))
         self.follow()
         meta = result.get("_meta")
@@ -388,8 +389,9 @@ class Surface:
     def follow(self) -> None:
         """Hear of changes made elsewhere (once): deletions for the book, users' titles for the client."""
         if self._following is None:
-            self._changes_thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
-            self._changes_thread.start()
+            thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
+            thread.start()  # then known to ``close``, which may run on another thread at any time
+            self._changes_thread = thread
             self._following = self.registry.follow(self._changes.put)
 
     def _from_elsewhere(self) -> None:
@@ -435,7 +437,7 @@ class Surface:
             return
         for native in sorted(self.book.made_here - self.book.turned):
             self.book.closed(native)
-            self.recorder.put(lambda r, native=native: r.retire_unkept(native))  # type: ignore[misc]
+            self.recorder.put(lambda r, native=native: r.retire_unkept(native), held=(native,))  # type: ignore[misc]
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -444,16 +446,6 @@ def _prompt_text(prompt: Any) -> str:
     return "".join(
         b["text"] for b in prompt if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     )
-
-
-def _merge(capabilities: dict[str, Any], added: dict[str, Any]) -> None:
-    """``added`` (what the proxy serves) into an agent's ``agentCapabilities``, keeping every value the agent gave."""
-    for key, value in added.items():
-        mine = capabilities.get(key)
-        if isinstance(value, dict) and isinstance(mine, dict):
-            _merge(mine, value)
-        elif key not in capabilities or mine is None or mine is False:
-            capabilities[key] = value
 
 
 def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:

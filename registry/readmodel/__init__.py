@@ -134,6 +134,12 @@ class ReadModel(abc.ABC):
     def rebuild(self) -> int:
         """Throw the derived data away and fold it again from the whole log; returns the checkpoint."""
 
+    def reseal(self) -> bool:
+        """Whether tables that failed their seal serve again with the key the store keeps now: another process
+        made a new key where the one this process read was lost, and rebuilt them with it - then this one takes
+        it up instead of rebuilding them back (two processes never rebuild each other's tables in turn)."""
+        return False
+
     def close(self) -> None:
         """Release connections; the store stays open."""
 

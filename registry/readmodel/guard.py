@@ -153,6 +153,13 @@ class GuardedReadModel(ReadModel):
             if self._model is not model:
                 return  # another thread recovered first
             if model.kind == "tables":
+                if model.reseal():
+                    log.warning(
+                        "%s: the read model's seal key was made again by another process (the one read here was"
+                        " lost); its tables are sealed with it and serve",
+                        self._location,
+                    )
+                    return
                 log.warning("%s: the read model cannot serve (%s); rebuilding it from the log", self._location, why)
                 try:
                     model.rebuild()

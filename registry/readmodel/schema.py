@@ -297,6 +297,20 @@ def _departure(name: str, have: FoundObject, want: FoundObject) -> str:
     return f"{want.kind} {name} is defined as {have.definition!r}, this version makes {want.definition!r}"
 
 
+def _reached(found: FoundSchema) -> bool:
+    """Whether the tables recorded how far they had seen the log reach (a checkpoint and its chain link)."""
+    meta = found.meta or {}
+    return meta.get("checkpoint", 0) > 0 and "anchor" in meta
+
+
+def _quietly(matches_log: Callable[[], bool]) -> bool:
+    """``matches_log()``, True when it cannot be told (tables too damaged to say where they reached)."""
+    try:
+        return matches_log()
+    except Exception:
+        return True
+
+
 def newer_version(found: FoundSchema) -> int | None:
     """The version of tables a newer acp-session-registry made (to be left untouched), else None."""
     version = (found.meta or {}).get("version")
@@ -334,8 +348,11 @@ def prepare_tables(
         return False  # looked at as they are (``verify`` reports what is wrong with them)
     if not wrong and (not repair or matches_log()):
         return False
-    if not wrong:
-        before_rebuild()  # outside the lock: the evidence is kept before anything is rebuilt
+    if not wrong or (_reached(found) and not _quietly(matches_log)):
+        # Outside the lock: the evidence is kept before anything is rebuilt - also when the tables are rebuilt for
+        # another reason (their seal key lost with a copy made without it, an older version) yet recorded where
+        # the log reached, and it no longer does.
+        before_rebuild()
     with exclusively():
         found = describe()
         wrong = problems(found)

@@ -26,6 +26,7 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.guard import as_they_are
+from registry.readmodel.keys import HeldKey
 from registry.readmodel.schema import FoundSchema, prepare_tables
 from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
 from registry.readmodel.tables import (
@@ -66,10 +67,14 @@ class SqliteReadModel(ReadModel, StoredTables):
     def tables(self) -> StoredTables:
         return self
 
+    @property
+    def _seal(self) -> Seal:
+        return self._key.seal
+
     def __init__(self, backend: Backend, store: SqliteStore, writer: sqlite3.Connection | None, *, window: int) -> None:
         self.window = window
         self._backend = backend
-        self._seal = Seal(backend.seal_key())
+        self._key = HeldKey(backend)
         self._store = store
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -133,8 +138,10 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
-        meta = self._meta(db)
-        checkpoint = meta["checkpoint"]
+        meta = dict(db.execute(sql.META).fetchall())  # as stored: the rows of an older version's tables too
+        checkpoint = meta.get("checkpoint")
+        if type(checkpoint) is not int:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
         if checkpoint == 0:
             return True
         row = db.execute(sql.CHAIN, (checkpoint,)).fetchone()
@@ -164,7 +171,9 @@ class SqliteReadModel(ReadModel, StoredTables):
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
-            before_rebuild=lambda: record_log_shorter(self._backend, self._meta(db), self._store.head()),
+            before_rebuild=lambda: record_log_shorter(
+                self._backend, dict(db.execute(sql.META).fetchall()), self._store.head()
+            ),
         )
 
     def _create(self, db: sqlite3.Connection) -> None:
@@ -221,9 +230,10 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def _catch_up_chunk(self, db: sqlite3.Connection) -> bool:
         """Fold up to one chunk of the log past the checkpoint; True when the checkpoint reached the head."""
-        checkpoint, floor, head = checked_positions(db.execute(sql.CHECK).fetchone())
-        head = head or 0
+        checkpoint, floor, head, sealed = db.execute(sql.CHECK_SEALED).fetchone()
+        checkpoint, floor, head = checked_positions((checkpoint, floor, head))
         if checkpoint < head:
+            self._key.check(sealed)
             checkpoint = self._fold(db, self._store.scan(checkpoint, until=head), checkpoint, floor, head)
         self._position = checkpoint
         return bool(checkpoint >= head)
@@ -267,10 +277,12 @@ class SqliteReadModel(ReadModel, StoredTables):
         self._pending = None
         db.execute("SAVEPOINT read_model")
         try:
-            checkpoint, floor, head = checked_positions(db.execute(sql.CHECK).fetchone())
+            checkpoint, floor, head, sealed = db.execute(sql.CHECK_SEALED).fetchone()
+            checkpoint, floor, head = checked_positions((checkpoint, floor, head))
             if checkpoint >= head or head - checkpoint > _IN_TRANSACTION:
                 db.execute("RELEASE read_model")
                 return
+            self._key.check(sealed)
             self._plan = SnapshotPlan(self._backend, checkpoint, head, self._dump)
             self._pending = self._fold(db, scan(checkpoint), checkpoint, floor, head)
             db.execute("RELEASE read_model")
@@ -297,9 +309,17 @@ class SqliteReadModel(ReadModel, StoredTables):
                 found[session_id] = self._seal.open_at(state, at)
         return found
 
+    def reseal(self) -> bool:
+        try:
+            row = self._reader().execute(sql.SEALED).fetchone()
+        except sqlite3.Error:
+            return False  # tables too damaged to say: they are rebuilt
+        return row is not None and self._key.adopt(row[0])
+
     def rebuild(self) -> int:
         if self._writer is None:
             raise StoreFormatError(self._store.path, "is read-only: its read model cannot be rebuilt")
+        self._key.take_up()  # the tables are sealed with the key the store keeps now, never a lost one
         with self._write_lock, self._store.translate_errors():
             db = self._writer
             db.execute("BEGIN IMMEDIATE")

@@ -16,6 +16,7 @@ __all__ = [
     "ARCHIVED_IN_CWD",
     "CHAIN",
     "CHECK",
+    "CHECK_SEALED",
     "COUNT",
     "CURRENT_OF",
     "CWD_COUNTS",
@@ -28,6 +29,7 @@ __all__ = [
     "PAGES",
     "PAST_AT",
     "PRUNE",
+    "SEALED",
     "SET_META",
     "STATES",
     "UPSERT",
@@ -40,8 +42,11 @@ CHECK: Final = (
     f" {head_query()}"
 )
 """The checkpoint, the floor and the log's head, in one read."""
+CHECK_SEALED: Final = CHECK + ", (SELECT value FROM rm_meta WHERE key = 'seal')"
+"""``CHECK`` and the id of the key the rows are sealed with: what a fold reads before it writes rows."""
 CHAIN: Final = chain_query()
 META: Final = "SELECT key, value FROM rm_meta"
+SEALED: Final = "SELECT value FROM rm_meta WHERE key = 'seal'"
 SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
