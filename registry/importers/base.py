@@ -9,8 +9,9 @@ written. Walking folders, offsets and fingerprints (``files.py``, ``databases.py
 registry and appending (``importer.py``) are shared too, so adding an agent is one module of format knowledge.
 
 A ``Source.scan`` reports the facts of every session that may have changed - the session as the agent's files
-describe it *now*, never a delta - plus the set of native ids present (the importer tombstones the ones that
-disappeared). Sources never touch the log.
+describe it *now*, never a delta - with what each said since the last pass (``Said``: its new messages and
+usage, a delta read from where the last pass stopped), plus the set of native ids present (the importer marks the
+ones that disappeared as gone from the agent). Sources never touch the log.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from registry.commands import (
     prompt_title,
 )
 from registry.errors import InvalidParams
+from registry.importers.said import Said
 from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
 
@@ -307,6 +309,8 @@ class ScanResult(NamedTuple):
     """Sessions that changed (and those in ``ScanContext.want``), each once."""
     present: frozenset[str] | None
     """Every native id the source has now, readable or not; None when discovery was incomplete (no deletes)."""
+    said: Mapping[str, Said] = {}
+    """What the sessions of ``sessions`` said since the last pass (their messages and usage), by native id."""
 
 
 class Source(Protocol):

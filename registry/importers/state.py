@@ -30,6 +30,7 @@ from typing import Final
 import msgspec
 
 from events.errors import RegistryError
+from registry.importers.turns import Thread
 
 __all__ = [
     "ImportState",
@@ -59,6 +60,8 @@ class SourceRecord(msgspec.Struct, kw_only=True):
     data: bytes | None = None
     imported: set[str] = msgspec.field(default_factory=set)
     pending: set[str] = msgspec.field(default_factory=set)
+    threads: dict[str, Thread] = msgspec.field(default_factory=dict)
+    """What was read of each imported session's conversation (``registry.importers.turns.Thread``)."""
 
 
 class ImportState(msgspec.Struct, kw_only=True):
