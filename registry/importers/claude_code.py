@@ -189,7 +189,7 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
             if not fold.session_id and isinstance(record.session_id, str):
                 fold.session_id = record.session_id
             if kind == "assistant" and record.session_id == fold.session_id and record.team_name is None:
-                self._usage(fold, record, agent_time(record.timestamp))
+                self._usage(fold, record, _reply(record), agent_time(record.timestamp))
             return
         own = record.session_id is None or record.session_id == fold.session_id
         if own and isinstance(record.uuid, str) and kind != "summary":
@@ -217,17 +217,18 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind in ("user", "assistant"):
             if not own or record.team_name is not None:
                 return  # history carried over from another session, or a team mate's line
-            if kind == "assistant":
-                self._usage(fold, record, at)
+            reply = _reply(record) if kind == "assistant" else None
+            if reply is not None:
+                self._usage(fold, record, reply, at)
             if record.is_sidechain is True:
                 return  # a subagent's line: its usage is the session's, its messages are not
             fold.saw_time(at)  # tool results are activity too, though not messages
             if record.is_meta is True:
                 return
-            if kind == "user":
+            if reply is None:
                 self._user(fold, record, at)
             else:
-                self._assistant(fold, record, at)
+                self._assistant(fold, reply, at)
 
     def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         # The same session can sit in two project folders (a moved repository, a worktree): the one with the
@@ -305,10 +306,9 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         else:
             self.say(Role.TOOL, tool_text(call.name, call.summary, result), call.at)
 
-    def _assistant(self, fold: _Fold, record: _Record, at: int | None) -> None:
+    def _assistant(self, fold: _Fold, message: _AssistantMessage, at: int | None) -> None:
         """Count an API reply once, though it is split over several lines sharing ``message.id``; say its
         blocks (a tool use once its result is read)."""
-        message = _assistant_message.decode(record.message) if record.message else _AssistantMessage()
         if fold.first_sight(message.id, _RECENT):
             fold.replies += 1
         content = message.content
@@ -326,11 +326,8 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
                     self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
                 fold.calls[block.id] = Call(str(block.name or "tool"), arguments_summary(block.input), at)
 
-    def _usage(self, fold: _Fold, record: _Record, at: int | None) -> None:
+    def _usage(self, fold: _Fold, record: _Record, message: _AssistantMessage, at: int | None) -> None:
         """A reply's usage, once per ``message.id``: what its lines report beyond what was counted."""
-        if not record.message:
-            return
-        message = _assistant_message.decode(record.message)
         cost = record.cost_usd
         nanos = round(cost * 1e9) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0 else 0
         if message.usage is None and not nanos:
@@ -361,6 +358,10 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
             ),
             at,
         )
+
+
+def _reply(record: _Record) -> _AssistantMessage:
+    return _assistant_message.decode(record.message) if record.message else _AssistantMessage()
 
 
 def _tokens(value: object) -> int:

@@ -30,7 +30,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from events.content import content_ref
-from events.model import Message, Role, SessionUpdated, Usage
+from events.model import ContentRef, Message, Role, SessionUpdated, Usage
 from registry.conversation import counted, fingerprint, prepare, unseen
 from registry.importers.said import Said, add_usage
 
@@ -42,6 +42,7 @@ MAX_GROUP_CHARS: Final = 4 << 20
 """Characters of text one imported event keeps at about most (a single larger message is one event of its own)."""
 _FINGERPRINT: Final = 8
 _DAY: Final = 86_400 * 1_000_000_000
+_USER: Final = Role.USER  # looked up once: an enum member's lookup is an attribute call each time
 
 
 class Thread(msgspec.Struct, array_like=True):
@@ -53,9 +54,11 @@ class Thread(msgspec.Struct, array_like=True):
 
 
 class Group(NamedTuple):
-    """Turns kept by one event: their messages, the usage they reported, and when the last of them was said."""
+    """Turns kept by one event: their messages (and the reference the event keeps them by), the usage they
+    reported, and when the last of them was said."""
 
     messages: list[Message]
+    ref: ContentRef | None
     usage: Usage | None
     at: int | None
 
@@ -70,16 +73,20 @@ def added(stored: Sequence[Message], thread: Thread | None, said: Said, *, keep_
     the same file (``thread``; ignored when ``said`` is fresh): the added turns in groups, and the thread after."""
     messages, anchors = _prepared(said, keep_secrets)
     base = thread if thread is not None and not said.fresh else Thread()
+    users = base.users + b"".join(fingerprint(m)[:_FINGERPRINT] for m in messages if m.role is _USER)
+    if not stored:  # nothing held (a first import): every turn is added, with all its usage
+        ours = True if any(m.role is _USER for m in messages) else base.ours
+        return Turns(_groups(messages, anchors), Thread(users=users, ours=ours))
     read = Counter(base.users[i : i + _FINGERPRINT] for i in range(0, len(base.users), _FINGERPRINT))
     held: list[Message] = []
     for message in stored:
-        if message.role is Role.USER:
+        if message.role is _USER:
             key = fingerprint(message)[:_FINGERPRINT]
             if read[key] > 0:  # a turn an earlier pass read from this file: not one a proxy recorded
                 read[key] -= 1
                 continue
         held.append(message)
-    first = next((i for i, m in enumerate(messages) if m.role is Role.USER), len(messages))
+    first = next((i for i, m in enumerate(messages) if m.role is _USER), len(messages))
     if base.ours is None:
         kept = unseen(held, messages)
     else:
@@ -90,7 +97,7 @@ def added(stored: Sequence[Message], thread: Thread | None, said: Said, *, keep_
     counted_turns = {0} if prefix_ours else set()
     number = 0
     for i, message in enumerate(messages):
-        if message.role is Role.USER:
+        if message.role is _USER:
             number += 1
             if id(message) in taken:
                 counted_turns.add(number)
@@ -99,7 +106,6 @@ def added(stored: Sequence[Message], thread: Thread | None, said: Said, *, keep_
     for message in messages:
         before.append(before[-1] + (id(message) in taken))
     usage = [(before[n], spent) for n, spent in anchors if (turn[n - 1] if n else 0) in counted_turns]
-    users = base.users + b"".join(fingerprint(m)[:_FINGERPRINT] for m in messages if m.role is Role.USER)
     ours = (number in counted_turns) if number else base.ours
     return Turns(_groups(kept, usage), Thread(users=users, ours=ours))
 
@@ -120,49 +126,49 @@ def _prepared(said: Said, keep_secrets: bool) -> tuple[list[Message], list[tuple
 
 
 def _groups(kept: list[Message], usage: list[tuple[int, Usage]]) -> list[Group]:
-    """The added turns (and the usage after the first n of them) cut into events' groups."""
-    units: list[tuple[list[Message], list[Usage]]] = []
+    """The added turns (and the usage after the first n messages) cut into events' groups: a turn joins the group
+    unless its day, or the model or currency it used, differ from the group's, or the group would be too large."""
+    starts = [i for i, m in enumerate(kept) if m.role is _USER and i]
+    bounds = [0, *starts, len(kept)]
+    groups: list[Group] = []
     messages: list[Message] = []
     spent: list[Usage] = []
-    pending = iter(usage)
-    item = next(pending, None)
-    for i, message in enumerate(kept):
-        while item is not None and item[0] <= i:
-            spent.append(item[1])
-            item = next(pending, None)
-        if message.role is Role.USER and messages:
-            units.append((messages, spent))
-            messages, spent = [], []
-        messages.append(message)
-    while item is not None:
-        spent.append(item[1])
-        item = next(pending, None)
-    if messages or spent:
-        units.append((messages, spent))
-    groups: list[Group] = []
-    current: list[Message] = []
-    current_usage: list[Usage] = []
-    key: tuple[object, object, object] = (None, None, None)
+    key: list[object] = [None, None, None]  # day, model, currency
     chars = 0
-    for unit_messages, unit_usage in units:
-        for chunk, chunk_usage in _chunks(unit_messages, unit_usage):
-            unit_key = _key(chunk, chunk_usage)
-            size = sum(len(m.text) for m in chunk)
-            fits = len(current) + len(chunk) <= MAX_GROUP_MESSAGES and chars + size <= MAX_GROUP_CHARS
-            if (current or current_usage) and not (fits and _compatible(key, unit_key)):
-                groups.append(_group(current, current_usage))
-                current, current_usage, key, chars = [], [], (None, None, None), 0
-            current.extend(chunk)
-            current_usage.extend(chunk_usage)
-            key = tuple(a if a is not None else b for a, b in zip(key, unit_key, strict=True))  # type: ignore[assignment]
-            chars += size
-    if current or current_usage:
-        groups.append(_group(current, current_usage))
+    place = 0
+    for n in range(len(bounds) - 1):
+        begin, end = bounds[n], bounds[n + 1]
+        turn = kept[begin:end]
+        last = n == len(bounds) - 2
+        used = []
+        while place < len(usage) and (last or usage[place][0] <= end):
+            used.append(usage[place][1])
+            place += 1
+        size = sum(len(m.text) for m in turn)
+        when = next((m.at // _DAY for m in turn if m.at is not None), None)
+        model = next((u.model for u in used if u.model is not None), None)
+        currency = next((u.currency for u in used if u.currency is not None), None)
+        fits = len(messages) + len(turn) <= MAX_GROUP_MESSAGES and chars + size <= MAX_GROUP_CHARS
+        same = all(a is None or b is None or a == b for a, b in zip(key, (when, model, currency), strict=True))
+        if (messages or spent) and not (fits and same):
+            groups.append(_group(messages, spent))
+            messages, spent, key, chars = [], [], [None, None, None], 0
+        if len(turn) > MAX_GROUP_MESSAGES or size > MAX_GROUP_CHARS:
+            *parts, turn = _chunks(turn)
+            groups.extend(_group(part, []) for part in parts)
+            size = sum(len(m.text) for m in turn)
+        messages.extend(turn)
+        spent.extend(used)
+        key = [a if a is not None else b for a, b in zip(key, (when, model, currency), strict=True)]
+        chars += size
+    spent.extend(item for _, item in usage[place:])
+    if messages or spent:
+        groups.append(_group(messages, spent))
     return groups
 
 
-def _chunks(messages: list[Message], usage: list[Usage]) -> list[tuple[list[Message], list[Usage]]]:
-    """A turn too large for one event, in parts (its usage with the last part)."""
+def _chunks(messages: list[Message]) -> list[list[Message]]:
+    """A turn too large for one event, in parts."""
     parts: list[list[Message]] = [[]]
     chars = 0
     for message in messages:
@@ -171,23 +177,12 @@ def _chunks(messages: list[Message], usage: list[Usage]) -> list[tuple[list[Mess
             chars = 0
         parts[-1].append(message)
         chars += len(message.text)
-    return [(part, usage if n == len(parts) - 1 else []) for n, part in enumerate(parts)]
-
-
-def _key(messages: list[Message], usage: list[Usage]) -> tuple[object, object, object]:
-    day = next((m.at // _DAY for m in messages if m.at is not None), None)
-    model = next((u.model for u in usage if u.model is not None), None)
-    currency = next((u.currency for u in usage if u.currency is not None), None)
-    return day, model, currency
-
-
-def _compatible(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+    return parts
 
 
 def _group(messages: list[Message], usage: list[Usage]) -> Group:
     at = max((m.at for m in messages if m.at is not None), default=None)
-    return Group(messages, add_usage(usage), at)
+    return Group(messages, content_ref(messages) if messages else None, add_usage(usage), at)
 
 
 def activity(
@@ -206,8 +201,7 @@ def activity(
         share = remaining if final else min(counted(group.messages), remaining)
         remaining -= share
         running = at
-        ref = content_ref(group.messages) if group.messages else None
-        event = SessionUpdated(at=at, messages=share, content=ref, usage=group.usage)
+        event = SessionUpdated(at=at, messages=share, content=group.ref, usage=group.usage)
         out.append((event, group.messages or None))
     if not groups and (grown or floor is None or last > floor):
         out.append((SessionUpdated(at=max(last, running), messages=grown), None))
@@ -218,6 +212,6 @@ def digest(groups: Sequence[Group]) -> bytes:
     """What tells two imports' groups apart (part of their events' ids)."""
     h = hashlib.sha256()
     for group in groups:
-        h.update(content_ref(group.messages).digest if group.messages else b"-")
+        h.update(group.ref.digest if group.ref is not None else b"-")
         h.update(msgspec.msgpack.encode(group.usage))
     return h.digest()[:16]
