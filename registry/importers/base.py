@@ -258,12 +258,16 @@ class ScanContext:
         want: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
         known_cwds: Callable[[], Iterable[str]] | None = None,
+        conversations: frozenset[str] | None = None,
     ) -> None:
         self.agent = agent
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.want = want
         """Native ids the importer could not write last time: report them again even if unchanged."""
+        self.conversations = conversations
+        """Native ids whose conversation the importer holds as far as the state was read (None: every one). A
+        session reported without being one of them (it was skipped until now) says its whole conversation."""
         self.skips: list[Skip] = []
         self.files_read = 0
         self.bytes_read = 0

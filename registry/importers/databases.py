@@ -189,7 +189,8 @@ class DatabaseSource(abc.ABC):
                         facts = ctx.settle(row.native_id, row.draft, path=f"{path}#{row.native_id}", locator=locator)
                         if facts is not None:
                             found.append(facts)
-                            mark = None if row.native_id in ctx.want else marks.get(row.native_id)
+                            held = ctx.conversations is None or row.native_id in ctx.conversations
+                            mark = marks.get(row.native_id) if held and row.native_id not in ctx.want else None
                             heard = self.conversation(db, row, mark)
                             if heard is not None:
                                 heard_here[row.native_id], marks[row.native_id] = heard

@@ -112,6 +112,9 @@ class Reading(NamedTuple):
     draft: Draft
     path: str | None = None
     """Where the session lives, when that is not the chosen file (e.g. a session folder)."""
+    speaker: str | None = None
+    """The file whose records say the session's conversation, when that is not the chosen file (one file, always
+    the same one: what two files say of one turn would be said twice)."""
 
 
 class FileSource(abc.ABC, Generic[F, G]):
@@ -268,7 +271,11 @@ class FileSource(abc.ABC, Generic[F, G]):
             )
             if facts is not None:
                 sessions.append(facts)
-                heard = self._session_said(reading.rel, [rel for rel, entry in group if entry.aside])
+                speaker = reading.speaker or reading.rel
+                aside = [r for r, e in group if e.aside]
+                if ctx.conversations is not None and native_id not in ctx.conversations:
+                    self._read_whole(dict(group), [speaker, *aside], ctx)  # skipped until now: all it said
+                heard = self._session_said(speaker, aside)
                 if heard:
                     said[native_id] = heard
         self._heard = {}
@@ -278,6 +285,16 @@ class FileSource(abc.ABC, Generic[F, G]):
             present = frozenset(owned) | {f.native_id for f in discovery.files if f.native_id and not f.aside}
         encoded = msgspec.msgpack.encode(FileState(files=files, extra=extra))
         return ScanResult(encoded, sessions, present, said)
+
+    def _read_whole(self, entries: dict[str, FileEntry[F]], rels: list[str], ctx: ScanContext) -> None:
+        """Read these files of a session again from their start, for all they say (their state stays as read)."""
+        for rel in rels:
+            heard = self._heard.get(rel)
+            entry = entries.get(rel)
+            if entry is None or (heard is not None and heard.fresh):
+                continue
+            self._heard.pop(rel, None)
+            self._read(Found(rel, entry.path, entry.kind, entry.native_id, entry.aside), None, ctx)
 
     def _session_said(self, rel: str, aside: list[str]) -> Said:
         """What a session said this pass: its file's new messages and usage, with the usage of the files beside

@@ -413,7 +413,7 @@ def _text(content: object) -> str:
         text = content.get("text")
         return text if isinstance(text, str) else ""
     if isinstance(content, list):
-        return " ".join(_text(part) for part in content)
+        return "".join(_text(part) for part in content)  # as Gemini CLI joins a message's parts
     return ""
 
 

@@ -240,6 +240,7 @@ class Importer:
             want=frozenset(record.pending),
             progress=None if self.progress is None else self.progress(agent),
             known_cwds=self._known_cwds,
+            conversations=frozenset(record.threads),
         )
         try:
             result = source.scan(root, record.data, ctx)
@@ -370,6 +371,7 @@ class Importer:
 
         def plan(state: SessionState | None) -> Planned:
             groups: list[Group] = []
+            self._threads[sid] = thread or Thread()  # what was read of it, once written
             if said:
                 stored = [] if state is None else [kept.message for kept in self.store.messages(sid)]
                 turns = added(stored, thread, said, keep_secrets=self.keep_secrets)

@@ -380,7 +380,8 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             skip=skip,
         )
         in_folder = rel.count("/") == 3  # sessions/<hash>/<uuid>/<file>, not the flat sessions/<hash>/<uuid>.jsonl
-        return Reading(rel, entry, draft, path=str(Path(entry.path).parent) if in_folder else None)
+        speaker = (wire or context or (rel, entry))[0]  # the wire log when there is one, even before its first turn
+        return Reading(rel, entry, draft, path=str(Path(entry.path).parent) if in_folder else None, speaker=speaker)
 
 
 def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
