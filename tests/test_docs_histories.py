@@ -1,6 +1,6 @@
 """What the docs promise a reader of the importers and of the test suite: a message-count rule for every agent and
-where its conversation and usage come from,
-no reference to files a user does not have, and how long ``make test`` takes."""
+where its conversation and usage come from, no reference to files a user does not have, and how long ``make test``
+takes."""
 
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.said import Said
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
+from registry.importers.summary import AgentSummary, SkipGroup, Summary
 from registry.importers.turns import Group, Thread, activity, added, digest
 from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
 from registry.projection import fold
@@ -86,7 +87,6 @@ _OWN_KEYS: Final = frozenset(
         META_SOURCE_GONE,
     }
 )
-_EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
 _BATCH: Final = 500  # sessions a pass writes in one transaction (one durable commit)
@@ -108,52 +108,6 @@ def append_sessions(store: EventStore, requests: Sequence[AppendRequest]) -> Non
     """The importers' one write: sessions' new events, each at its exact version with ids derived from the source,
     in one transaction (``append_batch``: one durable commit for many sessions, atomic)."""
     store.append_batch(requests)
-
-
-class SkipGroup(msgspec.Struct, kw_only=True, rename="camel"):
-    reason: str
-    count: int = 0
-    examples: list[str] = msgspec.field(default_factory=list)
-
-
-class AgentSummary(msgspec.Struct, kw_only=True, rename="camel"):
-    """What one pass did for one agent. ``unavailable`` says why the agent was not read at all."""
-
-    agent: str
-    root: str
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    skipped: list[SkipGroup] = msgspec.field(default_factory=list)
-    files_read: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    unavailable: str | None = None
-
-    def skip(self, item: str, reason: str, count: int = 1) -> None:
-        for group in self.skipped:
-            if group.reason == reason:
-                break
-        else:
-            group = SkipGroup(reason=reason)
-            self.skipped.append(group)
-        group.count += count
-        if len(group.examples) < _EXAMPLES:
-            group.examples.append(item)
-
-    @property
-    def skipped_count(self) -> int:
-        return sum(group.count for group in self.skipped)
-
-
-class Summary(msgspec.Struct, kw_only=True, rename="camel"):
-    agents: list[AgentSummary] = msgspec.field(default_factory=list)
-
-    @property
-    def touched(self) -> int:
-        """Sessions added, changed or removed."""
-        return sum(a.added + a.changed + a.removed for a in self.agents)
 
 
 class Importer:
