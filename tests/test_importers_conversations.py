@@ -288,3 +288,21 @@ def test_a_turn_seen_live_and_read_from_the_file_is_one_turn(
         assert kept == [(Role.USER, asked), (Role.AGENT, answered)]
         assert registry.get(sid).meta[META_MESSAGES] == 2  # type: ignore[index]
         assert usage_of(store, sid) == totals(input=spent, output=3)
+
+
+@pytest.mark.parametrize(("agent", "fixture"), CASES, ids=IDS)
+def test_read_in_rounds_of_a_small_budget_it_is_the_same_import(agent: str, fixture: str, folder: Path) -> None:
+    """A large first import is read and written in rounds (the conversation a round holds is bounded): with a
+    budget of one character every file (or database session) is a round of its own, and nothing changes."""
+    root = agent_root(agent, fixture, folder)
+    store = MemoryStore()
+    summary = run_import(store, agent, root, state=folder / "state", said_budget=1)
+    sessions = expected(agent, root)
+    assert summary.agents[0].added == len(sessions)
+    with SessionRegistry(store, follow=False) as registry:
+        for sid, (said, usage) in sessions.items():
+            check(registry, sid, said)
+            assert usage_of(store, sid) == usage
+    head = store.head()
+    assert run_import(store, agent, root, state=folder / "state", said_budget=1).agents[0].removed == 0
+    assert store.head() == head

@@ -69,6 +69,9 @@ clean_title = one_line
 """A title candidate on one line (``registry.commands.one_line``)."""
 
 _MAX_AGENT_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps in agents' files are garbage
+SAID_BUDGET: Final = 32 << 20
+"""Characters of conversation a round of an import holds in memory: a first import of a large history is read and
+written in rounds of about this much (a file, a database's session, is never split)."""
 
 
 def session_id(agent: str, native_id: str) -> str:
@@ -276,6 +279,21 @@ class ScanContext:
         self._done = 0
         self._known_cwds = known_cwds
         self._cwds: frozenset[str] | None = None
+        self.said_budget = SAID_BUDGET
+        """Characters of conversation one round may hold; a source that reaches it stops reading (``more``)."""
+        self.more = False
+        """Set by a source that stopped reading at ``said_budget``: another round reads the rest."""
+        self.announced = False
+        """The files to read were counted for the progress bar in an earlier round."""
+
+    def another_round(self, *, want: frozenset[str], conversations: frozenset[str]) -> None:
+        """Ready for the next round of the same pass: what the last one reported (skips, counters) is cleared,
+        the progress bar goes on."""
+        self.want, self.conversations = want, conversations
+        self.skips = []
+        self.files_read = self.bytes_read = 0
+        self.more = False
+        self.announced = True
 
     def known_cwds(self) -> frozenset[str]:
         """Working directories the registry knows of: the store's sessions and this pass's other agents' (asked
@@ -296,6 +314,8 @@ class ScanContext:
 
     def reading(self, total: int) -> None:
         """About to read ``total`` files (or databases): drives the progress bar of a large first import."""
+        if self.announced:
+            return
         self._total += total
         if self._progress is not None:
             self._progress(self._done, self._total)

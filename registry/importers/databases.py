@@ -176,15 +176,23 @@ class DatabaseSource(abc.ABC):
             marks = dict(old.marks) if old is not None else {}
             found: list[SessionFacts] = []  # kept only when the whole database was read
             heard_here: dict[str, Said] = {}
+            chars = 0
             try:
                 with open_read_only(path, ctx.sqlite_timeout) as db:
                     rows = self.rows(db)
                     digests: dict[str, str] = {}
                     for row in rows:
                         digest = hashlib.sha256(msgspec.msgpack.encode((row.draft, row.tokens))).hexdigest()[:24]
-                        digests[row.native_id] = digest
-                        if old is not None and old.rows.get(row.native_id) == digest and row.native_id not in ctx.want:
+                        before = old.rows.get(row.native_id) if old is not None else None
+                        if before == digest and row.native_id not in ctx.want:
+                            digests[row.native_id] = digest
                             continue
+                        if chars > ctx.said_budget:
+                            ctx.more = True  # the rest next round: the row as last read, the database read again
+                            if before is not None:
+                                digests[row.native_id] = before
+                            continue
+                        digests[row.native_id] = digest
                         locator = f"{rel}:{digest}"
                         facts = ctx.settle(row.native_id, row.draft, path=f"{path}#{row.native_id}", locator=locator)
                         if facts is not None:
@@ -194,6 +202,7 @@ class DatabaseSource(abc.ABC):
                             heard = self.conversation(db, row, mark)
                             if heard is not None:
                                 heard_here[row.native_id], marks[row.native_id] = heard
+                                chars += sum(len(m.text) for m in heard[0].messages)
             except (sqlite3.Error, SchemaError, OSError) as exc:
                 ctx.skip(str(path), f"skipped: {exc or type(exc).__name__}")
                 complete = False
@@ -207,8 +216,10 @@ class DatabaseSource(abc.ABC):
             sessions.extend(found)
             said.update(heard_here)
             marks = {k: v for k, v in marks.items() if k in digests}
-            fresh.databases[rel] = _Database(signature=signature, rows=digests, marks=marks)
+            kept = signature if not ctx.more else (old.signature if old is not None else [])
+            fresh.databases[rel] = _Database(signature=kept, rows=digests, marks=marks)
             present.update(digests)
+        complete = complete and not ctx.more
         return ScanResult(msgspec.msgpack.encode(fresh), sessions, frozenset(present) if complete else None, said)
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:

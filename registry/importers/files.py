@@ -148,6 +148,7 @@ class FileSource(abc.ABC, Generic[F, G]):
         self._records: msgspec.json.Decoder[Any] = msgspec.json.Decoder(self.record_type or Any)
         self._saying: Said | None = None
         self._heard: dict[str, Said] = {}
+        self._heard_chars = 0
 
     # -- what a parser says ----------------------------------------------------------------------------
 
@@ -199,7 +200,7 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     def scan(self, root: Path, state: bytes | None, ctx: ScanContext) -> ScanResult:
         previous = self._load(state)
-        self._heard = {}
+        self._heard, self._heard_chars = {}, 0
         extra, extra_changed = self.refresh_extra(root, previous.extra, ctx)
         discovery = self.discover(root)
         if self.tops and not any((root / top).is_dir() for top in self.tops):
@@ -230,7 +231,15 @@ class FileSource(abc.ABC, Generic[F, G]):
             else:
                 to_read.append((found, entry))
         ctx.reading(len(to_read))
-        for found, entry in to_read:
+        deferred: set[str] = set()  # sessions with a file left for the next round (the budget was reached)
+        for n, (found, entry) in enumerate(to_read):
+            if self._heard_chars > ctx.said_budget:
+                ctx.more = True
+                for later, known in to_read[n:]:
+                    if known is not None:
+                        files[later.rel] = known
+                    deferred.update(i for i in (later.native_id, known and known.native_id) if i)
+                break
             fresh = self._read(found, entry, ctx)
             ctx.advance()
             if fresh is None:
@@ -255,6 +264,7 @@ class FileSource(abc.ABC, Generic[F, G]):
             changed.update(groups)
         elif extra_changed:
             changed.update(extra_changed)
+        changed -= deferred
         sessions: list[SessionFacts] = []
         said: dict[str, Said] = {}
         for native_id in sorted(changed.intersection(groups)):
@@ -278,9 +288,9 @@ class FileSource(abc.ABC, Generic[F, G]):
                 heard = self._session_said(speaker, aside)
                 if heard:
                     said[native_id] = heard
-        self._heard = {}
+        self._heard, self._heard_chars = {}, 0
         present = None
-        if discovery.complete:
+        if discovery.complete and not ctx.more:
             owned = {n for n, group in groups.items() if any(not entry.aside for _, entry in group)}
             present = frozenset(owned) | {f.native_id for f in discovery.files if f.native_id and not f.aside}
         encoded = msgspec.msgpack.encode(FileState(files=files, extra=extra))
@@ -398,6 +408,7 @@ class FileSource(abc.ABC, Generic[F, G]):
         native_id = self.identify(found, fold)
         if said:
             self._heard[found.rel] = said
+            self._heard_chars += sum(len(m.text) for m in said.messages)
         return FileEntry(
             path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=native_id, aside=found.aside, base=base
         )

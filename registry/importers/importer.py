@@ -40,7 +40,15 @@ from registry.agents import META_SOURCE_GONE, current_id, source_gone
 from registry.backends import backend_for
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
-from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
+from registry.importers.base import (
+    SAID_BUDGET,
+    ScanContext,
+    ScanResult,
+    SessionFacts,
+    Source,
+    session_id,
+    stable_uuid,
+)
 from registry.importers.said import Said
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
 from registry.importers.summary import AgentSummary, SkipGroup, Summary
@@ -125,6 +133,7 @@ class Importer:
         sqlite_timeout: float = 2.0,
         progress: ProgressFactory | None = None,
         keep_secrets: bool = False,
+        said_budget: int = SAID_BUDGET,
     ) -> None:
         self.store = store
         self.sources = list(sources)
@@ -137,6 +146,8 @@ class Importer:
         self.sqlite_timeout = sqlite_timeout
         self.progress = progress
         self.keep_secrets = keep_secrets
+        self.said_budget = said_budget
+        """Characters of conversation a round holds (``registry.importers.base.SAID_BUDGET``)."""
         """Keep secrets in the messages read (``registry.conversation.prepare``): masked by default."""
         self._threads: dict[str, Thread] = {}  # a session's thread after the write being prepared, by id
         # Without a state file (in-memory store) the state lives as long as the importer: --watch still works.
@@ -196,16 +207,46 @@ class Importer:
             known_cwds=self._known_cwds,
             conversations=frozenset(record.threads),
         )
-        try:
-            result = source.scan(root, record.data, ctx)
-        except Exception as exc:  # a bug or an OS failure in one source must not stop the others
-            log.exception("importing %s from %s failed", agent, root)
-            summary.unavailable = f"could not be read: {exc}"
-            return summary
-        for skip in ctx.skips:
-            summary.skip(skip.item, skip.reason, skip.times)
+        ctx.said_budget = self.said_budget
         pending: set[str] = set()
         seen: set[str] = set()
+        while True:  # rounds: a source stops reading when the conversation it holds reaches its budget
+            try:
+                result = source.scan(root, record.data, ctx)
+            except Exception as exc:  # a bug or an OS failure in one source must not stop the others
+                log.exception("importing %s from %s failed", agent, root)
+                summary.unavailable = f"could not be read: {exc}"
+                return summary
+            self._round(source, root, record, result, ctx, summary, pending, seen)
+            record.data = result.state
+            if not ctx.more:
+                break
+            ctx.another_round(want=frozenset(record.pending - seen), conversations=frozenset(record.threads))
+        record.pending = pending
+        record.threads = {k: v for k, v in record.threads.items() if k in record.imported or k in pending}
+        # Sessions imported before that this pass did not have to touch (their files did not move) are
+        # unchanged too: the summary counts every session of the agent, not only those read again.
+        summary.unchanged += len(record.imported - seen)
+        summary.seconds = round(time.perf_counter() - started, 3)
+        return summary
+
+    def _round(
+        self,
+        source: Source,
+        root: Path,
+        record: SourceRecord,
+        result: ScanResult,
+        ctx: ScanContext,
+        summary: AgentSummary,
+        pending: set[str],
+        seen: set[str],
+    ) -> None:
+        """Write what one round of a source's scan found (the last round marks the sessions gone from it)."""
+        agent = source.agent
+        for skip in ctx.skips:
+            summary.skip(skip.item, skip.reason, skip.times)
+        summary.files_read += ctx.files_read
+        summary.bytes_read += ctx.bytes_read
         batch: list[_Prepared] = []
 
         def count(outcome: Outcome, sid: str, native_id: str, gone: str | None) -> None:
@@ -248,16 +289,6 @@ class Importer:
                     record.imported.discard(native_id)
                     continue
                 self._count(summary, outcome, sid, native_id, record, pending, "source gone")
-        record.data = result.state
-        record.pending = pending
-        record.threads = {k: v for k, v in record.threads.items() if k in record.imported or k in pending}
-        # Sessions imported before that this pass did not have to touch (their files did not move) are
-        # unchanged too: the summary counts every session of the agent, not only those read again.
-        summary.unchanged += len(record.imported - seen)
-        summary.files_read = ctx.files_read
-        summary.bytes_read = ctx.bytes_read
-        summary.seconds = round(time.perf_counter() - started, 3)
-        return summary
 
     @staticmethod
     def _count(
