@@ -352,7 +352,7 @@ class Source(Protocol):
         ...
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
-        """A fresh, cheap look at which native ids exist (confirms a disappearance before a tombstone)."""
+        """A fresh, cheap look at which native ids exist (confirms a disappearance before a session is marked gone)."""
         ...
 
 

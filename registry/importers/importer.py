@@ -155,7 +155,7 @@ class Importer:
         self._cwds: set[str] = set()
 
     def run(self) -> Summary:
-        """One pass: scan each source, write what changed, tombstone what disappeared, save the state."""
+        """One pass: scan each source, write what changed, mark what disappeared as gone, save the state."""
         summary = Summary()
         self._cwds = set()
         # Sources that recover folders from known directories (Gemini's hash-named ones) read after the others.

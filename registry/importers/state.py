@@ -2,8 +2,9 @@
 
 It is a cache, never the truth. Losing it, or finding one made for another store, costs one full re-read and
 writes nothing twice: every write is compared with the registry first and carries an id derived from the source.
-What it alone knows is which sessions this host imported (``imported``): only those are tombstoned when their
-source disappears, so a host never deletes sessions another host imported into a shared store.
+What it alone knows is which sessions this host imported (``imported``): only those are marked gone when their
+source disappears, so a host never marks sessions another host imported into a shared store; and, per session,
+what was read of its conversation (``threads``), so a pass that continues a file adds its new turns only.
 
 It names every file and title the agents keep, so it is private: the state file and its lock are created
 0600 (a folder made for them 0700), whatever the umask, and the state stays 0600 when it is replaced. The state
