@@ -30,6 +30,7 @@ __all__ = [
     "KNOWN",
     "LAUNCHERS",
     "META_RETIRED",
+    "META_SOURCE_GONE",
     "Known",
     "Retired",
     "agent_name",
@@ -40,6 +41,7 @@ __all__ = [
     "known_name",
     "native_id",
     "retired",
+    "source_gone",
     "split_id",
     "stored_id",
 ]
@@ -47,6 +49,10 @@ __all__ = [
 
 META_RETIRED: Final = "acp-session-registry/retired"  # registry.model.META_NAMESPACE + "/retired"
 """In a deleted session's ``_meta``: why it was retired (a ``Retired`` value); absent for a user's deletion."""
+META_SOURCE_GONE: Final = "acp-session-registry/sourceGone"
+"""``true`` in the ``_meta`` of a session whose agent no longer has it (its files are gone: the agent's own
+clean-up, or its user removed them). The registry keeps it - listed, readable, found by search - but the agent
+cannot open it, so a proxy does not offer it to the agent's client."""
 
 
 class Retired(enum.Enum):
@@ -180,6 +186,11 @@ def generation(stored: str) -> int:
     """Which conversation under its native id a stored session is (1 unless the agent reused the id)."""
     parts = split_id(stored)
     return 1 if parts is None else parts[1]
+
+
+def source_gone(state: Any) -> bool:
+    """Whether a session (a ``SessionState``) is one its agent no longer has (``META_SOURCE_GONE``)."""
+    return not state.deleted and (state.meta or {}).get(META_SOURCE_GONE) is True
 
 
 def retired(state: Any) -> Retired | None:

@@ -45,7 +45,7 @@ from registry.commands import (
     json_type,
     list_filter,
 )
-from registry.conversation import counted, prepare
+from registry.conversation import counted, prepare, unseen
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams, SessionNotFound
 from registry.follow import Follower, Following, Listener
@@ -255,18 +255,30 @@ class SessionRegistry:
         turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
         ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
         while it was under way (the importer brings the count up to the agent's own) is not counted twice, and an
-        import after it adds only what the files hold beyond it - one turn, one count, in either order."""
+        import after it adds only what the files hold beyond it - one turn, one count, in either order. So with its
+        ``conversation`` and ``usage``: a turn such an import added already is not kept twice, nor its usage counted
+        twice (``registry.conversation.unseen``)."""
         check_messages(messages)
         check_messages(before)
         when = check_time(self._clock() if at is None else at, "at")
         kept = prepare(_messages(conversation, when), keep_secrets=self.keep_secrets)
-        ref = content_ref(kept) if kept else None
+        box: list[Sequence[Message] | None] = [kept or None]  # the messages the event keeps, as decided
 
         def events(state: SessionState) -> list[Event]:
             added = max(0, before + messages - state.messages)
-            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=usage)]
+            turn, spent = kept, usage
+            if kept and state.messages > before:
+                # The count grew while the turn was under way: an import of the agent's files may have read this
+                # very turn. Only what the session does not hold is kept - the turn is one turn - and its usage
+                # goes with it: none when the import added the turn.
+                turn = unseen([m.message for m in self._store.messages(session_id)], kept)
+                if not any(m.role is Role.USER for m in turn) and any(m.role is Role.USER for m in kept):
+                    spent = None
+            box[0] = turn or None
+            ref = content_ref(turn) if turn else None
+            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=spent)]
 
-        self._writer.write(session_id, events, content=[kept] if kept else None)
+        self._writer.write(session_id, events, content=box if kept else None)
         return self._writer.written(session_id)
 
     def change_info(

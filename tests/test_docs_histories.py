@@ -1,5 +1,6 @@
-"""What the docs promise a reader of the importers and of the test suite: a message-count rule for every agent,
-no reference to files a user does not have, and how long ``make test`` takes."""
+"""What the docs promise a reader of the importers and of the test suite: a message-count rule for every agent and
+where its conversation and usage come from, no reference to files a user does not have, and how long ``make test``
+takes."""
 
 from __future__ import annotations
 
@@ -29,3 +30,11 @@ def test_no_test_or_doc_cites_a_file_users_do_not_have() -> None:
 
 def test_the_readme_says_how_long_make_test_takes() -> None:
     assert re.search(r"`make test`[^.]*takes about \*\*[^*]+ minutes\*\*", README)
+
+
+def test_where_every_agents_conversation_and_usage_come_from_is_said() -> None:
+    start = HISTORIES.index("## Conversations and usage, per agent")
+    table = HISTORIES[start : HISTORIES.index("\n## ", start + 1)]
+    rows = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)` \|", table, re.MULTILINE)}
+    assert rows == set(AGENTS)
+    assert "estimate" in table  # which costs are the agent's and which are not

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from events import MemoryStore
+from registry.agents import META_SOURCE_GONE
 from registry.model import META_ARCHIVED, META_MESSAGES, META_TITLE_SOURCE
-from tests.importing import FIXTURES, listing, only, run_import, skipped
+from tests.importing import FIXTURES, listing, run_import, skipped
 
 # -- goose ---------------------------------------------------------------------------------------------------
 
@@ -72,7 +73,9 @@ def test_goose_rows_read_through_the_wal(goose: tuple[Path, sqlite3.Connection],
     writer.execute("DELETE FROM sessions WHERE id = '20260215_1'")
     summary = run_import(store, "goose", root, state=state)
     assert (summary.agents[0].changed, summary.agents[0].removed) == (1, 1)
-    assert only(store)["updatedAt"] == "2026-03-02T11:13:19.000Z"  # a millisecond timestamp, read as such
+    sessions = {s["sessionId"]: s for s in listing(store)}
+    assert sessions["goose:20260302_3"]["updatedAt"] == "2026-03-02T11:13:19.000Z"  # milliseconds, read as such
+    assert sessions["goose:20260215_1"]["_meta"][META_SOURCE_GONE] is True  # its row is gone: kept, marked
 
 
 def test_goose_locked_or_newer_schema_databases_are_skipped_with_a_reason(tmp_path: Path) -> None:
@@ -163,8 +166,10 @@ def test_opencode_sessions_children_and_placeholder_titles(tmp_path: Path) -> No
     writer.close()
     summary = run_import(store, "opencode", root, state=state)
     assert (summary.agents[0].changed, summary.agents[0].removed) == (1, 1)
-    session = only(store)
+    sessions = {s["sessionId"]: s for s in listing(store)}
+    session = sessions["opencode:ses_3a9f1c2b7ffeQk2m9PpLr4TzVw"]
     assert (session["title"], session["_meta"][META_ARCHIVED]) == ("Order search index", True)
+    assert sessions["opencode:ses_3a9f1c2b8100Aa1b2Cc3Dd4Ee5"]["_meta"][META_SOURCE_GONE] is True
 
 
 def test_opencode_without_a_database_reads_nothing_and_deletes_nothing(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from events import MemoryStore, SessionDeleted, open_store
 from registry import SessionRegistry
+from registry.agents import META_SOURCE_GONE
 from registry.importers import Importer, sources
 from registry.importers.lines import TailRead
 from registry.model import META_MESSAGES
@@ -178,10 +179,14 @@ def test_a_retried_append_is_recognised_by_its_event_ids(claude: Path) -> None:
     head = store.head()
     assert original(appended) == [[1, 2]]  # the lost-acknowledgement retry of the whole batch
     request = appended[0]
-    assert store.append(request.session_id, request.events, request.expected_version, event_ids=request.event_ids) == [
-        1,
-        2,
-    ]  # and of one session on its own
+    repeated = store.append(
+        request.session_id,
+        request.events,
+        request.expected_version,
+        event_ids=request.event_ids,
+        content=request.content,
+    )
+    assert repeated == [1, 2]  # and of one session on its own
     assert store.head() == head
 
 
@@ -208,7 +213,9 @@ def test_a_session_deleted_in_the_registry_stays_deleted(claude: Path, tmp_path:
     assert (listing(store), store.head()) == ([], head)
 
 
-def test_a_session_whose_file_disappears_is_tombstoned_and_never_resurrected(claude: Path, tmp_path: Path) -> None:
+def test_a_session_whose_file_disappears_is_kept_marked_source_gone(claude: Path, tmp_path: Path) -> None:
+    """The agent's own clean-up is not a user's delete: the session stays (its conversation readable and
+    findable), marked sourceGone; a file restored from a backup brings it back as it was."""
     store = MemoryStore()
     state = tmp_path / "state"
     run_import(store, "claude-code", claude, state=state)
@@ -216,10 +223,28 @@ def test_a_session_whose_file_disappears_is_tombstoned_and_never_resurrected(cla
     session_file(claude).unlink()
     summary = run_import(store, "claude-code", claude, state=state)
     assert summary.agents[0].removed == 1
-    last = store.read_stream(f"claude-code:{SID}")[-1].event
-    assert isinstance(last, SessionDeleted) and last.reason is not None and "source gone" in last.reason
-    session_file(claude).write_bytes(content)  # restored from a backup: a deletion is final
-    assert skipped(run_import(store, "claude-code", claude, state=state)) == {
+    (session,) = listing(store)
+    assert session["_meta"][META_SOURCE_GONE] is True
+    assert not any(isinstance(r.event, SessionDeleted) for r in store.read_stream(f"claude-code:{SID}"))
+    head = store.head()
+    assert run_import(store, "claude-code", claude, state=state).agents[0].removed == 0  # marked once
+    assert store.head() == head
+    session_file(claude).write_bytes(content)  # restored from a backup: the agent has it again
+    assert run_import(store, "claude-code", claude, state=state).agents[0].changed == 1
+    (session,) = listing(store)
+    assert META_SOURCE_GONE not in session["_meta"]
+
+
+def test_an_older_stores_source_gone_tombstone_stays(claude: Path, tmp_path: Path) -> None:
+    """Stores written before sources that went were kept hold a tombstone for them: it stays a deletion."""
+    store = MemoryStore()
+    state = tmp_path / "state"
+    run_import(store, "claude-code", claude, state=state)
+    sid = f"claude-code:{SID}"
+    store.append(
+        sid, [SessionDeleted(reason="source gone: the file no longer exists")], store.read_stream(sid)[-1].version
+    )
+    assert skipped(run_import(store, "claude-code", claude, state=tmp_path / "fresh")) == {
         "deleted in the registry (stays deleted)": 1
     }
     assert listing(store) == []

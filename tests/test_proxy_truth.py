@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.agents import META_SOURCE_GONE
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
 
@@ -216,3 +217,29 @@ def test_what_a_killed_proxy_had_not_written_comes_back_from_the_agents_own_list
         again.result(0, "initialize", {"protocolVersion": 1})
         assert sorted(_ids(again, 1)) == sorted(made)
         assert again.close() == 0
+
+
+def test_a_session_whose_agent_files_are_gone_is_kept_and_not_offered(url: str, tmp_path: Path) -> None:
+    """An importer marks a session whose files the agent removed (sourceGone): the registry keeps it, and the proxy
+    neither lists it nor forwards a request for it - the agent could not open it."""
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
+    load = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []}
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "hello"))
+        assert proxy.close() == 0
+    stored = f"scripted-agent:{session}"
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(stored)
+        assert state is not None
+        registry.change_info(stored, meta={**(state.meta or {}), META_SOURCE_GONE: True})
+    with ProxyProcess(proxy_command(url, "--log", str(log))) as again:
+        again.result(0, "initialize", {"protocolVersion": 1})
+        assert _ids(again, 1) == []
+        error = again.call(2, "session/load", load)["error"]
+        assert error["code"] == -32002 and "no longer kept" in error["message"], error
+        assert again.call(3, "session/prompt", prompt(session, "again"))["error"]["code"] == -32002
+        assert again.close() == 0
+    assert _forwarded(log, "session/load") == []
+    with SessionRegistry.open(url) as registry:
+        assert [s.session_id for s in registry.list().sessions] == [stored]  # the registry's own list keeps it

@@ -4,8 +4,9 @@ their source.
 
 ``Importer(store, sources()).run()`` is one pass; ``acp-registry import-agents`` (``registry.cli.import_agents``)
 is the command. Imported sessions are named ``<agent>:<the agent's own id>`` (e.g. ``claude-code:6b1d2c3e-...``).
-Each agent is one parser module (``claude_code.py``, ...) that turns its records into ``SessionFacts``; the
-format notes are in ``docs/agent-histories.md``.
+Each agent is one parser module (``claude_code.py``, ...) that turns its records into ``SessionFacts`` and says
+what they hold of the conversation (``said.py``: messages, tool calls, usage), which the importer adds as the
+turns a session does not hold yet (``turns.py``); the format notes are in ``docs/agent-histories.md``.
 """
 
 from __future__ import annotations

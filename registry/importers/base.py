@@ -9,8 +9,9 @@ written. Walking folders, offsets and fingerprints (``files.py``, ``databases.py
 registry and appending (``importer.py``) are shared too, so adding an agent is one module of format knowledge.
 
 A ``Source.scan`` reports the facts of every session that may have changed - the session as the agent's files
-describe it *now*, never a delta - plus the set of native ids present (the importer tombstones the ones that
-disappeared). Sources never touch the log.
+describe it *now*, never a delta - with what each said since the last pass (``Said``: its new messages and
+usage, a delta read from where the last pass stopped), plus the set of native ids present (the importer marks the
+ones that disappeared as gone from the agent). Sources never touch the log.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from registry.commands import (
     prompt_title,
 )
 from registry.errors import InvalidParams
+from registry.importers.said import Said
 from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
 
@@ -67,6 +69,9 @@ clean_title = one_line
 """A title candidate on one line (``registry.commands.one_line``)."""
 
 _MAX_AGENT_NS: Final = 7_258_118_400 * 1_000_000_000  # 2200-01-01: later stamps in agents' files are garbage
+SAID_BUDGET: Final = 32 << 20
+"""Characters of conversation a round of an import holds in memory: a first import of a large history is read and
+written in rounds of about this much (a file, a database's session, is never split)."""
 
 
 def session_id(agent: str, native_id: str) -> str:
@@ -256,12 +261,16 @@ class ScanContext:
         want: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
         known_cwds: Callable[[], Iterable[str]] | None = None,
+        conversations: frozenset[str] | None = None,
     ) -> None:
         self.agent = agent
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.want = want
         """Native ids the importer could not write last time: report them again even if unchanged."""
+        self.conversations = conversations
+        """Native ids whose conversation the importer holds as far as the state was read (None: every one). A
+        session reported without being one of them (it was skipped until now) says its whole conversation."""
         self.skips: list[Skip] = []
         self.files_read = 0
         self.bytes_read = 0
@@ -270,6 +279,21 @@ class ScanContext:
         self._done = 0
         self._known_cwds = known_cwds
         self._cwds: frozenset[str] | None = None
+        self.said_budget = SAID_BUDGET
+        """Characters of conversation one round may hold; a source that reaches it stops reading (``more``)."""
+        self.more = False
+        """Set by a source that stopped reading at ``said_budget``: another round reads the rest."""
+        self.announced = False
+        """The files to read were counted for the progress bar in an earlier round."""
+
+    def another_round(self, *, want: frozenset[str], conversations: frozenset[str]) -> None:
+        """Ready for the next round of the same pass: what the last one reported (skips, counters) is cleared,
+        the progress bar goes on."""
+        self.want, self.conversations = want, conversations
+        self.skips = []
+        self.files_read = self.bytes_read = 0
+        self.more = False
+        self.announced = True
 
     def known_cwds(self) -> frozenset[str]:
         """Working directories the registry knows of: the store's sessions and this pass's other agents' (asked
@@ -290,6 +314,8 @@ class ScanContext:
 
     def reading(self, total: int) -> None:
         """About to read ``total`` files (or databases): drives the progress bar of a large first import."""
+        if self.announced:
+            return
         self._total += total
         if self._progress is not None:
             self._progress(self._done, self._total)
@@ -307,6 +333,8 @@ class ScanResult(NamedTuple):
     """Sessions that changed (and those in ``ScanContext.want``), each once."""
     present: frozenset[str] | None
     """Every native id the source has now, readable or not; None when discovery was incomplete (no deletes)."""
+    said: Mapping[str, Said] = {}
+    """What the sessions of ``sessions`` said since the last pass (their messages and usage), by native id."""
 
 
 class Source(Protocol):
@@ -324,7 +352,7 @@ class Source(Protocol):
         ...
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
-        """A fresh, cheap look at which native ids exist (confirms a disappearance before a tombstone)."""
+        """A fresh, cheap look at which native ids exist (confirms a disappearance before a session is marked gone)."""
         ...
 
 

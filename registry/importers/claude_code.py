@@ -5,8 +5,8 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
 ``_parse_session_info_from_lite``, ``_extract_first_prompt_from_head``, ``_is_visible_message``):
 
 - The folder name encodes the cwd lossily (every non-alphanumeric character becomes ``-``), so the cwd is
-  taken from the records. Subagent transcripts (``agent-*.jsonl``, ``<id>/subagents/``, a first record with
-  ``isSidechain: true``) are not sessions.
+  taken from the records. Subagent transcripts (``agent-*.jsonl``, ``<id>/subagents/**/agent-*.jsonl``, a first
+  record with ``isSidechain: true``) are not sessions: they are read beside their session for its usage.
 - **The session's own records**: a transcript that continues an earlier session begins with that session's
   history, under the earlier ``sessionId``. Only records with this file's session id give its created time,
   its activity and its messages (the file name is authoritative, as in Zed's claude-code-acp).
@@ -31,6 +31,15 @@ own reader of them, the Agent SDK (anthropics/claude-agent-sdk-python ``_interna
   records (a summary is written after the leaf it names, at the next start in the project), so a summary of an
   older leaf is missed - the title then falls back to the first prompt, never to another session's summary.
   (The Agent SDK's lister takes any summary in the file: it shows the foreign titles.)
+- **Messages**: each real prompt (its text; ``[image]`` for a pasted picture alone), and each block of a reply:
+  ``text`` (agent), ``thinking`` (thought), ``tool_use`` - said with its ``tool_result`` (from the next ``user``
+  line) as one tool message. Subagents' lines (``isSidechain``) and carried-over history say nothing here.
+- **Usage**: ``message.usage`` of the assistant lines - ``input_tokens``, ``output_tokens``,
+  ``cache_read_input_tokens``, ``cache_creation_input_tokens`` - with the reply's ``model``. The lines of one
+  reply share its ``message.id`` and each repeats its usage as streamed so far: a reply counts once, with the
+  largest figure its lines reach (the last line's). The subagent transcripts beside the session (and its own
+  ``isSidechain`` lines) count too: they are calls the session made. Older versions wrote ``costUSD`` on a line:
+  a cost in dollars, counted the same way; newer ones write no cost.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import Activity, Draft, agent_time, is_uuid
 from registry.importers.files import (
     Discovery,
@@ -55,6 +64,7 @@ from registry.importers.files import (
     is_dir,
     quiet,
 )
+from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["ClaudeCode"]
 
@@ -75,6 +85,12 @@ _KNOWN = quiet(r"agent-.+\.jsonl|sessions-index\.json|[0-9a-fA-F-]{36}|.+\.meta\
 class _Block(msgspec.Struct):
     type: Any = None
     text: Any = None
+    thinking: Any = None
+    id: Any = None
+    name: Any = None
+    input: Any = None
+    tool_use_id: Any = None
+    content: Any = None
 
 
 _PICTURES: Final = frozenset({"image", "document"})
@@ -85,8 +101,18 @@ class _UserMessage(msgspec.Struct):
     content: str | list[_Block] | None = None
 
 
+class _Usage(msgspec.Struct):
+    input_tokens: Any = 0
+    output_tokens: Any = 0
+    cache_read_input_tokens: Any = 0
+    cache_creation_input_tokens: Any = 0
+
+
 class _AssistantMessage(msgspec.Struct):
     id: Any = None
+    model: Any = None
+    content: str | list[_Block] | None = None
+    usage: _Usage | None = None
 
 
 class _Record(msgspec.Struct, rename="camel"):
@@ -107,10 +133,13 @@ class _Record(msgspec.Struct, rename="camel"):
     last_prompt: Any = None
     summary: Any = None
     tag: Any = None
+    cost_usd: Any = msgspec.field(default=None, name="costUSD")
 
 
 class _Fold(Activity, kw_only=True):
     session_id: str
+    aside: bool = False
+    """A subagent's transcript beside the session: read for its usage only."""
     other_cwd: str | None = None
     sidechain: bool | None = None
     first_prompt: str | None = None
@@ -125,6 +154,11 @@ class _Fold(Activity, kw_only=True):
     replies: int = 0
     leaves: list[str] = msgspec.field(default_factory=list)
     """The uuids of this session's latest own records (``_LEAVES``): what its own summaries point at."""
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
+    """Tool uses whose results are awaited, by id."""
+    spent: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    """The usage counted so far of the latest replies (``_RECENT``), by ``message.id``: input, output, cache
+    read, cache write tokens and cost in nanodollars."""
 
 
 _user_message = msgspec.json.Decoder(_UserMessage)
@@ -142,13 +176,21 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         return folder_files(root, self.tops, [""], _session_file)
 
     def new_fold(self, found: Found) -> _Fold:
-        assert found.native_id is not None
-        return _Fold(session_id=found.native_id)
+        return _Fold(session_id=found.native_id or "", aside=found.aside)
+
+    def identify(self, found: Found, fold: _Fold) -> str | None:
+        return found.native_id or fold.session_id or None  # a legacy agent-*.jsonl names its session inside
 
     def apply(self, fold: _Fold, record: _Record) -> None:
         kind = record.type
         if fold.sidechain is None and isinstance(record.is_sidechain, bool):
             fold.sidechain = record.is_sidechain
+        if fold.aside:
+            if not fold.session_id and isinstance(record.session_id, str):
+                fold.session_id = record.session_id
+            if kind == "assistant" and record.session_id == fold.session_id and record.team_name is None:
+                self._usage(fold, record, _reply(record), agent_time(record.timestamp))
+            return
         own = record.session_id is None or record.session_id == fold.session_id
         if own and isinstance(record.uuid, str) and kind != "summary":
             fold.leaves.append(record.uuid)
@@ -173,15 +215,20 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         elif kind == "tag" and isinstance(record.tag, str):
             fold.tag = record.tag
         elif kind in ("user", "assistant"):
-            if not own or record.is_sidechain is True or record.team_name is not None:
-                return  # history carried over from another session, a subagent's or a team mate's line
+            if not own or record.team_name is not None:
+                return  # history carried over from another session, or a team mate's line
+            reply = _reply(record) if kind == "assistant" else None
+            if reply is not None:
+                self._usage(fold, record, reply, at)
+            if record.is_sidechain is True:
+                return  # a subagent's line: its usage is the session's, its messages are not
             fold.saw_time(at)  # tool results are activity too, though not messages
             if record.is_meta is True:
                 return
-            if kind == "user":
-                _user(fold, record)
+            if reply is None:
+                self._user(fold, record, at)
             else:
-                _assistant(fold, record)
+                self._assistant(fold, reply, at)
 
     def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         # The same session can sit in two project folders (a moved repository, a worktree): the one with the
@@ -215,42 +262,131 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         )
         return Reading(rel, entry, draft)
 
-
-def _user(fold: _Fold, record: _Record) -> None:
-    """Count a real prompt; remember the first one (and the first slash command, a title of last resort)."""
-    if record.is_compact_summary is True or not record.message:
-        return
-    content = _user_message.decode(record.message).content
-    if isinstance(content, list):
-        if any(block.type == "tool_result" for block in content):
+    def _user(self, fold: _Fold, record: _Record, at: int | None) -> None:
+        """Count a real prompt and say it; remember the first one (and the first slash command, a title of last
+        resort). A tool result is said with its call."""
+        if record.is_compact_summary is True or not record.message:
             return
-        texts = [b.text for b in content if b.type == "text" and isinstance(b.text, str)]
-        pictures = any(block.type in _PICTURES for block in content)
-    else:
-        texts, pictures = [content or ""], False
-    real = [t.strip() for t in texts if t.strip() and not _NOT_A_MESSAGE.match(t)]
-    if not real and pictures and not any(t.strip() for t in texts):
-        fold.prompts += 1  # a pasted screenshot alone: a message, with no text to title the session by
-        return
-    if not real:
-        command = next((m.group(1) for t in texts if (m := _COMMAND.search(t)) is not None), None)
-        fold.command = fold.command or command or None
-        return
-    fold.prompts += 1
-    if fold.first_prompt is None:
-        fold.first_prompt = " ".join(real)
+        content = _user_message.decode(record.message).content
+        if isinstance(content, list):
+            results = [block for block in content if block.type == "tool_result"]
+            if results:
+                for block in results:
+                    self._result(fold, block, at)
+                return
+            texts = [b.text for b in content if b.type == "text" and isinstance(b.text, str)]
+            pictures = any(block.type in _PICTURES for block in content)
+        else:
+            texts, pictures = [content or ""], False
+        real = [t.strip() for t in texts if t.strip() and not _NOT_A_MESSAGE.match(t)]
+        if not real and pictures and not any(t.strip() for t in texts):
+            fold.prompts += 1  # a pasted screenshot alone: a message, with no text to title the session by
+            self._prompt(fold, "[image]", at)
+            return
+        if not real:
+            command = next((m.group(1) for t in texts if (m := _COMMAND.search(t)) is not None), None)
+            fold.command = fold.command or command or None
+            return
+        fold.prompts += 1
+        if fold.first_prompt is None:
+            fold.first_prompt = " ".join(real)
+        self._prompt(fold, "\n\n".join(real), at)
+
+    def _prompt(self, fold: _Fold, text: str, at: int | None) -> None:
+        for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
+            self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
+        fold.calls.clear()
+        self.say(Role.USER, text, at)
+
+    def _result(self, fold: _Fold, block: _Block, at: int | None) -> None:
+        call = fold.calls.pop(block.tool_use_id, None) if isinstance(block.tool_use_id, str) else None
+        result = result_text(block.content)
+        if call is None:
+            self.say(Role.TOOL, tool_text("tool", "", result), at)
+        else:
+            self.say(Role.TOOL, tool_text(call.name, call.summary, result), call.at)
+
+    def _assistant(self, fold: _Fold, message: _AssistantMessage, at: int | None) -> None:
+        """Count an API reply once, though it is split over several lines sharing ``message.id``; say its
+        blocks (a tool use once its result is read)."""
+        if fold.first_sight(message.id, _RECENT):
+            fold.replies += 1
+        content = message.content
+        if isinstance(content, str):
+            self.say(Role.AGENT, content, at)
+            return
+        for block in content or ():
+            if block.type == "text":
+                self.say(Role.AGENT, block.text, at)
+            elif block.type == "thinking":
+                self.say(Role.THOUGHT, block.thinking, at)
+            elif block.type == "tool_use" and isinstance(block.id, str):
+                if len(fold.calls) >= MAX_PENDING_CALLS:
+                    call = fold.calls.pop(next(iter(fold.calls)))
+                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
+                fold.calls[block.id] = Call(str(block.name or "tool"), arguments_summary(block.input), at)
+
+    def _usage(self, fold: _Fold, record: _Record, message: _AssistantMessage, at: int | None) -> None:
+        """A reply's usage, once per ``message.id``: what its lines report beyond what was counted."""
+        cost = record.cost_usd
+        nanos = round(cost * 1e9) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0 else 0
+        if message.usage is None and not nanos:
+            return
+        spent = message.usage or _Usage()
+        figures = [
+            _tokens(spent.input_tokens),
+            _tokens(spent.output_tokens),
+            _tokens(spent.cache_read_input_tokens),
+            _tokens(spent.cache_creation_input_tokens),
+            nanos,
+        ]
+        key = message.id if isinstance(message.id, str) else None
+        seen = fold.spent.pop(key, None) if key is not None else None
+        delta = figures if seen is None else [max(0, f - s) for f, s in zip(figures, seen, strict=True)]
+        if key is not None:
+            fold.spent[key] = figures if seen is None else [max(f, s) for f, s in zip(figures, seen, strict=True)]
+            while len(fold.spent) > _RECENT:
+                del fold.spent[next(iter(fold.spent))]
+        self.used(
+            usage(
+                input_tokens=delta[0],
+                output_tokens=delta[1],
+                cached_read=delta[2],
+                cached_write=delta[3],
+                cost=delta[4] / 1e9 if delta[4] else None,
+                model=message.model,
+            ),
+            at,
+        )
 
 
-def _assistant(fold: _Fold, record: _Record) -> None:
-    """Count an API reply once, though it is split over several lines sharing ``message.id``."""
-    message_id = _assistant_message.decode(record.message).id if record.message else None
-    if fold.first_sight(message_id, _RECENT):
-        fold.replies += 1
+def _reply(record: _Record) -> _AssistantMessage:
+    return _assistant_message.decode(record.message) if record.message else _AssistantMessage()
+
+
+def _tokens(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _session_file(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:
-    # agent-*.jsonl (legacy subagent transcripts) and <id>/ (subagents, tool results) are known, not read.
+    # agent-*.jsonl (legacy subagent transcripts) and <id>/subagents/ are read beside their session.
     name = entry.name
     if name.endswith(".jsonl") and is_uuid(name[:-6]) and not is_dir(entry):
         return [Found(rel, entry.path, native_id=name[:-6])]
+    if name.startswith("agent-") and name.endswith(".jsonl") and not is_dir(entry):
+        return [Found(rel, entry.path, aside=True)]
+    if is_uuid(name) and is_dir(entry):
+        return _subagents(rel, entry.path, name)
     return [] if _KNOWN(name) else None
+
+
+def _subagents(rel: str, folder: str, native_id: str) -> list[Found]:
+    """The subagent transcripts kept in a session's folder (``subagents/``, nested workflows too)."""
+    found = []
+    for path, dirs, names in os.walk(os.path.join(folder, "subagents")):
+        dirs.sort()
+        for name in sorted(names):
+            if name.startswith("agent-") and name.endswith(".jsonl"):
+                full = os.path.join(path, name)
+                found.append(Found(f"{rel}/{os.path.relpath(full, folder)}", full, native_id=native_id, aside=True))
+    return found

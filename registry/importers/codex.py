@@ -13,10 +13,19 @@ are not interactive sessions and are skipped.
 the model was sent and said (context, tool calls, reasoning) and ``turn_context``/``token_count`` are
 bookkeeping, none of them a message (openai/codex ``codex-rs/protocol`` ``EventMsg``, rollouts of 0.39 and
 0.135 read alike).
+
+**Messages** are those events (and ``agent_reasoning`` as thoughts), with the tool calls of the ``response_item``
+records: a ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` said with its ``*_output`` as one tool
+message, a ``web_search_call`` with its query. **Usage**: the ``token_count`` events' ``info.total_token_usage``,
+the session's running totals, turned into what each added (a total that went down - a resumed session counting
+afresh - gives that event's ``last_token_usage``); ``input_tokens`` there include the cached ones
+(``cached_input_tokens``) and ``output_tokens`` the reasoning (``reasoning_output_tokens``); the model is the
+latest ``turn_context``'s. Codex states no cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -24,7 +33,7 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
@@ -34,6 +43,7 @@ from registry.importers.base import (
     prompt_title,
 )
 from registry.importers.files import Discovery, FileSource, Found, Group, Index, Reading, quiet, refresh_index
+from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Codex"]
 
@@ -63,8 +73,23 @@ class _SessionMeta(msgspec.Struct):
 class _EventMsg(msgspec.Struct):
     type: Any = None
     message: Any = None
+    text: Any = None
     thread_name: Any = None
     images: Any = None
+    info: Any = None
+
+
+class _Item(msgspec.Struct):
+    """A ``response_item`` (the tool calls and their outputs are read from these) or a ``turn_context``."""
+
+    type: Any = None
+    name: Any = None
+    arguments: Any = None
+    input: Any = None
+    call_id: Any = None
+    output: Any = None
+    action: Any = None
+    model: Any = None
 
 
 class _IndexLine(msgspec.Struct):
@@ -83,6 +108,10 @@ class _Fold(Activity, kw_only=True):
     name: str | None = None
     name_at: int = 0
     messages: int = 0
+    model: str | None = None
+    totals: list[int] = msgspec.field(default_factory=list)
+    """The last ``total_token_usage``: input, cached input, cache write, output, reasoning tokens."""
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _Names = Index[tuple[str, int]]
@@ -91,6 +120,10 @@ _Names = Index[tuple[str, int]]
 
 _meta_decoder = msgspec.json.Decoder(_SessionMeta)
 _event_decoder = msgspec.json.Decoder(_EventMsg)
+_item_decoder = msgspec.json.Decoder(_Item)
+_CALLS: Final = {"function_call", "custom_tool_call", "local_shell_call"}
+_OUTPUTS: Final = {"function_call_output", "custom_tool_call_output"}
+_TOKENS: Final = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 _index_decoder = msgspec.json.Decoder(_IndexLine)
 
 
@@ -145,19 +178,84 @@ class Codex(FileSource[_Fold, _Names]):
             if isinstance(meta.git, dict) and isinstance(meta.git.get("branch"), str):
                 fold.branch = meta.git["branch"]
             return
+        if line.type in ("response_item", "turn_context") and line.payload:
+            self._item(fold, _item_decoder.decode(line.payload), at)
         if line.type == "event_msg" and line.payload:
             event = _event_decoder.decode(line.payload)
             if event.type == "thread_name_updated":
                 if isinstance(event.thread_name, str):
                     fold.name, fold.name_at = event.thread_name, at or 0
                 return  # a rename is not activity
-            if event.type == "user_message":
+            if event.type == "token_count":
+                self._tokens(fold, event.info, at)
+            elif event.type == "user_message":
                 fold.messages += 1
                 if fold.prompt is None:
                     fold.prompt = _prompt(event)
+                for call in fold.calls.values():  # calls whose outputs never came (an interrupted turn)
+                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
+                fold.calls.clear()
+                self.say(Role.USER, _user_text(event), at)
             elif event.type == "agent_message":
                 fold.messages += 1
+                self.say(Role.AGENT, event.message, at)
+            elif event.type == "agent_reasoning":
+                self.say(Role.THOUGHT, event.text, at)
         fold.saw_time(at, starts=False)
+
+    def _item(self, fold: _Fold, item: _Item, at: int | None) -> None:
+        if isinstance(item.model, str) and item.model:
+            fold.model = item.model  # a turn_context
+        if item.type in _CALLS and isinstance(item.call_id, str):
+            arguments = item.arguments if item.arguments is not None else item.input
+            if item.type == "local_shell_call" and isinstance(item.action, dict):
+                arguments = item.action
+            name = item.name if isinstance(item.name, str) else "shell"
+            if len(fold.calls) >= MAX_PENDING_CALLS:
+                oldest = fold.calls.pop(next(iter(fold.calls)))
+                self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
+            fold.calls[item.call_id] = Call(name, arguments_summary(arguments), at)
+        elif item.type in _OUTPUTS and isinstance(item.call_id, str):
+            output = item.output
+            if isinstance(output, str) and output.startswith("{"):  # often JSON: {"output": ..., "metadata": ...}
+                with contextlib.suppress(msgspec.DecodeError):
+                    decoded = msgspec.json.decode(output)
+                    output = decoded if isinstance(decoded, dict) else output
+            call = fold.calls.pop(item.call_id) if item.call_id in fold.calls else None
+            name, summary, when = (call.name, call.summary, call.at) if call is not None else ("tool", "", at)
+            self.say(Role.TOOL, tool_text(name, summary, result_text(output)), when)
+        elif item.type == "web_search_call":
+            self.say(Role.TOOL, tool_text("web_search", arguments_summary(item.action)), at)
+
+    def _tokens(self, fold: _Fold, info: object, at: int | None) -> None:
+        """What one ``token_count`` event adds to the session's running totals."""
+        if not isinstance(info, dict):
+            return
+        total, last = _figures(info.get("total_token_usage")), _figures(info.get("last_token_usage"))
+        if total is None:
+            return
+        if not fold.totals:
+            added = total
+        elif all(now >= before for now, before in zip(total, fold.totals, strict=True)):
+            added = [now - before for now, before in zip(total, fold.totals, strict=True)]
+        else:
+            added = last or total  # the totals started again (a resumed session): this call's own figures
+        fold.totals = total
+        spent_last = info.get("last_token_usage")
+        used = spent_last.get("total_tokens") if isinstance(spent_last, dict) else None
+        self.used(
+            usage(
+                input_tokens=max(0, added[0] - added[1] - added[2]),
+                cached_read=added[1],
+                cached_write=added[2],
+                output_tokens=added[3],
+                thought=added[4],
+                model=fold.model,
+                context_used=used,
+                context_size=info.get("model_context_window"),
+            ),
+            at,
+        )
 
     def refresh_extra(self, root: Path, extra: _Names | None, ctx: ScanContext) -> tuple[_Names, frozenset[str] | bool]:
         return refresh_index(root / "session_index.jsonl", extra, _index_decoder, _index_line, ctx)
@@ -201,6 +299,22 @@ def _source_skip(source: object) -> str | None:
     if isinstance(source, str):
         return _NON_INTERACTIVE.get(source)
     return None
+
+
+def _figures(value: object) -> list[int] | None:
+    """A ``TokenUsage`` as numbers: input, cached input, cache write, output, reasoning tokens."""
+    if not isinstance(value, dict):
+        return None
+    keys = (*_TOKENS, "reasoning_output_tokens")
+    return [v if isinstance(v := value.get(k), int) and not isinstance(v, bool) and v > 0 else 0 for k in keys]
+
+
+def _user_text(event: _EventMsg) -> str:
+    """What the user typed (legacy prompts: after ``_USER_MESSAGE_BEGIN``); ``[image]`` for pictures alone."""
+    text = event.message if isinstance(event.message, str) else ""
+    _, marker, after = text.partition(_USER_MESSAGE_BEGIN)
+    text = after.strip() if marker else text
+    return text if text.strip() or not event.images else "[image]"
 
 
 def _prompt(event: _EventMsg) -> str | None:

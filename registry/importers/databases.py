@@ -21,6 +21,10 @@ parser's ``Draft``; its digest decides whether the row changed, and only changed
 every id seen is present (hard deletes leave no trace, so the full id set is compared). The columns a parser
 needs are probed first (``pragma_table_info``): a schema that lacks them - a newer agent, another program's
 file - is skipped with the reason, as is a locked or unreadable file, and nothing is taken for deleted then.
+
+A changed session's conversation is read on the same connection (``conversation``): what it said after the
+parser's mark for it (the last message read, its token totals...), kept per session; a session whose last write
+failed is read again from its start (``fresh``).
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 
 from events.errors import RegistryError
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
 from registry.importers.lines import open_regular
+from registry.importers.said import Said
 
 __all__ = ["DatabaseSource", "Row", "SchemaError", "columns", "open_read_only"]
 
@@ -55,12 +60,16 @@ class Row(NamedTuple):
 
     native_id: str
     draft: Draft
+    tokens: Any = None
+    """What else the row says that moves (its token totals): a change of it is a change of the row."""
 
 
 class _Database(msgspec.Struct, kw_only=True):
     signature: list[int]
     rows: dict[str, str] = msgspec.field(default_factory=dict)
     """Native id -> digest of what was read from the row."""
+    marks: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Native id -> how far its conversation was read (the parser's mark)."""
 
 
 class _State(msgspec.Struct, kw_only=True):
@@ -136,6 +145,11 @@ class DatabaseSource(abc.ABC):
         """Why there is no database to read (no deletes follow)."""
         return "no database found"
 
+    def conversation(self, db: sqlite3.Connection, row: Row, mark: Any) -> tuple[Said, Any] | None:
+        """What the session of ``row`` said after ``mark`` (None: from its start), and the mark after it; None
+        when the parser reads no conversation."""
+        return None
+
     def scan(self, root: Path, state: bytes | None, ctx: ScanContext) -> ScanResult:
         previous = _State()
         if state:
@@ -147,6 +161,7 @@ class DatabaseSource(abc.ABC):
             return ScanResult(msgspec.msgpack.encode(previous), [], None)
         fresh = _State()
         sessions: list[SessionFacts] = []
+        said: dict[str, Said] = {}
         present: set[str] = set()
         complete = True
         for path in paths:
@@ -158,9 +173,36 @@ class DatabaseSource(abc.ABC):
                 present.update(old.rows)
                 continue
             ctx.reading(1)
+            marks = dict(old.marks) if old is not None else {}
+            found: list[SessionFacts] = []  # kept only when the whole database was read
+            heard_here: dict[str, Said] = {}
+            chars = 0
             try:
                 with open_read_only(path, ctx.sqlite_timeout) as db:
                     rows = self.rows(db)
+                    digests: dict[str, str] = {}
+                    for row in rows:
+                        digest = hashlib.sha256(msgspec.msgpack.encode((row.draft, row.tokens))).hexdigest()[:24]
+                        before = old.rows.get(row.native_id) if old is not None else None
+                        if before == digest and row.native_id not in ctx.want:
+                            digests[row.native_id] = digest
+                            continue
+                        if chars > ctx.said_budget:
+                            ctx.more = True  # the rest next round: the row as last read, the database read again
+                            if before is not None:
+                                digests[row.native_id] = before
+                            continue
+                        digests[row.native_id] = digest
+                        locator = f"{rel}:{digest}"
+                        facts = ctx.settle(row.native_id, row.draft, path=f"{path}#{row.native_id}", locator=locator)
+                        if facts is not None:
+                            found.append(facts)
+                            held = ctx.conversations is None or row.native_id in ctx.conversations
+                            mark = marks.get(row.native_id) if held and row.native_id not in ctx.want else None
+                            heard = self.conversation(db, row, mark)
+                            if heard is not None:
+                                heard_here[row.native_id], marks[row.native_id] = heard
+                                chars += sum(len(m.text) for m in heard[0].messages)
             except (sqlite3.Error, SchemaError, OSError) as exc:
                 ctx.skip(str(path), f"skipped: {exc or type(exc).__name__}")
                 complete = False
@@ -171,18 +213,14 @@ class DatabaseSource(abc.ABC):
                 ctx.advance()
             ctx.files_read += 1
             ctx.bytes_read += signature[1] + signature[4]
-            digests: dict[str, str] = {}
-            for row in rows:
-                digest = hashlib.sha256(msgspec.msgpack.encode(row.draft)).hexdigest()[:24]
-                digests[row.native_id] = digest
-                if old is not None and old.rows.get(row.native_id) == digest and row.native_id not in ctx.want:
-                    continue
-                facts = ctx.settle(row.native_id, row.draft, path=f"{path}#{row.native_id}", locator=f"{rel}:{digest}")
-                if facts is not None:
-                    sessions.append(facts)
-            fresh.databases[rel] = _Database(signature=signature, rows=digests)
+            sessions.extend(found)
+            said.update(heard_here)
+            marks = {k: v for k, v in marks.items() if k in digests}
+            kept = signature if not ctx.more else (old.signature if old is not None else [])
+            fresh.databases[rel] = _Database(signature=kept, rows=digests, marks=marks)
             present.update(digests)
-        return ScanResult(msgspec.msgpack.encode(fresh), sessions, frozenset(present) if complete else None)
+        complete = complete and not ctx.more
+        return ScanResult(msgspec.msgpack.encode(fresh), sessions, frozenset(present) if complete else None, said)
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
         # The rows were just read in this pass; a row gone from a table is gone (no move between tables).

@@ -10,7 +10,10 @@ re-derived from the folds of all their files: the parser's ``draft``, checked by
 
 A parser subclasses ``FileSource`` and says only what is format knowledge: where the files are
 (``discover``), how one record folds in (``apply`` / ``apply_document``) and what a session's folds say
-(``draft``).
+(``draft``). While it folds a read's new records it says the messages and usage they hold (``say``, ``used``):
+what the records read from the remembered offset said is the session's ``Said`` for this pass (a whole read - a
+first one, a rewritten file, a document - is ``fresh``). A last line without its newline says nothing yet: it is
+read again, whole, once the file grows, and says it then.
 """
 
 from __future__ import annotations
@@ -18,15 +21,27 @@ from __future__ import annotations
 import abc
 import hashlib
 import os
-import re
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar, cast, get_args, get_origin
 
 import msgspec
 
+from events.model import Role, Usage
 from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts, env_path, home
+from registry.importers.folders import (
+    Discovery,
+    Found,
+    Index,
+    folder_files,
+    follow_index,
+    is_dir,
+    quiet,
+    refresh_index,
+    scandir,
+    session_folder,
+)
 from registry.importers.lines import (
     GLUED,
     LineStats,
@@ -37,6 +52,7 @@ from registry.importers.lines import (
     open_regular,
     same_file,
 )
+from registry.importers.said import Said
 
 __all__ = [
     "Discovery",
@@ -51,6 +67,7 @@ __all__ = [
     "folder_files",
     "follow_index",
     "is_dir",
+    "quiet",
     "refresh_index",
     "scandir",
     "session_folder",
@@ -62,25 +79,6 @@ G = TypeVar("G", bound=msgspec.Struct)
 _MAX_DOCUMENT: Final = 256 << 20
 
 
-class Found(NamedTuple):
-    """A file discovery turned up. ``rel`` (relative to the root) keys its state."""
-
-    rel: str
-    path: str
-    kind: str = "jsonl"
-    """``jsonl`` (append-only, read incrementally), ``zst`` (compressed JSON lines) or ``json`` (one document)."""
-    native_id: str | None = None
-    """The agent's session id when the name carries it (else the fold names it)."""
-
-
-class Discovery(NamedTuple):
-    files: list[Found]
-    complete: bool
-    """False when part of the tree could not be listed: nothing may then be taken for deleted."""
-    unread: Sequence[str] = ()
-    """Entries the walk met that no parser reads (said in the summary: perhaps another agent's folder)."""
-
-
 class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
     path: str
     tail: Tail
@@ -88,6 +86,7 @@ class FileEntry(msgspec.Struct, Generic[F], kw_only=True):
     """What the file says now, its last line too when that is complete JSON without its newline."""
     kind: str
     native_id: str | None = None
+    aside: bool = False
     base: F | None = None
     """The fold up to ``tail.offset`` when ``fold`` includes such a last line: the next read continues from here
     (the line is read again, with whatever was appended to it), so nothing is folded twice."""
@@ -113,6 +112,9 @@ class Reading(NamedTuple):
     draft: Draft
     path: str | None = None
     """Where the session lives, when that is not the chosen file (e.g. a session folder)."""
+    speaker: str | None = None
+    """The file whose records say the session's conversation, when that is not the chosen file (one file, always
+    the same one: what two files say of one turn would be said twice)."""
 
 
 class FileSource(abc.ABC, Generic[F, G]):
@@ -144,6 +146,9 @@ class FileSource(abc.ABC, Generic[F, G]):
         )
         self._fold_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(self.fold_type)
         self._records: msgspec.json.Decoder[Any] = msgspec.json.Decoder(self.record_type or Any)
+        self._saying: Said | None = None
+        self._heard: dict[str, Said] = {}
+        self._heard_chars = 0
 
     # -- what a parser says ----------------------------------------------------------------------------
 
@@ -176,12 +181,26 @@ class FileSource(abc.ABC, Generic[F, G]):
 
     @abc.abstractmethod
     def draft(self, native_id: str, files: Group, extra: G | None) -> Reading:
-        """What the folds of a session's files (sorted by ``rel``) say about it."""
+        """What the folds of a session's files (sorted by ``rel``, those ``aside`` left out) say about it."""
+
+    def finish(self, fold: F) -> None:
+        """After a read's complete records are folded in: for a parser that says a message once it is whole."""
+
+    def say(self, role: Role, text: object, at: int | None) -> None:
+        """A message the record being folded holds (heard only while a read listens)."""
+        if self._saying is not None:
+            self._saying.say(role, text, at)
+
+    def used(self, spent: Usage | None, at: int | None) -> None:
+        """Usage the record being folded reports (heard only while a read listens)."""
+        if self._saying is not None:
+            self._saying.used(spent, at)
 
     # -- the pass --------------------------------------------------------------------------------------
 
     def scan(self, root: Path, state: bytes | None, ctx: ScanContext) -> ScanResult:
         previous = self._load(state)
+        self._heard, self._heard_chars = {}, 0
         extra, extra_changed = self.refresh_extra(root, previous.extra, ctx)
         discovery = self.discover(root)
         if self.tops and not any((root / top).is_dir() for top in self.tops):
@@ -205,12 +224,22 @@ class FileSource(abc.ABC, Generic[F, G]):
             if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
                 ctx.skip(found.path, "not a regular file")
                 continue
-            if entry is not None and entry.kind == found.kind and same_file(st, entry.tail):
+            if entry is not None and entry.native_id in ctx.want:
+                to_read.append((found, None))  # its last write failed: read it whole, and say it all again
+            elif entry is not None and entry.kind == found.kind and same_file(st, entry.tail):
                 files[found.rel] = entry
             else:
                 to_read.append((found, entry))
         ctx.reading(len(to_read))
-        for found, entry in to_read:
+        deferred: set[str] = set()  # sessions with a file left for the next round (the budget was reached)
+        for n, (found, entry) in enumerate(to_read):
+            if self._heard_chars > ctx.said_budget:
+                ctx.more = True
+                for later, known in to_read[n:]:
+                    if known is not None:
+                        files[later.rel] = known
+                    deferred.update(i for i in (later.native_id, known and known.native_id) if i)
+                break
             fresh = self._read(found, entry, ctx)
             ctx.advance()
             if fresh is None:
@@ -235,9 +264,15 @@ class FileSource(abc.ABC, Generic[F, G]):
             changed.update(groups)
         elif extra_changed:
             changed.update(extra_changed)
+        changed -= deferred
         sessions: list[SessionFacts] = []
+        said: dict[str, Said] = {}
         for native_id in sorted(changed.intersection(groups)):
-            reading = self.draft(native_id, sorted(groups[native_id], key=lambda item: item[0]), extra)
+            group = sorted(groups[native_id], key=lambda item: item[0])
+            own = [(rel, entry) for rel, entry in group if not entry.aside]
+            if not own:
+                continue  # only files kept beside a session whose own files are gone
+            reading = self.draft(native_id, own, extra)
             facts = ctx.settle(
                 native_id,
                 reading.draft,
@@ -246,11 +281,39 @@ class FileSource(abc.ABC, Generic[F, G]):
             )
             if facts is not None:
                 sessions.append(facts)
+                speaker = reading.speaker or reading.rel
+                aside = [r for r, e in group if e.aside]
+                if ctx.conversations is not None and native_id not in ctx.conversations:
+                    self._read_whole(dict(group), [speaker, *aside], ctx)  # skipped until now: all it said
+                heard = self._session_said(speaker, aside)
+                if heard:
+                    said[native_id] = heard
+        self._heard, self._heard_chars = {}, 0
         present = None
-        if discovery.complete:
-            present = frozenset(groups) | {f.native_id for f in discovery.files if f.native_id}
+        if discovery.complete and not ctx.more:
+            owned = {n for n, group in groups.items() if any(not entry.aside for _, entry in group)}
+            present = frozenset(owned) | {f.native_id for f in discovery.files if f.native_id and not f.aside}
         encoded = msgspec.msgpack.encode(FileState(files=files, extra=extra))
-        return ScanResult(encoded, sessions, present)
+        return ScanResult(encoded, sessions, present, said)
+
+    def _read_whole(self, entries: dict[str, FileEntry[F]], rels: list[str], ctx: ScanContext) -> None:
+        """Read these files of a session again from their start, for all they say (their state stays as read)."""
+        for rel in rels:
+            heard = self._heard.get(rel)
+            entry = entries.get(rel)
+            if entry is None or (heard is not None and heard.fresh):
+                continue
+            self._heard.pop(rel, None)
+            self._read(Found(rel, entry.path, entry.kind, entry.native_id, entry.aside), None, ctx)
+
+    def _session_said(self, rel: str, aside: list[str]) -> Said:
+        """What a session said this pass: its file's new messages and usage, with the usage of the files beside
+        it placed among them by time."""
+        heard = self._heard.get(rel) or Said(fresh=False)
+        for other in aside:
+            if other in self._heard:
+                heard.beside(self._heard[other])
+        return heard
 
     def present(self, root: Path, state: bytes) -> frozenset[str] | None:
         known = self._load(state).files
@@ -259,6 +322,8 @@ class FileSource(abc.ABC, Generic[F, G]):
             return None
         ids = set()
         for found in discovery.files:
+            if found.aside:
+                continue
             entry = known.get(found.rel)
             native_id = found.native_id or (entry.native_id if entry is not None else None)
             if native_id:
@@ -287,6 +352,7 @@ class FileSource(abc.ABC, Generic[F, G]):
         """Read what is new in one file; None (after ``ctx.skip``) when it could not be read."""
         stats = LineStats(ctx.line_cap)
         base: F | None = None
+        said = Said(fresh=True)
         try:
             if found.kind == "jsonl":
                 with TailRead(found.path, entry.tail if entry is not None else None, cap=ctx.line_cap) as read:
@@ -294,8 +360,9 @@ class FileSource(abc.ABC, Generic[F, G]):
                         fold = self.new_fold(found)
                     else:
                         fold = self._copy(entry.fold if entry.base is None else entry.base)
+                        said.fresh = False
                     stats = read.stats
-                    self._fold_lines(fold, read.lines(), stats, read.first_line)
+                    self._listening(said, fold, lambda: self._fold_lines(fold, read.lines(), stats, read.first_line))
                     if read.pending is not None:
                         view = self._fold_last(fold, read.pending, read.line_count + 1, stats)
                         if view is not None:
@@ -314,13 +381,19 @@ class FileSource(abc.ABC, Generic[F, G]):
                 tail = Tail(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_size, digest)
                 if entry is not None and entry.kind == found.kind and entry.tail.fingerprint == digest:
                     return FileEntry(
-                        path=found.path, tail=tail, fold=entry.fold, kind=found.kind, native_id=entry.native_id
+                        path=found.path,
+                        tail=tail,
+                        fold=entry.fold,
+                        kind=found.kind,
+                        native_id=entry.native_id,
+                        aside=found.aside,
                     )
                 fold = self.new_fold(found)
                 if found.kind == "zst":
-                    self._fold_lines(fold, compressed_lines(found.path, cap=ctx.line_cap), stats, 1)
+                    lines = compressed_lines(found.path, cap=ctx.line_cap)
+                    self._listening(said, fold, lambda: self._fold_lines(fold, lines, stats, 1))
                 else:
-                    self.apply_document(fold, data)
+                    self._listening(said, fold, lambda: self.apply_document(fold, data))
         except FileNotFoundError as exc:
             reason = "vanished while being read" if exc.filename == found.path else str(exc)
             ctx.skip(found.path, reason)
@@ -333,7 +406,21 @@ class FileSource(abc.ABC, Generic[F, G]):
         for reason, count in stats.counts.items():
             ctx.skip(f"{found.path}:{stats.lines[reason][0]}", reason, count)
         native_id = self.identify(found, fold)
-        return FileEntry(path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=native_id, base=base)
+        if said:
+            self._heard[found.rel] = said
+            self._heard_chars += sum(len(m.text) for m in said.messages)
+        return FileEntry(
+            path=found.path, tail=tail, fold=fold, kind=found.kind, native_id=native_id, aside=found.aside, base=base
+        )
+
+    def _listening(self, said: Said, fold: F, fold_in: Callable[[], None]) -> None:
+        """Fold records in while ``said`` hears what they say, then ``finish``."""
+        self._saying = said
+        try:
+            fold_in()
+            self.finish(fold)
+        finally:
+            self._saying = None
 
     def _copy(self, fold: F) -> F:
         return self._fold_decoder.decode(msgspec.msgpack.encode(fold))  # type: ignore[no-any-return]
@@ -351,141 +438,3 @@ class FileSource(abc.ABC, Generic[F, G]):
         for _, record in records:
             self._apply(view, record, number, stats)
         return view
-
-
-def folder_files(
-    root: Path,
-    tops: Sequence[str],
-    subfolders: Sequence[str],
-    pick: Callable[[str, os.DirEntry[str]], Iterable[Found] | None],
-) -> Discovery:
-    """What ``pick`` finds in ``<root>/<top>/<folder>/<subfolder>/``, given each entry and its path relative to
-    ``root``; ``pick`` returns None for an entry that is not the agent's (reported as unread), an empty list for
-    one it knows and does not read. Incomplete when no top exists or a folder cannot be listed (then nothing may
-    be taken for gone)."""
-    found: list[Found] = []
-    unread: list[str] = []
-    complete = any((root / top).is_dir() for top in tops)
-    for top in tops:
-        folders = scandir(root / top)
-        if folders is None:
-            complete = False
-            continue
-        for folder in folders:
-            if not is_dir(folder):
-                continue
-            for sub in subfolders:
-                prefix = f"{top}/{folder.name}/{sub}/" if sub else f"{top}/{folder.name}/"
-                entries = scandir(os.path.join(folder.path, sub))
-                if entries is None:
-                    complete = False
-                    continue
-                for entry in entries:
-                    picked = pick(prefix + entry.name, entry)
-                    if picked is None:
-                        unread.append(entry.path)
-                    else:
-                        found.extend(picked)
-    return Discovery(found, complete, unread)
-
-
-def session_folder(rel: str, entry: os.DirEntry[str], files: Iterable[tuple[str, str]]) -> list[Found]:
-    """The files of a session an agent keeps as a folder named by its id (``entry``), those of ``files`` (name
-    within the folder, kind) that exist."""
-    return [
-        Found(f"{rel}/{name}", f"{entry.path}/{name}", kind, entry.name)
-        for name, kind in files
-        if os.path.exists(f"{entry.path}/{name}")
-    ]
-
-
-V = TypeVar("V")
-R = TypeVar("R")
-
-
-def follow_index(
-    path: Path,
-    tail: Tail | None,
-    entries: Mapping[str, V],
-    decoder: msgspec.json.Decoder[R],
-    fold: Callable[[dict[str, V], R], None],
-    ctx: ScanContext,
-) -> tuple[Tail | None, dict[str, V], frozenset[str]] | None:
-    """What is new in an append-only index beside the sessions (codex's ``session_index.jsonl``, Kimi Code's):
-    its tail, its entries after folding the new lines in (a complete last line without its newline too; ``fold``
-    must be last-wins per id, as an index is, since that line is read again when the file grows), and the ids whose
-    entry changed. None when nothing
-    changed, or the file could not be read (kept as it was; said in the summary); a missing file is empty."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None, {}, frozenset(entries)
-    if same_file(st, tail):
-        return None
-    stats = LineStats(ctx.line_cap)
-    try:
-        with TailRead(str(path), tail, cap=ctx.line_cap) as read:
-            fresh = {} if read.restart else dict(entries)
-            for _, line in decode_lines(read.lines(), decoder, stats, first_line=read.first_line):
-                fold(fresh, line)
-            if read.pending is not None:  # a complete last line without its newline: an index folds last-wins,
-                scratch = LineStats(ctx.line_cap)  # so reading it again once the file grows changes nothing
-                last = list(decode_lines([read.pending], decoder, scratch, first_line=read.line_count + 1))
-                if last and not set(scratch.counts) - {GLUED}:
-                    for _, line in last:
-                        fold(fresh, line)
-            new_tail = read.tail
-    except OSError as exc:
-        ctx.skip(str(path), f"unreadable: {exc.strerror or exc}")
-        return None
-    for reason, count in stats.counts.items():
-        ctx.skip(f"{path}:{stats.lines[reason][0]}", reason, count)
-    changed = frozenset(i for i in fresh.keys() | entries.keys() if fresh.get(i) != entries.get(i))
-    return new_tail, fresh, changed
-
-
-class Index(msgspec.Struct, Generic[V], kw_only=True):
-    """An append-only index beside the sessions, as far as it was read: its tail, and an entry per session id."""
-
-    tail: Tail | None = None
-    entries: dict[str, V] = msgspec.field(default_factory=dict)
-
-
-def refresh_index(
-    path: Path,
-    index: Index[V] | None,
-    decoder: msgspec.json.Decoder[R],
-    fold: Callable[[dict[str, V], R], None],
-    ctx: ScanContext,
-) -> tuple[Index[V], frozenset[str] | bool]:
-    """``FileSource.refresh_extra`` for a source whose shared file is such an index (``follow_index``)."""
-    old: Index[V] = index or Index()
-    read = follow_index(path, old.tail, old.entries, decoder, fold, ctx)
-    if read is None:
-        return old, False
-    tail, entries, changed = read
-    return Index(tail=tail, entries=entries), changed
-
-
-def quiet(pattern: str) -> Callable[[str], bool]:
-    """A test for names an agent keeps beside its sessions and that are known not to be sessions."""
-    compiled = re.compile(pattern)
-    return lambda name: compiled.fullmatch(name) is not None
-
-
-def scandir(path: Path | str) -> list[os.DirEntry[str]] | None:
-    """The entries of a directory, sorted by name; None when it cannot be listed (missing is empty)."""
-    try:
-        with os.scandir(path) as it:
-            return sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    except OSError:
-        return None
-
-
-def is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False

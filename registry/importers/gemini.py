@@ -16,6 +16,15 @@ sessionUtils.ts``, ``getAllSessionFiles``): **message count** is every message o
 ``user``, ``gemini``, and the ``info``/``error``/``warning`` lines it shows - after rewinds and checkpoints;
 a session holding only ``info``/``error``/``warning`` messages is empty and not listed, nor is a
 ``kind: subagent`` chat.
+
+**Messages** are said once a read has folded its records, in the conversation's order (so a message re-appended
+whole in the same read is said as it ended, and a rewound one not at all): a ``user`` message's text, a
+``gemini`` message's ``thoughts`` (subject and description), its text, and each of its ``toolCalls`` once it has
+a final status (name, arguments, ``resultDisplay`` or the function's response); ``info``/``error``/``warning``
+lines are Gemini CLI's, not the conversation's. A message is said once (the fold marks it): a later record of it
+can add its tool calls and tokens, never say its text again; what a later pass rewinds stays said. **Usage**: a
+``gemini`` message's ``tokens`` (``input`` holds the ``cached`` ones; ``thoughts`` and ``tool`` come on top of
+``output`` and ``input``), counted once per message, with its ``model``. Gemini CLI states no cost.
 """
 
 from __future__ import annotations
@@ -26,11 +35,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, NamedTuple
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
@@ -42,6 +51,7 @@ from registry.importers.base import (
 )
 from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
 from registry.importers.lines import open_regular
+from registry.importers.said import arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Gemini"]
 
@@ -50,6 +60,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _NOT_RESUMABLE: Final = ("/", "?", "<session_context>", "<hook_context>")
 _SETUP: Final = ("<session_context>", "<hook_context>")  # Gemini CLI's own context messages: not the user's words
 _SMALL_FILE: Final = 1 << 20
+_TEXT_SAID: Final = 1
+_TOKENS_SAID: Final = 2
+_CALLS_SHIFT: Final = 2
+_FINAL: Final = frozenset({"success", "error", "cancelled", "canceled"})
 
 
 class _Header(msgspec.Struct, rename="camel"):
@@ -69,6 +83,10 @@ class _Record(_Header, rename="camel"):
     timestamp: Any = None
     type: Any = None
     content: msgspec.Raw = msgspec.Raw()
+    thoughts: Any = None
+    tool_calls: Any = None
+    tokens: Any = None
+    model: Any = None
     set: Any = msgspec.field(default=None, name="$set")
     rewind_to: Any = msgspec.field(default=None, name="$rewindTo")
 
@@ -92,6 +110,20 @@ class _Fold(Activity, kw_only=True):
     """User message id -> its text, for the resumable ones (the title falls back to the first)."""
     commands: dict[str, str] = msgspec.field(default_factory=dict)
     """User message id -> its text, for the slash commands (a title of last resort)."""
+    said: dict[str, int] = msgspec.field(default_factory=dict)
+    """Message id -> what of it was said: its text (1), its tokens (2), and (above) how many of its tool calls."""
+
+
+class _Message(NamedTuple):
+    """A message record as a read last saw it."""
+
+    type: str
+    content: object
+    at: int | None
+    thoughts: object
+    tool_calls: object
+    tokens: object
+    model: object
 
 
 class _Projects(msgspec.Struct, kw_only=True):
@@ -110,6 +142,10 @@ class Gemini(FileSource[_Fold, _Projects]):
     """Read after the other agents: their sessions' directories may name its hash-named folders."""
     record_type = _Record
     tops = ("tmp",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: dict[str, _Message] = {}  # the messages the read under way folded in, latest record each
 
     def default_root(self, environ: Mapping[str, str]) -> Path:
         return (env_path(environ, "GEMINI_CLI_HOME") or home(environ)) / ".gemini"
@@ -130,8 +166,18 @@ class Gemini(FileSource[_Fold, _Projects]):
         elif record.rewind_to is not None:
             self._rewind(fold, record.rewind_to)
         elif record.id is not None and record.type is not None:
-            content = msgspec.json.decode(record.content) if record.content and record.type == "user" else None
+            content = msgspec.json.decode(record.content) if record.content else None
             self._message(fold, record.id, record.type, content, record.timestamp)
+            if self._saying is not None and isinstance(record.id, str) and isinstance(record.type, str):
+                self._seen[record.id] = _Message(
+                    record.type,
+                    content,
+                    agent_time(record.timestamp),
+                    record.thoughts,
+                    record.tool_calls,
+                    record.tokens,
+                    record.model,
+                )
         elif record.session_id is not None:
             self._header(fold, record)
 
@@ -170,9 +216,19 @@ class Gemini(FileSource[_Fold, _Projects]):
         fold.messages, fold.prompts, fold.commands = {}, {}, {}
         for message in messages:
             if isinstance(message, dict):
-                self._message(
-                    fold, message.get("id"), message.get("type"), message.get("content"), message.get("timestamp")
-                )
+                mid, kind = message.get("id"), message.get("type")
+                self._message(fold, mid, kind, message.get("content"), message.get("timestamp"))
+                if self._saying is not None and isinstance(mid, str) and isinstance(kind, str):
+                    self._seen[mid] = _Message(
+                        kind,
+                        message.get("content"),
+                        agent_time(message.get("timestamp")),
+                        message.get("thoughts"),
+                        message.get("toolCalls"),
+                        message.get("tokens"),
+                        message.get("model"),
+                    )
+        fold.said = {k: v for k, v in fold.said.items() if k in fold.messages}
 
     @staticmethod
     def _rewind(fold: _Fold, target: object) -> None:
@@ -182,6 +238,41 @@ class Gemini(FileSource[_Fold, _Projects]):
             del fold.messages[dropped]
             fold.prompts.pop(dropped, None)
             fold.commands.pop(dropped, None)
+            fold.said.pop(dropped, None)
+
+    def finish(self, fold: _Fold) -> None:
+        """Say the messages this read folded in, in the conversation's order: what of each was not said yet."""
+        seen, self._seen = self._seen, {}
+        for mid in fold.messages:
+            message = seen.get(mid)
+            if message is not None:
+                fold.said[mid] = self._said(message, fold.said.get(mid, 0))
+
+    def _said(self, message: _Message, flags: int) -> int:
+        at = message.at
+        if not flags & _TEXT_SAID:
+            flags |= _TEXT_SAID
+            if message.type == "user":
+                text = _text(message.content)
+                if not text.strip().startswith(_SETUP):
+                    self.say(Role.USER, text, at)
+            elif message.type == "gemini":
+                for thought in message.thoughts if isinstance(message.thoughts, list) else ():
+                    self.say(Role.THOUGHT, _thought(thought), at)
+                self.say(Role.AGENT, _text(message.content), at)
+        calls = message.tool_calls if isinstance(message.tool_calls, list) else []
+        done = flags >> _CALLS_SHIFT
+        for call in calls[done:]:
+            if not isinstance(call, dict) or call.get("status") not in _FINAL:
+                break  # said in order: a call still running holds the ones after it
+            self.say(Role.TOOL, _call(call), at)
+            done += 1
+        flags = (flags & ((1 << _CALLS_SHIFT) - 1)) | (done << _CALLS_SHIFT)
+        tokens = message.tokens
+        if isinstance(tokens, dict) and not flags & _TOKENS_SAID:
+            flags |= _TOKENS_SAID
+            self.used(_usage(tokens, message.model), at)
+        return flags
 
     @staticmethod
     def _message(fold: _Fold, message_id: object, kind: object, content: object, timestamp: object) -> None:
@@ -264,6 +355,44 @@ class Gemini(FileSource[_Fold, _Projects]):
         return Reading(rel, entry, draft)
 
 
+def _thought(thought: object) -> str:
+    if not isinstance(thought, dict):
+        return ""
+    subject, description = thought.get("subject"), thought.get("description")
+    parts = [p for p in (subject, description) if isinstance(p, str) and p.strip()]
+    return ": ".join(parts)
+
+
+def _call(call: dict[str, Any]) -> str:
+    """A tool call with its final status as one message: its name, arguments, and what it gave back."""
+    name = call.get("name") or call.get("displayName")
+    shown = call.get("resultDisplay")
+    result = shown if isinstance(shown, str) else ""
+    if not result.strip():
+        parts = call.get("result")
+        responses = [p.get("functionResponse") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+        result = "\n".join(result_text(r.get("response")) for r in responses if isinstance(r, dict))
+    return tool_text(name, arguments_summary(call.get("args")), result)
+
+
+def _usage(tokens: dict[str, Any], model: object) -> Any:
+    """A message's ``tokens`` (Gemini's usage metadata: ``input`` includes ``cached``; ``thoughts`` and ``tool``
+    prompt tokens are apart from ``output`` and ``input``)."""
+
+    def count(key: str) -> int:
+        value = tokens.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    cached, thoughts = count("cached"), count("thoughts")
+    return usage(
+        input_tokens=max(0, count("input") - cached) + count("tool"),
+        cached_read=cached,
+        output_tokens=count("output") + thoughts,
+        thought=thoughts,
+        model=model,
+    )
+
+
 def _sha256(path: str) -> str:
     return hashlib.sha256(path.encode(errors="surrogateescape")).hexdigest()
 
@@ -284,7 +413,7 @@ def _text(content: object) -> str:
         text = content.get("text")
         return text if isinstance(text, str) else ""
     if isinstance(content, list):
-        return " ".join(_text(part) for part in content)
+        return "".join(_text(part) for part in content)  # as Gemini CLI joins a message's parts
     return ""
 
 

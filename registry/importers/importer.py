@@ -12,6 +12,12 @@ An event id is ``uuid5(session id, source locator, facts digest, base version, i
 state diffed against the same registry state yields the same events under the same ids, so an append that is
 repeated is recognised by the store and writes nothing; any other combination gets new ids, and the expected
 version orders it.
+
+What a session said since the last pass (its new messages and usage, ``Said``) is added in the same append:
+the turns the session does not hold yet (``registry.importers.turns``: compared with the messages it holds, so a
+turn a proxy recorded live is not added again, and a re-import adds nothing), in events that keep their messages
+beside the log (``content``) and their usage. A session whose files are gone is not deleted: it is marked
+``META_SOURCE_GONE`` (``registry.agents``) and keeps its conversation; it comes back when its files do.
 """
 
 from __future__ import annotations
@@ -28,14 +34,25 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from events.errors import ConcurrencyError, EventIdConflict
-from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, Message, SessionArchived, SessionDeleted, SessionInfoChanged, TitleSource
 from events.store import AppendRequest, EventStore
-from registry.agents import current_id
+from registry.agents import META_SOURCE_GONE, current_id, source_gone
 from registry.backends import backend_for
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
-from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
+from registry.importers.base import (
+    SAID_BUDGET,
+    ScanContext,
+    ScanResult,
+    SessionFacts,
+    Source,
+    session_id,
+    stable_uuid,
+)
+from registry.importers.said import Said
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
+from registry.importers.summary import AgentSummary, SkipGroup, Summary
+from registry.importers.turns import Group, Thread, activity, added, digest
 from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
 from registry.projection import fold
 from registry.readmodel.guard import open_read_model
@@ -75,14 +92,15 @@ _OWN_KEYS: Final = frozenset(
         META_AGENT_MESSAGES,
         META_ARCHIVED,
         META_AGENT_ARCHIVED,
+        META_SOURCE_GONE,
     }
 )
-_EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
 _BATCH: Final = 500  # sessions a pass writes in one transaction (one durable commit)
 ProgressFactory = Callable[[str], Callable[[int, int], None]]
-Planned = list[tuple[Event, Any]]
+Planned = list[tuple[Event, Any, list[Message] | None]]
+"""Events, each with its id and the messages it keeps (None: none)."""
 
 
 class _Prepared(NamedTuple):
@@ -100,52 +118,6 @@ def append_sessions(store: EventStore, requests: Sequence[AppendRequest]) -> Non
     store.append_batch(requests)
 
 
-class SkipGroup(msgspec.Struct, kw_only=True, rename="camel"):
-    reason: str
-    count: int = 0
-    examples: list[str] = msgspec.field(default_factory=list)
-
-
-class AgentSummary(msgspec.Struct, kw_only=True, rename="camel"):
-    """What one pass did for one agent. ``unavailable`` says why the agent was not read at all."""
-
-    agent: str
-    root: str
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    skipped: list[SkipGroup] = msgspec.field(default_factory=list)
-    files_read: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    unavailable: str | None = None
-
-    def skip(self, item: str, reason: str, count: int = 1) -> None:
-        for group in self.skipped:
-            if group.reason == reason:
-                break
-        else:
-            group = SkipGroup(reason=reason)
-            self.skipped.append(group)
-        group.count += count
-        if len(group.examples) < _EXAMPLES:
-            group.examples.append(item)
-
-    @property
-    def skipped_count(self) -> int:
-        return sum(group.count for group in self.skipped)
-
-
-class Summary(msgspec.Struct, kw_only=True, rename="camel"):
-    agents: list[AgentSummary] = msgspec.field(default_factory=list)
-
-    @property
-    def touched(self) -> int:
-        """Sessions added, changed or removed."""
-        return sum(a.added + a.changed + a.removed for a in self.agents)
-
-
 class Importer:
     """Imports agents' histories into a store, incrementally. One ``run()`` is one pass over every source."""
 
@@ -160,6 +132,8 @@ class Importer:
         line_cap: int = 16 << 20,
         sqlite_timeout: float = 2.0,
         progress: ProgressFactory | None = None,
+        keep_secrets: bool = False,
+        said_budget: int = SAID_BUDGET,
     ) -> None:
         self.store = store
         self.sources = list(sources)
@@ -171,12 +145,17 @@ class Importer:
         self.line_cap = line_cap
         self.sqlite_timeout = sqlite_timeout
         self.progress = progress
+        self.keep_secrets = keep_secrets
+        self.said_budget = said_budget
+        """Characters of conversation a round holds (``registry.importers.base.SAID_BUDGET``)."""
+        """Keep secrets in the messages read (``registry.conversation.prepare``): masked by default."""
+        self._threads: dict[str, Thread] = {}  # a session's thread after the write being prepared, by id
         # Without a state file (in-memory store) the state lives as long as the importer: --watch still works.
         self._memory: ImportState | None = None
         self._cwds: set[str] = set()
 
     def run(self) -> Summary:
-        """One pass: scan each source, write what changed, tombstone what disappeared, save the state."""
+        """One pass: scan each source, write what changed, mark what disappeared as gone, save the state."""
         summary = Summary()
         self._cwds = set()
         # Sources that recover folders from known directories (Gemini's hash-named ones) read after the others.
@@ -226,21 +205,55 @@ class Importer:
             want=frozenset(record.pending),
             progress=None if self.progress is None else self.progress(agent),
             known_cwds=self._known_cwds,
+            conversations=frozenset(record.threads),
         )
-        try:
-            result = source.scan(root, record.data, ctx)
-        except Exception as exc:  # a bug or an OS failure in one source must not stop the others
-            log.exception("importing %s from %s failed", agent, root)
-            summary.unavailable = f"could not be read: {exc}"
-            return summary
-        for skip in ctx.skips:
-            summary.skip(skip.item, skip.reason, skip.times)
+        ctx.said_budget = self.said_budget
         pending: set[str] = set()
         seen: set[str] = set()
+        while True:  # rounds: a source stops reading when the conversation it holds reaches its budget
+            try:
+                result = source.scan(root, record.data, ctx)
+            except Exception as exc:  # a bug or an OS failure in one source must not stop the others
+                log.exception("importing %s from %s failed", agent, root)
+                summary.unavailable = f"could not be read: {exc}"
+                return summary
+            self._round(source, root, record, result, ctx, summary, pending, seen)
+            record.data = result.state
+            if not ctx.more:
+                break
+            ctx.another_round(want=frozenset(record.pending - seen), conversations=frozenset(record.threads))
+        record.pending = pending
+        record.threads = {k: v for k, v in record.threads.items() if k in record.imported or k in pending}
+        # Sessions imported before that this pass did not have to touch (their files did not move) are
+        # unchanged too: the summary counts every session of the agent, not only those read again.
+        summary.unchanged += len(record.imported - seen)
+        summary.seconds = round(time.perf_counter() - started, 3)
+        return summary
+
+    def _round(
+        self,
+        source: Source,
+        root: Path,
+        record: SourceRecord,
+        result: ScanResult,
+        ctx: ScanContext,
+        summary: AgentSummary,
+        pending: set[str],
+        seen: set[str],
+    ) -> None:
+        """Write what one round of a source's scan found (the last round marks the sessions gone from it)."""
+        agent = source.agent
+        for skip in ctx.skips:
+            summary.skip(skip.item, skip.reason, skip.times)
+        summary.files_read += ctx.files_read
+        summary.bytes_read += ctx.bytes_read
         batch: list[_Prepared] = []
 
         def count(outcome: Outcome, sid: str, native_id: str, gone: str | None) -> None:
             self._count(summary, outcome, sid, native_id, record, pending, gone)
+            thread = self._threads.pop(sid, None)
+            if thread is not None and outcome in ("added", "changed", "unchanged"):
+                record.threads[native_id] = thread
 
         self._cwds.update(facts.cwd for facts in result.sessions)
         read: dict[str, SessionState | None] = {}  # each stream read once per session here
@@ -253,7 +266,8 @@ class Importer:
             seen.add(facts.native_id)
             read.clear()
             sid = current_id(agent, facts.native_id, state_of)  # past the records a proxy retired under its id
-            plan = functools.partial(_plan, agent, sid, facts)
+            said = result.said.get(facts.native_id)
+            plan = self._planner(agent, sid, facts, said, record.threads.get(facts.native_id))
             prepared = self._prepare(sid, plan, read[sid])
             if isinstance(prepared, str):
                 count(prepared, sid, facts.native_id, facts.gone)
@@ -270,20 +284,11 @@ class Importer:
                 missing = set() if again is None else missing - again
             for native_id in sorted(missing):
                 sid = session_id(agent, native_id)
-                outcome = self._write(sid, functools.partial(_tombstone, agent, sid))
-                if outcome == "deleted":  # deleted in the registry before its source went: nothing to say
+                outcome = self._write(sid, functools.partial(_gone, sid), gone=True)
+                if outcome in ("deleted", "unchanged"):  # deleted in the registry, or marked already
                     record.imported.discard(native_id)
                     continue
                 self._count(summary, outcome, sid, native_id, record, pending, "source gone")
-        record.data = result.state
-        record.pending = pending
-        # Sessions imported before that this pass did not have to touch (their files did not move) are
-        # unchanged too: the summary counts every session of the agent, not only those read again.
-        summary.unchanged += len(record.imported - seen)
-        summary.files_read = ctx.files_read
-        summary.bytes_read = ctx.bytes_read
-        summary.seconds = round(time.perf_counter() - started, 3)
-        return summary
 
     @staticmethod
     def _count(
@@ -320,7 +325,7 @@ class Importer:
             record.imported.discard(native_id)
 
     def _prepare(
-        self, sid: str, plan: Callable[[SessionState | None], Planned], *known: SessionState | None
+        self, sid: str, plan: Callable[[SessionState | None], Planned], *known: SessionState | None, gone: bool = False
     ) -> Outcome | tuple[AppendRequest, Outcome]:
         """What ``plan`` makes of the session's current state (``known``, or read now): an outcome when nothing is
         to be written, else the append (at exactly that state's version) and the outcome it will have."""
@@ -333,12 +338,33 @@ class Importer:
             return "refused"
         if not planned:
             return "unchanged"
-        events = [event for event, _ in planned]
-        request = AppendRequest(sid, events, 0 if state is None else state.version, [i for _, i in planned])
+        events = [event for event, _, _ in planned]
+        content = [kept for _, _, kept in planned] if any(kept for _, _, kept in planned) else None
+        request = AppendRequest(
+            sid, events, 0 if state is None else state.version, [i for _, i, _ in planned], content=content
+        )
         outcome: Outcome = (
-            "added" if state is None else "removed" if isinstance(events[-1], SessionDeleted) else "changed"
+            "added" if state is None else "removed" if gone or isinstance(events[-1], SessionDeleted) else "changed"
         )
         return request, outcome
+
+    def _planner(
+        self, agent: str, sid: str, facts: SessionFacts, said: Said | None, thread: Thread | None
+    ) -> Callable[[SessionState | None], Planned]:
+        """The plan of one session's write: its facts, and the turns of what it said that it does not hold yet
+        (compared with the messages it holds when the plan is made - again after a conflict)."""
+
+        def plan(state: SessionState | None) -> Planned:
+            groups: list[Group] = []
+            self._threads[sid] = thread or Thread()  # what was read of it, once written
+            if said:
+                stored = [] if state is None else [kept.message for kept in self.store.messages(sid)]
+                turns = added(stored, thread, said, keep_secrets=self.keep_secrets)
+                groups = turns.groups
+                self._threads[sid] = turns.thread
+            return _plan(agent, sid, facts, groups, state)
+
+        return plan
 
     def _flush(self, batch: list[_Prepared], count: Callable[[Outcome, str, str, str | None], None]) -> None:
         """Write the prepared sessions in one batch; if another writer got to one of them first (the batch is
@@ -354,12 +380,12 @@ class Importer:
             count(outcome, item.sid, item.native_id, item.gone)
         batch.clear()
 
-    def _write(self, sid: str, plan: Callable[[SessionState | None], Planned]) -> Outcome:
+    def _write(self, sid: str, plan: Callable[[SessionState | None], Planned], *, gone: bool = False) -> Outcome:
         """Append what ``plan`` makes of the session's current state, at exactly that state's version, on its own
         (retried when another writer got there first: read again and diff against what it wrote)."""
 
         def attempt() -> Outcome:
-            prepared = self._prepare(sid, plan)
+            prepared = self._prepare(sid, plan, gone=gone)
             if isinstance(prepared, str):
                 return prepared
             request, outcome = prepared
@@ -379,48 +405,44 @@ class Importer:
         return state
 
 
-def _digest(facts: SessionFacts) -> str:
-    return hashlib.sha256(msgspec.msgpack.encode(facts)).hexdigest()[:32]
+def _digest(facts: SessionFacts, groups: list[Group]) -> str:
+    return hashlib.sha256(msgspec.msgpack.encode(facts) + digest(groups)).hexdigest()[:32]
 
 
-def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None) -> Planned:
-    """The events that bring the registry's state of a session to what the source says (empty: nothing to do).
+def _plan(agent: str, sid: str, facts: SessionFacts, groups: list[Group], state: SessionState | None) -> Planned:
+    """The events that bring the registry's state of a session to what the source says (empty: nothing to do),
+    with the turns it adds (``groups``: their messages and usage, ``registry.importers.turns.activity``).
 
     Times only move forward and the message count only grows (a rewind is visible in ``_meta``); a generated
     title never replaces a user's one (``info_change``); a session the agent marks gone is tombstoned, or never
     created. ``InvalidParams`` when the result would break a limit (``_meta`` too large with others' keys).
     """
-    events: list[Event] = []
+    planned: list[tuple[Event, list[Message] | None]] = []
     meta = check_meta(_meta(agent, facts, None if state is None else state.meta))
     last = max(facts.last_activity, facts.created_at)
     if state is None:
         if facts.gone is not None:
             return []
-        events.append(
-            creation(
-                facts.cwd,
-                at=facts.created_at,
-                additional_directories=facts.additional_directories,
-                title=facts.title,
-                title_source=facts.title_source,
-                meta=meta,
-                agent=agent,
-            )
+        created = creation(
+            facts.cwd,
+            at=facts.created_at,
+            additional_directories=facts.additional_directories,
+            title=facts.title,
+            title_source=facts.title_source,
+            meta=meta,
+            agent=agent,
         )
-        if last > facts.created_at or facts.messages:
-            events.append(SessionUpdated(at=last, messages=facts.messages))
+        planned.append((created, None))
+        planned.extend(activity(groups, grown=facts.messages, last=last, floor=facts.created_at))
         if facts.archived:
-            events.append(SessionArchived())
+            planned.append((SessionArchived(), None))
     elif facts.gone is not None:
-        events.append(SessionDeleted(reason=facts.gone))
+        planned.append((SessionDeleted(reason=facts.gone), None))
     else:
         # The agent's count, not added to the registry's: a turn a proxy recorded live and that the files now hold
         # too counts once (SessionRegistry.record_turn is the other half of that rule).
         grown = max(0, facts.messages - state.messages)
-        newer = state.updated_at is None or last > state.updated_at
-        if grown or newer:
-            at = last if newer or state.updated_at is None else state.updated_at
-            events.append(SessionUpdated(at=at, messages=grown))
+        planned.extend(activity(groups, grown=grown, last=last, floor=state.updated_at))
         change = info_change(
             state,
             title=msgspec.UNSET if facts.title is None else facts.title,
@@ -428,24 +450,27 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
             meta=meta,
         )
         if change is not None:
-            events.append(change)
+            planned.append((change, None))
         meta_before = state.meta or {}
         marked = meta_before.get(META_AGENT_ARCHIVED) is True or meta_before.get(META_ARCHIVED) is True  # or older
         if facts.archived != marked:  # the agent archived or unarchived it since the last import
             archiving = archive_change(state, facts.archived)
             if archiving is not None:
-                events.append(archiving)
+                planned.append((archiving, None))
     base = "0" if state is None else str(state.version)
-    digest = _digest(facts)
-    return [(event, stable_uuid(sid, facts.locator, digest, base, str(i))) for i, event in enumerate(events)]
+    key = _digest(facts, groups)
+    return [
+        (event, stable_uuid(sid, facts.locator, key, base, str(i)), kept) for i, (event, kept) in enumerate(planned)
+    ]
 
 
-def _tombstone(agent: str, sid: str, state: SessionState | None) -> Planned:
-    if state is None:
+def _gone(sid: str, state: SessionState | None) -> Planned:
+    """A session whose files are gone from the agent: kept - its conversation stays readable and findable - and
+    marked ``META_SOURCE_GONE`` (the agent cannot open it); older stores' tombstones for this stay as they are."""
+    if state is None or source_gone(state):
         return []
-    path = (state.meta or {}).get(META_PATH, "")
-    reason = f"source gone: {path} no longer exists ({agent} or its user removed it)"
-    return [(SessionDeleted(reason=reason), stable_uuid(sid, "gone", str(state.version)))]
+    meta = check_meta({**(state.meta or {}), META_SOURCE_GONE: True})
+    return [(SessionInfoChanged(meta=meta), stable_uuid(sid, "gone", str(state.version)), None)]
 
 
 def _meta(agent: str, facts: SessionFacts, current: Mapping[str, Any] | None) -> dict[str, Any]:

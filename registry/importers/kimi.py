@@ -24,6 +24,15 @@ Format knowledge, checked in MoonshotAI/kimi-cli (``src/kimi_cli/session.py`` ``
   a title the user chose: a title that is the first prompt is PROMPT, any other is AGENT - never USER; without
   one, the first prompt (PROMPT). ``state.json`` ``archived`` marks archived sessions; a deleted session's
   folder is gone (``rmtree``). ``subagents/`` inside a session are not sessions.
+- **Messages**, from the file that gives the session's times: in ``wire.jsonl`` a ``TurnBegin``/``SteerInput``'s
+  input, the reply's ``TextPart``/``ThinkPart`` chunks (consecutive chunks of one kind are one message, said when
+  something else follows), each ``ToolCall`` (its arguments streamed in ``ToolCallPart``s) with its
+  ``ToolResult`` as one tool message; in ``context.jsonl`` the ``user``/``assistant`` records (``think`` parts are
+  thoughts, ``tool_calls`` said with the ``tool`` record that answers them). **Usage**: the wire log's
+  ``StatusUpdate.token_usage`` - one model call's ``input_other``, ``output``, ``input_cache_read``,
+  ``input_cache_creation``, once per ``message_id`` - subagents' (``SubagentEvent``) included; the wire log names
+  no model, and Kimi states no cost. A session with only a context file has no usage (its ``_usage`` records are
+  the context's size, not what a call used).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
@@ -60,12 +69,15 @@ from registry.importers.files import (
     session_folder,
 )
 from registry.importers.lines import open_regular
+from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Kimi"]
 
 _SMALL_FILE: Final = 4 << 20
 _KIMI_OWN = re.compile(r"^\s*(?:<system>CHECKPOINT|<notification |<system-reminder>)")
 _KIMI_CODE_SESSION = re.compile(r"^session_[A-Za-z0-9._-]+$")
+_RECENT: Final = 32
+_CHUNKS: Final = {"TextPart": "text", "ThinkPart": "think", "ContentPart": None}
 
 
 class _WireMessage(msgspec.Struct):
@@ -81,10 +93,31 @@ class _Line(msgspec.Struct):
     message: _WireMessage | None = None
     role: Any = None
     content: Any = None
+    tool_calls: Any = None
+    tool_call_id: Any = None
 
 
 class _UserInput(msgspec.Struct):
     user_input: Any = None
+
+
+class _Payload(msgspec.Struct):
+    """What the wire events the conversation is read from carry."""
+
+    user_input: Any = None
+    type: Any = None
+    text: Any = None
+    think: Any = None
+    id: Any = None
+    function: Any = None
+    arguments_part: Any = None
+    tool_call_id: Any = None
+    return_value: Any = None
+    token_usage: Any = None
+    message_id: Any = None
+    context_tokens: Any = None
+    max_context_tokens: Any = None
+    event: Any = None
 
 
 class _State(msgspec.Struct):
@@ -107,6 +140,12 @@ class _Fold(Activity, kw_only=True):
     custom_title: str | None = None
     archived: bool = False
     additional_dirs: list[str] = msgspec.field(default_factory=list)
+    chunk: tuple[str, str, int | None] | None = None
+    """The reply's text (or thinking) streamed so far - role, text, time - said when something else follows."""
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
+    """Tool calls whose results are awaited (their ``summary`` holds the raw arguments until then)."""
+    spent: list[str] = msgspec.field(default_factory=list)
+    """The latest ``message_id``s whose usage was counted."""
 
 
 class _WorkDirs(msgspec.Struct, kw_only=True):
@@ -115,6 +154,7 @@ class _WorkDirs(msgspec.Struct, kw_only=True):
 
 
 _input_decoder = msgspec.json.Decoder(_UserInput)
+_payload_decoder = msgspec.json.Decoder(_Payload)
 _state_decoder = msgspec.json.Decoder(_State)
 
 
@@ -144,26 +184,107 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         else:
             self._context(fold, record)
 
-    @staticmethod
-    def _wire(fold: _Fold, record: _Line) -> None:
+    def _wire(self, fold: _Fold, record: _Line) -> None:
         if record.type == "metadata":
             return
         fold.content = True
-        fold.saw_span(agent_time(record.timestamp))
+        at = agent_time(record.timestamp)
+        fold.saw_span(at)
         message = record.message
         if message is None:
             return
         if message.type in ("TurnBegin", "SteerInput"):
             fold.prompts += 1
             fold.replied = False
-            if fold.prompt is None and message.payload:
-                fold.prompt = prompt_title(first_text(_input_decoder.decode(message.payload).user_input))
-        elif message.type == "StepBegin" and not fold.replied:
+            text = first_text(_input_decoder.decode(message.payload).user_input) if message.payload else ""
+            if fold.prompt is None:
+                fold.prompt = prompt_title(text)
+            self._flush(fold, calls=True)
+            self.say(Role.USER, text, at)
+            return
+        if message.type == "StepBegin" and not fold.replied:
             fold.replies += 1
             fold.replied = True
+        payload = _payload_decoder.decode(message.payload) if message.payload else _Payload()
+        if message.type in _CHUNKS:
+            self._chunk(fold, payload, at)
+            return
+        if message.type == "ToolCallPart" and fold.calls and isinstance(payload.arguments_part, str):
+            key = next(reversed(fold.calls))
+            call = fold.calls[key]
+            fold.calls[key] = Call(call.name, call.summary + payload.arguments_part, call.at)
+            return
+        self._flush(fold)
+        if message.type == "ToolCall" and isinstance(payload.id, str):
+            function = payload.function if isinstance(payload.function, dict) else {}
+            arguments = function.get("arguments")
+            self._call(fold, payload.id, function.get("name"), arguments if isinstance(arguments, str) else "", at)
+        elif message.type == "ToolResult" and isinstance(payload.tool_call_id, str):
+            value = payload.return_value if isinstance(payload.return_value, dict) else {}
+            self._result(fold, payload.tool_call_id, value.get("output") or value.get("message"), at)
+        elif message.type == "StatusUpdate":
+            self._usage(fold, payload, at)
+        elif message.type == "SubagentEvent" and isinstance(payload.event, dict):
+            inner = payload.event
+            if inner.get("type") == "StatusUpdate" and isinstance(inner.get("payload"), dict):
+                self._usage(fold, msgspec.convert(inner["payload"], _Payload), at)
 
-    @staticmethod
-    def _context(fold: _Fold, record: _Line) -> None:
+    def _chunk(self, fold: _Fold, payload: _Payload, at: int | None) -> None:
+        think = payload.type == "think"
+        text = payload.think if think else payload.text
+        if not isinstance(text, str):
+            return
+        role = (Role.THOUGHT if think else Role.AGENT).value
+        if fold.chunk is not None and fold.chunk[0] == role:
+            fold.chunk = (role, fold.chunk[1] + text, fold.chunk[2])
+        else:
+            self._flush(fold)
+            fold.chunk = (role, text, at)
+
+    def _flush(self, fold: _Fold, *, calls: bool = False) -> None:
+        """Say the reply streamed so far (and, at a new prompt, the calls whose results never came)."""
+        if fold.chunk is not None:
+            role, text, at = fold.chunk
+            self.say(Role(role), text, at)
+            fold.chunk = None
+        if calls:
+            for call in fold.calls.values():
+                self.say(Role.TOOL, tool_text(call.name, arguments_summary(call.summary)), call.at)
+            fold.calls.clear()
+
+    def _call(self, fold: _Fold, key: str, name: object, arguments: str, at: int | None) -> None:
+        if len(fold.calls) >= MAX_PENDING_CALLS:
+            oldest = fold.calls.pop(next(iter(fold.calls)))
+            self.say(Role.TOOL, tool_text(oldest.name, arguments_summary(oldest.summary)), oldest.at)
+        fold.calls[key] = Call(name if isinstance(name, str) else "tool", arguments, at)
+
+    def _result(self, fold: _Fold, key: str, output: object, at: int | None) -> None:
+        call = fold.calls.pop(key) if key in fold.calls else None
+        name, summary, when = (call.name, arguments_summary(call.summary), call.at) if call else ("tool", "", at)
+        self.say(Role.TOOL, tool_text(name, summary, result_text(output)), when)
+
+    def _usage(self, fold: _Fold, payload: _Payload, at: int | None) -> None:
+        spent = payload.token_usage
+        if not isinstance(spent, dict):
+            return
+        if isinstance(payload.message_id, str):
+            if payload.message_id in fold.spent:
+                return  # the same step's usage again
+            fold.spent.append(payload.message_id)
+            del fold.spent[:-_RECENT]
+        self.used(
+            usage(
+                input_tokens=spent.get("input_other"),
+                output_tokens=spent.get("output"),
+                cached_read=spent.get("input_cache_read"),
+                cached_write=spent.get("input_cache_creation"),
+                context_used=payload.context_tokens,
+                context_size=payload.max_context_tokens,
+            ),
+            at,
+        )
+
+    def _context(self, fold: _Fold, record: _Line) -> None:
         role = record.role
         if not isinstance(role, str) or role.startswith("_"):
             return
@@ -176,9 +297,28 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             fold.replied = False
             if fold.prompt is None:
                 fold.prompt = prompt_title(text)
-        elif role == "assistant" and not fold.replied:
-            fold.replies += 1
-            fold.replied = True
+            self._flush(fold, calls=True)
+            self.say(Role.USER, text, None)
+        elif role == "assistant":
+            if not fold.replied:
+                fold.replies += 1
+                fold.replied = True
+            for part in record.content if isinstance(record.content, list) else [record.content]:
+                if isinstance(part, str):
+                    self.say(Role.AGENT, part, None)
+                elif isinstance(part, dict) and part.get("type") == "think":
+                    self.say(Role.THOUGHT, part.get("think"), None)
+                elif isinstance(part, dict):
+                    self.say(Role.AGENT, part.get("text"), None)
+            for call in record.tool_calls if isinstance(record.tool_calls, list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(call.get("id"), str):
+                    arguments = function.get("arguments")
+                    self._call(
+                        fold, call["id"], function.get("name"), arguments if isinstance(arguments, str) else "", None
+                    )
+        elif role == "tool" and isinstance(record.tool_call_id, str):
+            self._result(fold, record.tool_call_id, record.content, None)
 
     def apply_document(self, fold: _Fold, data: bytes) -> None:
         state = _state_decoder.decode(data)
@@ -240,7 +380,8 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             skip=skip,
         )
         in_folder = rel.count("/") == 3  # sessions/<hash>/<uuid>/<file>, not the flat sessions/<hash>/<uuid>.jsonl
-        return Reading(rel, entry, draft, path=str(Path(entry.path).parent) if in_folder else None)
+        speaker = (wire or context or (rel, entry))[0]  # the wire log when there is one, even before its first turn
+        return Reading(rel, entry, draft, path=str(Path(entry.path).parent) if in_folder else None, speaker=speaker)
 
 
 def _session_files(rel: str, entry: os.DirEntry[str]) -> list[Found] | None:

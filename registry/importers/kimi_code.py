@@ -22,6 +22,11 @@ transcript.ts``; ``docs/en/configuration/data-locations.md``) and its own test r
 - **Titles**: ``title`` when ``isCustomTitle`` is set (USER) or not (AGENT), else ``customTitle`` (USER), else
   ``lastPrompt``, else the first prompt (PROMPT). Sessions Kimi Code migrated from Kimi CLI
   (``custom.imported_from_kimi_cli``) are hidden by Kimi Code and imported as ``kimi`` sessions already.
+- **Messages**: those the count takes - the user's ``context.append_message`` text, the assistant's (a ``think``
+  part is a thought) - with each ``content.part`` loop event (text, or thinking) and each ``tool.call`` said with
+  its ``tool.result`` as one tool message. **Usage**: the ``usage.record`` records, each what one model call
+  added (``inputOther``, ``output``, ``inputCacheRead``, ``inputCacheCreation``) with its ``model``; Kimi Code
+  states no cost.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
@@ -56,6 +61,7 @@ from registry.importers.files import (
     refresh_index,
     session_folder,
 )
+from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["KimiCode"]
 
@@ -70,8 +76,13 @@ class _Message(msgspec.Struct):
     origin: Any = None
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, rename="camel"):
     type: Any = None
+    part: Any = None
+    tool_call_id: Any = None
+    name: Any = None
+    args: Any = None
+    result: Any = None
 
 
 class _Record(msgspec.Struct):
@@ -81,6 +92,8 @@ class _Record(msgspec.Struct):
     cwd: Any = None
     message: _Message | None = None
     event: _Event | None = None
+    model: Any = None
+    usage: Any = None
 
 
 class _State(msgspec.Struct, rename="camel"):
@@ -107,6 +120,7 @@ class _Fold(Activity, kw_only=True):
     work_dir: str | None = None
     archived: bool = False
     migrated: bool = False
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _WorkDirs = Index[str]
@@ -144,6 +158,18 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
             return
         if kind == "config.update":
             fold.saw_cwd(record.cwd)
+        if kind == "usage.record" and isinstance(record.usage, dict):
+            spent = record.usage
+            self.used(
+                usage(
+                    input_tokens=spent.get("inputOther"),
+                    output_tokens=spent.get("output"),
+                    cached_read=spent.get("inputCacheRead"),
+                    cached_write=spent.get("inputCacheCreation"),
+                    model=record.model,
+                ),
+                at,
+            )
         if kind == "context.append_message" and record.message is not None:
             message = record.message
             origin = message.origin.get("kind") if isinstance(message.origin, dict) else None
@@ -151,15 +177,45 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
                 fold.prompts += 1
                 if fold.prompt is None:
                     fold.prompt = clean_title(first_text(message.content))
+                for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
+                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
+                fold.calls.clear()
+                self.say(Role.USER, first_text(message.content), at)
             elif message.role == "assistant" and origin != "hook_result":
                 fold.replies += 1
+                for part in message.content if isinstance(message.content, list) else [message.content]:
+                    self._part(part, at)
             else:
                 return
-        elif kind == "context.append_loop_event" and record.event is not None and record.event.type == "step.begin":
-            fold.replies += 1
-        elif kind not in ("turn.prompt", "turn.steer", "context.append_loop_event"):
+        elif kind == "context.append_loop_event" and record.event is not None:
+            self._loop_event(fold, record.event, at)
+        elif kind not in ("turn.prompt", "turn.steer"):
             return  # configuration, usage and tool bookkeeping are not activity
         fold.saw_time(at)
+
+    def _loop_event(self, fold: _Fold, event: _Event, at: int | None) -> None:
+        if event.type == "step.begin":
+            fold.replies += 1
+        elif event.type == "content.part":
+            self._part(event.part, at)
+        elif event.type == "tool.call" and isinstance(event.tool_call_id, str):
+            if len(fold.calls) >= MAX_PENDING_CALLS:
+                oldest = fold.calls.pop(next(iter(fold.calls)))
+                self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
+            name = event.name if isinstance(event.name, str) else "tool"
+            fold.calls[event.tool_call_id] = Call(name, arguments_summary(event.args), at)
+        elif event.type == "tool.result" and isinstance(event.tool_call_id, str):
+            call = fold.calls.pop(event.tool_call_id) if event.tool_call_id in fold.calls else None
+            name, summary, when = (call.name, call.summary, call.at) if call else ("tool", "", at)
+            self.say(Role.TOOL, tool_text(name, summary, result_text(event.result)), when)
+
+    def _part(self, part: object, at: int | None) -> None:
+        if isinstance(part, str):
+            self.say(Role.AGENT, part, at)
+        elif isinstance(part, dict) and part.get("type") == "think":
+            self.say(Role.THOUGHT, part.get("think"), at)
+        elif isinstance(part, dict) and part.get("type") == "text":
+            self.say(Role.AGENT, part.get("text"), at)
 
     def apply_document(self, fold: _Fold, data: bytes) -> None:
         state = _state_decoder.decode(data)

@@ -9,6 +9,13 @@ record is a sub-session and is skipped. Writers may glue two records on one line
 **Message count**, as Qwen Code defines it for its session list (QwenLM/qwen-code ``packages/core/src/
 services/sessionService.ts``, ``SessionListItem.messageCount``): the ``user`` and ``assistant`` records with
 distinct ``uuid`` (a record written twice counts once); ``system`` and tool records are not messages.
+
+**Messages**: a ``user`` record's text parts; an ``assistant`` record's parts - text (a ``thought`` part is a
+thought) and each ``functionCall``, said with the ``functionResponse`` of the ``tool_result`` record that answers
+it as one tool message; a subagent's records (``isSidechain``) say nothing. **Usage**: an ``assistant`` record's
+``usageMetadata`` (Gemini's: ``promptTokenCount`` holds ``cachedContentTokenCount``, ``thoughtsTokenCount`` is
+apart from ``candidatesTokenCount``) with its ``model``, once per ``uuid``, subagents' records included. Qwen
+Code states no cost.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from events.model import TitleSource
+from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
@@ -30,6 +37,7 @@ from registry.importers.base import (
     prompt_title,
 )
 from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, Reading, folder_files, is_dir
+from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Qwen"]
 
@@ -42,6 +50,14 @@ class _Message(msgspec.Struct):
     parts: Any = None
 
 
+class _Usage(msgspec.Struct, rename="camel"):
+    prompt_token_count: Any = 0
+    candidates_token_count: Any = 0
+    cached_content_token_count: Any = 0
+    thoughts_token_count: Any = 0
+    tool_use_prompt_token_count: Any = 0
+
+
 class _Record(msgspec.Struct, rename="camel"):
     uuid: Any = None
     session_id: Any = None
@@ -52,6 +68,10 @@ class _Record(msgspec.Struct, rename="camel"):
     git_branch: Any = None
     message: msgspec.Raw = msgspec.Raw()
     system_payload: Any = None
+    usage_metadata: _Usage | None = None
+    model: Any = None
+    is_sidechain: Any = None
+    tool_call_result: Any = None
 
 
 class _Fold(Activity, kw_only=True):
@@ -62,6 +82,7 @@ class _Fold(Activity, kw_only=True):
     branch: str | None = None
     child: bool = False
     messages: int = 0
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _message_decoder = msgspec.json.Decoder(_Message)
@@ -94,12 +115,55 @@ class Qwen(FileSource[_Fold, NoExtra]):
                 fold.child = True
             return  # system records (titles re-anchored every 32 KiB among them) are not activity
         fold.saw_time(at, starts=False)
-        if record.type not in ("user", "assistant") or not fold.first_sight(record.uuid, _RECENT):
+        if record.type not in ("user", "assistant", "tool_result") or not fold.first_sight(record.uuid, _RECENT):
+            return
+        parts = _message_decoder.decode(record.message).parts if record.message else None
+        parts = parts if isinstance(parts, list) else []
+        if record.type == "assistant" and record.usage_metadata is not None:
+            self.used(_usage(record.usage_metadata, record.model), at)
+        if record.type == "tool_result":
+            if record.is_sidechain is not True:
+                self._results(fold, parts, record.tool_call_result, at)
             return
         fold.messages += 1
-        if record.type == "user" and fold.prompt is None and fold.records <= _PROMPT_LINES and record.message:
-            parts = _message_decoder.decode(record.message).parts
-            fold.prompt = prompt_title(first_text(parts) if isinstance(parts, list) else "")
+        if record.type == "user" and fold.prompt is None and fold.records <= _PROMPT_LINES:
+            fold.prompt = prompt_title(first_text(parts))
+        if record.is_sidechain is True:
+            return
+        if record.type == "user":
+            for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
+                self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
+            fold.calls.clear()
+            self.say(Role.USER, _texts(parts), at)
+        else:
+            self._reply(fold, parts, at)
+
+    def _reply(self, fold: _Fold, parts: list[Any], at: int | None) -> None:
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                key = call.get("id") or call.get("name")
+                if isinstance(key, str):
+                    if len(fold.calls) >= MAX_PENDING_CALLS:
+                        oldest = fold.calls.pop(next(iter(fold.calls)))
+                        self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
+                    fold.calls[key] = Call(str(call.get("name") or "tool"), arguments_summary(call.get("args")), at)
+            elif isinstance(part.get("text"), str):
+                self.say(Role.THOUGHT if part.get("thought") is True else Role.AGENT, part["text"], at)
+
+    def _results(self, fold: _Fold, parts: list[Any], shown: object, at: int | None) -> None:
+        for part in parts:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            if not isinstance(response, dict):
+                continue
+            key = response.get("id") or response.get("name")
+            call = fold.calls.pop(key) if isinstance(key, str) and key in fold.calls else None
+            display = shown.get("resultDisplay") if isinstance(shown, dict) else None
+            result = display if isinstance(display, str) and display.strip() else result_text(response.get("response"))
+            name = call.name if call is not None else response.get("name")
+            self.say(Role.TOOL, tool_text(name, call.summary if call else "", result), call.at if call else at)
 
     def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         rel, entry = min(files, key=lambda item: ("/chats/archive/" in item[0], -(item[1].fold.last or 0)))
@@ -121,6 +185,24 @@ class Qwen(FileSource[_Fold, NoExtra]):
             skip=skip,
         )
         return Reading(rel, entry, draft)
+
+
+def _texts(parts: list[Any]) -> str:
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _usage(spent: _Usage, model: object) -> Any:
+    def count(value: object) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    cached, thoughts = count(spent.cached_content_token_count), count(spent.thoughts_token_count)
+    return usage(
+        input_tokens=max(0, count(spent.prompt_token_count) - cached) + count(spent.tool_use_prompt_token_count),
+        cached_read=cached,
+        output_tokens=count(spent.candidates_token_count) + thoughts,
+        thought=thoughts,
+        model=model,
+    )
 
 
 def _chat_file(rel: str, entry: os.DirEntry[str]) -> list[Found]:

@@ -2,8 +2,9 @@
 
 It is a cache, never the truth. Losing it, or finding one made for another store, costs one full re-read and
 writes nothing twice: every write is compared with the registry first and carries an id derived from the source.
-What it alone knows is which sessions this host imported (``imported``): only those are tombstoned when their
-source disappears, so a host never deletes sessions another host imported into a shared store.
+What it alone knows is which sessions this host imported (``imported``): only those are marked gone when their
+source disappears, so a host never marks sessions another host imported into a shared store; and, per session,
+what was read of its conversation (``threads``), so a pass that continues a file adds its new turns only.
 
 It names every file and title the agents keep, so it is private: the state file and its lock are created
 0600 (a folder made for them 0700), whatever the umask, and the state stays 0600 when it is replaced. The state
@@ -30,6 +31,7 @@ from typing import Final
 import msgspec
 
 from events.errors import RegistryError
+from registry.importers.turns import Thread
 
 __all__ = [
     "ImportState",
@@ -43,8 +45,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT: Final = 2
-"""2: line counts in each file's tail (1 had none; such a state is read afresh)."""
+FORMAT: Final = 3
+"""3: what was read of each session's conversation (``threads``; a state of format 2 was made before conversations
+were read: it is read afresh, so every file's conversation is imported); 2: line counts in each file's tail (1 had
+none)."""
 _MAX_STATE: Final = 1 << 30
 
 
@@ -59,6 +63,8 @@ class SourceRecord(msgspec.Struct, kw_only=True):
     data: bytes | None = None
     imported: set[str] = msgspec.field(default_factory=set)
     pending: set[str] = msgspec.field(default_factory=set)
+    threads: dict[str, Thread] = msgspec.field(default_factory=dict)
+    """What was read of each imported session's conversation (``registry.importers.turns.Thread``)."""
 
 
 class ImportState(msgspec.Struct, kw_only=True):

@@ -9,6 +9,8 @@ Each id the client names is in one state (DESIGN.md, "The agent's truth"):
   listed;
 - ``DELETED``: deleted in the registry - answered -32002 by the proxy, never forwarded, in this process and the
   next (the tombstone is in the log);
+- ``GONE``: the registry keeps it, but the agent no longer has it (its files are gone: ``META_SOURCE_GONE``) -
+  not listed, answered -32002 (the agent could not open it), readable in the registry (``transcript``, ``search``);
 - ``OTHER``: the id names another agent's session (``codex:<id>`` in front of claude) - -32002.
 
 A session the agent replaced (it answered ``session/new`` with an id held for an older conversation) or did not
@@ -26,7 +28,7 @@ import enum
 import threading
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from registry.agents import KNOWN, Retired, generation, retired, split_id, stored_id
+from registry.agents import KNOWN, Retired, generation, retired, source_gone, split_id, stored_id
 from registry.errors import SessionNotFound
 from registry.model import SessionState
 
@@ -46,6 +48,7 @@ class Status(enum.Enum):
     UNKNOWN = "unknown"
     UNKEPT = "unkept"
     DELETED = "deleted"
+    GONE = "gone"
     OTHER = "other"
 
 
@@ -110,6 +113,12 @@ class Book:
             return SessionNotFound(wire, f"session {wire!r} belongs to the agent {entry.owner}, not {self.agent}")
         if entry.status is Status.DELETED:
             return SessionNotFound(wire, f"session {wire!r} was deleted in the registry")
+        if entry.status is Status.GONE:
+            return SessionNotFound(
+                wire,
+                f"session {wire!r} is no longer kept by {self.agent} (its files are gone); the registry keeps its "
+                f"conversation: acp-registry transcript {entry.stored}",
+            )
         return None
 
     def _foreign(self, wire: str) -> bool:
@@ -124,7 +133,7 @@ class Book:
             if state is None:
                 return Entry(sid, Status.UNKNOWN)
             if not state.deleted:
-                return Entry(sid, Status.KEPT)
+                return Entry(sid, Status.GONE if source_gone(state) else Status.KEPT)
             why = retired(state)
             if why is None:
                 return Entry(sid, Status.DELETED)
@@ -181,6 +190,10 @@ class Book:
             if not state.deleted:
                 if parts[1] > known_generation:
                     status = Status.LIVE if known.status is Status.LIVE else Status.KEPT
+                    self._remember(native, Entry(state.session_id, status))
+                elif parts[1] == known_generation and known.status in (Status.KEPT, Status.GONE):
+                    # its files gone from the agent, or back again
+                    status = Status.GONE if source_gone(state) else Status.KEPT
                     self._remember(native, Entry(state.session_id, status))
                 return
             if known.stored != state.session_id:

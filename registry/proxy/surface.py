@@ -42,7 +42,7 @@ from events.model import TitleSource
 from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encode_result
 from registry.acp.methods import METHODS, Context, Method
 from registry.acp.methods import capabilities as capabilities_of
-from registry.agents import keeps_unprompted, native_id, split_id
+from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id, split_id
 from registry.commands import check_user_title, prompt_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
@@ -263,6 +263,7 @@ class Surface:
             if method.name == "session/delete" and self.advertised("session/delete"):
                 return self._forward_delete(message)
             if method.name == "session/list":
+                _drop_gone(result)
                 self._wire_parents(result)
                 result["_meta"] = self._list_meta(result.get("_meta"), caught_up, history)
             return encode_result(message.id, result)
@@ -450,3 +451,12 @@ def _prompt_text(prompt: Any) -> str:
 
 def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:
     return encode_notification("session/update", {"sessionId": wire_id, "update": update})
+
+
+def _drop_gone(result: dict[str, Any]) -> None:
+    """The agent's client is offered only what the agent can open: a session whose files the agent no longer has
+    (``META_SOURCE_GONE``) stays in the registry, readable there, and out of the proxy's list (a page may then be
+    shorter than the others)."""
+    sessions = result.get("sessions")
+    if isinstance(sessions, list):
+        result["sessions"] = [s for s in sessions if not (s.get("_meta") or {}).get(META_SOURCE_GONE)]
