@@ -54,7 +54,20 @@ SECRET_KINDS: Final = tuple(kind for kind, _, _ in _SECRETS)
 
 _PATTERN: Final = re.compile("|".join(f"(?P<s{n}>{pattern})" for n, (_, pattern, _) in enumerate(_SECRETS)))
 _SHOWN: Final = {f"s{n}": (kind, shown) for n, (kind, _, shown) in enumerate(_SECRETS)}
-_HINTS: Final = ("sk-", "AKIA", "ASIA", "gh", "xox", "Bearer", "PRIVATE KEY")
+_HINTS: Final = (
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "Bearer",
+    "PRIVATE KEY",
+)
 
 
 def _masked(match: re.Match[str]) -> str:
