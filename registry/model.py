@@ -30,6 +30,7 @@ __all__ = [
     "ARCHIVED_FILTERS",
     "IMPORTED_AGENTS",
     "META_AGENT",
+    "META_AGENT_MESSAGES",
     "META_ARCHIVED",
     "META_CONSISTENCY",
     "META_MESSAGES",
@@ -67,6 +68,10 @@ META_AGENT: Final = f"{META_NAMESPACE}/agent"
 """The agent a session belongs to (absent for the registry's own sessions)."""
 META_PARENT: Final = f"{META_NAMESPACE}/parent"
 """A fork's source: ``{"sessionId": ..., "position": P}`` (the log position the fork was taken at)."""
+META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
+"""The agent's own message count as an import last read it from its files (``registry.importers``), which can
+shrink (a rewind) while ``messageCount`` only grows; a live turn that saw it move was maybe counted by that import
+(``SessionRegistry.record_turn``)."""
 
 IMPORTED_AGENTS: Final = frozenset(IMPORTED)
 """The agent names of the importers (``registry.agents.IMPORTED``): a session whose creation records no agent but whose

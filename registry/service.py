@@ -22,7 +22,7 @@ from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.factory import open_store
-from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, ForkRef, SessionCreated, SessionDeleted, SessionUpdated, TitleSource
 from events.store import Clock, EventStore
 from registry import forks
 from registry.backend import Backend
@@ -46,7 +46,7 @@ from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
-from registry.model import ListSessionsResult, SessionInfo, SessionState
+from registry.model import META_AGENT_MESSAGES, ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
@@ -204,18 +204,23 @@ class SessionRegistry:
         self._writer.write(session_id, lambda state: [SessionUpdated(at=when, messages=messages, payload=payload)])
         return self._writer.written(session_id)
 
-    def record_turn(self, session_id: str, *, before: int, messages: int, at: int | None = None) -> SessionInfo:
-        """A turn seen live (by a proxy) that added ``messages`` to a session that had ``before`` messages when the
-        turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
-        ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
-        while it was under way (the importer brings the count up to the agent's own) is not counted twice, and an
-        import after it adds only what the files hold beyond it - one turn, one count, in either order."""
+    def record_turn(
+        self, session_id: str, *, messages: int, began: SessionState | None = None, at: int | None = None
+    ) -> SessionInfo:
+        """A turn seen live (by a proxy) that added ``messages``, ended at ``at`` (default now; never before the
+        session's last activity); ``began`` is the session's state when the turn began. Every live turn counts,
+        two windows' overlapping turns both: the count grows by ``messages`` - unless an import of the agent's
+        files ran while the turn was under way (the agent's own count in ``_meta`` moved since ``began``), which
+        may have counted this very turn: the count is then ``began``'s plus ``messages`` unless higher already.
+        One turn, one count, in either order; a turn of another window that such an import did not see is counted
+        by the next import (the importer brings the count up to the agent's own)."""
         check_messages(messages)
-        check_messages(before)
         when = check_time(self._clock() if at is None else at, "at")
 
         def events(state: SessionState) -> list[Event]:
-            added = max(0, before + messages - state.messages)
+            added = messages
+            if began is not None and _imported_count(state) != _imported_count(began):
+                added = max(0, began.messages + messages - state.messages)
             return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added)]
 
         self._writer.write(session_id, events)
@@ -313,6 +318,16 @@ class SessionRegistry:
             agent=source.agent if agent is None else agent,
             parent=parent,
         )
+
+    def restore(self, session_id: str) -> SessionInfo:
+        """Bring back a session a proxy retired because its agent had not kept it (``_meta``'s
+        ``acp-session-registry/retired`` is ``"unkept"``), now that the agent has it: the same record, with all it
+        held - the user's title, the archive flag, the count. Nothing to do for a live session. A session deleted
+        any other way stays deleted: ``SessionDeletedError``; an unknown one: ``SessionNotFound``."""
+        state = self.state(session_id)
+        cwd = "/" if state is None else state.cwd
+        self._writer.restore(session_id, SessionCreated(cwd=cwd, at=self._clock()))
+        return self._writer.written(session_id)
 
     def delete(self, session_id: str, *, reason: str | None = None) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
@@ -443,3 +458,7 @@ class SessionRegistry:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _imported_count(state: SessionState) -> object:
+    return (state.meta or {}).get(META_AGENT_MESSAGES)

@@ -1,7 +1,7 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
 Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]
-[--keep FILE] [--reuse-ids] [--slow-list S]``.
+[--keep FILE] [--reuse-ids] [--slow-list S] [--uuid-ids] [--page-size N] [--per-cwd] [--order asc|desc]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -22,6 +22,9 @@ A prompt's first text block is a script:
 and fast-agent do): those are written to FILE and read back by the next process; ``session/load`` / ``resume`` of
 any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh in every process (as the Python
 SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
+``--uuid-ids`` makes its session ids UUIDs (as claude-agent-acp's and codex-acp's are). ``--page-size N`` answers
+``session/list`` N sessions a page (with ``nextCursor``); ``--per-cwd`` makes it a list that answers one cwd at a
+time (without ``cwd``: only the folder it runs in, as fast-agent's does); ``--order desc`` lists newest first.
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
 replays its title as a ``session_info_update`` before answering). ``--name`` is its
@@ -38,6 +41,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 _out_lock = threading.Lock()
@@ -56,6 +60,10 @@ def main() -> None:
     parser.add_argument("--keep", default=None)
     parser.add_argument("--reuse-ids", action="store_true")
     parser.add_argument("--slow-list", type=float, default=0.0)
+    parser.add_argument("--uuid-ids", action="store_true")
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--per-cwd", action="store_true")
+    parser.add_argument("--order", default="asc")
     args = parser.parse_args()
     agent = Agent(args)
     if args.banner:
@@ -161,6 +169,8 @@ class Agent:
             return {}
         if method == "session/new":
             session_id = str(self.next_session) if self.args.reuse_ids else f"s-{len(self.sessions) + 1}-{os.getpid()}"
+            if self.args.uuid_ids:
+                session_id = str(uuid.uuid4())
             self.next_session += 1
             self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
             return {"sessionId": session_id}
@@ -179,18 +189,37 @@ class Agent:
         if method == "session/list" and self.args.list:
             time.sleep(self.args.slow_list)
             if self.args.keep:
-                return {"sessions": list(self.kept.values())}
-            if self.args.past:  # as written, malformed entries included
+                listed = list(self.kept.values())
+            elif self.args.past:  # as written, malformed entries included
                 with open(self.args.past) as file:
                     past = json.load(file)
-                return {"sessions": past + [s for s in self.sessions.values() if s not in past]}
-            return {"sessions": list(self.sessions.values())}
+                listed = past + [s for s in self.sessions.values() if s not in past]
+            else:
+                listed = list(self.sessions.values())
+            return self.page(listed, params)
         if method == "session/delete" and self.args.delete:
             self.sessions.pop(str(params.get("sessionId")), None)
             return {}
         if method.startswith("_"):
             return {"echo": params}
         raise LookupError(method)
+
+    def page(self, listed: list[Any], params: dict[str, Any]) -> dict[str, Any]:
+        """A ``session/list`` answer: for ``params``' cwd (``--per-cwd``: without one, the folder it runs in),
+        from ``params``' cursor, ``--page-size`` at a time."""
+        if self.args.per_cwd:
+            cwd = params.get("cwd") or os.getcwd()
+            listed = [item for item in listed if isinstance(item, dict) and item.get("cwd") == cwd]
+        if self.args.order == "desc":
+            listed = listed[::-1]
+        if not self.args.page_size:
+            return {"sessions": listed}
+        start = int(params.get("cursor") or 0)
+        end = start + self.args.page_size
+        answer: dict[str, Any] = {"sessions": listed[start:end]}
+        if end < len(listed):
+            answer["nextCursor"] = str(end)
+        return answer
 
     def prompt(self, request_id: Any, params: dict[str, Any]) -> None:
         session_id = str(params.get("sessionId"))

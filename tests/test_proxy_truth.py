@@ -142,16 +142,19 @@ def test_an_agent_without_agent_info_is_named_by_its_script_not_its_interpreter(
     assert said == ["acp-registry proxy: recording as agent 'proxy_agent' (from command)"]
 
 
-def test_a_session_made_before_initialize_is_recorded_under_the_name_in_use_and_listed(
+def test_a_session_made_before_initialize_is_recorded_under_the_agents_name_not_the_commands(
     url: str, tmp_path: Path
 ) -> None:
     with ProxyProcess(proxy_command(url)) as proxy:
         early = proxy.result(0, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
         meta = proxy.result(1, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
-        assert meta["agent"] == "proxy_agent"  # final from the first session: agentInfo does not move it
+        assert meta["agent"] == "scripted-agent"  # its agentInfo, not the command's proxy_agent
         proxy.result(2, "session/prompt", prompt(early, "made early"))
         assert _ids(proxy, 3) == [early]
         assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        assert [s.session_id for s in registry.list(agent="proxy_agent").sessions] == []
+        assert [s.session_id for s in registry.list(agent="scripted-agent").sessions] == [f"scripted-agent:{early}"]
 
 
 def test_the_first_list_waits_for_the_agents_past_and_later_lists_never_do(url: str, tmp_path: Path) -> None:

@@ -28,16 +28,24 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from events.errors import ConcurrencyError, EventIdConflict
-from events.model import Event, SessionArchived, SessionDeleted, SessionUpdated, TitleSource
+from events.model import (
+    Event,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionInfoChanged,
+    SessionUpdated,
+    TitleSource,
+)
 from events.store import AppendRequest, EventStore
-from registry.agents import current_id
+from registry.agents import META_RETIRED, current_id
 from registry.backends import backend_for
 from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
 from registry.importers.base import ScanContext, SessionFacts, Source, session_id, stable_uuid
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
-from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
-from registry.projection import fold
+from registry.model import META_AGENT, META_AGENT_MESSAGES, META_ARCHIVED, META_NAMESPACE, SessionState
+from registry.projection import fold, restorable
 from registry.readmodel.guard import open_read_model
 from registry.writing import retried
 
@@ -59,8 +67,6 @@ log = logging.getLogger(__name__)
 META_AGENT_SESSION_ID: Final = f"{META_NAMESPACE}/agentSessionId"
 META_PATH: Final = f"{META_NAMESPACE}/path"
 META_GIT_BRANCH: Final = f"{META_NAMESPACE}/gitBranch"
-META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
-"""The agent's own count, which can shrink (a rewind); the registry's ``messageCount`` only ever grows."""
 META_AGENT_ARCHIVED: Final = f"{META_NAMESPACE}/agentArchived"
 """``true`` while the agent itself marks the session archived, as last imported: the registry's archive follows the
 agent's changes of that mark, and keeps an archive or unarchive made in the registry until the mark changes."""
@@ -325,7 +331,7 @@ class Importer:
         """What ``plan`` makes of the session's current state (``known``, or read now): an outcome when nothing is
         to be written, else the append (at exactly that state's version) and the outcome it will have."""
         state = known[0] if known else self._state(sid)
-        if state is not None and state.deleted:
+        if state is not None and state.deleted and not restorable(state):
             return "deleted"
         try:
             planned = plan(state)
@@ -386,16 +392,25 @@ def _digest(facts: SessionFacts) -> str:
 def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None) -> Planned:
     """The events that bring the registry's state of a session to what the source says (empty: nothing to do).
 
-    Times only move forward and the message count only grows (a rewind is visible in ``_meta``); a generated
-    title never replaces a user's one (``info_change``); a session the agent marks gone is tombstoned, or never
-    created. ``InvalidParams`` when the result would break a limit (``_meta`` too large with others' keys).
+    A record the importer made follows the source: times only move forward and the message count only grows (a
+    rewind is visible in ``_meta``); a generated title never replaces a user's one (``info_change``); a session
+    the agent marks gone is tombstoned, or never created. A record made live (by a
+    proxy: it has no ``META_PATH``) is the registry's: the import fills only what it lacks (``_fill``). A session a
+    proxy retired as not kept is restored first - the same record. ``InvalidParams`` when the result would break a
+    limit (``_meta`` too large with others' keys).
     """
     events: list[Event] = []
-    meta = check_meta(_meta(agent, facts, None if state is None else state.meta))
+    base = "0" if state is None else str(state.version)
+    if state is not None and state.deleted:  # retired as not kept (``_prepare`` leaves out every other deletion)
+        if facts.gone is not None:
+            return []
+        events.append(SessionCreated(cwd=state.cwd, at=state.created_at))
+        state = msgspec.structs.replace(state, deleted=False, meta=_unmarked(state.meta), version=state.version + 1)
     last = max(facts.last_activity, facts.created_at)
     if state is None:
         if facts.gone is not None:
             return []
+        meta = check_meta(_meta(agent, facts, None))
         events.append(
             creation(
                 facts.cwd,
@@ -411,6 +426,8 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
             events.append(SessionUpdated(at=last, messages=facts.messages))
         if facts.archived:
             events.append(SessionArchived())
+    elif META_PATH not in (state.meta or {}):
+        events.extend(_fill(facts, state, last))
     elif facts.gone is not None:
         events.append(SessionDeleted(reason=facts.gone))
     else:
@@ -425,7 +442,7 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
             state,
             title=msgspec.UNSET if facts.title is None else facts.title,
             title_source=facts.title_source or TitleSource.AGENT,
-            meta=meta,
+            meta=check_meta(_meta(agent, facts, state.meta)),
         )
         if change is not None:
             events.append(change)
@@ -435,13 +452,31 @@ def _plan(agent: str, sid: str, facts: SessionFacts, state: SessionState | None)
             archiving = archive_change(state, facts.archived)
             if archiving is not None:
                 events.append(archiving)
-    base = "0" if state is None else str(state.version)
     digest = _digest(facts)
     return [(event, stable_uuid(sid, facts.locator, digest, base, str(i))) for i, event in enumerate(events)]
 
 
+def _fill(facts: SessionFacts, state: SessionState, last: int) -> list[Event]:
+    """What an import adds to a record made live: a title when it has none, and the agent's count (with the key
+    that tells a live turn an import read the files, ``META_AGENT_MESSAGES``) when it has none - a first turn the
+    proxy did not record. Nothing else: its ``_meta``, title, count, times, cwd and archive flag are the registry's,
+    and a file that goes away does not delete it."""
+    events: list[Event] = []
+    if state.messages == 0 and facts.messages > 0 and facts.gone is None:
+        events.append(SessionUpdated(at=max(last, state.updated_at or 0), messages=facts.messages))
+        meta = check_meta({**(state.meta or {}), META_AGENT_MESSAGES: facts.messages})
+        events.append(SessionInfoChanged(meta=meta))
+    if state.title is None and facts.title is not None and facts.gone is None:
+        events.append(SessionInfoChanged(title=facts.title, title_source=facts.title_source or TitleSource.AGENT))
+    return events
+
+
+def _unmarked(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {key: value for key, value in (meta or {}).items() if key != META_RETIRED} or None
+
+
 def _tombstone(agent: str, sid: str, state: SessionState | None) -> Planned:
-    if state is None:
+    if state is None or META_PATH not in (state.meta or {}):  # a record made live is not the import's to delete
         return []
     path = (state.meta or {}).get(META_PATH, "")
     reason = f"source gone: {path} no longer exists ({agent} or its user removed it)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 
-__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "Observation", "Recorder"]
+__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "NAME_WAIT", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
@@ -42,6 +43,9 @@ MAX_BACKLOG: Final = 100_000
 _REMEMBERED: Final = 10_000
 EARLY_TITLE_BYTES: Final = 1 << 20
 """Bytes of agent titles kept for sessions not recorded yet (ids and titles, as UTF-8): beyond that, dropped."""
+NAME_WAIT: Final = 10.0
+"""Seconds a session made before ``initialize`` waits for the agent's name (its ``initialize`` answer) before it
+is recorded under the name known then (a client that never initializes)."""
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
@@ -58,8 +62,11 @@ class Recorder:
         titles: TitlePolicy,
         *,
         retry: float = 1.0,
+        agent_cwd: str | None = None,
     ) -> None:
         self.registry = registry
+        self.agent_cwd = os.path.abspath(agent_cwd or os.getcwd())
+        """The folder the agent runs in (some agents keep only the sessions made there: ``Known.keeps_other_cwds``)."""
         self.identity = identity
         self.book = book
         self.titles = titles
@@ -74,7 +81,7 @@ class Recorder:
         self.degraded: str | None = None
         self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
         self._early_bytes = 0
-        self._began: dict[str, int] = {}  # the count of sessions whose turn is under way, as it began
+        self._began: dict[str, SessionState] = {}  # sessions whose turn is under way, as it began
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
 
     def start(self) -> None:
@@ -82,8 +89,8 @@ class Recorder:
 
     # -- the relay's side ---------------------------------------------------------------------------
 
-    def put(self, observation: Observation) -> None:
-        """Queue one observation; never blocks on the registry."""
+    def put(self, observation: Observation) -> int:
+        """Queue one observation; never blocks on the registry. Its ticket, for ``wait_written``."""
         with self._cond:
             if len(self._items) >= MAX_BACKLOG:
                 self._items.popleft()
@@ -92,13 +99,20 @@ class Recorder:
             self._items.append(observation)
             self._put += 1
             self._cond.notify_all()
+            return self._put
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every observation queued so far is written (True), or ``timeout`` passed (False)."""
-        deadline = time.monotonic() + timeout
         with self._cond:
             target = self._put
-            while self._done < target:
+        return self.wait_written(target, timeout)
+
+    def wait_written(self, ticket: int, timeout: float) -> bool:
+        """Wait until the observation ``put`` gave ``ticket`` for (and every one before it) is written (True), or
+        ``timeout`` passed (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._done < ticket:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -176,9 +190,9 @@ class Recorder:
         fork) or shown in its past: known to the registry. ``made`` under an id the registry holds for a
         conversation from before this proxy started: the agent reused the id - the old record is retired
         (superseded, kept in the history) and this one is recorded as the next generation. A session a proxy
-        retired as not kept that the agent has after all comes back as the next generation too; one a user
-        deleted never does."""
-        agent = self.identity.fix()
+        retired as not kept that the agent has after all is restored - the same record, with what the user set;
+        one a user deleted never comes back."""
+        agent = self.identity.fix(wait=NAME_WAIT)
         sid, state = self._current(native)
         if state is not None and not state.deleted and made and state.created_at < self.started_at:
             self._retire(sid, state, Retired.SUPERSEDED)
@@ -186,7 +200,11 @@ class Recorder:
         elif state is not None and state.deleted:
             if retired(state) is None:
                 return  # deleted in the registry: a tombstone wins over what the agent still has
-            sid, state = self._following(sid), self.registry.state(self._following(sid))
+            if retired(state) is Retired.UNKEPT:
+                self.registry.restore(sid)
+                state = self.registry.state(sid)
+            else:
+                sid, state = self._following(sid), self.registry.state(self._following(sid))
         if state is None and cwd is not None:
             with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
                 self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=agent)
@@ -207,13 +225,25 @@ class Recorder:
         self.registry.delete(sid, reason=f"retired by the proxy: {why.value}")
 
     def retire_unkept(self, native: str) -> None:
-        """A session made through the proxy that never had a turn, which the agent did not keep: retired (not
-        listed; a load of it is still forwarded, and if the agent has it after all, it comes back)."""
+        """A session made through the proxy that the agent did not keep: retired (not listed; a load of it is still
+        forwarded, and if the agent has it after all, it is restored) - unless the user did something with it
+        (``touched``)."""
         sid, state = self._current(native)
-        if state is None or state.deleted or state.messages > 0 or self.book.entry(native).status is Status.LIVE:
+        if state is None or state.deleted or self.book.entry(native).status is Status.LIVE:
+            return
+        if self.touched(state):
             return
         self._retire(sid, state, Retired.UNKEPT)
         self.book.set(native, sid, Status.UNKEPT)
+
+    def touched(self, state: SessionState) -> bool:
+        """Whether the user did something with a session that a retirement would take from the list: a title of
+        theirs, an archive, a turn, a fork (of it, or from it)."""
+        if state.title_source is TitleSource.USER and state.title is not None:
+            return True
+        if state.archived or state.messages > 0 or state.parent is not None:
+            return True
+        return bool(self.registry.forks(state.session_id))
 
     def _apply_early_title(self, native: str) -> None:
         if native in self._early_titles:
@@ -224,7 +254,7 @@ class Recorder:
     def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
         """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
         source (else as a session of its own)."""
-        agent = self.identity.fix()
+        agent = self.identity.fix(wait=NAME_WAIT)
         sid, state = self._current(native)
         parent_id, parent = self._current(source)
         if state is not None or parent is None or parent.deleted:
@@ -236,10 +266,10 @@ class Recorder:
         self._apply_early_title(native)
 
     def turn_began(self, native: str) -> None:
-        """A prompt went to the agent: the session's count now is what the turn adds to (``turn``)."""
+        """A prompt went to the agent: the session as it is now is what the turn adds to (``turn``)."""
         _, state = self._current(native)
         if state is not None and not state.deleted:
-            self._began[native] = state.messages
+            self._began[native] = state
             while len(self._began) > _REMEMBERED:
                 del self._began[next(iter(self._began))]
 
@@ -252,12 +282,9 @@ class Recorder:
         if state is not None and state.deleted and retired(state) is Retired.UNKEPT:
             self.session(native, state.cwd, list(state.additional_directories), live=True)
             sid, state = self._current(native)
-        before = self._began.pop(native, None)
+        began = self._began.pop(native, None)
         if state is not None and not state.deleted:
-            messages = 2 if answered else 1
-            self.registry.record_turn(
-                sid, before=state.messages if before is None else before, messages=messages, at=at
-            )
+            self.registry.record_turn(sid, messages=2 if answered else 1, began=began, at=at)
 
     def prompt_title(self, native: str, text: str) -> None:
         """After a turn: a title from its prompt for a session that has none, told to the client - or, for a

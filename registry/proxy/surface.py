@@ -43,7 +43,7 @@ from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encod
 from registry.acp.methods import METHODS, Context, Method
 from registry.acp.methods import capabilities as capabilities_of
 from registry.agents import keeps_unprompted, native_id, split_id
-from registry.commands import check_user_title
+from registry.commands import check_session_id, check_user_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
@@ -219,13 +219,17 @@ class Surface:
         wire = params.get("sessionId") if isinstance(params, dict) else None
         if isinstance(wire, str) and wire:
             try:
-                refusal = self.book.refusal(wire)
+                check_session_id(wire)  # " id" is not "id": refused, as the registry refuses it
+                refusal: Exception | None = self.book.refusal(wire)
+                native = self.book.native(wire)
+            except InvalidParams as exc:
+                refusal = exc
             except Exception as exc:  # the store cannot be read: the agent decides
                 log.warning("could not look up session %r: %s", wire[:80], exc)
-                refusal = None
+                refusal, native = None, wire
             if refusal is not None:
                 return encode_error(message.id, rpc_error(refusal))
-            native = params["sessionId"] = self.book.native(wire)
+            params["sessionId"] = native  # the spelling the registry holds: one id, one record
             if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
                 self.book.turned.add(native)
                 self.recorder.put(lambda r: r.turn_began(native))
@@ -339,7 +343,6 @@ class Surface:
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
         if not isinstance(native, str) or not native:
             return None
-        self.identity.fix()
         self.context.opened(native)
         self.book.opened(native, made=made)
         dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
@@ -366,7 +369,10 @@ class Surface:
         if not isinstance(result, dict):
             return None
         info = result.get("agentInfo")
+        before = self.identity.name
         self.identity.told(info.get("name") if isinstance(info, dict) else None)
+        if self.identity.name != before:
+            self.book.renamed()
         self.context.agent = self.identity.name
         capabilities = result.get("agentCapabilities")
         if capabilities is None:
