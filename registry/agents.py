@@ -87,7 +87,9 @@ KNOWN: Final[tuple[Known, ...]] = (
     Known("goose"),
     Known("opencode", ("opencode-ai",), keeps_unprompted=True),
     # Agents whose past comes from their own session/list (no importer reads their files):
-    Known("fast-agent", ("fast-agent-acp", "fast-agent-mcp"), imported=False, keeps_other_cwds=False, lists_per_cwd=True),
+    Known(
+        "fast-agent", ("fast-agent-acp", "fast-agent-mcp"), imported=False, keeps_other_cwds=False, lists_per_cwd=True
+    ),
     Known("mistral-vibe", ("vibe", "vibe-acp", "mistral-vibe-acp"), imported=False),
 )
 """Every agent the registry knows by name, the importers' first and in their order. Matching is on the normalised
@@ -109,8 +111,12 @@ _OTHER: Final = r"[^a-z0-9._-]+"
 _VERSIONED: Final = r"^(python|pypy|node)[0-9.]*$"
 _SCRIPT: Final = r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$"
 _HEX: Final = "[0-9a-fA-F]"
-_UUID: Final = (
-    rf"(?:[uU][rR][nN]:[uU][uU][iI][dD]:)?\{{?({_HEX}{{8}})-?({_HEX}{{4}})-?({_HEX}{{4}})-?({_HEX}{{4}})-?({_HEX}{{12}})\}}?"
+_UUID: Final = "".join(  # urn:uuid: and braces around 8-4-4-4-12 hex digits, each hyphen optional
+    (
+        r"(?:[uU][rR][nN]:[uU][uU][iI][dD]:)?\{?",
+        *(f"({_HEX}{{{n}}})" + "-?" * (n != 12) for n in (8, 4, 4, 4, 12)),
+        r"\}?",
+    )
 )
 
 

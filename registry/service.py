@@ -374,7 +374,7 @@ class SessionRegistry:
         that agent's sessions. Both apply before pagination, and a cursor is bound to them and to ``cwd``
         (another value -> ``InvalidCursor``)."""
         if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
+            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
         where = list_filter(
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
         )

@@ -92,4 +92,3 @@ def _parent(registry: SessionRegistry, old: SessionState, agent: str, other: str
         if state is not None and not state.deleted:
             return ForkRef(session_id=candidate, position=0)
     return None
-

@@ -193,6 +193,8 @@ class Recorder:
         retired as not kept that the agent has after all is restored - the same record, with what the user set;
         one a user deleted never comes back."""
         agent = self.identity.fix(wait=NAME_WAIT)
+        if self.book.entry(native).status is Status.DELETED:
+            return  # deleted in the registry (under any name of the agent): a tombstone wins over the agent's files
         sid, state = self._current(native)
         if state is not None and not state.deleted and made and state.created_at < self.started_at:
             self._retire(sid, state, Retired.SUPERSEDED)
