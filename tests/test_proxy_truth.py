@@ -219,3 +219,26 @@ def test_what_a_killed_proxy_had_not_written_comes_back_from_the_agents_own_list
         again.result(0, "initialize", {"protocolVersion": 1})
         assert sorted(_ids(again, 1)) == sorted(made)
         assert again.close() == 0
+
+
+@pytest.mark.parametrize("count", [15, 45])
+def test_what_the_proxy_acknowledged_survives_a_sigkill_right_after_the_answers(
+    url: str, tmp_path: Path, count: int
+) -> None:
+    """Durable before it is told: every session/new and every turn the client got an answer for is in the log when
+    the proxy is SIGKILLed the moment the last answer arrives (the requests sent all at once, as a busy client does)."""
+    proxy = ProxyProcess(proxy_command(url))
+    with proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        for n in range(count):
+            proxy.send({"id": 100 + n, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
+        made = [proxy.pump(100 + n)["result"]["sessionId"] for n in range(count)]
+        for n, session in enumerate(made):
+            proxy.send({"id": 200 + n, "method": "session/prompt", "params": prompt(session, f"turn {n}")})
+        for n in range(count):
+            assert proxy.pump(200 + n)["result"] == {"stopReason": "end_turn"}
+        proxy.proc.kill()
+        proxy.proc.wait()
+    with SessionRegistry.open(url) as registry:
+        states = [registry.state(f"scripted-agent:{session}") for session in made]
+        assert [s is not None and s.messages for s in states] == [2] * count

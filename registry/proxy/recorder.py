@@ -7,8 +7,9 @@ the conversation: the failure is logged once, the recorder keeps the observation
 seconds, up to ``MAX_BACKLOG`` observations kept; older ones beyond that are dropped and counted), logs once when
 recording resumes, and meanwhile ``degraded`` says why, so ``session/list`` can say so instead of answering from
 stale data silently. An observation the registry refuses for its content (a relative cwd, an over-long title) is
-skipped with a log line; that is not a fault of the store. What a killed proxy had queued comes back from the
-agent's own history at the next start (``registry.proxy.history``).
+skipped with a log line; that is not a fault of the store. What the client is told of - a session made or opened, a
+turn answered - is written before it is told, within ``ACK_WAIT`` (``durable``); what a killed proxy had queued
+beyond that comes back from the agent's own history at the next start (``registry.proxy.history``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 
-__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "NAME_WAIT", "Observation", "Recorder"]
+__all__ = ["ACK_WAIT", "EARLY_TITLE_BYTES", "MAX_BACKLOG", "NAME_WAIT", "Observation", "Recorder"]
 
 log = logging.getLogger("acp_registry.proxy")
 
@@ -43,6 +44,8 @@ MAX_BACKLOG: Final = 100_000
 _REMEMBERED: Final = 10_000
 EARLY_TITLE_BYTES: Final = 1 << 20
 """Bytes of agent titles kept for sessions not recorded yet (ids and titles, as UTF-8): beyond that, dropped."""
+ACK_WAIT: Final = 1.0
+"""Seconds an answer that makes a session or ends a turn waits for the recorder to write it (``durable``)."""
 NAME_WAIT: Final = 10.0
 """Seconds a session made before ``initialize`` waits for the agent's name (its ``initialize`` answer) before it
 is recorded under the name known then (a client that never initializes)."""
@@ -82,6 +85,7 @@ class Recorder:
         self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
         self._early_bytes = 0
         self._began: dict[str, SessionState] = {}  # sessions whose turn is under way, as it began
+        self._late: int | None = None  # an observation ``durable`` stopped waiting for
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
 
     def start(self) -> None:
@@ -118,6 +122,22 @@ class Recorder:
                     return False
                 self._cond.wait(left)
         return True
+
+    def durable(self, ticket: int) -> bool:
+        """Before the client is told of what the observation ``ticket`` records (a session made, opened or forked; a
+        turn answered), wait for it to be written, ``ACK_WAIT`` seconds at most: what the client was told is in the
+        log, and a proxy killed right after loses none of it. A store slower than that (a lock held elsewhere) is
+        not waited for again until the recorder has caught up: the conversation never waits on it for long, and
+        what the agent keeps comes back at the next start (``registry.proxy.history``)."""
+        with self._cond:
+            late = self._late
+        if self.degraded is not None or (late is not None and not self.wait_written(late, 0)):
+            return False
+        if self.wait_written(ticket, ACK_WAIT):
+            return True
+        with self._cond:
+            self._late = ticket
+        return False
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (within ``timeout``), then stop the thread and join it."""

@@ -318,7 +318,7 @@ class Surface:
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
-                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
+                self.recorder.durable(self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended)))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
@@ -347,10 +347,10 @@ class Surface:
         self.book.opened(native, made=made)
         dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
         if method == "session/fork" and isinstance(source, str) and isinstance(cwd, str):
-            self.recorder.put(lambda r: r.fork(native, source, cwd, dirs))
+            self.recorder.durable(self.recorder.put(lambda r: r.fork(native, source, cwd, dirs)))
         else:
             at_cwd = cwd if isinstance(cwd, str) else None
-            self.recorder.put(lambda r: r.session(native, at_cwd, dirs, live=True, made=made))
+            self.recorder.durable(self.recorder.put(lambda r: r.session(native, at_cwd, dirs, live=True, made=made)))
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
