@@ -8,12 +8,16 @@ Real proxy processes in front of the scripted agent (``tests/proxy_agent.py``) o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from registry.proxy import Proxy
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
 
@@ -167,13 +171,61 @@ def test_the_first_list_waits_for_the_agents_past_and_later_lists_never_do(url: 
         assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"  # malformed entries skipped
         assert sorted(s["sessionId"] for s in listed["sessions"]) == ["old-0", "old-1", "old-2"]
         assert proxy.close() == 0
-    bounded = proxy_command(url, "--list", "--past", str(past), "--slow-list", "5")
+
+
+def test_the_first_list_waits_for_the_agents_own_list_past_the_import_bound_and_is_whole(
+    url: str, tmp_path: Path
+) -> None:
+    """The agent's own list is one request: the first list waits for its answer - slower than ``--list-wait``,
+    which bounds an import of files - and holds every session it showed (mistral-vibe's first list was empty)."""
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": f"old-{n}", "cwd": str(tmp_path)} for n in range(14)]))
+    bounded = proxy_command(url, "--list", "--past", str(past), "--slow-list", "3")
     bounded[bounded.index("--") : bounded.index("--")] = ["--list-wait", "0.2"]
     with ProxyProcess(bounded) as proxy:
         proxy.result(0, "initialize", {"protocolVersion": 1})
-        listed = proxy.result(1, "session/list", {})  # the bound passed: what it has, and it says so
-        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "importing"
+        listed = proxy.result(1, "session/list", {})
+        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+        assert len(listed["sessions"]) == 14
         assert proxy.close() == 0
+
+
+def test_when_the_first_lists_bound_passes_it_says_importing_and_a_later_list_is_whole(tmp_path: Path) -> None:
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": f"old-{n}", "cwd": str(tmp_path)} for n in range(5)]))
+    agent = [sys.executable, AGENT, "--list", "--past", str(past), "--slow-list", "2"]
+    with SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+        to_proxy, host_out = os.pipe()
+        host_in, from_proxy = os.pipe()
+        proxy = Proxy(registry, agent, client_in=to_proxy, client_out=from_proxy, list_wait=0.1)
+        proxy.history.own_list_wait = 0.1  # an agent slower to list its past than the bound
+        thread = threading.Thread(target=proxy.run)
+        thread.start()
+        answers = os.fdopen(host_in, "rb")
+
+        def call(request_id: int, method: str, params: dict[str, object]) -> dict[str, Any]:
+            os.write(
+                host_out,
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode() + b"\n",
+            )
+            while True:
+                answer = json.loads(answers.readline())
+                if answer.get("id") == request_id and "method" not in answer:
+                    result: dict[str, Any] = answer["result"]
+                    return result
+
+        try:
+            call(0, "initialize", {"protocolVersion": 1})
+            first = call(1, "session/list", {})
+            assert first["_meta"]["acp-session-registry/proxy"]["history"] == "importing"
+            assert proxy.history.done.wait(60)
+            later = call(2, "session/list", {})
+            assert later["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+            assert len(later["sessions"]) == 5
+        finally:
+            os.close(host_out)
+            thread.join(60)
+            proxy.close()
 
 
 def test_after_a_users_title_the_agents_title_is_recorded_but_not_shown(url: str, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ show is retired (``Recorder.retire_unkept``) when that absence is evidence - the
 within the bound, none failed) for the session's cwd - and the user did nothing with it (``Recorder.touched``: no
 title of theirs, no archive, no turn, no fork), it is not live here and it is older than ``UNKEPT_AFTER``; an
 agent known to keep sessions without a turn has none retired. ``state`` says where this is (``HistoryState``);
-the first ``session/list`` waits for ``done`` within its bound.
+the first ``session/list`` waits for ``shown`` (the past recorded) within its bound (``wait``).
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ log = logging.getLogger("acp_registry.proxy")
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
 _AGENT_LIST_WAIT: Final = 60.0  # seconds for one page of the agent's own list (a slow agent, not a deadline)
 _META_PATH: Final = "acp-session-registry/path"  # set on a session by the importer that read its file
+OWN_LIST_WAIT: Final = 30.0
+"""Seconds the first ``session/list`` waits for the agent's own list of its past (one request, however slowly an
+agent answers its first one), when that is where the past comes from; ``--list-wait`` bounds an import of files."""
 UNKEPT_AFTER: Final = 60 * 1_000_000_000
 """A session made less than this long (ns) before the proxy started is not retired at start: another window's
 proxy may have it live (one whose turn comes later brings it back anyway: ``Recorder.turn``)."""
@@ -99,6 +102,10 @@ class History:
         self.state = HistoryState.NONE
         self.done = threading.Event()
         self.done.set()
+        self.shown = threading.Event()  # what the past shows is recorded (``done``: and reconciled)
+        self.shown.set()
+        self._own_list = False
+        self.own_list_wait = OWN_LIST_WAIT
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -120,8 +127,10 @@ class History:
                 read = functools.partial(self._import, agent)
             elif own_list:
                 read = self._walk_agent_list
+            self._own_list = agent not in IMPORTED and own_list
             self.state = HistoryState.IMPORTING
             self.done.clear()
+            self.shown.clear()
             self._thread = threading.Thread(
                 target=self._run, args=(read, reads_past), name="acp-registry-proxy-history"
             )
@@ -137,16 +146,22 @@ class History:
             if evidence is None:
                 self.state = HistoryState.FAILED
                 return
-            self._reconcile(evidence)
+            self._recorder.wait_idle(_AGENT_LIST_WAIT)  # what the past showed is written: a list now is whole
             self.state = HistoryState.READY if reads_past else HistoryState.NONE
+            self.shown.set()
+            self._reconcile(evidence)
         except Exception:
             log.exception("reading the agent's past sessions failed")
             self.state = HistoryState.FAILED
         finally:
+            self.shown.set()
             self.done.set()
 
     def wait(self, timeout: float) -> bool:
-        return self.done.wait(timeout)
+        """Wait for the past to be recorded (what it shows listed: the reconcile may still retire a few), within
+        ``timeout`` - or, when the past is the agent's own list, within ``OWN_LIST_WAIT``: that is one request the
+        agent answers, not a walk of files, so the first ``session/list`` waits for it and is whole."""
+        return self.shown.wait(max(timeout, self.own_list_wait) if self._own_list else timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         self._closing.set()
@@ -292,9 +307,8 @@ class History:
                 at = parse_time(item["updatedAt"])
             except (InvalidParams, ValueError):
                 at = None
-        self._recorder.put(lambda r: r.session(native, cwd, at=at))
-        if isinstance(title, str):
-            self._recorder.put(lambda r: r.agent_title(native, title))
+        named = title if isinstance(title, str) else None
+        self._recorder.put(lambda r: r.session(native, cwd, at=at, title=named))
         return native
 
     # -- reconciling ---------------------------------------------------------------------------------

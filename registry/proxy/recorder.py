@@ -27,7 +27,7 @@ from events.codec import now_ns
 from events.errors import RegistryError
 from events.model import TitleSource
 from registry.agents import META_RETIRED, Retired, retired, split_id, stored_id
-from registry.commands import prompt_title
+from registry.commands import check_title, prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
@@ -205,13 +205,14 @@ class Recorder:
         at: int | None = None,
         live: bool = False,
         made: bool = False,
+        title: str | None = None,
     ) -> None:
         """A session of the agent is live (``live``: new, loaded, resumed, forked; ``made``: by ``session/new`` or
         fork) or shown in its past: known to the registry. ``made`` under an id the registry holds for a
         conversation from before this proxy started: the agent reused the id - the old record is retired
         (superseded, kept in the history) and this one is recorded as the next generation. A session a proxy
         retired as not kept that the agent has after all is restored - the same record, with what the user set;
-        one a user deleted never comes back."""
+        one a user deleted never comes back. ``title``: the agent's title for it (its own list's), recorded with it."""
         agent = self.identity.fix(wait=NAME_WAIT)
         if self.book.entry(native).status is Status.DELETED:
             return  # deleted in the registry (under any name of the agent): a tombstone wins over the agent's files
@@ -228,9 +229,20 @@ class Recorder:
             else:
                 sid, state = self._following(sid), self.registry.state(self._following(sid))
         if state is None and cwd is not None:
+            named = title if title is not None and _fits(title) else None
             with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-                self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=agent)
+                self.registry.create(
+                    cwd,
+                    session_id=sid,
+                    additional_directories=directories or (),
+                    at=at,
+                    agent=agent,
+                    title=named,
+                    title_source=TitleSource.AGENT,
+                )
             state = self.registry.state(sid)
+        elif title is not None:
+            self.agent_title(native, title)
         if state is not None:
             self.book.set(native, sid, Status.LIVE if live else Status.KEPT)
             if state.title is not None and state.title_source is TitleSource.USER:
@@ -363,6 +375,15 @@ class Recorder:
 
     def delete(self, native: str) -> None:
         self.registry.delete(self._current(native)[0])
+
+
+def _fits(title: str) -> bool:
+    """Whether the registry takes ``title`` as a title (an agent's that does not is left out, not the session)."""
+    try:
+        check_title(title)
+    except InvalidParams:
+        return False
+    return True
 
 
 def _size(native: str, title: str | None) -> int:
