@@ -3,9 +3,9 @@
 It answers what claude-agent-acp / claude-code-acp (Anthropic ``POST /v1/messages`` and
 ``/v1/messages/count_tokens``), gemini-cli (Gemini ``:generateContent``, ``:streamGenerateContent`` with or
 without ``alt=sse``, ``:countTokens``), codex-acp (OpenAI ``POST /v1/responses``) and mistral-vibe (OpenAI
-``POST /v1/chat/completions``) ask for, streaming and not. The reply is derived from the request - the last user text it holds, prefixed with ``REPLY_PREFIX`` - so a
-test can tell that the prompt it sent went through the agent to the model and the model's answer came back to
-the client. Every request is recorded
+``POST /v1/chat/completions``) ask for, streaming and not. The reply is derived from the request - the last user
+text it holds, prefixed with ``REPLY_PREFIX`` - so a test can tell that the prompt it sent went through the agent
+to the model and the model's answer came back to the client. Every request is recorded
 (method, path, decoded body) for the tests to inspect; nothing is answered from a fixed transcript.
 
 Agents point at it with ``ANTHROPIC_BASE_URL=<url>``, ``GOOGLE_GEMINI_BASE_URL=<url>`` or a codex
