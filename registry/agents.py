@@ -69,12 +69,10 @@ class Known(NamedTuple):
     keeps_unprompted: bool = False
     """Whether the agent keeps a session that never had a turn (measured: opencode does; claude-agent-acp,
     claude-code-acp, codex-acp, qwen-code, fast-agent and mistral-vibe list a session only after its first turn)."""
-    keeps_other_cwds: bool = True
-    """Whether the agent keeps a session whose cwd is not the folder it runs in (measured: fast-agent 0.10.48 does
-    not - it saves only sessions in its own folder; claude-agent-acp, codex-acp and mistral-vibe do)."""
     lists_per_cwd: bool = False
     """Whether its own ``session/list`` without a ``cwd`` answers only part of its past - the folder it runs in
-    (fast-agent) or nothing (kimi-cli) - so that it is asked once per cwd."""
+    (fast-agent 0.10.48, which keeps each session under its own cwd) or nothing (kimi-cli) - so that it is asked once
+    per cwd. Whether an agent kept a session is asked of its list after the session's turn (``registry.proxy.kept``)."""
 
 
 KNOWN: Final[tuple[Known, ...]] = (
@@ -87,9 +85,7 @@ KNOWN: Final[tuple[Known, ...]] = (
     Known("goose"),
     Known("opencode", ("opencode-ai",), keeps_unprompted=True),
     # Agents whose past comes from their own session/list (no importer reads their files):
-    Known(
-        "fast-agent", ("fast-agent-acp", "fast-agent-mcp"), imported=False, keeps_other_cwds=False, lists_per_cwd=True
-    ),
+    Known("fast-agent", ("fast-agent-acp", "fast-agent-mcp"), imported=False, lists_per_cwd=True),
     Known("mistral-vibe", ("vibe", "vibe-acp", "mistral-vibe-acp"), imported=False),
 )
 """Every agent the registry knows by name, the importers' first and in their order. Matching is on the normalised

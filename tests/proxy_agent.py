@@ -1,7 +1,8 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
 Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]
-[--keep FILE] [--reuse-ids] [--slow-list S] [--uuid-ids] [--page-size N] [--per-cwd] [--order asc|desc]``.
+[--keep FILE] [--reuse-ids] [--slow-list S] [--uuid-ids] [--page-size N] [--per-cwd] [--order asc|desc]
+[--forget-cwd DIR]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -22,9 +23,11 @@ A prompt's first text block is a script:
 and fast-agent do): those are written to FILE and read back by the next process; ``session/load`` / ``resume`` of
 any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh in every process (as the Python
 SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
-``--uuid-ids`` makes its session ids UUIDs (as claude-agent-acp's and codex-acp's are). ``--page-size N`` answers
-``session/list`` N sessions a page (with ``nextCursor``); ``--per-cwd`` makes it a list that answers one cwd at a
-time (without ``cwd``: only the folder it runs in, as fast-agent's does); ``--order desc`` lists newest first.
+``--forget-cwd DIR`` (with ``--keep``) never keeps a session in DIR, turn or not (an agent that does not save
+sessions of another folder). ``--uuid-ids`` makes its session ids UUIDs (as claude-agent-acp's and codex-acp's
+are). ``--page-size N`` answers ``session/list`` N sessions a page (with ``nextCursor``); ``--per-cwd`` makes it a
+list that answers one cwd at a time (without ``cwd``: only the folder it runs in, as fast-agent's does);
+``--order desc`` lists newest first.
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
 replays its title as a ``session_info_update`` before answering). ``--name`` is its
@@ -64,6 +67,7 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--per-cwd", action="store_true")
     parser.add_argument("--order", default="asc")
+    parser.add_argument("--forget-cwd", default=None)
     args = parser.parse_args()
     agent = Agent(args)
     if args.banner:
@@ -277,7 +281,8 @@ class Agent:
             return
         else:
             self.chunk(session_id, text)
-        if self.args.keep and session_id in self.sessions:
+        forgotten = self.args.forget_cwd and self.sessions.get(session_id, {}).get("cwd") == self.args.forget_cwd
+        if self.args.keep and session_id in self.sessions and not forgotten:
             self.kept[session_id] = self.sessions[session_id]
             with open(self.args.keep, "w") as file:
                 json.dump(self.kept, file)

@@ -163,3 +163,30 @@ def test_a_session_without_a_turn_that_the_user_titled_archived_or_forked_is_not
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"scripted-agent:{session}")
         assert state is not None and not state.deleted, what
+
+
+def test_a_session_the_agents_own_list_does_not_show_after_its_turn_is_not_offered_once_the_connection_ends(
+    url: str, tmp_path: Path
+) -> None:
+    """An agent that did not save a session although it had a turn (its own list, asked for that cwd after the
+    turn, does not show it): listed while live, then not offered - not listed, no status - and it comes back as
+    the same record if the agent has it after all."""
+    kept, elsewhere = str(tmp_path / "kept.json"), tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    agent = ("--keep", kept, "--list", "--forget-cwd", str(elsewhere))
+    proxy, here = started(url, *agent, cwd=str(tmp_path))
+    with proxy:
+        there = proxy.result(2, "session/new", {"cwd": str(elsewhere), "mcpServers": []})["sessionId"]
+        proxy.result(3, "session/prompt", prompt(here, "kept"))
+        proxy.result(4, "session/prompt", prompt(there, "not kept by the agent"))
+        proxy.result(5, "session/set_title", {"sessionId": there, "title": "Mine all the same"})
+        assert sorted(_listed(proxy, 6)) == sorted([here, there])  # live on this connection: open
+        assert proxy.close() == 0
+    with ProxyProcess(proxy_command(url, *agent)) as again:
+        again.result(0, "initialize", {"protocolVersion": 1})
+        assert sorted(_listed(again, 1)) == [here]
+        assert again.call(2, "session/status", {"sessionId": there})["error"]["code"] == -32002
+        assert again.close() == 0
+    with SessionRegistry.open(url) as registry:
+        state = registry.state(f"scripted-agent:{there}")
+        assert state is not None and state.deleted and state.title == "Mine all the same"  # kept, not offered

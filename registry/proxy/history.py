@@ -158,10 +158,12 @@ class History:
             self.done.set()
 
     def wait(self, timeout: float) -> bool:
-        """Wait for the past to be recorded (what it shows listed: the reconcile may still retire a few), within
-        ``timeout`` - or, when the past is the agent's own list, within ``OWN_LIST_WAIT``: that is one request the
-        agent answers, not a walk of files, so the first ``session/list`` waits for it and is whole."""
-        return self.shown.wait(max(timeout, self.own_list_wait) if self._own_list else timeout)
+        """Wait for the past to be recorded, within ``timeout`` - or, when the past is the agent's own list, within
+        ``own_list_wait``: that is one request the agent answers, not a walk of files, so the first
+        ``session/list`` waits for it and is whole - then for the reconcile after it, within ``timeout`` again."""
+        if not self.shown.wait(max(timeout, self.own_list_wait) if self._own_list else timeout):
+            return False
+        return self.done.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         self._closing.set()

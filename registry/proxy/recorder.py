@@ -69,7 +69,7 @@ class Recorder:
     ) -> None:
         self.registry = registry
         self.agent_cwd = os.path.abspath(agent_cwd or os.getcwd())
-        """The folder the agent runs in (some agents keep only the sessions made there: ``Known.keeps_other_cwds``)."""
+        """The folder the agent runs in (an agent whose list answers per cwd answers this one without a cwd)."""
         self.identity = identity
         self.book = book
         self.titles = titles
@@ -258,14 +258,14 @@ class Recorder:
         self.registry.change_info(sid, meta={**(state.meta or {}), META_RETIRED: why.value})
         self.registry.delete(sid, reason=f"retired by the proxy: {why.value}")
 
-    def retire_unkept(self, native: str) -> None:
+    def retire_unkept(self, native: str, *, verified: bool = False) -> None:
         """A session made through the proxy that the agent did not keep: retired (not listed; a load of it is still
         forwarded, and if the agent has it after all, it is restored) - unless the user did something with it
-        (``touched``)."""
+        (``touched``), when that is only assumed; ``verified``: the agent's own list said so after its turn."""
         sid, state = self._current(native)
         if state is None or state.deleted or self.book.entry(native).status is Status.LIVE:
             return
-        if self.touched(state):
+        if not verified and self.touched(state):
             return
         self._retire(sid, state, Retired.UNKEPT)
         self.book.set(native, sid, Status.UNKEPT)

@@ -49,6 +49,7 @@ from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionStat
 from registry.projection import Change
 from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
+from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
 
@@ -192,6 +193,7 @@ class Surface:
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
         self._changes_thread: threading.Thread | None = None
         self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
+        self.kept = KeptCheck(conversation.request_agent)
 
     # -- the table's rules ----------------------------------------------------------------------------
 
@@ -320,6 +322,8 @@ class Surface:
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
                 self.recorder.durable(self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended)))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
+                if ok and self.advertised("session/list"):
+                    self.kept.turned(turn_of)
             return None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
             self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
@@ -345,6 +349,7 @@ class Surface:
             return None
         self.context.opened(native)
         self.book.opened(native, made=made)
+        self.kept.opened(native, cwd)
         dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
         if method == "session/fork" and isinstance(source, str) and isinstance(cwd, str):
             self.recorder.durable(self.recorder.put(lambda r: r.fork(native, source, cwd, dirs)))
@@ -427,8 +432,9 @@ class Surface:
     # -- closing --------------------------------------------------------------------------------------
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop answering and following, join the surface's threads, and retire the sessions made here that
-        never had a turn (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
+        """Stop answering and following, join the surface's threads, and retire the sessions the agent's own list
+        showed it did not keep (``registry.proxy.kept``) and those made here that never had a turn
+        (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
         self._jobs.put(None)
         self._answerer.join(timeout)
         if self._following is not None:
@@ -437,6 +443,9 @@ class Surface:
         self._changes.put(None)
         if self._changes_thread is not None:
             self._changes_thread.join(timeout)
+        for native in sorted(self.kept.unkept):  # the agent's own list says it does not have them
+            self.book.closed(native)
+            self.recorder.put(lambda r, native=native: r.retire_unkept(native, verified=True))  # type: ignore[misc]
         if keeps_unprompted(self.identity.name):
             return
         for native in sorted(self.book.made_here - self.book.turned):
