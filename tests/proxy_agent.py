@@ -12,6 +12,8 @@ A prompt's first text block is a script:
 - ``big N``: one chunk of N characters;
 - ``bigask N``: an ``fs/write_text_file`` request of N characters to the client, then replies with its answer;
 - ``title T``: a ``session_info_update`` with title T;
+- ``later ...``: answers the turn, then, half a second later, titles the session with the whole prompt (and an
+  ``updatedAt``);
 - ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
 - ``exit``: one chunk, then exits with code 3 mid-turn;
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
@@ -282,6 +284,12 @@ class Agent:
         else:
             self.chunk(session_id, text)
         forgotten = self.args.forget_cwd and self.sessions.get(session_id, {}).get("cwd") == self.args.forget_cwd
+        if word == "later":  # titled by the whole prompt, with its time, a moment after the answer (as claude does)
+            self.send({"id": request_id, "result": {"stopReason": stop}})
+            time.sleep(0.5)
+            update = {"sessionUpdate": "session_info_update", "title": text, "updatedAt": "2026-12-01T10:00:00Z"}
+            self.notify(session_id, update)
+            return
         if self.args.keep and session_id in self.sessions and not forgotten:
             self.kept[session_id] = self.sessions[session_id]
             with open(self.args.keep, "w") as file:

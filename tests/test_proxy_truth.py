@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,21 @@ def test_what_the_proxy_acknowledged_survives_a_sigkill_right_after_the_answers(
     with SessionRegistry.open(url) as registry:
         states = [registry.state(f"scripted-agent:{session}") for session in made]
         assert [s is not None and s.messages for s in states] == [2] * count
+
+
+def test_a_title_is_pushed_once_after_a_prompts_answer_when_the_agent_titles_it_the_same_a_moment_later(
+    url: str, tmp_path: Path
+) -> None:
+    """The proxy titles the session from its prompt after the answer; the agent then sends the same title with its
+    ``updatedAt`` (claude-agent-acp does): the client hears the title once, and the agent's time all the same."""
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "later Fix the login bug"))
+        deadline = time.monotonic() + 30
+        while not any("updatedAt" in u for u in proxy.updates("session_info_update")):  # the agent's, relayed
+            assert time.monotonic() < deadline, proxy.updates("session_info_update")
+            proxy.result(3, "session/list", {})  # reads what came meanwhile
+        updates = proxy.updates("session_info_update")
+        assert [u.get("title") for u in updates].count("later Fix the login bug") == 1, updates
+        assert any(u.get("updatedAt") == "2026-12-01T10:00:00Z" for u in updates), updates
+        assert proxy.close() == 0
