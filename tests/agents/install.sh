@@ -12,10 +12,10 @@
 #
 # Usage: install.sh [NAME...] - only the agents named (the folder names below); all of them without a name.
 #
-# An agent that cannot be installed (registry unreachable, no Python >= 3.12 for fast-agent or mistral-vibe, a step that ran past
-# $ACP_REGISTRY_AGENTS_TIMEOUT seconds, ...) gets one line on stderr and the others are still installed; its tests
-# then skip. Exit status: 0 when everything asked for is installed, 3 when something is missing (`.ci/run`
-# reports that and goes on).
+# An agent that cannot be installed (registry unreachable, no Python >= 3.12 for fast-agent or mistral-vibe, a step
+# that ran past $ACP_REGISTRY_AGENTS_TIMEOUT seconds, ...) gets one line on stderr and the others are still
+# installed; its tests then skip. Exit status: 0 when everything asked for is installed, 3 when something is missing
+# (`.ci/run` reports that and goes on).
 set -uo pipefail
 
 AGENTS_DIR="${ACP_REGISTRY_AGENTS_DIR:-$HOME/.cache/acp-session-registry/agents}"
