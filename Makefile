@@ -45,7 +45,8 @@ demo: $(VENV)/.installed-base
 	mkdir -p $(DEMO_DIR)
 	$(BIN)/acp-registry demo --store $(DEMO_STORE)
 
-# Real third-party ACP agents from npm/PyPI (fast-agent, claude-agent-acp, claude-code-acp, codex-acp, gemini-cli)
+# Real third-party ACP agents from npm/PyPI (fast-agent, mistral-vibe, claude-agent-acp, claude-code-acp, codex-acp,
+# gemini-cli)
 # and the TypeScript SDK, into a cache outside the clone ($ACP_REGISTRY_AGENTS_DIR, ~/.cache/acp-session-registry/agents),
 # under a lock on it; quick when they are there and whole, a broken one installed again. Each step may take
 # $ACP_REGISTRY_AGENTS_TIMEOUT seconds (300). Exit 3 when one could not be installed (its tests then skip).

@@ -34,14 +34,18 @@ __all__ = [
     "Known",
     "Retired",
     "agent_name",
+    "canonical_id",
     "command_name",
     "current_id",
     "generation",
     "keeps_unprompted",
+    "known",
     "known_name",
     "native_id",
+    "other_names",
     "retired",
     "source_gone",
+    "spellings",
     "split_id",
     "stored_id",
 ]
@@ -57,11 +61,13 @@ cannot open it, so a proxy does not offer it to the agent's client."""
 
 class Retired(enum.Enum):
     SUPERSEDED = "superseded"  # the agent started a new conversation under the session's id
-    UNKEPT = "unkept"  # it never had a turn, and the agent did not keep it
+    UNKEPT = "unkept"  # the agent did not keep it (restored, the same record, when the agent has it after all)
+    MOVED = "moved"  # held under another name of the same agent: taken over by the record under its one name
 
 
 class Known(NamedTuple):
-    """A known agent: its registry name, the other names it goes by, and whether its history files are read."""
+    """A known agent: its registry name, the other names it goes by, whether its history files are read, and how it
+    keeps and lists its sessions (each measured against the agent itself: ``tests/test_real_agents*.py``)."""
 
     name: str
     aliases: tuple[str, ...] = ()
@@ -69,20 +75,28 @@ class Known(NamedTuple):
     keeps_unprompted: bool = False
     """Whether the agent keeps a session that never had a turn (measured: opencode does; claude-agent-acp,
     claude-code-acp, codex-acp, qwen-code, fast-agent and mistral-vibe list a session only after its first turn)."""
+    lists_per_cwd: bool = False
+    """Whether its own ``session/list`` without a ``cwd`` answers only part of its past - the folder it runs in
+    (fast-agent 0.10.48, which keeps each session under its own cwd) or nothing (kimi-cli) - so that it is asked once
+    per cwd. Whether an agent kept a session is asked of its list after the session's turn (``registry.proxy.kept``)."""
 
 
 KNOWN: Final[tuple[Known, ...]] = (
     Known("claude-code", ("claude-agent-acp", "claude-code-acp", "claude")),
     Known("codex", ("codex-acp",)),
     Known("gemini", ("gemini-cli",)),
-    Known("kimi", ("kimi-cli", "kimi-code-cli")),  # kimi-cli 1.x says "Kimi Code CLI"; its history is ~/.kimi
+    Known("kimi", ("kimi-cli", "kimi-code-cli"), lists_per_cwd=True),  # kimi-cli 1.x says "Kimi Code CLI"; ~/.kimi
     Known("kimi-code"),  # the separate Kimi Code product (~/.kimi-code), a history of its own
     Known("qwen", ("qwen-code",)),
     Known("goose"),
     Known("opencode", ("opencode-ai",), keeps_unprompted=True),
+    # Agents whose past comes from their own session/list (no importer reads their files):
+    Known("fast-agent", ("fast-agent-acp", "fast-agent-mcp"), imported=False, lists_per_cwd=True),
+    Known("mistral-vibe", ("vibe", "vibe-acp", "mistral-vibe-acp"), imported=False),
 )
-"""Every agent the registry knows by name, in the importers' order. Matching is on the normalised name (lower
-case, npm scope dropped, spaces and other characters as ``-``)."""
+"""Every agent the registry knows by name, the importers' first and in their order. Matching is on the normalised
+name (lower case, npm scope dropped, spaces and other characters as ``-``): ``@zed-industries/claude-code-acp``,
+``claude-agent-acp`` and ``Claude Code`` are one agent, ``claude-code``, however it is started."""
 
 IMPORTED: Final[tuple[str, ...]] = tuple(known.name for known in KNOWN if known.imported)
 """The agents whose history files an importer reads (``registry.importers.AGENTS``)."""
@@ -100,6 +114,14 @@ _VERSIONED: Final = r"^(python|pypy|node)[0-9.]*$"
 _SCRIPT: Final = r"\.(py|pyz|js|mjs|cjs|ts|mts|sh|rb|pl|jar)$"
 _ASSIGNMENT: Final = r"[A-Za-z_][A-Za-z0-9_]*="  # env's NAME=VALUE (a value may hold a path: never the name)
 _ENV_VALUED: Final = frozenset({"-u", "--unset", "-C", "--chdir"})  # env's options whose value is the next word
+_HEX: Final = "[0-9a-fA-F]"
+_UUID: Final = "".join(  # urn:uuid: and braces around 8-4-4-4-12 hex digits, each hyphen optional
+    (
+        r"(?:[uU][rR][nN]:[uU][uU][iI][dD]:)?\{?",
+        *(f"({_HEX}{{{n}}})" + "-?" * (n != 12) for n in (8, 4, 4, 4, 12)),
+        r"\}?",
+    )
+)
 
 
 def known_name(name: str) -> str:
@@ -109,9 +131,40 @@ def known_name(name: str) -> str:
     return name if known is None else known
 
 
+def known(name: str) -> Known | None:
+    """The known agent whose registry name is ``name``, if any."""
+    return next((entry for entry in KNOWN if entry.name == name), None)
+
+
 def keeps_unprompted(name: str) -> bool:
     """Whether the agent ``name`` (a registry name) is known to keep sessions that never had a turn."""
-    return any(known.name == name and known.keeps_unprompted for known in KNOWN)
+    entry = known(name)
+    return entry is not None and entry.keeps_unprompted
+
+
+def other_names(name: str) -> tuple[str, ...]:
+    """The names an older version may have recorded the agent ``name`` under (its aliases, as ``agent_name`` made
+    them before they were declared): records held under one of them are the agent's too."""
+    entry = known(name)
+    return () if entry is None else tuple(alias for alias in entry.aliases if alias != name)
+
+
+def canonical_id(native: str) -> str:
+    """One spelling of an agent's id: a UUID in any form agents parse - upper or lower case, in braces, after
+    ``urn:uuid:``, with or without hyphens - as lower-case hyphenated text; any other id as it is."""
+    found = re.fullmatch(_UUID, native)
+    if found is None or native.startswith("{") != native.endswith("}"):
+        return native
+    return "-".join(found.groups()).lower()
+
+
+def spellings(native: str) -> tuple[str, ...]:
+    """The spellings the registry may hold the agent's id ``native`` under: as written, then, for a UUID, its
+    canonical form (lower case, as most agents write them) and that form in upper case."""
+    canonical = canonical_id(native)
+    if re.fullmatch(_UUID, native) is None or native.startswith("{") != native.endswith("}"):
+        return (native,)
+    return tuple(dict.fromkeys((native, canonical, canonical.upper())))
 
 
 def agent_name(name: str) -> str:
@@ -205,12 +258,17 @@ def retired(state: Any) -> Retired | None:
 
 
 def current_id(agent: str, native: str, state_of: Callable[[str], Any]) -> str:
-    """The stored id the agent's session ``native`` has now: past the records retired under it (``state_of``
-    reads a stored id's state, or None)."""
+    """The stored id the agent's session ``native`` has now: past the records retired under it, but the last one
+    when it was retired as not kept (it is restored: the same record) (``state_of`` reads a stored id's state, or
+    None)."""
     number = 1
     while True:
         sid = stored_id(agent, native, number)
         state = state_of(sid)
-        if state is None or retired(state) is None:
+        why = None if state is None else retired(state)
+        if why is None:
+            return sid
+        following = stored_id(agent, native, number + 1)
+        if why is Retired.UNKEPT and state_of(following) is None:
             return sid
         number += 1

@@ -76,22 +76,27 @@ def json_type(value: object) -> str:
 
 
 def check_session_id(session_id: object, field: str = "sessionId") -> str:
-    """A non-empty string of at most ``MAX_SESSION_ID_BYTES`` UTF-8 bytes, without control characters."""
+    """A non-empty string of at most ``MAX_SESSION_ID_BYTES`` UTF-8 bytes, without control characters, and without
+    whitespace around it (`` abc`` would be another id than ``abc`` to the registry, and the same to a person)."""
     if not isinstance(session_id, str) or not session_id:
-        raise InvalidParams(f"{field} must be a non-empty string, got {json_type(session_id)}")
+        raise InvalidParams(f"{field} must be a non-empty string, got {json_type(session_id)}", field=field)
+    shown = session_id if len(session_id) <= 80 else session_id[:80] + "..."
     try:
         store_check_session_id(session_id)
     except ValueError as exc:
-        shown = session_id if len(session_id) <= 80 else session_id[:80] + "..."
-        raise InvalidParams(f"{str(exc).replace('session_id', field, 1)}: {shown!r}") from None
+        raise InvalidParams(f"{str(exc).replace('session_id', field, 1)}: {shown!r}", field=field) from None
+    if session_id != session_id.strip():
+        raise InvalidParams(f"{field} must not begin or end with whitespace: {shown!r}", field=field)
     return session_id
 
 
 def check_title(title: object, field: str = "title") -> str:
     if not isinstance(title, str):
-        raise InvalidParams(f"{field} must be a string, not {json_type(title)}")
+        raise InvalidParams(f"{field} must be a string, not {json_type(title)}", field=field)
     if len(title) > MAX_TITLE_LENGTH:
-        raise InvalidParams(f"{field} is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed")
+        raise InvalidParams(
+            f"{field} is {len(title)} characters long; at most {MAX_TITLE_LENGTH} are allowed", field=field
+        )
     _check_text(title, field)
     return title
 
@@ -100,10 +105,10 @@ def check_user_title(title: object, field: str = "title") -> str:
     """A title a client sets (``session/set_title``): surrounding whitespace is trimmed (the stored, normalised
     title is what the caller answers with); an empty or blank one is refused (it would be a clear)."""
     if not isinstance(title, str):
-        raise InvalidParams(f"{field} must be a string, not {json_type(title)}")
+        raise InvalidParams(f"{field} must be a string, not {json_type(title)}", field=field)
     stripped = title.strip()
     if not stripped:
-        raise InvalidParams(f"{field} must not be empty or blank")
+        raise InvalidParams(f"{field} must not be empty or blank", field=field)
     return check_title(stripped, field)
 
 
@@ -115,9 +120,9 @@ def check_agent(agent: object, field: str = "agent") -> str | None:
     if agent is None:
         return None
     if not isinstance(agent, str) or not agent:
-        raise InvalidParams(f"{field} must be a non-empty string, not {json_type(agent)}")
+        raise InvalidParams(f"{field} must be a non-empty string, not {json_type(agent)}", field=field)
     if len(agent) > MAX_AGENT_LENGTH or not agent.isprintable():
-        raise InvalidParams(f"{field} must be printable and at most {MAX_AGENT_LENGTH} characters long")
+        raise InvalidParams(f"{field} must be printable and at most {MAX_AGENT_LENGTH} characters long", field=field)
     _check_text(agent, field)
     return agent
 
@@ -129,7 +134,7 @@ def list_filter(cwd: str | None = None, archived: object = None, agent: object =
         archived = "exclude"
     if not isinstance(archived, str) or archived not in ARCHIVED_FILTERS:  # refused by name, never read as "exclude"
         choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
-        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", {"field": "archived"})
+        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", field="archived")
     return ListFilter(cwd, archived, check_agent(agent))
 
 
@@ -168,13 +173,13 @@ def prompt_title(prompt: object) -> str | None:
 
 def check_source(source: object) -> events.TitleSource:
     if not isinstance(source, events.TitleSource):
-        raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}")
+        raise InvalidParams(f"title_source must be a TitleSource, not {type(source).__name__}", field="title_source")
     return source
 
 
 def check_messages(messages: object) -> int:
     if isinstance(messages, bool) or not isinstance(messages, int) or not 0 <= messages < 1 << 31:
-        raise InvalidParams(f"messages must be a non-negative int below 2**31, got {messages!r}")
+        raise InvalidParams(f"messages must be a non-negative int below 2**31, got {messages!r}", field="messages")
     return messages
 
 
@@ -182,7 +187,9 @@ def check_time(value: object, field: str = "updatedAt") -> int:
     """Epoch ns (int, aware ``datetime`` or RFC 3339 string) within the range the registry stores."""
     ns = parse_time(value, field=field)
     if not MIN_TIME_NS <= ns <= MAX_TIME_NS:
-        raise InvalidParams(f"{field} is out of range: times from 1970-01-01 to 2262-04-11 (epoch ns in int64)")
+        raise InvalidParams(
+            f"{field} is out of range: times from 1970-01-01 to 2262-04-11 (epoch ns in int64)", field=field
+        )
     return ns
 
 
@@ -192,19 +199,23 @@ def check_meta(meta: object, field: str = "_meta") -> dict[str, Any] | None:
     if meta is None:
         return None
     if not isinstance(meta, Mapping) or not all(isinstance(k, str) for k in meta):
-        raise InvalidParams(f"{field} must be a JSON object with string keys")
+        raise InvalidParams(f"{field} must be a JSON object with string keys", field=field)
     _check_depth(meta, field)
     try:
         encoded = _json_encoder.encode(dict(meta))
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise InvalidParams(f"{field} must hold only JSON values ({exc})") from exc
+        raise InvalidParams(f"{field} must hold only JSON values ({exc})", field=field) from exc
     if len(encoded) > MAX_META_BYTES:
-        raise InvalidParams(f"{field} is {len(encoded)} bytes as JSON; at most {MAX_META_BYTES} are allowed")
+        raise InvalidParams(
+            f"{field} is {len(encoded)} bytes as JSON; at most {MAX_META_BYTES} are allowed", field=field
+        )
     copy: dict[str, Any] = msgspec.json.decode(encoded)
     try:
         _msgpack_encoder.encode(copy)  # the log's codec: JSON numbers are unbounded, msgpack integers are not
     except OverflowError:
-        raise InvalidParams(f"{field} holds an integer outside -2**63 .. 2**64-1, which the log cannot store") from None
+        raise InvalidParams(
+            f"{field} holds an integer outside -2**63 .. 2**64-1, which the log cannot store", field=field
+        ) from None
     return copy
 
 
@@ -216,19 +227,20 @@ def check_payload(payload: object) -> object:
     try:
         size = len(_msgpack_encoder.encode(payload))
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
-        raise InvalidParams(f"payload must be plain data (JSON-like values): {exc}") from exc
+        raise InvalidParams(f"payload must be plain data (JSON-like values): {exc}", field="payload") from exc
     if size > MAX_PAYLOAD_BYTES:
-        raise InvalidParams(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are allowed")
+        raise InvalidParams(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are allowed", field="payload")
     return payload
 
 
 def check_directories(directories: object, *, resolve_symlinks: bool = False) -> tuple[str, ...]:
     """``additionalDirectories``: a list of at most ``MAX_DIRECTORIES`` absolute paths, each normalised."""
     if isinstance(directories, str | bytes) or not isinstance(directories, Sequence):
-        raise InvalidParams("additionalDirectories must be a list of absolute paths")
+        raise InvalidParams("additionalDirectories must be a list of absolute paths", field="additionalDirectories")
     if len(directories) > MAX_DIRECTORIES:
         raise InvalidParams(
-            f"additionalDirectories has {len(directories)} entries; at most {MAX_DIRECTORIES} are allowed"
+            f"additionalDirectories has {len(directories)} entries; at most {MAX_DIRECTORIES} are allowed",
+            field="additionalDirectories",
         )
     return tuple(
         normalise_cwd(d, field=f"additionalDirectories[{i}]", resolve_symlinks=resolve_symlinks)
@@ -321,11 +333,14 @@ def check_event(event: events.Event, field: str = "event") -> events.Event:
 
 def _check_created(event: events.SessionCreated, field: str) -> None:
     if normalise_cwd(event.cwd, field=f"{field}.cwd") != event.cwd:
-        raise InvalidParams(f"{field}.cwd is not in canonical form ({event.cwd!r})")
+        raise InvalidParams(f"{field}.cwd is not in canonical form ({event.cwd!r})", field=f"{field}.cwd")
     check_time(event.at, f"{field}.at")
     for n, directory in enumerate(event.additional_directories):
         if normalise_cwd(directory, field=f"{field}.additional_directories[{n}]") != directory:
-            raise InvalidParams(f"{field}.additional_directories[{n}] is not in canonical form ({directory!r})")
+            raise InvalidParams(
+                f"{field}.additional_directories[{n}] is not in canonical form ({directory!r})",
+                field=f"{field}.additional_directories[{n}]",
+            )
     check_directories(event.additional_directories)
     if event.title is not None:
         check_title(event.title, f"{field}.title")
@@ -334,16 +349,18 @@ def _check_created(event: events.SessionCreated, field: str) -> None:
     if event.parent is not None:
         check_session_id(event.parent.session_id, f"{field}.parent.session_id")
         if isinstance(event.parent.position, bool) or not 0 < event.parent.position < 1 << 63:
-            raise InvalidParams(f"{field}.parent.position must be a log position (a positive int)")
+            raise InvalidParams(
+                f"{field}.parent.position must be a log position (a positive int)", field=f"{field}.parent.position"
+            )
 
 
 def _check_text(text: str, field: str) -> None:
     if "\x00" in text:
-        raise InvalidParams(f"{field} must not contain a NUL character")
+        raise InvalidParams(f"{field} must not contain a NUL character", field=field)
     try:
         text.encode()
     except UnicodeEncodeError:
-        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)") from None
+        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)", field=field) from None
 
 
 def _check_depth(value: object, field: str) -> None:
@@ -358,5 +375,5 @@ def _check_depth(value: object, field: str) -> None:
         else:
             continue
         if depth >= MAX_META_DEPTH:
-            raise InvalidParams(f"{field} nests deeper than {MAX_META_DEPTH} levels")
+            raise InvalidParams(f"{field} nests deeper than {MAX_META_DEPTH} levels", field=field)
         stack.extend((child, depth + 1) for child in children)

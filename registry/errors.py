@@ -9,12 +9,13 @@ would catch without knowing ours (``ValueError`` for a wrong value, ``LookupErro
     ├── StoreError                   -32603  events.errors: the event store failed or refused (its own subtree:
     │                                        ConcurrencyError, EventIdConflict, CorruptEventError,
     │                                        StoreFormatError, StoreClosedError)
-    ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles
-    │   └── InvalidCursor            -32602  data.reason: garbled | truncated | tampered | foreign | version | cwd |
-    │                                        archived | agent
+    ├── InvalidParams (ValueError)   -32602  wrong params of a command or request: types, relative paths, long titles;
+    │                                        data.field names the field (every -32602 has it)
+    │   └── InvalidCursor            -32602  data.field "cursor", data.reason: garbled | truncated | tampered |
+    │                                        foreign | version | cwd | archived | agent
     ├── SessionNotFound (LookupError) -32002 no such session; data.sessionId
     │   └── SessionDeletedError      -32002  the session was deleted; writes to it are refused
-    ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.sessionId
+    ├── SessionExists (ValueError)   -32602  create with an id that is taken; data.field "sessionId", data.sessionId
     ├── MethodNotFound (LookupError) -32601  data.method
     ├── SubscriberTooSlow            -32603  a change-stream subscriber fell too far behind and was ended
     ├── ReadModelFault               -32010  the read model cannot answer and could not be rebuilt or folded
@@ -68,18 +69,20 @@ READ_MODEL_FAULT = -32010
 
 
 class InvalidParams(RegistryError, ValueError):
-    """Params of a command or request are wrong; the message says which and why."""
+    """Params of a command or request are wrong; the message says which and why, ``field`` names the field as the
+    request spells it (``cwd``, ``prompt[0].text``, ``_meta``; ``params`` for the whole) and ``data`` adds facts."""
 
-    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, data: dict[str, Any] | None = None, *, field: str = "params") -> None:
         super().__init__(message)
-        self.data = data
+        self.field = field
+        self.data: dict[str, Any] = {"field": field, **(data or {})}
 
 
 class InvalidCursor(InvalidParams):
     """A cursor that this registry cannot continue from. Never silently restarts at page 1."""
 
     def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"invalid cursor ({reason}): {detail}", {"reason": reason})
+        super().__init__(f"invalid cursor ({reason}): {detail}", {"reason": reason}, field="cursor")
         self.reason = reason
 
 
@@ -128,11 +131,11 @@ class RpcError(msgspec.Struct, omit_defaults=True):
 def rpc_error(exc: BaseException) -> RpcError:
     """Map an exception to its JSON-RPC error: the one place codes are chosen."""
     if isinstance(exc, InvalidParams):
-        return RpcError(INVALID_PARAMS, str(exc), exc.data if exc.data is not None else msgspec.UNSET)
+        return RpcError(INVALID_PARAMS, str(exc), exc.data)
     if isinstance(exc, SessionNotFound):
         return RpcError(RESOURCE_NOT_FOUND, str(exc), {"sessionId": exc.session_id})
     if isinstance(exc, SessionExists):
-        return RpcError(INVALID_PARAMS, str(exc), {"sessionId": exc.session_id})
+        return RpcError(INVALID_PARAMS, str(exc), {"field": "sessionId", "sessionId": exc.session_id})
     if isinstance(exc, MethodNotFound):
         return RpcError(METHOD_NOT_FOUND, str(exc), {"method": exc.method})
     if isinstance(exc, ReadModelFault):

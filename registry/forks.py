@@ -31,7 +31,7 @@ def fork_point(store: EventStore, read_model: ReadModel, parent: ForkRef) -> tup
     deleted source -> ``SessionNotFound``; a position past the head or before the source existed ->
     ``InvalidParams``. The read model is caught up first (the source may come from another process)."""
     if not isinstance(parent, ForkRef):
-        raise InvalidParams(f"parent must be a ForkRef, not {type(parent).__name__}")
+        raise InvalidParams(f"parent must be a ForkRef, not {type(parent).__name__}", field="parent")
     head = read_model.catch_up()
     source = read_model.get(parent.session_id)
     if source is None:
@@ -40,18 +40,22 @@ def fork_point(store: EventStore, read_model: ReadModel, parent: ForkRef) -> tup
         raise SessionDeletedError(parent.session_id)
     position = parent.position
     if isinstance(position, bool) or not isinstance(position, int) or position < 0:
-        raise InvalidParams(f"the fork position must be a log position (an int >= 1), got {position!r}")
+        raise InvalidParams(
+            f"the fork position must be a log position (an int >= 1), got {position!r}", field="position"
+        )
     if position == 0:
         return source, ForkRef(session_id=parent.session_id, position=source.position)
     if position > head:
-        raise InvalidParams(f"the fork position {position} is past the log's head ({head})")
+        raise InvalidParams(f"the fork position {position} is past the log's head ({head})", field="position")
     if position < source.position:
         then = read_model.state_at(parent.session_id, position)
         if then is PAST_WINDOW:  # older than the read model keeps: the source's first event says
             first = store.read_stream(parent.session_id)[:1]
             then = source if first and first[0].position <= position else None
         if then is None:
-            raise InvalidParams(f"session {parent.session_id!r} did not exist yet at position {position}")
+            raise InvalidParams(
+                f"session {parent.session_id!r} did not exist yet at position {position}", field="position"
+            )
     return source, parent
 
 

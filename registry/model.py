@@ -30,6 +30,7 @@ __all__ = [
     "ARCHIVED_FILTERS",
     "IMPORTED_AGENTS",
     "META_AGENT",
+    "META_AGENT_MESSAGES",
     "META_ARCHIVED",
     "META_CONSISTENCY",
     "META_MESSAGES",
@@ -74,6 +75,10 @@ META_SNIPPETS: Final = f"{META_NAMESPACE}/snippets"
 """In a searched ``session/list`` answer, each session's ``_meta``: the passages that matched (``[{role, text}]``)."""
 META_PARENT: Final = f"{META_NAMESPACE}/parent"
 """A fork's source: ``{"sessionId": ..., "position": P}`` (the log position the fork was taken at)."""
+META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
+"""The agent's own message count as an import last read it from its files (``registry.importers``), which can
+shrink (a rewind) while ``messageCount`` only grows; a live turn that saw it move was maybe counted by that import
+(``SessionRegistry.record_turn``)."""
 
 IMPORTED_AGENTS: Final = frozenset(IMPORTED)
 """The agent names of the importers (``registry.agents.IMPORTED``): a session whose creation records no agent but whose
@@ -332,17 +337,19 @@ def format_time(ns: int) -> str:
 def parse_time(value: object, *, field: str = "updatedAt") -> int:
     """Epoch ns from an int (ns), an aware ``datetime`` or an RFC 3339 string with a zone."""
     if isinstance(value, bool):
-        raise InvalidParams(f"{field} must be a timestamp, not a boolean")
+        raise InvalidParams(f"{field} must be a timestamp, not a boolean", field=field)
     if isinstance(value, int):
         return value
     if isinstance(value, str):
         try:
             value = _dt.datetime.fromisoformat(value)
         except ValueError as exc:
-            raise InvalidParams(f"{field} is not an RFC 3339 timestamp: {value!r}") from exc
+            raise InvalidParams(f"{field} is not an RFC 3339 timestamp: {value!r}", field=field) from exc
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            raise InvalidParams(f"{field} needs a time zone (e.g. a trailing 'Z'): {value.isoformat()}")
+            raise InvalidParams(f"{field} needs a time zone (e.g. a trailing 'Z'): {value.isoformat()}", field=field)
         delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-    raise InvalidParams(f"{field} must be an RFC 3339 string, a datetime or epoch ns, not {type(value).__name__}")
+    raise InvalidParams(
+        f"{field} must be an RFC 3339 string, a datetime or epoch ns, not {type(value).__name__}", field=field
+    )

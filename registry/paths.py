@@ -21,19 +21,21 @@ __all__ = ["normalise_cwd"]
 def normalise_cwd(path: object, *, field: str = "cwd", resolve_symlinks: bool = False) -> str:
     """The canonical form of an absolute directory path; ``InvalidParams`` says what is wrong."""
     if not isinstance(path, str):
-        raise InvalidParams(f"{field} must be a string path, not {_kind(path)}")
+        raise InvalidParams(f"{field} must be a string path, not {_kind(path)}", field=field)
     if not path:
-        raise InvalidParams(f"{field} must be an absolute path, got an empty string")
+        raise InvalidParams(f"{field} must be an absolute path, got an empty string", field=field)
     if "\x00" in path:
-        raise InvalidParams(f"{field} must not contain a NUL character")
+        raise InvalidParams(f"{field} must not contain a NUL character", field=field)
     try:
         size = len(path.encode())
     except UnicodeEncodeError:
-        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)") from None
+        raise InvalidParams(f"{field} is not valid Unicode (it holds a lone surrogate)", field=field) from None
     if size > MAX_PATH_BYTES:
-        raise InvalidParams(f"{field} is {size} bytes long; at most {MAX_PATH_BYTES} are allowed (PATH_MAX)")
+        raise InvalidParams(
+            f"{field} is {size} bytes long; at most {MAX_PATH_BYTES} are allowed (PATH_MAX)", field=field
+        )
     if not path.startswith("/"):
-        raise InvalidParams(f"{field} must be an absolute path (starting with '/'), got {path!r}")
+        raise InvalidParams(f"{field} must be an absolute path (starting with '/'), got {path!r}", field=field)
     canonical = posixpath.normpath(path)
     if canonical.startswith("//"):  # normpath keeps a leading '//' (POSIX allows it); we do not
         canonical = "/" + canonical.lstrip("/")

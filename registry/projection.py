@@ -25,12 +25,13 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 import events
+from registry.agents import META_RETIRED, Retired
 from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
 
 if TYPE_CHECKING:
     from sortedcontainers import SortedList
 
-__all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc"]
+__all__ = ["Change", "Entry", "Page", "Projection", "fold", "paused_gc", "restorable"]
 
 SortKey = tuple[int, str]
 Entry = events.RecordedEvent | events.LogEntry
@@ -64,7 +65,8 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     """The session after ``record``; None when the event changes nothing (it is then ignored).
 
     Each event changes only what it changes (``replace``): a new state field needs no edit here unless an event
-    sets it. Rules the fold keeps whatever was appended: a session is created once; nothing follows a deletion;
+    sets it. Rules the fold keeps whatever was appended: a session is created once, except that a creation restores
+    a session a proxy retired as not kept by its agent (``restorable``); nothing else follows a deletion;
     a generated title (agent or prompt; a title without a source counts as generated) never replaces a title
     the user set. An event that changes nothing visible (archiving an archived session) still moves the
     session's version and position, which must follow its stream.
@@ -72,7 +74,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     event = record.event
     if isinstance(event, events.SessionCreated):
         if state is not None:
-            return None
+            return _restored(state, record) if state.deleted and restorable(state) else None
         return SessionState(
             record.session_id,
             sys.intern(event.cwd),  # a handful of cwds shared by many sessions: keep one string each
@@ -123,6 +125,19 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             return replace(state, deleted=True, version=record.version, position=record.position)
         case _:
             assert_never(event)  # raises, -O or not: an unknown kind is never read as another
+
+
+def restorable(state: SessionState) -> bool:
+    """Whether a deleted session was retired by a proxy because its agent had not kept it (``META_RETIRED`` is
+    ``"unkept"`` in its ``_meta``): not a user's deletion, so the agent listing it again restores it."""
+    return (state.meta or {}).get(META_RETIRED) == Retired.UNKEPT.value
+
+
+def _restored(state: SessionState, record: Entry) -> SessionState:
+    """A retired session restored by a ``SessionCreated`` on its stream: the same record - title, archive flag,
+    count, parent - no longer deleted and without the retirement's mark (the event's own fields are not read)."""
+    meta = {key: value for key, value in (state.meta or {}).items() if key != META_RETIRED} or None
+    return replace(state, deleted=False, meta=meta, version=record.version, position=record.position)
 
 
 @contextlib.contextmanager

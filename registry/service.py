@@ -24,7 +24,17 @@ from msgspec import UNSET, UnsetType
 from events.codec import now_ns
 from events.content import content_ref
 from events.factory import open_store
-from events.model import Event, ForkRef, Message, Role, SessionDeleted, SessionUpdated, TitleSource, Usage
+from events.model import (
+    Event,
+    ForkRef,
+    Message,
+    Role,
+    SessionCreated,
+    SessionDeleted,
+    SessionUpdated,
+    TitleSource,
+    Usage,
+)
 from events.store import Clock, EventStore
 from registry import forks
 from registry.agents import known_name
@@ -50,7 +60,15 @@ from registry.cursor import CursorCodec
 from registry.errors import InvalidParams, SessionNotFound
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE, MAX_SEARCH_HITS
-from registry.model import META_SNIPPETS, ListSessionsResult, SessionInfo, SessionState, parse_time, session_info
+from registry.model import (
+    META_AGENT_MESSAGES,
+    META_SNIPPETS,
+    ListSessionsResult,
+    SessionInfo,
+    SessionState,
+    parse_time,
+    session_info,
+)
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
@@ -245,32 +263,36 @@ class SessionRegistry:
         self,
         session_id: str,
         *,
-        before: int,
         messages: int,
+        began: SessionState | None = None,
         at: int | None = None,
         conversation: Sequence[Message] = (),
         usage: Usage | None = None,
     ) -> SessionInfo:
-        """A turn seen live (by a proxy) that added ``messages`` to a session that had ``before`` messages when the
-        turn began, ended at ``at`` (default now; never before the session's last activity). The count becomes
-        ``before + messages`` unless it is higher already: an import of the agent's files that read this very turn
-        while it was under way (the importer brings the count up to the agent's own) is not counted twice, and an
-        import after it adds only what the files hold beyond it - one turn, one count, in either order. So with its
-        ``conversation`` and ``usage``: a turn such an import added already is not kept twice, nor its usage counted
-        twice (``registry.conversation.unseen``)."""
+        """A turn seen live (by a proxy) that added ``messages``, ended at ``at`` (default now; never before the
+        session's last activity); ``began`` is the session's state when the turn began. Every live turn counts,
+        two windows' overlapping turns both: the count grows by ``messages`` - unless an import of the agent's
+        files ran while the turn was under way (the agent's own count in ``_meta`` moved since ``began``), which
+        may have counted this very turn: the count is then ``began``'s plus ``messages`` unless higher already.
+        One turn, one count, in either order; a turn of another window that such an import did not see is counted
+        by the next import (the importer brings the count up to the agent's own). So with its ``conversation`` and
+        ``usage``: a turn such an import added already is not kept twice, nor its usage counted twice
+        (``registry.conversation.unseen``)."""
         check_messages(messages)
-        check_messages(before)
         when = check_time(self._clock() if at is None else at, "at")
         kept = prepare(_messages(conversation, when), keep_secrets=self.keep_secrets)
         box: list[Sequence[Message] | None] = [kept or None]  # the messages the event keeps, as decided
 
         def events(state: SessionState) -> list[Event]:
-            added = max(0, before + messages - state.messages)
+            added = messages
+            imported = began is not None and _imported_count(state) != _imported_count(began)
+            if began is not None and imported:
+                added = max(0, began.messages + messages - state.messages)
             turn, spent = kept, usage
-            if kept and state.messages > before:
-                # The count grew while the turn was under way: an import of the agent's files may have read this
-                # very turn. Only what the session does not hold is kept - the turn is one turn - and its usage
-                # goes with it: none when the import added the turn.
+            if kept and imported:
+                # An import of the agent's files ran while the turn was under way and may have read this very turn:
+                # only what the session does not hold is kept - the turn is one turn - and its usage goes with it:
+                # none when the import added the turn.
                 turn = unseen([m.message for m in self._store.messages(session_id)], kept)
                 if not any(m.role is Role.USER for m in turn) and any(m.role is Role.USER for m in kept):
                     spent = None
@@ -373,6 +395,16 @@ class SessionRegistry:
             agent=source.agent if agent is None else agent,
             parent=parent,
         )
+
+    def restore(self, session_id: str) -> SessionInfo:
+        """Bring back a session a proxy retired because its agent had not kept it (``_meta``'s
+        ``acp-session-registry/retired`` is ``"unkept"``), now that the agent has it: the same record, with all it
+        held - the user's title, the archive flag, the count. Nothing to do for a live session. A session deleted
+        any other way stays deleted: ``SessionDeletedError``; an unknown one: ``SessionNotFound``."""
+        state = self.state(session_id)
+        cwd = "/" if state is None else state.cwd
+        self._writer.restore(session_id, SessionCreated(cwd=cwd, at=self._clock()))
+        return self._writer.written(session_id)
 
     def delete(self, session_id: str, *, reason: str | None = None, erase: bool = True) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op.
@@ -479,7 +511,7 @@ class SessionRegistry:
         (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the cursor is then
         bound to the query too."""
         if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
+            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
         if query is not None:
             return self._searched(query, cwd, cursor, archived, agent)
         where = list_filter(
@@ -598,3 +630,7 @@ def _messages(messages: object, at: int) -> list[Message]:
             check_time(message.at, f"messages[{n}].at")
         out.append(message if message.at is not None else msgspec.structs.replace(message, at=at))
     return out
+
+
+def _imported_count(state: SessionState) -> object:
+    return (state.meta or {}).get(META_AGENT_MESSAGES)

@@ -22,7 +22,7 @@ from registry.commands import check_session_id
 from registry.errors import SessionDeletedError, SessionExists, SessionNotFound
 from registry.follow import Follower
 from registry.model import SessionInfo, SessionState, session_info
-from registry.projection import fold
+from registry.projection import fold, restorable
 from registry.readmodel import ReadModel
 
 __all__ = ["RETRIES", "CommandWriter", "retried"]
@@ -105,6 +105,26 @@ class CommandWriter:
             self.applied(positions[-1])
 
         retried(attempt)
+
+    def restore(self, session_id: str, event: SessionCreated) -> bool:
+        """Append ``event`` to a session a proxy retired as not kept (``registry.projection.restorable``), which the
+        fold reads as its restoration; False when there was nothing to restore (live already: another writer was
+        first). A user's deletion is never undone: ``SessionDeletedError``; no session: ``SessionNotFound``."""
+        check_session_id(session_id)
+
+        def attempt() -> bool:
+            state = self.fresh_state(session_id)
+            if state is None:
+                raise SessionNotFound(session_id)
+            if not state.deleted:
+                return False
+            if not restorable(state):
+                raise SessionDeletedError(session_id)
+            positions = self._store.append(session_id, [event], state.version)
+            self.applied(positions[-1])
+            return True
+
+        return retried(attempt)
 
     def applied(self, position: int) -> None:
         """Read-your-writes: the read model (and, without a follower thread, the listeners) reach ``position``;

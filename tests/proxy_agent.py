@@ -1,7 +1,8 @@
 """A scripted ACP agent for the proxy's tests: the things real agents cannot be made to do on demand.
 
 Run as ``python tests/proxy_agent.py [--name N] [--list] [--delete] [--fork] [--past FILE] [--log FILE] [--banner]
-[--keep FILE] [--reuse-ids] [--slow-list S] [--v2]``.
+[--keep FILE] [--reuse-ids] [--slow-list S] [--v2] [--uuid-ids] [--page-size N] [--per-cwd] [--order asc|desc]
+[--forget-cwd DIR]``.
 Stdlib only. Each line it receives is appended to ``--log`` (so a test sees exactly what the proxy forwarded).
 A prompt's first text block is a script:
 
@@ -12,6 +13,8 @@ A prompt's first text block is a script:
 - ``bigask N``: an ``fs/write_text_file`` request of N characters to the client, then replies with its answer;
 - ``title T``: a ``session_info_update`` with title T;
 - ``retitle N SIZE``: N ``session_info_update`` s with titles of SIZE characters (over the title limit, say);
+- ``later ...``: answers the turn, then, half a second later, titles the session with the whole prompt (and an
+  ``updatedAt``);
 - ``crash``: one chunk, then the process ends itself with SIGKILL mid-turn;
 - ``exit``: one chunk, then exits with code 3 mid-turn;
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
@@ -24,8 +27,13 @@ and fast-agent do): those are written to FILE and read back by the next process;
 any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh in every process (as the Python
 SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
 ``--v2`` answers an ``initialize`` of protocol version 2 in the v2 draft's shape (``info``, ``capabilities.session``;
-its session list is baseline there). ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent
-does). ``--past FILE`` holds a JSON
+its session list is baseline there).
+``--forget-cwd DIR`` (with ``--keep``) never keeps a session in DIR, turn or not (an agent that does not save
+sessions of another folder). ``--uuid-ids`` makes its session ids UUIDs (as claude-agent-acp's and codex-acp's
+are). ``--page-size N`` answers ``session/list`` N sessions a page (with ``nextCursor``); ``--per-cwd`` makes it a
+list that answers one cwd at a time (without ``cwd``: only the folder it runs in, as fast-agent's does);
+``--order desc`` lists newest first.
+``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
 replays its title as a ``session_info_update`` before answering). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
@@ -41,6 +49,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 _out_lock = threading.Lock()
@@ -60,6 +69,11 @@ def main() -> None:
     parser.add_argument("--reuse-ids", action="store_true")
     parser.add_argument("--slow-list", type=float, default=0.0)
     parser.add_argument("--v2", action="store_true")
+    parser.add_argument("--uuid-ids", action="store_true")
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--per-cwd", action="store_true")
+    parser.add_argument("--order", default="asc")
+    parser.add_argument("--forget-cwd", default=None)
     args = parser.parse_args()
     agent = Agent(args)
     if args.banner:
@@ -175,6 +189,8 @@ class Agent:
             return {}
         if method == "session/new":
             session_id = str(self.next_session) if self.args.reuse_ids else f"s-{len(self.sessions) + 1}-{os.getpid()}"
+            if self.args.uuid_ids:
+                session_id = str(uuid.uuid4())
             self.next_session += 1
             self.sessions[session_id] = {"sessionId": session_id, "cwd": params.get("cwd")}
             return {"sessionId": session_id}
@@ -193,18 +209,37 @@ class Agent:
         if method == "session/list" and self.args.list:
             time.sleep(self.args.slow_list)
             if self.args.keep:
-                return {"sessions": list(self.kept.values())}
-            if self.args.past:  # as written, malformed entries included
+                listed = list(self.kept.values())
+            elif self.args.past:  # as written, malformed entries included
                 with open(self.args.past) as file:
                     past = json.load(file)
-                return {"sessions": past + [s for s in self.sessions.values() if s not in past]}
-            return {"sessions": list(self.sessions.values())}
+                listed = past + [s for s in self.sessions.values() if s not in past]
+            else:
+                listed = list(self.sessions.values())
+            return self.page(listed, params)
         if method == "session/delete" and self.args.delete:
             self.sessions.pop(str(params.get("sessionId")), None)
             return {}
         if method.startswith("_"):
             return {"echo": params}
         raise LookupError(method)
+
+    def page(self, listed: list[Any], params: dict[str, Any]) -> dict[str, Any]:
+        """A ``session/list`` answer: for ``params``' cwd (``--per-cwd``: without one, the folder it runs in),
+        from ``params``' cursor, ``--page-size`` at a time."""
+        if self.args.per_cwd:
+            cwd = params.get("cwd") or os.getcwd()
+            listed = [item for item in listed if isinstance(item, dict) and item.get("cwd") == cwd]
+        if self.args.order == "desc":
+            listed = listed[::-1]
+        if not self.args.page_size:
+            return {"sessions": listed}
+        start = int(params.get("cursor") or 0)
+        end = start + self.args.page_size
+        answer: dict[str, Any] = {"sessions": listed[start:end]}
+        if end < len(listed):
+            answer["nextCursor"] = str(end)
+        return answer
 
     def prompt(self, request_id: Any, params: dict[str, Any]) -> None:
         session_id = str(params.get("sessionId"))
@@ -267,7 +302,14 @@ class Agent:
             return
         else:
             self.chunk(session_id, text)
-        if self.args.keep and session_id in self.sessions:
+        forgotten = self.args.forget_cwd and self.sessions.get(session_id, {}).get("cwd") == self.args.forget_cwd
+        if word == "later":  # titled by the whole prompt, with its time, a moment after the answer (as claude does)
+            self.send({"id": request_id, "result": {"stopReason": stop}})
+            time.sleep(0.5)
+            update = {"sessionUpdate": "session_info_update", "title": text, "updatedAt": "2026-12-01T10:00:00Z"}
+            self.notify(session_id, update)
+            return
+        if self.args.keep and session_id in self.sessions and not forgotten:
             self.kept[session_id] = self.sessions[session_id]
             with open(self.args.keep, "w") as file:
                 json.dump(self.kept, file)

@@ -131,10 +131,10 @@ def test_sessions_pages_filters_errors_and_delete(tmp_path: Path) -> None:
             for bad, reason in [("garbage!", "garbled"), (first.next_cursor[:-5], "truncated")]:
                 with pytest.raises(RequestError) as caught:
                     await conn.list_sessions(cursor=bad)
-                assert caught.value.code == -32602 and caught.value.data == {"reason": reason}
+                assert caught.value.code == -32602 and caught.value.data == {"field": "cursor", "reason": reason}
             with pytest.raises(RequestError) as caught:
                 await conn.list_sessions(cwd="/work/a", cursor=first.next_cursor)
-            assert caught.value.data == {"reason": "cwd"}
+            assert caught.value.data == {"field": "cursor", "reason": "cwd"}
 
             doomed = made["/work/a"][0]
             assert await _raw_request(conn, "session/delete", {"sessionId": doomed}) == {}

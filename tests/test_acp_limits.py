@@ -131,7 +131,7 @@ def test_the_sdk_adapter_refuses_a_long_cwd(tmp_path: Path) -> None:
             ):
                 with pytest.raises(RequestError) as caught:
                     await call
-                assert caught.value.code == -32602 and "4096 bytes" in str(caught.value.data or caught.value)
+                assert caught.value.code == -32602 and "4096 bytes" in str(caught.value)
             assert (await conn.list_sessions()).sessions == []
 
     asyncio.run(main())

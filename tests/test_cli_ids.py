@@ -76,3 +76,20 @@ def test_list_of_one_agent_says_first_n_when_more_follow(run: Cli, store: Path) 
     )
     assert page.stdout.splitlines()[0].strip() == "first 1 session of claude-code"
     assert every.stdout.splitlines()[0].strip() == "2 sessions of claude-code"
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        CLAUDE.upper(),
+        "{" + CLAUDE + "}",
+        "urn:uuid:" + CLAUDE,
+        CLAUDE.replace("-", ""),
+        f"claude-code:{CLAUDE.upper()}",
+    ],
+)
+def test_show_takes_any_spelling_of_a_uuid(run: Cli, store: Path, spelling: str) -> None:
+    """A UUID is one id however it is written (upper case, braces, ``urn:uuid:``, no hyphens)."""
+    result = run("show", spelling, "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sessionId"] == f"claude-code:{CLAUDE}"

@@ -44,7 +44,6 @@ def test_a_turns_messages_are_kept_in_order_and_read_back(registry: SessionRegis
     plan = Message(role=Role.PLAN, text="[completed] read the file\n[pending] fix it")
     info = registry.record_turn(
         "s",
-        before=0,
         messages=2,
         conversation=[*_said("fix the bug")[:1], thought, tool, plan, *_said("x", "done")[1:]],
     )
@@ -139,7 +138,7 @@ def test_usage_goes_with_the_turns_event() -> None:
     with SessionRegistry.open("memory://") as registry:
         registry.create("/w", session_id="s")
         used = Usage(input_tokens=10, output_tokens=5, model="m")
-        registry.record_turn("s", before=0, messages=2, conversation=_said("q", "a"), usage=used)
+        registry.record_turn("s", messages=2, conversation=_said("q", "a"), usage=used)
         turn = registry.activity("s")[-1]
         assert isinstance(turn, SessionUpdated) and turn.usage == used and turn.content is not None
 

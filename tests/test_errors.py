@@ -78,3 +78,37 @@ def test_json_rpc_codes_are_chosen_in_one_place() -> None:
     sources = [*ROOT.joinpath("registry").rglob("*.py"), *ROOT.joinpath("events").rglob("*.py")]
     holders = {str(path.relative_to(ROOT)) for path in sources if _code_literals(path)}
     assert holders == {"registry/errors.py"}
+
+
+BAD_PARAMS = [
+    ("session/list", {"cwd": "relative/path"}, "cwd"),
+    ("session/list", {"cwd": 7}, "cwd"),
+    ("session/list", {"cursor": "!!not a cursor!!"}, "cursor"),
+    ("session/list", {"archived": "sometimes"}, "archived"),
+    ("session/list", [], "params"),
+    ("session/set_title", {"sessionId": "s1", "title": "   "}, "title"),
+    ("session/set_title", {"sessionId": "s1", "title": "x" * 5000}, "title"),
+    ("session/set_title", {"title": "x"}, "sessionId"),
+    ("session/delete", {"sessionId": " s1"}, "sessionId"),
+    ("session/delete", {"sessionId": "s1\x00"}, "sessionId"),
+    ("session/archive", {"sessionId": 5}, "sessionId"),
+    ("session/fork", {"sessionId": "s1", "cwd": "/w", "additionalDirectories": ["x"]}, "additionalDirectories[0]"),
+    ("session/fork", {"sessionId": "s1"}, "cwd"),
+    ("_registry/rename", {"sessionId": "s1", "title": 3}, "title"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "field"), BAD_PARAMS)
+def test_every_invalid_params_error_names_its_field_in_data_the_same_way(
+    method: str, params: object, field: str
+) -> None:
+    """-32602, whichever check refused it (the params' shapes, the registry's commands, the cursor, the cwd rules):
+    ``data.field`` is the field as the request spells it, and the message begins with it."""
+    with registry.SessionRegistry.open("memory://") as reg:
+        reg.create("/w", session_id="s1")
+        with pytest.raises(registry.InvalidParams) as caught:
+            reg.handle(method, params)
+    error = rpc_error(caught.value)
+    assert error.code == -32602
+    assert isinstance(error.data, dict) and error.data.get("field") == field, (method, params, error)
+    assert error.message.startswith(field) or error.message.startswith("invalid cursor"), error.message

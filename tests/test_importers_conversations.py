@@ -277,13 +277,14 @@ def test_a_turn_seen_live_and_read_from_the_file_is_one_turn(
     used = Usage(input_tokens=spent, output_tokens=3, model="claude-sonnet-4-5")
     store = MemoryStore()
     with SessionRegistry(store, follow=False) as registry:
+        registry.create("/home/dev/acme-api", session_id=sid, agent="claude-code")  # the proxy's session/new
+        began = registry.state(sid)  # the session as the turn began
         if order == "live first":
-            registry.create("/home/dev/acme-api", session_id=sid, agent="claude-code")
-            registry.record_turn(sid, before=0, messages=2, conversation=turn, usage=used)
+            registry.record_turn(sid, messages=2, began=began, conversation=turn, usage=used)
             run_import(store, "claude-code", root)
-        else:  # the proxy saw the turn begin (0 messages), an import read it from the file, then the turn ended
+        else:  # an import read the turn from the file while it was under way, then the turn ended
             run_import(store, "claude-code", root)
-            registry.record_turn(sid, before=0, messages=2, conversation=turn, usage=used)
+            registry.record_turn(sid, messages=2, began=began, conversation=turn, usage=used)
         kept = [(m.message.role, m.message.text) for m in registry.transcript(sid).messages]
         assert kept == [(Role.USER, asked), (Role.AGENT, answered)]
         assert registry.get(sid).meta[META_MESSAGES] == 2  # type: ignore[index]

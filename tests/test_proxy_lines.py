@@ -89,7 +89,7 @@ def test_agent_names_map_to_the_importers_names(said: str, name: str) -> None:
         (["/usr/bin/python3.12", "-u", "/srv/agents/my_agent.py", "--flag"], "my_agent"),
         (["node", "dist/index.js"], "index"),
         (["npx", "-y", "@zed-industries/codex-acp"], "codex"),
-        (["uvx", "fast-agent-acp", "--model", "passthrough"], "fast-agent-acp"),
+        (["uvx", "fast-agent-acp", "--model", "passthrough"], "fast-agent"),
         (["sh", "-c", "exec claude-agent-acp --verbose"], "claude-code"),
         (["/opt/bin/claude-code-acp"], "claude-code"),
         (["env", "FOO=1", "bunx", "opencode-ai", "acp"], "opencode"),

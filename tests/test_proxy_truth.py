@@ -8,13 +8,18 @@ Real proxy processes in front of the scripted agent (``tests/proxy_agent.py``) o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from registry.agents import META_SOURCE_GONE
+from registry.proxy import Proxy
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
 
@@ -143,16 +148,19 @@ def test_an_agent_without_agent_info_is_named_by_its_script_not_its_interpreter(
     assert said == ["acp-registry proxy: recording as agent 'proxy_agent' (from command)"]
 
 
-def test_a_session_made_before_initialize_is_recorded_under_the_name_in_use_and_listed(
+def test_a_session_made_before_initialize_is_recorded_under_the_agents_name_not_the_commands(
     url: str, tmp_path: Path
 ) -> None:
     with ProxyProcess(proxy_command(url)) as proxy:
         early = proxy.result(0, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
         meta = proxy.result(1, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
-        assert meta["agent"] == "proxy_agent"  # final from the first session: agentInfo does not move it
+        assert meta["agent"] == "scripted-agent"  # its agentInfo, not the command's proxy_agent
         proxy.result(2, "session/prompt", prompt(early, "made early"))
         assert _ids(proxy, 3) == [early]
         assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        assert [s.session_id for s in registry.list(agent="proxy_agent").sessions] == []
+        assert [s.session_id for s in registry.list(agent="scripted-agent").sessions] == [f"scripted-agent:{early}"]
 
 
 def test_the_first_list_waits_for_the_agents_past_and_later_lists_never_do(url: str, tmp_path: Path) -> None:
@@ -165,13 +173,61 @@ def test_the_first_list_waits_for_the_agents_past_and_later_lists_never_do(url: 
         assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"  # malformed entries skipped
         assert sorted(s["sessionId"] for s in listed["sessions"]) == ["old-0", "old-1", "old-2"]
         assert proxy.close() == 0
-    bounded = proxy_command(url, "--list", "--past", str(past), "--slow-list", "5")
+
+
+def test_the_first_list_waits_for_the_agents_own_list_past_the_import_bound_and_is_whole(
+    url: str, tmp_path: Path
+) -> None:
+    """The agent's own list is one request: the first list waits for its answer - slower than ``--list-wait``,
+    which bounds an import of files - and holds every session it showed (mistral-vibe's first list was empty)."""
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": f"old-{n}", "cwd": str(tmp_path)} for n in range(14)]))
+    bounded = proxy_command(url, "--list", "--past", str(past), "--slow-list", "3")
     bounded[bounded.index("--") : bounded.index("--")] = ["--list-wait", "0.2"]
     with ProxyProcess(bounded) as proxy:
         proxy.result(0, "initialize", {"protocolVersion": 1})
-        listed = proxy.result(1, "session/list", {})  # the bound passed: what it has, and it says so
-        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "importing"
+        listed = proxy.result(1, "session/list", {})
+        assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+        assert len(listed["sessions"]) == 14
         assert proxy.close() == 0
+
+
+def test_when_the_first_lists_bound_passes_it_says_importing_and_a_later_list_is_whole(tmp_path: Path) -> None:
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": f"old-{n}", "cwd": str(tmp_path)} for n in range(5)]))
+    agent = [sys.executable, AGENT, "--list", "--past", str(past), "--slow-list", "2"]
+    with SessionRegistry.open(f"sqlite://{tmp_path}/sessions.db") as registry:
+        to_proxy, host_out = os.pipe()
+        host_in, from_proxy = os.pipe()
+        proxy = Proxy(registry, agent, client_in=to_proxy, client_out=from_proxy, list_wait=0.1)
+        proxy.history.own_list_wait = 0.1  # an agent slower to list its past than the bound
+        thread = threading.Thread(target=proxy.run)
+        thread.start()
+        answers = os.fdopen(host_in, "rb")
+
+        def call(request_id: int, method: str, params: dict[str, object]) -> dict[str, Any]:
+            os.write(
+                host_out,
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode() + b"\n",
+            )
+            while True:
+                answer = json.loads(answers.readline())
+                if answer.get("id") == request_id and "method" not in answer:
+                    result: dict[str, Any] = answer["result"]
+                    return result
+
+        try:
+            call(0, "initialize", {"protocolVersion": 1})
+            first = call(1, "session/list", {})
+            assert first["_meta"]["acp-session-registry/proxy"]["history"] == "importing"
+            assert proxy.history.done.wait(60)
+            later = call(2, "session/list", {})
+            assert later["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
+            assert len(later["sessions"]) == 5
+        finally:
+            os.close(host_out)
+            thread.join(60)
+            proxy.close()
 
 
 def test_after_a_users_title_the_agents_title_is_recorded_but_not_shown(url: str, tmp_path: Path) -> None:
@@ -243,3 +299,44 @@ def test_a_session_whose_agent_files_are_gone_is_kept_and_not_offered(url: str, 
     assert _forwarded(log, "session/load") == []
     with SessionRegistry.open(url) as registry:
         assert [s.session_id for s in registry.list().sessions] == [stored]  # the registry's own list keeps it
+
+
+@pytest.mark.parametrize("count", [15, 45])
+def test_what_the_proxy_acknowledged_survives_a_sigkill_right_after_the_answers(
+    url: str, tmp_path: Path, count: int
+) -> None:
+    """Durable before it is told: every session/new and every turn the client got an answer for is in the log when
+    the proxy is SIGKILLed the moment the last answer arrives (the requests sent all at once, as a busy client does)."""
+    proxy = ProxyProcess(proxy_command(url))
+    with proxy:
+        proxy.result(0, "initialize", {"protocolVersion": 1})
+        for n in range(count):
+            proxy.send({"id": 100 + n, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
+        made = [proxy.pump(100 + n)["result"]["sessionId"] for n in range(count)]
+        for n, session in enumerate(made):
+            proxy.send({"id": 200 + n, "method": "session/prompt", "params": prompt(session, f"turn {n}")})
+        for n in range(count):
+            assert proxy.pump(200 + n)["result"] == {"stopReason": "end_turn"}
+        proxy.proc.kill()
+        proxy.proc.wait()
+    with SessionRegistry.open(url) as registry:
+        states = [registry.state(f"scripted-agent:{session}") for session in made]
+        assert [s is not None and s.messages for s in states] == [2] * count
+
+
+def test_a_title_is_pushed_once_after_a_prompts_answer_when_the_agent_titles_it_the_same_a_moment_later(
+    url: str, tmp_path: Path
+) -> None:
+    """The proxy titles the session from its prompt after the answer; the agent then sends the same title with its
+    ``updatedAt`` (claude-agent-acp does): the client hears the title once, and the agent's time all the same."""
+    proxy, session = started(url, cwd=str(tmp_path))
+    with proxy:
+        proxy.result(2, "session/prompt", prompt(session, "later Fix the login bug"))
+        deadline = time.monotonic() + 30
+        while not any("updatedAt" in u for u in proxy.updates("session_info_update")):  # the agent's, relayed
+            assert time.monotonic() < deadline, proxy.updates("session_info_update")
+            proxy.result(3, "session/list", {})  # reads what came meanwhile
+        updates = proxy.updates("session_info_update")
+        assert [u.get("title") for u in updates].count("later Fix the login bug") == 1, updates
+        assert any(u.get("updatedAt") == "2026-12-01T10:00:00Z" for u in updates), updates
+        assert proxy.close() == 0

@@ -54,7 +54,7 @@ def test_typescript_sdk_client_through_the_conductor_with_the_registry_in_front_
     init = report["init"]
     assert init["agentInfo"]["name"] == "fast-agent-acp"  # the agent's answer, through the conductor
     assert {"list", "delete", "title", "archive", "status"} <= set(init["agentCapabilities"]["sessionCapabilities"])
-    assert init["_meta"]["acp-session-registry/proxy"]["agent"] == "fast-agent-acp"
+    assert init["_meta"]["acp-session-registry/proxy"]["agent"] == "fast-agent"  # its one name
     made = [s["sessionId"] for s in report["sessions"]]
     assert [(s["stopReason"], s["reply"]) for s in report["sessions"]] == [("end_turn", p) for p in PROMPTS]
     pages = report["pagesBefore"]
@@ -68,7 +68,7 @@ def test_typescript_sdk_client_through_the_conductor_with_the_registry_in_front_
     assert sorted(titles) == sorted(PROMPTS)  # fast-agent's own titles, each once
     assert report["exitCode"] == 0  # the editor's EOF ended the conductor, which ended the chain
     # The registry recorded every turn before the conductor ended it.
-    assert {sid.removeprefix("fast-agent-acp:") for sid in recorded} == set(made) - {report["deleted"]}
+    assert {sid.removeprefix("fast-agent:") for sid in recorded} == set(made) - {report["deleted"]}
     assert all(state is not None and state.messages == 2 for state in recorded.values())
 
 
@@ -103,9 +103,9 @@ def test_the_session_surface_and_the_agents_past_through_the_conductor(tmp_path:
             assert not chain.bad_lines, chain.bad_lines
 
         with world.registry() as registry:
-            state = registry.state(f"fast-agent-acp:{old}")
+            state = registry.state(f"fast-agent:{old}")
             assert state is not None and state.archived and state.title == "Before any chain"
-            gone = registry.state(f"fast-agent-acp:{new}")
+            gone = registry.state(f"fast-agent:{new}")
             assert gone is not None and gone.deleted and gone.title == "Renamed"
 
 
@@ -122,10 +122,10 @@ def test_two_registries_in_one_real_chain(tmp_path: Path) -> None:
             assert [s["sessionId"] for s in list_all(chain)] == [sid]
             assert chain.close() == 0, chain.stderr_tail()
         with world.registry() as front:
-            state = front.state(f"fast-agent-acp:{sid}")
+            state = front.state(f"fast-agent:{sid}")
             assert state is not None and state.messages == 2 and state.title == "Through two links"
-        with SessionRegistry.open(second, follow=False) as behind:
-            state = behind.state(f"behind:{sid}")
+        with SessionRegistry.open(second, follow=False) as behind:  # --agent behind: fast-agent is one name
+            state = behind.state(f"fast-agent:{sid}")
             assert state is not None and state.messages == 2 and state.title == "Through two links"
 
 

@@ -200,17 +200,17 @@ def test_every_cursor_error_says_which(registry: SessionRegistry, tmp_path: Path
         for cursor in cursors:
             error = _cursor_error(registry, cursor)
             assert error["code"] == -32602
-            assert error["data"] == {"reason": reason}, (cursor, error)
+            assert error["data"] == {"field": "cursor", "reason": reason}, (cursor, error)
             assert error["message"].startswith(f"invalid cursor ({reason})")
     with SessionRegistry(open_store(f"sqlite://{tmp_path}/other.db"), owns_store=True) as other:
-        assert _cursor_error(other, good)["data"] == {"reason": "foreign"}
+        assert _cursor_error(other, good)["data"] == {"field": "cursor", "reason": "foreign"}
     from_elsewhere = _walk_cursor(SessionRegistry(MemoryStore()), cwd="/work/a")
-    assert _cursor_error(registry, from_elsewhere, cwd="/work/a")["data"] == {"reason": "foreign"}
+    assert _cursor_error(registry, from_elsewhere, cwd="/work/a")["data"] == {"field": "cursor", "reason": "foreign"}
     own = SessionRegistry(registry.store, page_size=1, follow=False)
     bound = own.list(cwd="/work/a").next_cursor
     assert isinstance(bound, str)
-    assert _cursor_error(own, bound)["data"] == {"reason": "cwd"}
-    assert _cursor_error(own, bound, cwd="/work/b")["data"] == {"reason": "cwd"}
+    assert _cursor_error(own, bound)["data"] == {"field": "cursor", "reason": "cwd"}
+    assert _cursor_error(own, bound, cwd="/work/b")["data"] == {"field": "cursor", "reason": "cwd"}
     assert own.list(cwd="/work/a/", cursor=bound).sessions  # the same filter, spelled differently
 
 

@@ -119,17 +119,17 @@ _SHAPES: dict[str, type[_Block]] = {
 def prompt_blocks(prompt: object, field: str = "prompt") -> list[ContentBlock]:
     """The blocks of ``prompt`` this agent knows, checked; unknown well-formed ones are left out."""
     if not isinstance(prompt, list):
-        raise InvalidParams(f"{field} must be an array of content blocks, not {json_type(prompt)}", {"field": field})
+        raise InvalidParams(f"{field} must be an array of content blocks, not {json_type(prompt)}", field=field)
     blocks: list[ContentBlock] = []
     for index, block in enumerate(prompt):
         where = f"{field}[{index}]"
         if not isinstance(block, dict):
             problem = f"must be a content block (an object), not {json_type(block)}"
-            raise InvalidParams(f"{where} {problem}", {"field": where})
+            raise InvalidParams(f"{where} {problem}", field=where)
         kind = block.get("type")
         if not isinstance(kind, str):
             problem = "is missing" if "type" not in block else f"must be a string, not {json_type(kind)}"
-            raise InvalidParams(f"{where}.type {problem}", {"field": f"{where}.type"})
+            raise InvalidParams(f"{where}.type {problem}", field=f"{where}.type")
         shape = _SHAPES.get(kind)
         if shape is not None:  # else a block type from a newer ACP: ignored
             blocks.append(convert_params(block, shape, where))  # type: ignore[arg-type]

@@ -166,7 +166,7 @@ def invalid_params(message: str, field: str = "params") -> InvalidParams:
     missing = _MISSING.match(reason)
     if missing:
         where = _join(where, "." + missing["name"])
-        return InvalidParams(f"{where} is missing", {"field": where})
+        return InvalidParams(f"{where} is missing", field=where)
     expected = _EXPECTED.match(reason)
     if expected:
         name = where.rsplit(".", 1)[-1]
@@ -174,10 +174,10 @@ def invalid_params(message: str, field: str = "params") -> InvalidParams:
             _TYPES.get(t, t) for t in expected["expected"].split(" | ") if t != "null"
         )
         got = _GOT.get(expected["got"], expected["got"])
-        return InvalidParams(f"{where} must be {wanted or 'null'}, not {got}", {"field": where})
+        return InvalidParams(f"{where} must be {wanted or 'null'}, not {got}", field=where)
     if reason.startswith("must "):  # a struct's own check (``__post_init__``) says what the value must be
-        return InvalidParams(f"{where} {reason}", {"field": where})
-    return InvalidParams(f"{where}: {reason[:1].lower()}{reason[1:]}", {"field": where})
+        return InvalidParams(f"{where} {reason}", field=where)
+    return InvalidParams(f"{where}: {reason[:1].lower()}{reason[1:]}", field=where)
 
 
 def _join(field: str, path: str) -> str:

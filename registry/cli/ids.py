@@ -5,11 +5,12 @@ a user has the agent's own id - from its folder, its UI, its ``--resume`` list -
 ``resolve_session`` accepts, in this order:
 
 1. the stored id itself (``claude-code:6b1d2c3e-…``, or a session ``serve`` made);
-2. an agent's own id: the one stored session ``<agent>:<text>`` (``6b1d2c3e-…``);
+2. an agent's own id: the one stored session ``<agent>:<text>`` of a known agent (``6b1d2c3e-…``);
 3. a unique prefix of at least ``MIN_PREFIX`` characters, of the stored id or of the agent's own id
    (``6b1d2c3e``, ``claude-code:6b1d``).
 
-More than one match is an ``InputError`` listing a few of them; none is an ``InputError`` that suggests the
+A UUID is one id in every spelling (upper case, braces, ``urn:uuid:``, hyphens or not) in 1 and 2. More than one
+match is an ``InputError`` listing a few of them; none is an ``InputError`` that suggests the
 nearest ids. Deleted sessions count (``history`` shows them). The exact lookups cost one read-model lookup each;
 only a prefix or a miss walks the read model's ids.
 """
@@ -20,7 +21,7 @@ import difflib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
-from registry.agents import IMPORTED, stored_id
+from registry.agents import KNOWN, spellings, split_id, stored_id
 from registry.cli.errors import InputError
 from registry.errors import InvalidParams
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIN_PREFIX", "resolve_session"]
 
+_AGENTS: Final = tuple(known.name for known in KNOWN)
 MIN_PREFIX: Final = 4
 """The shortest prefix taken for an id (as ``git`` takes abbreviated commits)."""
 _SHOWN: Final = 5
@@ -36,11 +38,10 @@ _SHOWN: Final = 5
 
 def resolve_session(registry: SessionRegistry, text: str) -> str:
     """The stored id of the session ``text`` names (see the module docstring); ``InputError`` when none or several."""
-    if _exists(registry, text):
-        return text
-    qualified = [
-        stored_id(agent, text) for agent in IMPORTED if ":" not in text and _exists(registry, stored_id(agent, text))
-    ]
+    exact = _spelled(registry, text)
+    if exact is not None:
+        return exact
+    qualified = [found for agent in _AGENTS if (found := _spelled(registry, text, agent)) is not None]
     if len(qualified) == 1:
         return qualified[0]
     ids = [state.session_id for state in registry.read_model.states()]
@@ -57,6 +58,20 @@ def resolve_session(registry: SessionRegistry, text: str) -> str:
             + (f" ({starting} start with {text!r})" if starting else f"{_suggestion(ids, text, short=True)}")
         )
     raise InputError(f"no session {text!r} in this store{_suggestion(ids, text)}")
+
+
+def _spelled(registry: SessionRegistry, text: str, agent: str | None = None) -> str | None:
+    """The stored id ``text`` names in one of its spellings (a UUID in any form: ``registry.agents.spellings``),
+    or None; with ``agent``, ``text`` is that agent's own id."""
+    if agent is not None:
+        candidates = [stored_id(agent, spelling) for spelling in spellings(text)]
+    else:
+        candidates = [text]
+        parts = split_id(text)
+        if parts is not None:
+            candidates += [text[: -len(parts[2])] + spelling for spelling in spellings(parts[2])]
+        candidates += spellings(text)  # a UUID made by serve, in another spelling
+    return next((found for found in dict.fromkeys(candidates) if _exists(registry, found)), None)
 
 
 def _exists(registry: SessionRegistry, session_id: str) -> bool:

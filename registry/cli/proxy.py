@@ -63,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="how long the first session/list waits for the agent's past to be read (5; later lists never wait)",
+        help="how long the first session/list waits for an import of the agent's past (5; its own list, one "
+        "request: up to 30; later lists never wait)",
     )
     parser.add_argument(
         "agent_command",

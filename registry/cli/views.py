@@ -115,6 +115,8 @@ def describe_event(
         return "ignored: " + ("the session was deleted" if before is not None else "the session was never created")
     parts: list[str] = []
     match event:  # every kind, named (mypy fails on a kind added to ``events.Event`` without words here)
+        case events.SessionCreated() if before is not None:
+            parts.append("restored: its agent has it after all (the same record)")
         case events.SessionCreated():
             parts.append(f"created in {event.cwd}")
             if event.additional_directories:

@@ -1,12 +1,12 @@
 """Driving the sources: facts in, events out - each write checked against the registry, each id derived.
 
-Events are decided and checked with the rules every way into the registry shares (``registry.commands``:
-``creation``, ``info_change``, ``check_meta``), and written by one function, ``append_sessions``, straight to the
-store with ``event_ids`` - not through ``SessionRegistry``, whose commands mint fresh ids: only ids derived
-from the source make a retry, a second pass or a second host harmless. The expected version is the session's
-exact current version, never ``ANY``: the events are a diff against the state read just before (that is how a
-deletion made in the registry is seen and kept, and how a concurrent writer forces a re-read instead of a
-blind overwrite).
+Events are decided (``registry.importers.plan``) and checked with the rules every way into the registry shares
+(``registry.commands``: ``creation``, ``info_change``, ``check_meta``), and written by one function,
+``append_sessions``, straight to the store with ``event_ids`` - not through ``SessionRegistry``, whose commands
+mint fresh ids: only ids derived from the source make a retry, a second pass or a second host harmless. The
+expected version is the session's exact current version, never ``ANY``: the events are a diff against the state
+read just before (that is how a deletion made in the registry is seen and kept, and how a concurrent writer forces
+a re-read instead of a blind overwrite).
 
 An event id is ``uuid5(session id, source locator, facts digest, base version, index)``: the same source
 state diffed against the same registry state yields the same events under the same ids, so an append that is
@@ -23,38 +23,37 @@ beside the log (``content``) and their usage. A session whose files are gone is 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
 from events.errors import ConcurrencyError, EventIdConflict
-from events.model import Event, Message, SessionArchived, SessionDeleted, SessionInfoChanged, TitleSource
+from events.model import SessionDeleted
 from events.store import AppendRequest, EventStore
-from registry.agents import META_SOURCE_GONE, current_id, source_gone
+from registry.agents import current_id
 from registry.backends import backend_for
-from registry.commands import archive_change, check_meta, creation, info_change
 from registry.errors import InvalidParams
-from registry.importers.base import (
-    SAID_BUDGET,
-    ScanContext,
-    ScanResult,
-    SessionFacts,
-    Source,
-    session_id,
-    stable_uuid,
+from registry.importers.base import SAID_BUDGET, ScanContext, ScanResult, SessionFacts, Source, session_id
+from registry.importers.plan import (
+    META_AGENT_ARCHIVED,
+    META_AGENT_SESSION_ID,
+    META_GIT_BRANCH,
+    META_PATH,
+    Planned,
+    gone,
+    plan,
 )
 from registry.importers.said import Said
 from registry.importers.state import ImportState, SourceRecord, load_state, locked, save_state
 from registry.importers.summary import AgentSummary, SkipGroup, Summary
-from registry.importers.turns import Group, Thread, activity, added, digest
-from registry.model import META_AGENT, META_ARCHIVED, META_NAMESPACE, SessionState
-from registry.projection import fold
+from registry.importers.turns import Group, Thread, added
+from registry.model import META_AGENT_MESSAGES, SessionState
+from registry.projection import fold, restorable
 from registry.readmodel.guard import open_read_model
 from registry.writing import retried
 
@@ -73,34 +72,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-META_AGENT_SESSION_ID: Final = f"{META_NAMESPACE}/agentSessionId"
-META_PATH: Final = f"{META_NAMESPACE}/path"
-META_GIT_BRANCH: Final = f"{META_NAMESPACE}/gitBranch"
-META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
-"""The agent's own count, which can shrink (a rewind); the registry's ``messageCount`` only ever grows."""
-META_AGENT_ARCHIVED: Final = f"{META_NAMESPACE}/agentArchived"
-"""``true`` while the agent itself marks the session archived, as last imported: the registry's archive follows the
-agent's changes of that mark, and keeps an archive or unarchive made in the registry until the mark changes."""
-# META_AGENT and META_ARCHIVED (``registry.model``) are shown from the state; older importers wrote them into the
-# session's own ``_meta`` too, so they are among the keys an import owns there.
-_OWN_KEYS: Final = frozenset(
-    {
-        META_AGENT,
-        META_AGENT_SESSION_ID,
-        META_PATH,
-        META_GIT_BRANCH,
-        META_AGENT_MESSAGES,
-        META_ARCHIVED,
-        META_AGENT_ARCHIVED,
-        META_SOURCE_GONE,
-    }
-)
+_EXAMPLES: Final = 5
 
 Outcome = Literal["added", "changed", "removed", "unchanged", "deleted", "conflict", "refused"]
 _BATCH: Final = 500  # sessions a pass writes in one transaction (one durable commit)
 ProgressFactory = Callable[[str], Callable[[int, int], None]]
-Planned = list[tuple[Event, Any, list[Message] | None]]
-"""Events, each with its id and the messages it keeps (None: none)."""
 
 
 class _Prepared(NamedTuple):
@@ -267,12 +243,12 @@ class Importer:
             read.clear()
             sid = current_id(agent, facts.native_id, state_of)  # past the records a proxy retired under its id
             said = result.said.get(facts.native_id)
-            plan = self._planner(agent, sid, facts, said, record.threads.get(facts.native_id))
-            prepared = self._prepare(sid, plan, read[sid])
+            planned = self._planner(agent, sid, facts, said, record.threads.get(facts.native_id))
+            prepared = self._prepare(sid, planned, read[sid])
             if isinstance(prepared, str):
                 count(prepared, sid, facts.native_id, facts.gone)
                 continue
-            batch.append(_Prepared(sid, facts.native_id, facts.gone, plan, *prepared))
+            batch.append(_Prepared(sid, facts.native_id, facts.gone, planned, *prepared))
             if len(batch) >= _BATCH:
                 self._flush(batch, count)
         self._flush(batch, count)
@@ -284,7 +260,7 @@ class Importer:
                 missing = set() if again is None else missing - again
             for native_id in sorted(missing):
                 sid = session_id(agent, native_id)
-                outcome = self._write(sid, functools.partial(_gone, sid), gone=True)
+                outcome = self._write(sid, functools.partial(gone, sid), gone=True)
                 if outcome in ("deleted", "unchanged"):  # deleted in the registry, or marked already
                     record.imported.discard(native_id)
                     continue
@@ -330,7 +306,7 @@ class Importer:
         """What ``plan`` makes of the session's current state (``known``, or read now): an outcome when nothing is
         to be written, else the append (at exactly that state's version) and the outcome it will have."""
         state = known[0] if known else self._state(sid)
-        if state is not None and state.deleted:
+        if state is not None and state.deleted and not restorable(state):
             return "deleted"
         try:
             planned = plan(state)
@@ -354,7 +330,7 @@ class Importer:
         """The plan of one session's write: its facts, and the turns of what it said that it does not hold yet
         (compared with the messages it holds when the plan is made - again after a conflict)."""
 
-        def plan(state: SessionState | None) -> Planned:
+        def planned(state: SessionState | None) -> Planned:
             groups: list[Group] = []
             self._threads[sid] = thread or Thread()  # what was read of it, once written
             if said:
@@ -362,9 +338,9 @@ class Importer:
                 turns = added(stored, thread, said, keep_secrets=self.keep_secrets)
                 groups = turns.groups
                 self._threads[sid] = turns.thread
-            return _plan(agent, sid, facts, groups, state)
+            return plan(agent, sid, facts, groups, state)
 
-        return plan
+        return planned
 
     def _flush(self, batch: list[_Prepared], count: Callable[[Outcome, str, str, str | None], None]) -> None:
         """Write the prepared sessions in one batch; if another writer got to one of them first (the batch is
@@ -403,85 +379,3 @@ class Importer:
         for recorded in self.store.read_stream(sid):
             state = fold(state, recorded) or state
         return state
-
-
-def _digest(facts: SessionFacts, groups: list[Group]) -> str:
-    return hashlib.sha256(msgspec.msgpack.encode(facts) + digest(groups)).hexdigest()[:32]
-
-
-def _plan(agent: str, sid: str, facts: SessionFacts, groups: list[Group], state: SessionState | None) -> Planned:
-    """The events that bring the registry's state of a session to what the source says (empty: nothing to do),
-    with the turns it adds (``groups``: their messages and usage, ``registry.importers.turns.activity``).
-
-    Times only move forward and the message count only grows (a rewind is visible in ``_meta``); a generated
-    title never replaces a user's one (``info_change``); a session the agent marks gone is tombstoned, or never
-    created. ``InvalidParams`` when the result would break a limit (``_meta`` too large with others' keys).
-    """
-    planned: list[tuple[Event, list[Message] | None]] = []
-    meta = check_meta(_meta(agent, facts, None if state is None else state.meta))
-    last = max(facts.last_activity, facts.created_at)
-    if state is None:
-        if facts.gone is not None:
-            return []
-        created = creation(
-            facts.cwd,
-            at=facts.created_at,
-            additional_directories=facts.additional_directories,
-            title=facts.title,
-            title_source=facts.title_source,
-            meta=meta,
-            agent=agent,
-        )
-        planned.append((created, None))
-        planned.extend(activity(groups, grown=facts.messages, last=last, floor=facts.created_at))
-        if facts.archived:
-            planned.append((SessionArchived(), None))
-    elif facts.gone is not None:
-        planned.append((SessionDeleted(reason=facts.gone), None))
-    else:
-        # The agent's count, not added to the registry's: a turn a proxy recorded live and that the files now hold
-        # too counts once (SessionRegistry.record_turn is the other half of that rule).
-        grown = max(0, facts.messages - state.messages)
-        planned.extend(activity(groups, grown=grown, last=last, floor=state.updated_at))
-        change = info_change(
-            state,
-            title=msgspec.UNSET if facts.title is None else facts.title,
-            title_source=facts.title_source or TitleSource.AGENT,
-            meta=meta,
-        )
-        if change is not None:
-            planned.append((change, None))
-        meta_before = state.meta or {}
-        marked = meta_before.get(META_AGENT_ARCHIVED) is True or meta_before.get(META_ARCHIVED) is True  # or older
-        if facts.archived != marked:  # the agent archived or unarchived it since the last import
-            archiving = archive_change(state, facts.archived)
-            if archiving is not None:
-                planned.append((archiving, None))
-    base = "0" if state is None else str(state.version)
-    key = _digest(facts, groups)
-    return [
-        (event, stable_uuid(sid, facts.locator, key, base, str(i)), kept) for i, (event, kept) in enumerate(planned)
-    ]
-
-
-def _gone(sid: str, state: SessionState | None) -> Planned:
-    """A session whose files are gone from the agent: kept - its conversation stays readable and findable - and
-    marked ``META_SOURCE_GONE`` (the agent cannot open it); older stores' tombstones for this stay as they are."""
-    if state is None or source_gone(state):
-        return []
-    meta = check_meta({**(state.meta or {}), META_SOURCE_GONE: True})
-    return [(SessionInfoChanged(meta=meta), stable_uuid(sid, "gone", str(state.version)), None)]
-
-
-def _meta(agent: str, facts: SessionFacts, current: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The session's ``_meta``: whatever others put there, plus the importer's keys (which it owns)."""
-    meta = {k: v for k, v in (current or {}).items() if k not in _OWN_KEYS}
-    meta[META_AGENT] = agent
-    meta[META_AGENT_SESSION_ID] = facts.native_id
-    meta[META_PATH] = facts.path
-    meta[META_AGENT_MESSAGES] = facts.messages
-    if facts.git_branch:
-        meta[META_GIT_BRANCH] = facts.git_branch
-    if facts.archived:
-        meta[META_AGENT_ARCHIVED] = True
-    return meta

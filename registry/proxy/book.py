@@ -13,6 +13,11 @@ Each id the client names is in one state (DESIGN.md, "The agent's truth"):
   not listed, answered -32002 (the agent could not open it), readable in the registry (``transcript``, ``search``);
 - ``OTHER``: the id names another agent's session (``codex:<id>`` in front of claude) - -32002.
 
+An id is one id in every spelling the agent accepts: a UUID is looked up by its canonical form
+(``registry.agents.spellings``: upper case, braces, ``urn:uuid:``, hyphens or not), so a deletion holds whatever
+spelling the client writes, and the agent gets the spelling the registry holds; a stored form under a name the
+agent had before (``fast-agent-acp:<id>``, ``Identity.others``) is the agent's own too.
+
 A session the agent replaced (it answered ``session/new`` with an id held for an older conversation) or did not
 keep is *retired*: its record is deleted with ``META_RETIRED`` saying why, so that the book tells it from a
 user's deletion, and a later conversation under the same id is stored as the next generation
@@ -28,7 +33,17 @@ import enum
 import threading
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from registry.agents import KNOWN, Retired, generation, retired, source_gone, split_id, stored_id
+from registry.agents import (
+    KNOWN,
+    Retired,
+    canonical_id,
+    generation,
+    retired,
+    source_gone,
+    spellings,
+    split_id,
+    stored_id,
+)
 from registry.errors import SessionNotFound
 from registry.model import SessionState
 
@@ -53,11 +68,13 @@ class Status(enum.Enum):
 
 
 class Entry(NamedTuple):
-    """What the book knows of one id: the stored id a new record for it gets or has, and its state."""
+    """What the book knows of one id: the stored id a new record for it gets or has, its state, and the agent's own
+    id in the spelling the registry holds (as the client wrote it when it holds none)."""
 
     stored: str
     status: Status
     owner: str | None = None  # for OTHER: the agent it belongs to
+    native: str = ""
 
 
 class Book:
@@ -77,27 +94,40 @@ class Book:
 
     # -- ids --------------------------------------------------------------------------------------------
 
-    def native(self, wire: str) -> str:
-        """The agent's own id for an id the client sent: its stored form (``agent:id``) is accepted too."""
+    def _own_part(self, wire: str) -> str:
+        """The agent's own id in an id the client sent: its stored form (``agent:id``, or under a name the agent
+        had before) is accepted too."""
         parts = split_id(wire)
-        if parts is not None and parts[0] == self.agent:
+        if parts is not None and (parts[0] == self.agent or parts[0] in self._identity.others):
             return parts[2]
         return wire
+
+    def native(self, wire: str) -> str:
+        """The agent's own id for an id the client sent, in the spelling the registry holds it under."""
+        return self.entry(wire).native
 
     def entry(self, wire: str) -> Entry:
         """What the book knows of the session the client names ``wire`` (looked up in the read model once)."""
         parts = split_id(wire)
-        if parts is not None and parts[0] != self.agent and (parts[0] in _KNOWN_NAMES or self._foreign(wire)):
-            return Entry(wire, Status.OTHER, parts[0])
-        native = self.native(wire)
+        if (
+            parts is not None
+            and parts[0] != self.agent
+            and parts[0] not in self._identity.others
+            and (parts[0] in _KNOWN_NAMES or self._foreign(wire))
+        ):
+            return Entry(wire, Status.OTHER, parts[0], wire)
+        native = self._own_part(wire)
+        key = canonical_id(native)
         with self._lock:
-            found = self._entries.get(native)
+            found = self._entries.get(key)
             if found is not None:
-                self._entries.move_to_end(native)
+                self._entries.move_to_end(key)
                 return found
         found = self._look_up(native)
+        if found.status is Status.UNKNOWN:
+            return found  # nothing held: the spelling the agent answers with is the one recorded
         with self._lock:
-            return self._remember(native, self._entries.get(native) or found)
+            return self._remember(key, self._entries.get(key) or found)
 
     def stored(self, wire: str) -> str:
         """The stored id of the session ``wire`` names; ``SessionNotFound`` for another agent's."""
@@ -126,84 +156,113 @@ class Book:
         return state is not None and state.agent is not None and state.agent != self.agent
 
     def _look_up(self, native: str) -> Entry:
+        for spelling in spellings(native):
+            if self._read_model.get(stored_id(self.agent, spelling)) is not None:
+                native = spelling
+                break
         generation = 1
         while True:
             sid = stored_id(self.agent, native, generation)
             state = self._read_model.get(sid)
             if state is None:
-                return Entry(sid, Status.UNKNOWN)
+                elsewhere = self._held_elsewhere(native) if generation == 1 else None
+                return elsewhere or Entry(sid, Status.UNKNOWN, native=native)
             if not state.deleted:
-                return Entry(sid, Status.GONE if source_gone(state) else Status.KEPT)
+                return Entry(sid, Status.GONE if source_gone(state) else Status.KEPT, native=native)
             why = retired(state)
             if why is None:
-                return Entry(sid, Status.DELETED)
+                return Entry(sid, Status.DELETED, native=native)
             following = stored_id(self.agent, native, generation + 1)
             if self._read_model.get(following) is None:
-                return Entry(sid, Status.UNKEPT) if why is Retired.UNKEPT else Entry(following, Status.UNKNOWN)
+                if why is Retired.UNKEPT:
+                    return Entry(sid, Status.UNKEPT, native=native)
+                return Entry(following, Status.UNKNOWN, native=native)
             generation += 1
 
-    def _remember(self, native: str, entry: Entry) -> Entry:
-        self._entries[native] = entry
-        self._entries.move_to_end(native)
+    def _held_elsewhere(self, native: str) -> Entry | None:
+        """DELETED when a user deleted the session under another name of the agent (``Identity.others``): the
+        deletion holds under every name."""
+        for other in self._identity.others:
+            for spelling in spellings(native):
+                state = self._read_model.get(stored_id(other, spelling))
+                if state is not None and state.deleted and retired(state) is None:
+                    return Entry(stored_id(self.agent, native), Status.DELETED, native=native)
+        return None
+
+    def _remember(self, key: str, entry: Entry) -> Entry:
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
         while len(self._entries) > MAX_ENTRIES:
             self._entries.popitem(last=False)
         return entry
+
+    def renamed(self) -> None:
+        """The agent's name was settled after sessions were looked up under another one (a session made before
+        ``initialize``): what the book holds is looked up again under the name in use, live sessions kept live."""
+        with self._lock:
+            held, self._entries = list(self._entries.values()), collections.OrderedDict()
+        for entry in held:
+            if entry.status is Status.LIVE and entry.native:
+                found = self._look_up(entry.native)
+                with self._lock:
+                    self._remember(canonical_id(entry.native), Entry(found.stored, Status.LIVE, native=found.native))
 
     # -- what happens -----------------------------------------------------------------------------------
 
     def set(self, native: str, stored: str, status: Status) -> None:
         with self._lock:
-            self._remember(native, Entry(stored, status))
+            self._remember(canonical_id(native), Entry(stored, status, native=native))
 
     def opened(self, native: str, *, made: bool) -> None:
         """The agent made (``made``) or opened ``native`` on this connection."""
         entry = self.entry(native)
         with self._lock:
-            self._remember(native, Entry(entry.stored, Status.LIVE))
+            self._remember(canonical_id(native), Entry(entry.stored, Status.LIVE, native=entry.native))
             if made:
-                self.made_here.add(native)
+                self.made_here.add(entry.native)
 
     def closed(self, native: str) -> None:
+        key = canonical_id(native)
         with self._lock:
-            entry = self._entries.get(native)
+            entry = self._entries.get(key)
             if entry is not None and entry.status is Status.LIVE:
-                self._remember(native, Entry(entry.stored, Status.KEPT))
+                self._remember(key, entry._replace(status=Status.KEPT))
 
     def deleted(self, native: str) -> None:
         entry = self.entry(native)
         with self._lock:
-            self._remember(native, Entry(entry.stored, Status.DELETED))
-            self.made_here.discard(native)
+            self._remember(canonical_id(native), Entry(entry.stored, Status.DELETED, native=entry.native))
+            self.made_here.discard(entry.native)
 
     def changed(self, state: SessionState) -> None:
-        """A change to one of the agent's sessions seen in the registry (from any process): a deletion, or a later
-        conversation under the same id (another proxy recorded it)."""
+        """A change to one of the agent's sessions seen in the registry (from any process): a deletion, a later
+        conversation under the same id (another proxy recorded it), or a retired session restored."""
         parts = split_id(state.session_id)
         if parts is None or parts[0] != self.agent:
             return
-        native = parts[2]
+        key = canonical_id(parts[2])
         with self._lock:
-            known = self._entries.get(native)
+            known = self._entries.get(key)
             if known is None:
                 return
             known_generation = generation(known.stored)
             if not state.deleted:
-                if parts[1] > known_generation:
+                if parts[1] > known_generation or (parts[1] == known_generation and known.status is Status.UNKEPT):
                     status = Status.LIVE if known.status is Status.LIVE else Status.KEPT
-                    self._remember(native, Entry(state.session_id, status))
+                    self._remember(key, Entry(state.session_id, status, native=parts[2]))
                 elif parts[1] == known_generation and known.status in (Status.KEPT, Status.GONE):
                     # its files gone from the agent, or back again
                     status = Status.GONE if source_gone(state) else Status.KEPT
-                    self._remember(native, Entry(state.session_id, status))
+                    self._remember(key, Entry(state.session_id, status, native=parts[2]))
                 return
             if known.stored != state.session_id:
                 return
             why = retired(state)
             if why is None:
-                self._remember(native, Entry(state.session_id, Status.DELETED))
+                self._remember(key, known._replace(status=Status.DELETED))
             elif why is Retired.UNKEPT and known.status is not Status.LIVE:
-                self._remember(native, Entry(state.session_id, Status.UNKEPT))
+                self._remember(key, known._replace(status=Status.UNKEPT))
 
     def live(self) -> list[str]:
         with self._lock:
-            return [native for native, entry in self._entries.items() if entry.status is Status.LIVE]
+            return [entry.native for entry in self._entries.values() if entry.status is Status.LIVE]

@@ -279,7 +279,7 @@ class Chain:
                 log.warning("a %s envelope without a message was dropped: %s", envelope.method, exc)
                 return
             reason = f"the {envelope.method} envelope holds no message: {exc}"
-            self._out.write([encode_error(envelope.id, RpcError(INVALID_PARAMS, reason))])
+            self._out.write([encode_error(envelope.id, RpcError(INVALID_PARAMS, reason, {"field": "params"}))])
             return
         if envelope.id is UNSET:
             params: Any = _raw(inner.params)

@@ -1,14 +1,19 @@
 """The agent's past, read once at start on a thread of its own, and reconciled with the registry both ways.
 
-When the agent has answered ``initialize``, its past is read: by the importer of its history files when one
-reads this agent (``registry.agents.IMPORTED``), else through its own ``session/list`` when it advertises one
-(every page, each entry on its own: a malformed entry is skipped, not the history). The importer runs in a
-process of its own (``acp-registry import-agents``) when another process can open the store, so a relayed line
-never waits for the import's share of this interpreter; on a ``memory://`` store it runs on the thread. What the
-agent has that the registry lost (a killed proxy's queue) comes back that way. Then the other way: a session of
-this agent that never had a turn, is not live here and is not in the agent's past was not kept by the agent; it
-is retired (``Recorder.retire_unkept``), so the list offers only what the agent can open. ``state`` says where
-this is (``HistoryState``); the first ``session/list`` waits for ``done`` within its bound.
+When the agent has answered ``initialize``, sessions recorded under another name of the agent are taken over
+(``registry.proxy.names``), then its past is read: by the importer of its history files when one reads this agent
+(``registry.agents.IMPORTED``), else through its own ``session/list`` when it advertises one (every page, each
+entry on its own: a malformed entry is skipped, not the history; an agent whose list answers one cwd at a time,
+``Known.lists_per_cwd``, is asked once more for each cwd the registry knows of it). The importer runs in a process
+of its own (``acp-registry import-agents``) when another process can open the store, so a relayed line never
+waits for the import's share of this interpreter; on a ``memory://`` store it runs on the thread. What the agent
+has that the registry lost (a killed proxy's queue) comes back that way, and a session a proxy had retired as not
+kept comes back as the same record. Then the other way: a session of this agent that the agent's past does not
+show is retired (``Recorder.retire_unkept``) when that absence is evidence - the past was read whole (every page,
+within the bound, none failed) for the session's cwd - and the user did nothing with it (``Recorder.touched``: no
+title of theirs, no archive, no turn, no fork), it is not live here and it is older than ``UNKEPT_AFTER``; an
+agent known to keep sessions without a turn has none retired. ``state`` says where this is (``HistoryState``);
+the first ``session/list`` waits for ``shown`` (the past recorded) within its bound (``wait``).
 """
 
 from __future__ import annotations
@@ -21,26 +26,30 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
 from events.factory import split_url
-from registry.agents import IMPORTED, native_id
+from registry.agents import IMPORTED, keeps_unprompted, known, native_id
 from registry.commands import list_filter
 from registry.errors import InvalidParams
 from registry.model import parse_time
 from registry.proxy.book import Status
+from registry.proxy.names import take_over
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine
 
-__all__ = ["History", "HistoryState"]
+__all__ = ["Evidence", "History", "HistoryState"]
 
 log = logging.getLogger("acp_registry.proxy")
 
 _AGENT_LIST_PAGES: Final = 200  # pages of the agent's own session/list walked for its past, at most
 _AGENT_LIST_WAIT: Final = 60.0  # seconds for one page of the agent's own list (a slow agent, not a deadline)
 _META_PATH: Final = "acp-session-registry/path"  # set on a session by the importer that read its file
+OWN_LIST_WAIT: Final = 30.0
+"""Seconds the first ``session/list`` waits for the agent's own list of its past (one request, however slowly an
+agent answers its first one), when that is where the past comes from; ``--list-wait`` bounds an import of files."""
 UNKEPT_AFTER: Final = 60 * 1_000_000_000
 """A session made less than this long (ns) before the proxy started is not retired at start: another window's
 proxy may have it live (one whose turn comes later brings it back anyway: ``Recorder.turn``)."""
@@ -63,6 +72,21 @@ class _Listed(msgspec.Struct, rename="camel"):
 _decode_listed: Final = msgspec.json.Decoder(_Listed).decode
 
 
+class Evidence(NamedTuple):
+    """What reading the agent's past showed: the agent's ids it listed, and where its absence is evidence - the
+    cwds whose list was read whole (None: all of them; an empty set: none)."""
+
+    shown: frozenset[str]
+    covered: frozenset[str] | None
+
+    def absent(self, native: str, cwd: str) -> bool:
+        """Whether the past says the agent does not have ``native`` (in ``cwd``)."""
+        return native not in self.shown and (self.covered is None or cwd in self.covered)
+
+
+_WHOLE: Final = Evidence(frozenset(), None)  # an import of the agent's files: its records say what it has
+
+
 class History:
     """Reads the agent's past and reconciles it with the registry, on its own thread."""
 
@@ -78,6 +102,10 @@ class History:
         self.state = HistoryState.NONE
         self.done = threading.Event()
         self.done.set()
+        self.shown = threading.Event()  # what the past shows is recorded (``done``: and reconciled)
+        self.shown.set()
+        self._own_list = False
+        self.own_list_wait = OWN_LIST_WAIT
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -93,33 +121,48 @@ class History:
                 self._thread.join()
             agent = self._identity.fix()
             reads_past = agent in IMPORTED or own_list
-            read: Callable[[], set[str] | None] = set  # nothing to read: reconcile only
+            # No past to read: what was made here and never had a turn is what most agents forget (DESIGN.md).
+            read: Callable[[], Evidence | None] = lambda: _WHOLE  # noqa: E731
             if agent in IMPORTED:
                 read = functools.partial(self._import, agent)
             elif own_list:
                 read = self._walk_agent_list
+            self._own_list = agent not in IMPORTED and own_list
             self.state = HistoryState.IMPORTING
             self.done.clear()
+            self.shown.clear()
             self._thread = threading.Thread(
                 target=self._run, args=(read, reads_past), name="acp-registry-proxy-history"
             )
             self._thread.start()
 
-    def _run(self, read: Callable[[], set[str] | None], reads_past: bool) -> None:
+    def _run(self, read: Callable[[], Evidence | None], reads_past: bool) -> None:
         try:
-            shown = read()
-            if shown is None:
+            try:
+                take_over(self._registry, self._identity.name, self._identity.others)
+            except Exception as exc:  # the sessions stay where they are; the past is read all the same
+                log.warning("taking over the sessions held under another name of the agent failed: %s", exc)
+            evidence = read()
+            if evidence is None:
                 self.state = HistoryState.FAILED
                 return
-            self._reconcile(shown)
+            self._recorder.wait_idle(_AGENT_LIST_WAIT)  # what the past showed is written: a list now is whole
             self.state = HistoryState.READY if reads_past else HistoryState.NONE
+            self.shown.set()
+            self._reconcile(evidence)
         except Exception:
             log.exception("reading the agent's past sessions failed")
             self.state = HistoryState.FAILED
         finally:
+            self.shown.set()
             self.done.set()
 
     def wait(self, timeout: float) -> bool:
+        """Wait for the past to be recorded, within ``timeout`` - or, when the past is the agent's own list, within
+        ``own_list_wait``: that is one request the agent answers, not a walk of files, so the first
+        ``session/list`` waits for it and is whole - then for the reconcile after it, within ``timeout`` again."""
+        if not self.shown.wait(max(timeout, self.own_list_wait) if self._own_list else timeout):
+            return False
         return self.done.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -131,7 +174,7 @@ class History:
 
     # -- reading -------------------------------------------------------------------------------------
 
-    def _import(self, agent: str) -> set[str] | None:
+    def _import(self, agent: str) -> Evidence | None:
         if self._store_url is not None:
             return self._import_apart(agent, self._store_url)
         from registry.importers import Importer, sources  # noqa: PLC0415 - only on this thread
@@ -143,9 +186,9 @@ class History:
             return None
         for part in summary.agents:
             log.info("%s's past sessions: %d added, %d changed (%s)", agent, part.added, part.changed, part.root)
-        return set()  # the importer marks what it read (the session's _meta path)
+        return _WHOLE
 
-    def _import_apart(self, agent: str, url: str) -> set[str] | None:
+    def _import_apart(self, agent: str, url: str) -> Evidence | None:
         """``acp-registry import-agents --agent AGENT`` on the same store, in a process of its own (the URL goes in
         the environment, not on a command line others can read); ended when the proxy closes first."""
         from registry.cli.stores import ENV_STORE  # noqa: PLC0415 - the command line's own name for it
@@ -183,31 +226,38 @@ class History:
         # Its summary as it printed it (``--json``): decoding it here would load the importer's modules into
         # this interpreter, which running it apart keeps out.
         log.info("%s's past sessions: %s", agent, out.decode(errors="replace").strip())
-        return set()
+        return _WHOLE
 
-    def _walk_agent_list(self) -> set[str] | None:
+    def _walk_agent_list(self) -> Evidence | None:
+        """The agent's own list, walked: once without a cwd, and, for an agent whose list answers per cwd, once
+        for each cwd the registry knows of it and the one it runs in. None when its first answer is an error."""
+        entry = known(self._identity.name)
+        asks: list[str | None] = [None]
+        if entry is not None and entry.lists_per_cwd:
+            asks += sorted(self._agent_cwds() | {self._recorder.agent_cwd})
         shown: set[str] = set()
+        covered: set[str] = set()
+        for n, cwd in enumerate(asks):
+            whole = self._walk(cwd, shown)
+            if whole is None and n == 0:
+                return None
+            if whole and cwd is not None:
+                covered.add(cwd)
+            elif whole and not (entry is not None and entry.lists_per_cwd):
+                return Evidence(frozenset(shown), None)
+        return Evidence(frozenset(shown), frozenset(covered))
+
+    def _walk(self, cwd: str | None, shown: set[str]) -> bool | None:
+        """One walk of the agent's list (for ``cwd``), adding what it shows to ``shown``: whether it was read whole
+        (False: a page failed or the bound was hit after the first; None: the first page failed)."""
         cursor: str | None = None
-        for _ in range(_AGENT_LIST_PAGES):
-            done = threading.Event()
-            box: list[AgentLine | None] = []
-
-            def answered(
-                answer: AgentLine | None, box: list[AgentLine | None] = box, done: threading.Event = done
-            ) -> None:
-                box.append(answer)
-                done.set()
-
-            self._request_agent("session/list", {} if cursor is None else {"cursor": cursor}, answered)
-            while not done.wait(0.5):
-                if self._closing.is_set():
-                    return None
-            if not box or box[0] is None or not len(box[0].result):
-                return None
-            try:
-                page = _decode_listed(box[0].result)
-            except msgspec.DecodeError:
-                return None
+        for number in range(_AGENT_LIST_PAGES):
+            params: dict[str, str] = {} if cwd is None else {"cwd": cwd}
+            if cursor is not None:
+                params["cursor"] = cursor
+            page = self._page(params)
+            if page is None:
+                return None if number == 0 else False
             skipped = 0
             for item in page.sessions:
                 native = self._listed(item)
@@ -219,8 +269,35 @@ class History:
                 log.warning("%d entries of the agent's own session/list were not sessions; skipped", skipped)
             cursor = page.next_cursor if isinstance(page.next_cursor, str) else None
             if not cursor:
-                break
-        return shown
+                return True
+        log.warning("the agent's own session/list has more than %d pages: the rest is not read", _AGENT_LIST_PAGES)
+        return False
+
+    def _page(self, params: dict[str, str]) -> _Listed | None:
+        done = threading.Event()
+        box: list[AgentLine | None] = []
+
+        def answered(answer: AgentLine | None) -> None:
+            box.append(answer)
+            done.set()
+
+        self._request_agent("session/list", params, answered)
+        while not done.wait(0.5):
+            if self._closing.is_set():
+                return None
+        if not box or box[0] is None or not len(box[0].result):
+            return None
+        try:
+            return _decode_listed(box[0].result)
+        except msgspec.DecodeError:
+            return None
+
+    def _agent_cwds(self) -> set[str]:
+        """The cwds of the sessions the registry holds for this agent."""
+        model = self._registry.read_model
+        as_of = model.catch_up()
+        where = list_filter(None, "include", self._identity.name)
+        return {state.cwd for page in model.pages(as_of=as_of, where=where, limit=500) for state in page.states}
 
     def _listed(self, item: Any) -> str | None:
         if not isinstance(item, dict):
@@ -234,30 +311,32 @@ class History:
                 at = parse_time(item["updatedAt"])
             except (InvalidParams, ValueError):
                 at = None
-        self._recorder.put(lambda r: r.session(native, cwd, at=at), held=(native, cwd))
-        if isinstance(title, str):
-            self._recorder.agent_titled(native, title)
+        named = title if isinstance(title, str) else None
+        self._recorder.put(lambda r: r.session(native, cwd, at=at, title=named), held=(native, cwd, named))
         return native
 
     # -- reconciling ---------------------------------------------------------------------------------
 
-    def _reconcile(self, shown: set[str]) -> None:
-        """Retire this agent's sessions that never had a turn and that neither this connection nor the agent's
-        past shows (a killed proxy's, or one from before the proxy retired them at its close)."""
+    def _reconcile(self, evidence: Evidence) -> None:
+        """Retire this agent's sessions that the agent's past shows it does not have (``Evidence.absent``), that
+        the user did nothing with (``Recorder.touched``), that are not live here and were made before
+        ``UNKEPT_AFTER`` (a killed proxy's, or one from before the proxy retired them at its close)."""
         if not self._recorder.wait_idle(_AGENT_LIST_WAIT):
             return
         agent = self._identity.name
+        if keeps_unprompted(agent):
+            return
         model = self._registry.read_model
         as_of = model.catch_up()
         unkept: list[str] = []
         for page in model.pages(as_of=as_of, where=list_filter(None, "include", agent), limit=500):
             for state in page.states:
                 native = native_id(agent, state.session_id)
-                if native is None or state.messages > 0 or native in shown or _META_PATH in (state.meta or {}):
+                if native is None or not evidence.absent(native, state.cwd) or _META_PATH in (state.meta or {}):
                     continue
-                if state.created_at > self._recorder.started_at - UNKEPT_AFTER:
+                if state.messages > 0 or state.created_at > self._recorder.started_at - UNKEPT_AFTER:
                     continue
-                if self._book.entry(native).status is Status.LIVE:
+                if self._book.entry(native).status is Status.LIVE or self._recorder.touched(state):
                     continue
                 unkept.append(native)
         for native in unkept:

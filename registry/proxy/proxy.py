@@ -70,7 +70,7 @@ class Proxy:
         what = os.path.basename(self.command[0]) if self.command else ""
         self.relay = Relay(_NotStarted(), self.client, self.identity, what)
         self.titles = TitlePolicy(self.relay.send_client)
-        self.recorder = Recorder(registry, self.identity, self.book, self.titles)
+        self.recorder = Recorder(registry, self.identity, self.book, self.titles, agent_cwd=cwd)
         self.history = History(self.recorder, self.relay.request_agent, enabled=import_history, store_url=store_url)
         self.surface = Surface(self.recorder, self.history, self.relay, list_wait=list_wait)
         self.relay.attach(self.surface)

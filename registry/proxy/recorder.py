@@ -10,7 +10,8 @@ each declares the strings it keeps (``put(..., held=...)``), and beyond ``MAX_BA
 dropped and counted (one that alone is larger is not kept at all). An observation the registry refuses for its
 content (a relative cwd, an over-long title) is skipped with a log line; that is not a fault of the store (an
 agent's title over the limit is refused before it is queued). What a killed proxy had queued comes back from the
-agent's own history at the next start (``registry.proxy.history``).
+agent's own history at the next start (``registry.proxy.history``); what the client is told of - a session made or
+opened, a turn answered - is written before it is told, within ``ACK_WAIT`` (``durable``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import sys
 import threading
 import time
@@ -28,7 +30,7 @@ from events.codec import now_ns
 from events.errors import RegistryError
 from events.model import TitleSource
 from registry.agents import META_RETIRED, Retired, retired, split_id, stored_id
-from registry.commands import prompt_title
+from registry.commands import check_title, prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
@@ -37,7 +39,16 @@ from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 
-__all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG_BYTES", "OBSERVATION_BYTES", "Observation", "Recorder", "held_bytes"]
+__all__ = [
+    "ACK_WAIT",
+    "EARLY_TITLE_BYTES",
+    "MAX_BACKLOG_BYTES",
+    "NAME_WAIT",
+    "OBSERVATION_BYTES",
+    "Observation",
+    "Recorder",
+    "held_bytes",
+]
 
 log = logging.getLogger("acp_registry.proxy")
 
@@ -50,6 +61,13 @@ bound above what they take: ``tests/test_proxy_memory.py`` measures it)."""
 _REMEMBERED: Final = 10_000
 EARLY_TITLE_BYTES: Final = 1 << 20
 """Bytes of agent titles kept for sessions not recorded yet (ids and titles, as UTF-8): beyond that, dropped."""
+ACK_WAIT: Final = 5.0
+"""Seconds an answer that makes a session or ends a turn waits for the recorder to write it (``durable``): far
+above what a write takes (milliseconds), so that a busy machine's slow writes are still waited for, and the bound
+only stops a store that is locked elsewhere from stalling the conversation for long."""
+NAME_WAIT: Final = 10.0
+"""Seconds a session made before ``initialize`` waits for the agent's name (its ``initialize`` answer) before it
+is recorded under the name known then (a client that never initializes)."""
 
 Observation = Callable[["Recorder"], None]
 """One thing the relay saw, as a function of the recorder that writes it."""
@@ -73,8 +91,11 @@ class Recorder:
         titles: TitlePolicy,
         *,
         retry: float = 1.0,
+        agent_cwd: str | None = None,
     ) -> None:
         self.registry = registry
+        self.agent_cwd = os.path.abspath(agent_cwd or os.getcwd())
+        """The folder the agent runs in (an agent whose list answers per cwd answers this one without a cwd)."""
         self.identity = identity
         self.book = book
         self.titles = titles
@@ -92,7 +113,8 @@ class Recorder:
         self.degraded: str | None = None
         self._early_titles: dict[str, str | None] = {}  # agent titles of sessions not recorded yet
         self._early_bytes = 0
-        self._began: dict[str, int] = {}  # the count of sessions whose turn is under way, as it began
+        self._began: dict[str, SessionState] = {}  # sessions whose turn is under way, as it began
+        self._late: int | None = None  # an observation ``durable`` stopped waiting for
         self._thread = threading.Thread(target=self._run, name="acp-registry-proxy-recorder", daemon=True)
 
     def start(self) -> None:
@@ -100,10 +122,10 @@ class Recorder:
 
     # -- the relay's side ---------------------------------------------------------------------------
 
-    def put(self, observation: Observation, *, held: Iterable[str | bytes | None]) -> None:
+    def put(self, observation: Observation, *, held: Iterable[str | bytes | None]) -> int:
         """Queue one observation that keeps the strings ``held`` (each kind says what it keeps: its size is theirs,
         ``held_bytes``); never blocks on the registry. Within ``MAX_BACKLOG_BYTES``: the oldest waiting make room
-        (not the one being written), said once until the queue is empty again."""
+        (not the one being written), said once until the queue is empty again. Its ticket, for ``wait_written``."""
         size = held_bytes(held)
         with self._cond:
             self._put += 1
@@ -123,24 +145,48 @@ class Recorder:
             say = dropped and not self._full
             self._full = self._full or bool(dropped)
             self._cond.notify_all()
+            ticket = self._put
         if say:
             log.error(
                 "%d MiB of observations are waiting for the store (%s); the oldest are dropped from now on",
                 MAX_BACKLOG_BYTES >> 20,
                 self.degraded or "it is slow or locked",
             )
+        return ticket
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every observation queued so far is written (True), or ``timeout`` passed (False)."""
-        deadline = time.monotonic() + timeout
         with self._cond:
             target = self._put
-            while self._done < target:
+        return self.wait_written(target, timeout)
+
+    def wait_written(self, ticket: int, timeout: float) -> bool:
+        """Wait until the observation ``put`` gave ``ticket`` for (and every one before it) is written (True), or
+        ``timeout`` passed (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._done < ticket:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._cond.wait(left)
         return True
+
+    def durable(self, ticket: int) -> bool:
+        """Before the client is told of what the observation ``ticket`` records (a session made, opened or forked; a
+        turn answered), wait for it to be written, ``ACK_WAIT`` seconds at most: what the client was told is in the
+        log, and a proxy killed right after loses none of it. A store slower than that (a lock held elsewhere) is
+        not waited for again until the recorder has caught up: the conversation never waits on it for long, and
+        what the agent keeps comes back at the next start (``registry.proxy.history``)."""
+        with self._cond:
+            late = self._late
+        if self.degraded is not None or (late is not None and not self.wait_written(late, 0)):
+            return False
+        if self.wait_written(ticket, ACK_WAIT):
+            return True
+        with self._cond:
+            self._late = ticket
+        return False
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (within ``timeout``), then stop the thread and join it."""
@@ -216,14 +262,17 @@ class Recorder:
         at: int | None = None,
         live: bool = False,
         made: bool = False,
+        title: str | None = None,
     ) -> None:
         """A session of the agent is live (``live``: new, loaded, resumed, forked; ``made``: by ``session/new`` or
         fork) or shown in its past: known to the registry. ``made`` under an id the registry holds for a
         conversation from before this proxy started: the agent reused the id - the old record is retired
         (superseded, kept in the history) and this one is recorded as the next generation. A session a proxy
-        retired as not kept that the agent has after all comes back as the next generation too; one a user
-        deleted never does."""
-        agent = self.identity.fix()
+        retired as not kept that the agent has after all is restored - the same record, with what the user set;
+        one a user deleted never comes back. ``title``: the agent's title for it (its own list's), recorded with it."""
+        agent = self.identity.fix(wait=NAME_WAIT)
+        if self.book.entry(native).status is Status.DELETED:
+            return  # deleted in the registry (under any name of the agent): a tombstone wins over the agent's files
         sid, state = self._current(native)
         if state is not None and not state.deleted and made and state.created_at < self.started_at:
             self._retire(sid, state, Retired.SUPERSEDED)
@@ -231,11 +280,26 @@ class Recorder:
         elif state is not None and state.deleted:
             if retired(state) is None:
                 return  # deleted in the registry: a tombstone wins over what the agent still has
-            sid, state = self._following(sid), self.registry.state(self._following(sid))
+            if retired(state) is Retired.UNKEPT:
+                self.registry.restore(sid)
+                state = self.registry.state(sid)
+            else:
+                sid, state = self._following(sid), self.registry.state(self._following(sid))
         if state is None and cwd is not None:
+            named = title if title is not None and _fits(title) else None
             with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
-                self.registry.create(cwd, session_id=sid, additional_directories=directories or (), at=at, agent=agent)
+                self.registry.create(
+                    cwd,
+                    session_id=sid,
+                    additional_directories=directories or (),
+                    at=at,
+                    agent=agent,
+                    title=named,
+                    title_source=TitleSource.AGENT,
+                )
             state = self.registry.state(sid)
+        elif title is not None:
+            self.agent_title(native, title)
         if state is not None:
             self.book.set(native, sid, Status.LIVE if live else Status.KEPT)
             if state.title is not None and state.title_source is TitleSource.USER:
@@ -251,14 +315,26 @@ class Recorder:
         self.registry.change_info(sid, meta={**(state.meta or {}), META_RETIRED: why.value})
         self.registry.delete(sid, reason=f"retired by the proxy: {why.value}")
 
-    def retire_unkept(self, native: str) -> None:
-        """A session made through the proxy that never had a turn, which the agent did not keep: retired (not
-        listed; a load of it is still forwarded, and if the agent has it after all, it comes back)."""
+    def retire_unkept(self, native: str, *, verified: bool = False) -> None:
+        """A session made through the proxy that the agent did not keep: retired (not listed; a load of it is still
+        forwarded, and if the agent has it after all, it is restored) - unless the user did something with it
+        (``touched``), when that is only assumed; ``verified``: the agent's own list said so after its turn."""
         sid, state = self._current(native)
-        if state is None or state.deleted or state.messages > 0 or self.book.entry(native).status is Status.LIVE:
+        if state is None or state.deleted or self.book.entry(native).status is Status.LIVE:
+            return
+        if not verified and self.touched(state):
             return
         self._retire(sid, state, Retired.UNKEPT)
         self.book.set(native, sid, Status.UNKEPT)
+
+    def touched(self, state: SessionState) -> bool:
+        """Whether the user did something with a session that a retirement would take from the list: a title of
+        theirs, an archive, a turn, a fork (of it, or from it)."""
+        if state.title_source is TitleSource.USER and state.title is not None:
+            return True
+        if state.archived or state.messages > 0 or state.parent is not None:
+            return True
+        return bool(self.registry.forks(state.session_id))
 
     def _apply_early_title(self, native: str) -> None:
         if native in self._early_titles:
@@ -269,7 +345,7 @@ class Recorder:
     def fork(self, native: str, source: str, cwd: str, directories: list[str] | None = None) -> None:
         """The agent forked ``source`` into ``native``: recorded with its parent where the registry knows the
         source (else as a session of its own)."""
-        agent = self.identity.fix()
+        agent = self.identity.fix(wait=NAME_WAIT)
         sid, state = self._current(native)
         parent_id, parent = self._current(source)
         if state is not None or parent is None or parent.deleted:
@@ -281,10 +357,10 @@ class Recorder:
         self._apply_early_title(native)
 
     def turn_began(self, native: str) -> None:
-        """A prompt went to the agent: the session's count now is what the turn adds to (``turn``)."""
+        """A prompt went to the agent: the session as it is now is what the turn adds to (``turn``)."""
         _, state = self._current(native)
         if state is not None and not state.deleted:
-            self._began[native] = state.messages
+            self._began[native] = state
             while len(self._began) > _REMEMBERED:
                 del self._began[next(iter(self._began))]
 
@@ -297,12 +373,9 @@ class Recorder:
         if state is not None and state.deleted and retired(state) is Retired.UNKEPT:
             self.session(native, state.cwd, list(state.additional_directories), live=True)
             sid, state = self._current(native)
-        before = self._began.pop(native, None)
+        began = self._began.pop(native, None)
         if state is not None and not state.deleted:
-            messages = 2 if answered else 1
-            self.registry.record_turn(
-                sid, before=state.messages if before is None else before, messages=messages, at=at
-            )
+            self.registry.record_turn(sid, messages=2 if answered else 1, began=began, at=at)
 
     def prompt_title(self, native: str, text: str) -> None:
         """After a turn: a title from its prompt for a session that has none, told to the client - or, for a
@@ -372,6 +445,15 @@ def _too_long(native: str, title: str | None) -> bool:
         log.warning("not recorded: the agent's title for %r is %d characters long", native[:80], len(title))
         return True
     return False
+
+
+def _fits(title: str) -> bool:
+    """Whether the registry takes ``title`` as a title (an agent's that does not is left out, not the session)."""
+    try:
+        check_title(title)
+    except InvalidParams:
+        return False
+    return True
 
 
 def _size(native: str, title: str | None) -> int:

@@ -43,13 +43,14 @@ from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encod
 from registry.acp.methods import METHODS, Context, Method
 from registry.acp.methods import capabilities as capabilities_of
 from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id, split_id
-from registry.commands import check_user_title, prompt_title
+from registry.commands import check_session_id, check_user_title, prompt_title
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
 from registry.proxy import versions
 from registry.proxy.book import Status
 from registry.proxy.history import History, HistoryState
+from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
 
@@ -193,6 +194,7 @@ class Surface:
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
         self._changes_thread: threading.Thread | None = None
         self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
+        self.kept = KeptCheck(conversation.request_agent)
 
     # -- the table's rules ----------------------------------------------------------------------------
 
@@ -220,13 +222,17 @@ class Surface:
         wire = params.get("sessionId") if isinstance(params, dict) else None
         if isinstance(wire, str) and wire:
             try:
-                refusal = self.book.refusal(wire)
+                check_session_id(wire)  # " id" is not "id": refused, as the registry refuses it
+                refusal: Exception | None = self.book.refusal(wire)
+                native = self.book.native(wire)
+            except InvalidParams as exc:
+                refusal = exc
             except Exception as exc:  # the store cannot be read: the agent decides
                 log.warning("could not look up session %r: %s", wire[:80], exc)
-                refusal = None
+                refusal, native = None, wire
             if refusal is not None:
                 return encode_error(message.id, rpc_error(refusal))
-            native = params["sessionId"] = self.book.native(wire)
+            params["sessionId"] = native  # the spelling the registry holds: one id, one record
             if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
                 self.book.turned.add(native)
                 self.recorder.put(lambda r: r.turn_began(native), held=(native,))
@@ -317,8 +323,12 @@ class Surface:
                 # The title the prompt makes, not the prompt: what waits for the recorder stays small.
                 title = prompt_title(_prompt_text(params.get("prompt"))) or ""
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
-                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended), held=(turn_of,))
+                self.recorder.durable(
+                    self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended), held=(turn_of,))
+                )
                 self.recorder.put(lambda r: r.prompt_title(turn_of, title), held=(turn_of, title))
+                if ok and self.advertised("session/list"):
+                    self.kept.turned(turn_of)
             return None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
             self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
@@ -342,16 +352,23 @@ class Surface:
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
         if not isinstance(native, str) or not native:
             return None
-        self.identity.fix()
         self.context.opened(native)
         self.book.opened(native, made=made)
+        self.kept.opened(native, cwd)
         dirs = [d for d in directories if isinstance(d, str)] if isinstance(directories, list) else None
         if method == "session/fork" and isinstance(source, str) and isinstance(cwd, str):
-            self.recorder.put(lambda r: r.fork(native, source, cwd, dirs), held=(native, source, cwd, *(dirs or ())))
+            self.recorder.durable(
+                self.recorder.put(
+                    lambda r: r.fork(native, source, cwd, dirs), held=(native, source, cwd, *(dirs or ()))
+                )
+            )
         else:
             at_cwd = cwd if isinstance(cwd, str) else None
-            self.recorder.put(
-                lambda r: r.session(native, at_cwd, dirs, live=True, made=made), held=(native, at_cwd, *(dirs or ()))
+            self.recorder.durable(
+                self.recorder.put(
+                    lambda r: r.session(native, at_cwd, dirs, live=True, made=made),
+                    held=(native, at_cwd, *(dirs or ())),
+                )
             )
         return None
 
@@ -370,7 +387,10 @@ class Surface:
             return None
         if not isinstance(result, dict):
             return None
+        before = self.identity.name
         self.identity.told(*versions.agent_name(result))  # v1's agentInfo or v2's info
+        if self.identity.name != before:
+            self.book.renamed()
         self.context.agent = self.identity.name
         advertised = versions.advertised(result)
         if advertised is not None:
@@ -424,8 +444,9 @@ class Surface:
     # -- closing --------------------------------------------------------------------------------------
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop answering and following, join the surface's threads, and retire the sessions made here that
-        never had a turn (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
+        """Stop answering and following, join the surface's threads, and retire the sessions the agent's own list
+        showed it did not keep (``registry.proxy.kept``) and those made here that never had a turn
+        (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
         self._jobs.put(None)
         self._answerer.join(timeout)
         if self._following is not None:
@@ -434,6 +455,9 @@ class Surface:
         self._changes.put(None)
         if self._changes_thread is not None:
             self._changes_thread.join(timeout)
+        for native in sorted(self.kept.unkept):  # the agent's own list says it does not have them
+            self.book.closed(native)
+            self.recorder.put(lambda r, native=native: r.retire_unkept(native, verified=True), held=(native,))  # type: ignore[misc]
         if keeps_unprompted(self.identity.name):
             return
         for native in sorted(self.book.made_here - self.book.turned):

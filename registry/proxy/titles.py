@@ -7,7 +7,9 @@ for a session that has no title: ``registry.commands.prompt_title``). The rules:
 - the user's title wins: once a session has one, an agent's title update is recorded as the agent's but not
   relayed as the session's title - the rest of that update still passes (without its ``title``);
 - the proxy's title reaches the client only while the agent has not titled the session itself, and an agent's
-  later title-only update that repeats it is not relayed (the client has it);
+  later update that repeats it reaches the client without its ``title`` (nothing at all when that was all it
+  said): a title is pushed once after a prompt's answer (claude-agent-acp titles a session by its first prompt too,
+  with its ``updatedAt``, a moment after the answer);
 - everything else the agent says passes as its own bytes.
 
 Memory is bounded: the policy remembers at most ``REMEMBERED`` sessions per rule (the oldest are forgotten).
@@ -75,9 +77,9 @@ class TitlePolicy:
         with self._lock:
             self._agent_titled.put(native, None)
             pushed = self._pushed.pop(native, _NOT_PUSHED)
-            if native in self._user_titled:
+            if native in self._user_titled or pushed == title:  # the user's title wins; the client has this one
                 return None if alone else _without_title(line)
-        return None if alone and pushed == title else line
+        return line
 
     def push(self, native: str, title: str) -> bool:
         """The proxy's own title for a session, sent to the client unless the agent or the user titled it (checked

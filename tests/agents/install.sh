@@ -12,10 +12,10 @@
 #
 # Usage: install.sh [NAME...] - only the agents named (the folder names below); all of them without a name.
 #
-# An agent that cannot be installed (registry unreachable, no Python >= 3.12 for fast-agent, a step that ran past
-# $ACP_REGISTRY_AGENTS_TIMEOUT seconds, ...) gets one line on stderr and the others are still installed; its tests
-# then skip. Exit status: 0 when everything asked for is installed, 3 when something is missing (`.ci/run`
-# reports that and goes on).
+# An agent that cannot be installed (registry unreachable, no Python >= 3.12 for fast-agent or mistral-vibe, a step
+# that ran past $ACP_REGISTRY_AGENTS_TIMEOUT seconds, ...) gets one line on stderr and the others are still
+# installed; its tests then skip. Exit status: 0 when everything asked for is installed, 3 when something is missing
+# (`.ci/run` reports that and goes on).
 set -uo pipefail
 
 AGENTS_DIR="${ACP_REGISTRY_AGENTS_DIR:-$HOME/.cache/acp-session-registry/agents}"
@@ -108,7 +108,7 @@ npm_in() {
     finish "$name" "$spec" "$status" "npm install $spec"
 }
 
-# A Python >= 3.12 for fast-agent: $ACP_REGISTRY_AGENTS_PYTHON, else pyenv's 3.13/3.12, else python3.13/python3.12
+# A Python >= 3.12 for fast-agent and mistral-vibe: $ACP_REGISTRY_AGENTS_PYTHON, else pyenv's 3.13/3.12, else python3.13/python3.12
 # on PATH. Each candidate is run once: a pyenv shim on PATH may name a version that is not selected.
 python_ok() { "$1" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
 find_python312() {
@@ -160,6 +160,16 @@ if wanted fast-agent; then
         pip_in fast-agent "$python312" fast-agent-mcp==0.10.48
     else
         say "fast-agent not installed: no Python >= 3.12 found (set ACP_REGISTRY_AGENTS_PYTHON)"
+        failed=1
+    fi
+fi
+
+# mistral-vibe 2.26.1 (3.x needs Python >= 3.14 or a certifi pin PyPI does not serve) in a Python >= 3.12 venv too.
+if wanted vibe; then
+    if python312=$(find_python312); then
+        pip_in vibe "$python312" mistral-vibe==2.26.1
+    else
+        say "vibe not installed: no Python >= 3.12 found (set ACP_REGISTRY_AGENTS_PYTHON)"
         failed=1
     fi
 fi

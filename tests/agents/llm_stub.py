@@ -2,10 +2,10 @@
 
 It answers what claude-agent-acp / claude-code-acp (Anthropic ``POST /v1/messages`` and
 ``/v1/messages/count_tokens``), gemini-cli (Gemini ``:generateContent``, ``:streamGenerateContent`` with or
-without ``alt=sse``, ``:countTokens``) and codex-acp (OpenAI ``POST /v1/responses``) ask for, streaming and
-not. The reply is derived from the request - the last user text it holds, prefixed with ``REPLY_PREFIX`` - so a
-test can tell that the prompt it sent went through the agent to the model and the model's answer came back to
-the client. Every request is recorded
+without ``alt=sse``, ``:countTokens``), codex-acp (OpenAI ``POST /v1/responses``) and mistral-vibe (OpenAI
+``POST /v1/chat/completions``) ask for, streaming and not. The reply is derived from the request - the last user
+text it holds, prefixed with ``REPLY_PREFIX`` - so a test can tell that the prompt it sent went through the agent
+to the model and the model's answer came back to the client. Every request is recorded
 (method, path, decoded body) for the tests to inspect; nothing is answered from a fixed transcript.
 
 Agents point at it with ``ANTHROPIC_BASE_URL=<url>``, ``GOOGLE_GEMINI_BASE_URL=<url>`` or a codex
@@ -133,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._anthropic(body, reply)
         elif path.endswith("/responses"):
             self._responses(body, reply)
+        elif path.endswith("/chat/completions"):
+            self._chat(body, reply)
         elif path.endswith(":countTokens"):
             self._send_json({"totalTokens": 1})
         elif path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
@@ -223,6 +225,22 @@ class _Handler(BaseHTTPRequestHandler):
             ("response.completed", {"response": response}),
         ):
             self._event(data | {"type": name}, name)
+
+    def _chat(self, body: dict[str, Any], reply: str) -> None:
+        """OpenAI's Chat Completions API (mistral-vibe), streaming and not."""
+        base = {"id": "chatcmpl-stub", "created": int(time.time()), "model": body.get("model", "stub-model")}
+        usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+            self._send_json(base | {"object": "chat.completion", "usage": usage, "choices": [choice]})
+            return
+        self._start_events()
+        chunk = base | {"object": "chat.completion.chunk"}
+        for delta in ({"role": "assistant", "content": ""}, {"content": reply}):
+            self._event(chunk | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        self._event(chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
     def _gemini(self, stream: bool, sse: bool, reply: str) -> None:
         chunk = {

@@ -77,6 +77,7 @@ CLAUDE_CODE_ACP = Agent(
 # The default "auto" model first asks for a JSON classification the stub does not give; a fixed model does not.
 GEMINI = Agent("gemini", "@google/gemini-cli@0.61.0", "node_modules/.bin/gemini", ("--acp", "-m", "gemini-2.5-flash"))
 CODEX_ACP = Agent("codex-acp", "@zed-industries/codex-acp@0.16.0", "node_modules/.bin/codex-acp")
+MISTRAL_VIBE = Agent("vibe", "mistral-vibe==2.26.1", "bin/vibe-acp")
 TS_SDK = Agent("ts-sdk", "@agentclientprotocol/sdk@2.4.0", "node_modules/@agentclientprotocol/sdk/package.json")
 CONDUCTOR = Agent("conductor", "@thinkwell/conductor@0.5.7", "node_modules/@thinkwell/conductor/dist/index.js")
 CHAIN_HOST = ROOT / "examples" / "conductor_chain.mjs"
@@ -125,6 +126,18 @@ def codex_env(env: dict[str, str], stub_url: str) -> dict[str, str]:
         f'base_url = "{stub_url}/v1"\nwire_api = "responses"\nenv_key = "CODEX_API_KEY"\n'
     )
     return env | {"CODEX_API_KEY": "sk-dummy"}
+
+
+def vibe_env(env: dict[str, str], stub_url: str) -> dict[str, str]:
+    """mistral-vibe with the stub as its only model (``~/.vibe/config.toml``; no key needed)."""
+    config = Path(env["HOME"]) / ".vibe" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        'active_model = "stub"\n[[providers]]\nname = "stub"\n'
+        f'api_base = "{stub_url}/v1"\napi_key_env_var = ""\n\n'
+        '[[models]]\nname = "fake-model"\nprovider = "stub"\nalias = "stub"\n'
+    )
+    return env
 
 
 def proxy_command(store_url: str, agent: Agent, *extra: str, name: str | None = None) -> list[str]:

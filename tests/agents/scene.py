@@ -42,6 +42,8 @@ class Scene:
             env = peers.gemini_env(env, stub.url)
         elif stub is not None and agent is peers.CODEX_ACP:
             env = peers.codex_env(env, stub.url)
+        elif stub is not None and agent is peers.MISTRAL_VIBE:
+            env = peers.vibe_env(env, stub.url)
         self.env = env
         self.home = Path(env["HOME"])
         self.project = tmp / "project"

@@ -1,0 +1,121 @@
+"""One agent, one name, whichever way it is started: ``--agent``, ``agentInfo``, the command, before or after
+``initialize`` - and sessions an older proxy recorded under another name of the agent are taken over, not listed
+twice; a deletion made under the other name holds.
+
+Real proxy processes in front of the scripted agent (``tests/proxy_agent.py``, here calling itself
+``fast-agent-acp`` as fast-agent does) on a real SQLite store; its ``--log`` shows exactly what reached it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from events.model import TitleSource
+from registry.agents import agent_name, command_name
+from registry.service import SessionRegistry
+from tests.proxy_wire import ProxyProcess, prompt, proxy_command
+
+OLD_AT = 1_767_000_000_000_000_000  # 2025-12-29: made long before these proxies started
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path}/sessions.db"
+
+
+def _agent(proxy: ProxyProcess) -> str:
+    answer = proxy.result(0, "initialize", {"protocolVersion": 1})
+    name = answer["_meta"]["acp-session-registry/proxy"]["agent"]
+    assert isinstance(name, str)
+    return name
+
+
+@pytest.mark.parametrize(
+    "given", [None, "fast-agent", "fast-agent-acp", "Fast Agent", "@evalstate/fast-agent-mcp", "fast-agent-mcp"]
+)
+def test_fast_agent_is_one_name_however_it_is_started(url: str, given: str | None) -> None:
+    with ProxyProcess(proxy_command(url, "--name", "fast-agent-acp", agent=given)) as proxy:
+        assert _agent(proxy) == "fast-agent"
+        assert proxy.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "known"),
+    [
+        ("@agentclientprotocol/claude-agent-acp", "claude-code"),
+        ("@zed-industries/claude-code-acp", "claude-code"),
+        ("@zed-industries/claude-agent-acp", "claude-code"),
+        ("claude-agent-acp@0.101.0", "claude-code"),
+        ("fast-agent-acp", "fast-agent"),
+        ("@mistralai/mistral-vibe", "mistral-vibe"),
+        ("vibe-acp", "mistral-vibe"),
+        ("Kimi Code CLI", "kimi"),
+        ("@zed-industries/codex-acp", "codex"),
+        ("@google/gemini-cli", "gemini"),
+        ("@qwen-code/qwen-code", "qwen"),
+    ],
+)
+def test_the_names_known_agents_go_by_map_to_their_one_name(name: str, known: str) -> None:
+    assert agent_name(name) == known
+    assert command_name(["npx", "-y", name]) == known
+
+
+def test_sessions_held_under_another_name_are_taken_over_once_with_what_the_user_set(url: str, tmp_path: Path) -> None:
+    """A store an older proxy wrote as ``fast-agent-acp`` (before the alias was declared): the same sessions, one
+    record each, under ``fast-agent``; the user's title stays; a session deleted there is refused and never
+    reaches the agent, and its ``load`` is not recorded as a new copy."""
+    log = tmp_path / "agent.log"
+    with SessionRegistry.open(url) as registry:
+        for native in ("titled", "plain", "gone"):
+            registry.create(str(tmp_path), session_id=f"fast-agent-acp:{native}", agent="fast-agent-acp", at=OLD_AT)
+            registry.record_activity(f"fast-agent-acp:{native}", messages=2, at=OLD_AT + 1)
+        registry.change_info("fast-agent-acp:titled", title="Mine", title_source=TitleSource.USER)
+        registry.delete("fast-agent-acp:gone")
+    past = tmp_path / "past.json"  # the agent still has all three
+    past.write_text(json.dumps([{"sessionId": n, "cwd": str(tmp_path)} for n in ("titled", "plain", "gone")]))
+    command = proxy_command(url, "--name", "fast-agent-acp", "--list", "--past", str(past), "--log", str(log))
+    with ProxyProcess(command) as proxy:
+        assert _agent(proxy) == "fast-agent"
+        listed = {s["sessionId"]: s for s in proxy.result(1, "session/list", {})["sessions"]}
+        assert sorted(listed) == ["plain", "titled"]
+        assert listed["titled"]["title"] == "Mine"
+        assert listed["titled"]["_meta"]["acp-session-registry/messageCount"] == 2
+        load = {"sessionId": "gone", "cwd": str(tmp_path), "mcpServers": []}
+        assert proxy.call(2, "session/load", load)["error"]["code"] == -32002
+        old_form = {"sessionId": "fast-agent-acp:plain", "cwd": str(tmp_path), "mcpServers": []}
+        assert proxy.result(3, "session/load", old_form) == {}  # the id the command line printed before
+        assert proxy.close() == 0
+    loads = [json.loads(line) for line in log.read_text().splitlines() if '"session/load"' in line]
+    assert [line["params"]["sessionId"] for line in loads] == ["plain"]
+    with SessionRegistry.open(url) as registry:
+        everything = registry.list(archived="include").sessions
+        assert sorted(s.session_id for s in everything) == ["fast-agent:plain", "fast-agent:titled"]
+        gone = registry.state("fast-agent:gone")
+        assert gone is None or gone.deleted
+
+
+def test_a_mismatch_between_agent_and_agent_info_is_resolved_once_and_said_once(url: str, tmp_path: Path) -> None:
+    """``--agent foo`` in front of fast-agent, with sessions recorded as ``foo`` before: one name, the agent's,
+    the ``foo`` sessions taken over, and one line on stderr saying so."""
+    with SessionRegistry.open(url) as registry:
+        registry.create(str(tmp_path), session_id="foo:s1", agent="foo", at=OLD_AT)
+        registry.record_activity("foo:s1", messages=2, at=OLD_AT + 1)
+    with ProxyProcess(proxy_command(url, "--name", "fast-agent-acp", agent="foo")) as proxy:
+        assert _agent(proxy) == "fast-agent"
+        session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        proxy.result(2, "session/prompt", prompt(session, "hello"))
+        assert sorted(s["sessionId"] for s in proxy.result(3, "session/list", {})["sessions"]) == sorted(
+            [session, "s1"]
+        )
+        assert proxy.close() == 0
+    said = [line for line in proxy.stderr_lines if "foo" in line]
+    assert len(said) == 1 and "fast-agent" in said[0], proxy.stderr_lines
+    with SessionRegistry.open(url) as registry:
+        assert [s.session_id for s in registry.list(agent="foo").sessions] == []
+        assert {s.session_id for s in registry.list(agent="fast-agent").sessions} == {
+            f"fast-agent:{session}",
+            "fast-agent:s1",
+        }
