@@ -16,6 +16,13 @@ A prompt's first text block is a script:
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
 - ``slow S``: waits S seconds (``session/cancel`` ends the wait: stopReason ``cancelled``);
 - ``error``: answers the prompt with a JSON-RPC error;
+- ``rich WORDS``: a whole turn of every kind - a thought, a plan, a tool call and its update (a text block and a
+  diff), the answer in two chunks around a resource link, the plan again with its entry done - each naming WORDS;
+- ``spend IN OUT COST``: adds IN input and OUT output tokens and COST dollars to the session's running totals,
+  sends them as a ``usage_update`` (context used, window, cumulative cost) and answers with the session's
+  cumulative ``usage``, as the schema words it;
+- ``alternate N``: N chunks alternating agent text and thought (every chunk a message of its own);
+- ``badutf8`` / ``nul``: a chunk whose text holds bytes that are not UTF-8 / NUL characters;
 - anything else: echoed back as one chunk.
 
 ``--keep FILE`` makes it an agent that keeps a session only once it had a turn (as claude-agent-acp, codex-acp
@@ -24,7 +31,8 @@ any other answers -32002. ``--reuse-ids`` numbers sessions "0", "1", ... afresh 
 SDK's example agent does). ``--slow-list S`` makes its ``session/list`` take S seconds.
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
-replays its title as a ``session_info_update`` before answering). ``--name`` is its
+replays its title as a ``session_info_update`` before answering, and its ``history`` - ``[[kind, text], ...]``
+with kind ``user``, ``agent`` or ``thought`` - as chunks). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
 """
 
@@ -90,6 +98,7 @@ class Agent:
         self.waiting: dict[Any, queue.Queue[Any]] = {}
         self.cancelled: set[str] = set()
         self.next_session = 0
+        self.spent: dict[str, list[float]] = {}  # session -> input, output tokens and cost so far
 
     def raw(self, text: str) -> None:
         with _out_lock:
@@ -175,6 +184,10 @@ class Agent:
             if method == "session/load" and known and known.get("title"):  # a replay, as real agents do
                 update = {"sessionUpdate": "session_info_update", "title": known["title"]}
                 self.notify(known["sessionId"], update)
+            if method == "session/load" and known:
+                for kind, text in known.get("history") or []:
+                    content = {"type": "text", "text": text}
+                    self.notify(known["sessionId"], {"sessionUpdate": f"{kind}_message_chunk", "content": content})
             return {}
         if method == "session/list" and self.args.list:
             time.sleep(self.args.slow_list)
@@ -243,6 +256,39 @@ class Agent:
             if session_id in self.cancelled:
                 self.cancelled.discard(session_id)
                 stop = "cancelled"
+        elif word == "rich":
+            self.rich(session_id, rest)
+        elif word == "spend":
+            spent = self.spent.setdefault(session_id, [0, 0, 0.0])
+            for n, value in enumerate(rest.split()[:3]):
+                spent[n] += float(value)
+            cost = {"amount": spent[2], "currency": "USD"}
+            used = int(spent[0] + spent[1])
+            self.notify(session_id, {"sessionUpdate": "usage_update", "used": used, "size": 200000, "cost": cost})
+            self.chunk(session_id, f"spent {rest}")
+            usage = {"inputTokens": int(spent[0]), "outputTokens": int(spent[1]), "totalTokens": used}
+            self.send({"id": request_id, "result": {"stopReason": stop, "usage": usage}})
+            return
+        elif word == "alternate":
+            for n in range(int(rest)):
+                kind = "agent_message_chunk" if n % 2 == 0 else "agent_thought_chunk"
+                self.notify(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": f"c{n}"}})
+        elif word == "badutf8":
+            line = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": session_id,
+                        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "BAD"}},
+                    },
+                }
+            )
+            with _out_lock:
+                sys.stdout.buffer.write(line.encode().replace(b"BAD", b"bad \xff\xfe bytes") + b"\n")
+                sys.stdout.flush()
+        elif word == "nul":
+            self.chunk(session_id, "before\u0000after")
         elif word == "error":
             self.send({"id": request_id, "error": {"code": -32603, "message": "scripted failure"}})
             return
@@ -253,6 +299,28 @@ class Agent:
             with open(self.args.keep, "w") as file:
                 json.dump(self.kept, file)
         self.send({"id": request_id, "result": {"stopReason": stop}})
+
+    def rich(self, session_id: str, words: str) -> None:
+        """Every kind of update a turn can hold, in the order a real agent sends them."""
+        plan = [{"content": f"plan {words}", "priority": "high", "status": "pending"}]
+        self.notify(
+            session_id, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": f"think {words}"}}
+        )
+        self.notify(session_id, {"sessionUpdate": "plan", "entries": plan})
+        tool = {"toolCallId": "call-1", "title": f"Edit {words}.py", "kind": "edit", "status": "pending"}
+        self.notify(session_id, {"sessionUpdate": "tool_call", **tool})
+        content = [
+            {"type": "content", "content": {"type": "text", "text": f"output {words}"}},
+            {"type": "diff", "path": f"/src/{words}.py", "oldText": "old", "newText": f"new {words}"},
+        ]
+        update = {"toolCallId": "call-1", "status": "completed", "content": content}
+        self.notify(session_id, {"sessionUpdate": "tool_call_update", **update})
+        self.chunk(session_id, f"answer {words} ")
+        link = {"type": "resource_link", "name": "notes.md", "uri": "file:///notes.md"}
+        self.notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": link})
+        self.chunk(session_id, " done")
+        plan[0]["status"] = "completed"
+        self.notify(session_id, {"sessionUpdate": "plan", "entries": plan})
 
 
 if __name__ == "__main__":

@@ -176,6 +176,8 @@ class Relay:
             update = None
             if message.method == "session/update" and b"session_info_update" in line:
                 update = title_update(message)
+            elif message.method == "session/update" and self.surface is not None:
+                self.surface.capture.update(message.params)  # kept undecoded: read on the capture's thread
             if update is None:
                 out.append(line)  # a request to the client or a notification: the agent's own bytes
                 return

@@ -48,6 +48,7 @@ from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
 from registry.proxy.book import Status
+from registry.proxy.capture import Capture, record_replay
 from registry.proxy.history import History, HistoryState
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
@@ -192,6 +193,7 @@ class Surface:
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
         self._changes_thread: threading.Thread | None = None
         self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
+        self.capture = Capture(lambda: self.identity.name)  # what is said, kept off the relay's path
 
     # -- the table's rules ----------------------------------------------------------------------------
 
@@ -229,6 +231,9 @@ class Surface:
             if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
                 self.book.turned.add(native)
                 self.recorder.put(lambda r: r.turn_began(native))
+                self.capture.prompt(native, params.get("prompt"))
+            elif name == "session/load":
+                self.capture.load(native)
         return Pending(message.id, name, params)
 
     def _answer_loop(self) -> None:
@@ -314,9 +319,12 @@ class Surface:
             if isinstance(turn_of, str):
                 text = _prompt_text(params.get("prompt"))
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
-                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended))
+                said = self.capture.answered(turn_of, answer.result if ok else None)
+                self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended, said=said()))
                 self.recorder.put(lambda r: r.prompt_title(turn_of, text))
             return None
+        loaded = source = params.get("sessionId")
+        replay = self.capture.loaded(source, ok) if method == "session/load" and isinstance(source, str) else None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
             self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
         if not ok or method not in _OBSERVED:
@@ -334,7 +342,6 @@ class Surface:
         except msgspec.DecodeError:
             return None
         made = method in ("session/new", "session/fork")
-        source = params.get("sessionId")
         native = result.get("sessionId") if isinstance(result, dict) and made else source
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
         if not isinstance(native, str) or not native:
@@ -348,6 +355,8 @@ class Surface:
         else:
             at_cwd = cwd if isinstance(cwd, str) else None
             self.recorder.put(lambda r: r.session(native, at_cwd, dirs, live=True, made=made))
+        if replay is not None and native == loaded:
+            self.recorder.put(lambda r: record_replay(r, native, replay()))
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
@@ -425,6 +434,7 @@ class Surface:
         never had a turn (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
         self._jobs.put(None)
         self._answerer.join(timeout)
+        self.capture.close(timeout)
         if self._following is not None:
             self._following.stop()
             self._following = None
