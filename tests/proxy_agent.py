@@ -22,7 +22,7 @@ A prompt's first text block is a script:
   sends them as a ``usage_update`` (context used, window, cumulative cost) and answers with the session's
   cumulative ``usage``, as the schema words it;
 - ``alternate N``: N chunks alternating agent text and thought (every chunk a message of its own);
-- ``badutf8`` / ``nul``: a chunk whose text holds bytes that are not UTF-8 / NUL characters;
+- ``badutf8`` / ``nul``: a chunk whose text holds bytes that are not UTF-8 / a NUL character;
 - anything else: echoed back as one chunk.
 
 ``--keep FILE`` makes it an agent that keeps a session only once it had a turn (as claude-agent-acp, codex-acp
@@ -98,7 +98,6 @@ class Agent:
         self.waiting: dict[Any, queue.Queue[Any]] = {}
         self.cancelled: set[str] = set()
         self.next_session = 0
-        self.spent: dict[str, list[float]] = {}  # session -> input, output tokens and cost so far
 
     def raw(self, text: str) -> None:
         with _out_lock:
@@ -187,7 +186,10 @@ class Agent:
             if method == "session/load" and known:
                 for kind, text in known.get("history") or []:
                     content = {"type": "text", "text": text}
-                    self.notify(known["sessionId"], {"sessionUpdate": f"{kind}_message_chunk", "content": content})
+                    kind = {"user": "user_message_chunk", "thought": "agent_thought_chunk"}.get(
+                        kind, "agent_message_chunk"
+                    )
+                    self.notify(known["sessionId"], {"sessionUpdate": kind, "content": content})
             return {}
         if method == "session/list" and self.args.list:
             time.sleep(self.args.slow_list)
@@ -259,7 +261,8 @@ class Agent:
         elif word == "rich":
             self.rich(session_id, rest)
         elif word == "spend":
-            spent = self.spent.setdefault(session_id, [0, 0, 0.0])
+            known = self.sessions.setdefault(session_id, {"sessionId": session_id})
+            spent = known.setdefault("spent", [0, 0, 0.0])  # kept with the session (``--keep``), as vibe does
             for n, value in enumerate(rest.split()[:3]):
                 spent[n] += float(value)
             cost = {"amount": spent[2], "currency": "USD"}
@@ -267,6 +270,7 @@ class Agent:
             self.notify(session_id, {"sessionUpdate": "usage_update", "used": used, "size": 200000, "cost": cost})
             self.chunk(session_id, f"spent {rest}")
             usage = {"inputTokens": int(spent[0]), "outputTokens": int(spent[1]), "totalTokens": used}
+            self.keep(session_id)
             self.send({"id": request_id, "result": {"stopReason": stop, "usage": usage}})
             return
         elif word == "alternate":
@@ -294,11 +298,14 @@ class Agent:
             return
         else:
             self.chunk(session_id, text)
+        self.keep(session_id)
+        self.send({"id": request_id, "result": {"stopReason": stop}})
+
+    def keep(self, session_id: str) -> None:
         if self.args.keep and session_id in self.sessions:
             self.kept[session_id] = self.sessions[session_id]
             with open(self.args.keep, "w") as file:
                 json.dump(self.kept, file)
-        self.send({"id": request_id, "result": {"stopReason": stop}})
 
     def rich(self, session_id: str, words: str) -> None:
         """Every kind of update a turn can hold, in the order a real agent sends them."""

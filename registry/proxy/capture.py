@@ -90,8 +90,8 @@ _params: Final = msgspec.json.Decoder(_Params)
 
 
 def _decoded(raw: bytes | msgspec.Raw, shape: type[Any] = object) -> Any:
-    """``raw`` decoded (as ``shape``), whatever an agent put in it: bytes that are not UTF-8 become U+FFFD, a lone
-    surrogate stays one (``registry.conversation.prepare`` makes it U+FFFD); None when it is not that shape."""
+    """``raw`` decoded (as ``shape``), whatever an agent put in it: bytes that are not UTF-8 (which the relay passes
+    on, as it passes any string it does not read) become U+FFFD; None when it is not that shape."""
     try:
         return _params.decode(raw) if shape is _Params else msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -109,6 +109,7 @@ class Capture:
         """``agent``: the agent's name in the registry, as it is now (it is settled by ``initialize``)."""
         self._agent = agent
         self._budget = budget
+        self._wake_bytes = min(_WAKE_BYTES, budget // 8)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._draining = threading.Lock()
@@ -159,17 +160,27 @@ class Capture:
     def _put(self, kind: int, a: Any, b: Any, size: int) -> int:
         size += _ITEM_BYTES
         with self._lock:
-            if kind == _UPDATE and not self._admit(size):
-                self._refused(size)
-                return self._queued
-            if kind != _UPDATE:
-                self.held += size  # the marks that delimit turns are always kept: nothing else makes sense of them
+            if not self._admit(size):
+                self._refused(size - _ITEM_BYTES)
+                if kind == _UPDATE:
+                    return self._queued
+                # The marks that begin and end turns and loads are always kept (nothing else makes sense without
+                # them), without what they carry: a prompt's text, an answer's usage.
+                b = "" if kind == _PROMPT else None if kind == _ANSWERED else b
+                size = _ITEM_BYTES
+                self.held += size
             self._queued += 1
             self._inbox.append((kind, a, b, now_ns(), size, self._queued))
             self._inbox_bytes += size
-            if self._inbox_bytes >= _WAKE_BYTES or len(self._inbox) >= _WAKE_ITEMS:
+            if self._inbox_bytes >= self._wake_bytes or len(self._inbox) >= _WAKE_ITEMS:
                 self._wake.notify()
             return self._queued
+
+    @property
+    def waiting(self) -> int:
+        """Entries of the inbox not read yet."""
+        with self._lock:
+            return len(self._inbox)
 
     # -- the account ---------------------------------------------------------------------------------
 
@@ -192,7 +203,7 @@ class Capture:
         return False
 
     def _refused(self, size: int) -> None:
-        self.dropped += size
+        self.dropped += max(0, size)
         self._refusals += 1
         if self._refusals == 1 or self._refusals % 1000 == 0:
             log.error(
@@ -226,7 +237,7 @@ class Capture:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._closed and self._inbox_bytes < _WAKE_BYTES and len(self._inbox) < _WAKE_ITEMS:
+                while not self._closed and self._inbox_bytes < self._wake_bytes and len(self._inbox) < _WAKE_ITEMS:
                     self._wake.wait()
                 if self._closed:
                     return
