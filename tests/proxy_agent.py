@@ -184,11 +184,10 @@ class Agent:
                 update = {"sessionUpdate": "session_info_update", "title": known["title"]}
                 self.notify(known["sessionId"], update)
             if method == "session/load" and known:
-                for kind, text in known.get("history") or []:
+                chunks = {"user": "user_message_chunk", "thought": "agent_thought_chunk"}
+                for said, text in known.get("history") or []:
                     content = {"type": "text", "text": text}
-                    kind = {"user": "user_message_chunk", "thought": "agent_thought_chunk"}.get(
-                        kind, "agent_message_chunk"
-                    )
+                    kind = chunks.get(said, "agent_message_chunk")
                     self.notify(known["sessionId"], {"sessionUpdate": kind, "content": content})
             return {}
         if method == "session/list" and self.args.list:
