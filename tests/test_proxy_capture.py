@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from acp import Client, image_block, resource_link_block, spawn_agent_process, text_block
@@ -106,7 +106,7 @@ def test_the_python_sdk_client_through_the_proxy_is_recorded(tmp_path: Path) -> 
         async with spawn_agent_process(cast(Client, client), command[0], *command[1:], cwd=ROOT) as (conn, _):
             await conn.initialize(protocol_version=1)
             session = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            blocks = [
+            blocks: list[Any] = [
                 text_block("Look at"),
                 image_block("iVBORw0KGgoAAAANSUhEUg==", "image/png"),
                 resource_link_block("main.py", "file:///w/main.py"),
