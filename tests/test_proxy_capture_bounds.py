@@ -149,8 +149,8 @@ def test_bytes_that_are_not_utf8_and_nul_characters_are_kept_readable(tmp_path: 
     ]
 
 
-def _update(session: str, update: dict[str, Any]) -> msgspec.Raw:
-    return msgspec.Raw(msgspec.json.encode({"sessionId": session, "update": update}))
+def _update(session: str, update: dict[str, Any]) -> list[msgspec.Raw]:
+    return [msgspec.Raw(msgspec.json.encode({"sessionId": session, "update": update}))]
 
 
 def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> None:
@@ -166,10 +166,10 @@ def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> Non
             capture.prompt("s", [{"type": "text", "text": f"turn {n}"}])
             for _ in range(10):
                 chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "y" * 10_000}}
-                capture.update(_update("s", chunk))
+                capture.updates(_update("s", chunk))
                 assert capture.held <= budget + slack
             cost = {"sessionUpdate": "usage_update", "used": n, "size": 10, "cost": {"amount": n, "currency": "USD"}}
-            capture.update(_update("s", cost))
+            capture.updates(_update("s", cost))
             taken.append(capture.answered("s", msgspec.Raw(b'{"stopReason":"end_turn"}')))
             assert capture.held <= budget + slack
             deadline = time.monotonic() + 30  # its thread reads what came in, as it does when a flood comes in

@@ -31,7 +31,8 @@ _NAMED: Final = 4096  # characters kept of a tool call's title, kind or status, 
 _CHUNKS: Final = {"agent_message_chunk": Role.AGENT, "agent_thought_chunk": Role.THOUGHT}
 
 Take = Callable[[int], bool]
-"""The budget: whether ``n`` more bytes may be held (and if so, they are counted as held)."""
+"""The budget: whether ``n`` more bytes may be held (and if so, they are counted as held; negative: let go)."""
+_SLICE: Final = 64 * 1024  # bytes a turn takes from the budget at a time, so that a chunk rarely asks it
 
 
 def text_bytes(text: str) -> int:
@@ -77,15 +78,15 @@ class _Text:
         self.over = 0
         self.limit = limit
 
-    def add(self, text: str, take: Take) -> int:
+    def add(self, text: str, hold: Take) -> int:
         """Keep ``text`` (or count it, beyond the limit or the budget); the bytes it holds now."""
         if self.kept < self.limit:
-            held = text_bytes(text)
-            if take(held):
+            held = len(text) if text.isascii() else 4 * len(text)
+            if hold(held):
                 self.pieces.append(text)
                 self.kept += len(text)
                 return held
-        self.over += _utf8(text)
+        self.over += len(text) if text.isascii() else _utf8(text)
         return 0
 
     def ends_in_space(self) -> bool:
@@ -161,6 +162,7 @@ class Turn:
         self._before = cost_before, tokens_before
         self.parts: list[_Part] = []
         self.held = 0
+        self._reserve = 0  # bytes taken from the budget and not used yet
         self.left_out = 0  # messages over MAX_TURN_MESSAGES or the budget
         self._open: _Chunks | None = None
         self._tools: dict[str, _Tool] = {}
@@ -169,11 +171,29 @@ class Turn:
         self.cost: tuple[str, int] | None = None
         self.model: str | None = None
 
+    def _hold(self, size: int) -> bool:
+        """Count ``size`` more bytes as this turn's (negative: let go), from its reserve, which is taken from the
+        budget a slice at a time."""
+        if size > self._reserve:
+            want = max(size - self._reserve, _SLICE)
+            if not self._take(want):
+                want = size - self._reserve
+                if not self._take(want):
+                    return False
+            self._reserve += want
+        self._reserve -= size
+        self.held += size
+        return True
+
+    def let_go(self) -> None:
+        """What the turn holds goes back to the budget (it is written, or dropped)."""
+        self._take(-(self.held + self._reserve))
+        self.held = self._reserve = 0
+
     def _start(self, part: _Part) -> bool:
-        if len(self.parts) >= MAX_TURN_MESSAGES or not self._take(MESSAGE_BYTES):
+        if len(self.parts) >= MAX_TURN_MESSAGES or not self._hold(MESSAGE_BYTES):
             self.left_out += 1
             return False
-        self.held += MESSAGE_BYTES
         self.parts.append(part)
         return True
 
@@ -182,7 +202,7 @@ class Turn:
         self._open = None
         part = _Chunks(role, None, at)
         if self._start(part):
-            self.held += part.text.add(text, self._take)
+            part.text.add(text, self._hold)
 
     def update(self, update: Any, at: int) -> None:
         """One ``session/update``'s ``update`` (``assembly`` decoded it)."""
@@ -200,10 +220,16 @@ class Turn:
             self.read_usage(update)
 
     def _chunk(self, role: Role, content: Any, message_id: Any, at: int) -> None:
-        text = block_text(content)
-        if not text:
-            return
-        marker = not (isinstance(content, dict) and content.get("type") == "text")
+        if type(content) is dict and content.get("type") == "text":  # the common case, first
+            text = content.get("text")
+            if type(text) is not str or not text:
+                return
+            marker = False
+        else:
+            text = block_text(content)
+            if not text:
+                return
+            marker = True
         part = self._open
         if part is None or part.role is not role or (message_id is not None and message_id != part.message_id):
             part = _Chunks(role, message_id, at)
@@ -213,7 +239,7 @@ class Turn:
         elif (marker or part.after_marker) and not text[:1].isspace() and not part.text.ends_in_space():
             text = " " + text  # a marker inside a message stands apart from the words around it
         part.after_marker = marker
-        self.held += part.text.add(text, self._take)
+        part.text.add(text, self._hold)
 
     def _tool(self, update: Any, at: int) -> None:
         key = update.tool_call_id
@@ -231,15 +257,13 @@ class Turn:
             if isinstance(value, str):
                 setattr(tool, name, value[:_NAMED])
         if isinstance(update.content, list):
-            self.held -= tool.held
-            self._take(-tool.held)
+            self._hold(-tool.held)
             tool.content = _Text(MAX_TOOL_OUTPUT_BYTES)
             tool.held = 0
             for n, item in enumerate(update.content):
                 text = _tool_content(item)
                 if text:
-                    tool.held += tool.content.add(text if n == 0 else f"\n{text}", self._take)
-            self.held += tool.held
+                    tool.held += tool.content.add(text if n == 0 else f"\n{text}", self._hold)
 
     def _planned(self, entries: Any, at: int) -> None:
         if not isinstance(entries, list):
@@ -259,13 +283,11 @@ class Turn:
                 lines.append(f"{mark}{entry['content'][:_NAMED]}")
         text = "\n".join(lines)
         held = text_bytes(text)
-        self.held -= plan.held
-        self._take(-plan.held)
-        if self._take(held):
+        self._hold(-plan.held)
+        if self._hold(held):
             plan.text, plan.held = text, held
         else:
             plan.text, plan.held = f"[a plan of {len(lines)} entries, not kept: over the capture bound]", 0
-        self.held += plan.held
 
     def read_usage(self, update: Any) -> None:
         """A ``usage_update``: the context as it is now, and the session's cumulative cost."""
@@ -292,6 +314,8 @@ class Turn:
             messages[-1] = Message(role=last.role, text=last.text + note, at=last.at)
         used, size = self.context if self.context is not None else (None, None)
         reading = Reading(used, size, self.cost, tokens, model or self.model, *self._before)
+        self._take(-self._reserve)  # what it holds now is the finished turn's
+        self._reserve = 0
         return Said(messages, reading, self.held)
 
 

@@ -33,7 +33,9 @@ import collections
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
+from time import time_ns
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -57,9 +59,10 @@ PER_TURN_USAGE: Final = frozenset({"claude-code", "codex"})
 """Agents whose prompt answer's ``usage`` is the turn's own, not the session's so far (claude-agent-acp starts its
 tally afresh each turn; codex-acp reports its last model request)."""
 _ITEM_BYTES: Final = 128  # what an inbox entry costs beside the bytes it refers to
-_WAKE_BYTES: Final = 256 * 1024  # the capture's thread reads the inbox when it holds this much...
-_WAKE_ITEMS: Final = 1024  # ...or this many entries
-_BATCH: Final = 256  # entries read at a time, so the relay's threads get the interpreter between batches
+_QUIET: Final = 0.002  # the capture's thread reads the inbox when nothing came in for this long (seconds)...
+_WAKE_BYTES: Final = 1 << 20  # ...or when it holds this much...
+_WAKE_ITEMS: Final = 8192  # ...or this many entries
+_BATCH: Final = 512  # entries read at a time, so the relay's threads get the interpreter between batches
 _REMEMBERED: Final = 10_000  # sessions whose last usage figures are remembered
 
 _PROMPT, _UPDATE, _ANSWERED, _LOAD, _LOADED = range(5)
@@ -87,6 +90,18 @@ class _Params(msgspec.Struct, rename="camel"):
 
 
 _params: Final = msgspec.json.Decoder(_Params)
+_params_list: Final = msgspec.json.Decoder(list[_Params])
+
+
+def _decoded_batch(batch: list[_Item]) -> list[tuple[_Params | None, _Item]]:
+    """Each entry of ``batch`` with its update's params decoded (None: not an update, or not one that can be read):
+    every update of the batch decoded by one call, unless one of them needs a closer look."""
+    raws = [item[1] for item in batch if item[0] == _UPDATE]
+    try:
+        decoded = iter(_params_list.decode(b"[" + b",".join(raws) + b"]"))
+    except msgspec.DecodeError:
+        return [(_decoded(item[1], _Params) if item[0] == _UPDATE else None, item) for item in batch]
+    return [(next(decoded) if item[0] == _UPDATE else None, item) for item in batch]
 
 
 def _decoded(raw: bytes | msgspec.Raw, shape: type[Any] = object) -> Any:
@@ -140,9 +155,26 @@ class Capture:
             text = cut(text, MAX_STORED_MESSAGE_BYTES)
         self._put(_PROMPT, native, text, text_bytes(text))
 
-    def update(self, params: msgspec.Raw) -> None:
-        """A ``session/update`` from the agent, its params as the relay peeked at them (the agent's thread)."""
-        self._put(_UPDATE, params, None, len(params))
+    def updates(self, said: list[msgspec.Raw]) -> None:
+        """The ``session/update``s of one read from the agent, their params as the relay peeked at them (the agent's
+        thread): one append each, under one lock."""
+        at = time_ns()
+        with self._lock:
+            budget, inbox = self._budget, self._inbox
+            for params in said:
+                size = len(params) + _ITEM_BYTES
+                if self.held + size <= budget:
+                    self.held += size
+                elif not self._admit(size):
+                    self._refused(size - _ITEM_BYTES)
+                    continue
+                self._queued += 1
+                inbox.append((_UPDATE, params, None, at, size, self._queued))
+                self._inbox_bytes += size
+            if inbox and (
+                len(inbox) <= len(said) or self._inbox_bytes >= self._wake_bytes or len(inbox) >= _WAKE_ITEMS
+            ):
+                self._wake.notify()  # the first that waits, or enough to read now
 
     def answered(self, native: str, result: msgspec.Raw | None) -> Callable[[], Said | None]:
         """The agent answered ``native``'s prompt (``result``, or None for an error): the turn ends here. Returns
@@ -172,7 +204,7 @@ class Capture:
             self._queued += 1
             self._inbox.append((kind, a, b, now_ns(), size, self._queued))
             self._inbox_bytes += size
-            if self._inbox_bytes >= self._wake_bytes or len(self._inbox) >= _WAKE_ITEMS:
+            if len(self._inbox) == 1 or self._inbox_bytes >= self._wake_bytes or len(self._inbox) >= _WAKE_ITEMS:
                 self._wake.notify()
             return self._queued
 
@@ -235,15 +267,25 @@ class Capture:
         return take
 
     def _run(self) -> None:
+        """Read the inbox in the relay's quiet moments (nothing came in for ``_QUIET`` seconds), or when it has
+        grown to ``_WAKE_BYTES`` (a flood: then a batch at a time, the relay's threads going first in between), so
+        that the work competes as little as it can with the relay for the interpreter."""
         while True:
             with self._wake:
-                while not self._closed and self._inbox_bytes < self._wake_bytes and len(self._inbox) < _WAKE_ITEMS:
+                while not self._closed and not self._inbox:
                     self._wake.wait()
+                while not self._closed and self._inbox_bytes < self._wake_bytes and len(self._inbox) < _WAKE_ITEMS:
+                    seen = self._queued
+                    self._wake.wait(_QUIET)
+                    if self._queued == seen:
+                        break
                 if self._closed:
                     return
-            self._drain()
+            self._drain(pause=True)
 
-    def _drain(self, until: int | None = None) -> None:
+    def _drain(self, until: int | None = None, *, pause: bool = False) -> None:
+        """Read the inbox (up to entry ``until``) in batches; ``pause``: let the relay's threads have the interpreter
+        between batches (else a thread that waits for it waits for the switch interval)."""
         with self._draining:
             while True:
                 with self._lock:
@@ -251,31 +293,35 @@ class Capture:
                         return
                     batch = [self._inbox.popleft() for _ in range(min(_BATCH, len(self._inbox)))]
                     self._read += len(batch)
-                    self._inbox_bytes -= sum(item[4] for item in batch)
-                for item in batch:
+                    size = sum(item[4] for item in batch)
+                    self._inbox_bytes -= size
+                for decoded, item in _decoded_batch(batch):
                     try:
-                        self._apply(item)
+                        if decoded is not None:  # most of what comes in: kept to a few steps
+                            self._updated(decoded, item[3])
+                        elif item[0] != _UPDATE:
+                            self._apply(item)
                     except Exception:  # a bug: this entry is lost, the conversation and the others are not
                         log.exception("a relayed message could not be captured")
                 with self._lock:
-                    self.held -= sum(item[4] for item in batch)
+                    self.held -= size
+                if pause:
+                    time.sleep(0)
+
+    def _updated(self, params: _Params, at: int) -> None:
+        native = params.session_id
+        turn = self._turns.get(native) or self._loads.get(native)
+        if turn is not None:
+            turn.update(params.update, at)
+        elif params.update.session_update == "usage_update":  # between turns: the session's cost so far
+            reading = Turn(self._take)
+            reading.read_usage(params.update)
+            if reading.cost is not None:
+                _remember(self._cost, native, reading.cost)
 
     def _apply(self, item: _Item) -> None:
         kind, a, b, at, _, ticket = item
-        if kind == _UPDATE:
-            params = _decoded(a, _Params)
-            if params is None:
-                return
-            native, update = params.session_id, params.update
-            turn = self._turns.get(native) or self._loads.get(native)
-            if turn is not None:
-                turn.update(update, at)
-            elif update.session_update == "usage_update":  # between turns: the session's cost so far
-                reading = Turn(self._take)
-                reading.read_usage(update)
-                if reading.cost is not None:
-                    _remember(self._cost, native, reading.cost)
-        elif kind == _PROMPT:
+        if kind == _PROMPT:
             self._let_go(self._turns.pop(a, None))
             turn = self._turns[a] = Turn(self._take, cost_before=self._cost.get(a), tokens_before=self._tokens.get(a))
             turn.said(Role.USER, b, at)
@@ -285,13 +331,13 @@ class Capture:
             self._let_go(self._loads.pop(a, None))
             self._loads[a] = Turn(self._take, replay=True)
         else:
-            turn = self._loads.pop(a, None)
-            if turn is not None and turn.cost is not None:
-                _remember(self._cost, a, turn.cost)  # the session's cost so far, as the agent keeps it
-            if turn is not None and b:
-                self._finish(ticket, turn.finish())
+            past = self._loads.pop(a, None)
+            if past is not None and past.cost is not None:
+                _remember(self._cost, a, past.cost)  # the session's cost so far, as the agent keeps it
+            if past is not None and b:
+                self._finish(ticket, past.finish())
             else:
-                self._let_go(turn)
+                self._let_go(past)
 
     def _answered(self, native: str, result: msgspec.Raw | None, ticket: int) -> None:
         turn = self._turns.pop(native, None)
@@ -312,8 +358,8 @@ class Capture:
             self._finished[ticket] = said
 
     def _let_go(self, turn: Turn | None) -> None:
-        if turn is not None and turn.held:
-            self._take(-turn.held)
+        if turn is not None:
+            turn.let_go()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the capture's thread (what it has not read, the recorder reads when it writes the turns)."""

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+import msgspec
 from msgspec import UNSET
 
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
@@ -65,6 +66,7 @@ class Relay:
         self._noise = 0
         self._gone: RpcError | None = None  # set when the agent ended or the proxy stopped: why nothing is forwarded
         self.ended = threading.Event()
+        self._said: list[msgspec.Raw] = []  # the updates of the read being relayed, for the capture
         self.exit_code = 0
 
     def attach(self, surface: Surface) -> None:
@@ -161,6 +163,7 @@ class Relay:
         out: list[bytes] = []
         for line in lines:
             self._from_agent_line(line, out)
+        self._hand_over()
         if out and not self.client.send(out):
             self.stop(None)  # the client cannot be written to any more: as if it had gone
 
@@ -176,8 +179,8 @@ class Relay:
             update = None
             if message.method == "session/update" and b"session_info_update" in line:
                 update = title_update(message)
-            elif message.method == "session/update" and self.surface is not None:
-                self.surface.capture.update(message.params)  # kept undecoded: read on the capture's thread
+            elif message.method == "session/update":
+                self._said.append(message.params)  # undecoded: the capture's to read, off the relay's path
             if update is None:
                 out.append(line)  # a request to the client or a notification: the agent's own bytes
                 return
@@ -195,7 +198,14 @@ class Relay:
             pending.own(message)
             return
         assert self.surface is not None
+        self._hand_over()  # the updates before an answer are the capture's before the answer is
         out.append(self.surface.response(pending, message) or encode_response(pending.client_id, message))
+
+    def _hand_over(self) -> None:
+        """The updates relayed so far, to the capture (one call a read: ``Capture.updates``)."""
+        if self._said and self.surface is not None:
+            self.surface.capture.updates(self._said)
+            self._said = []
 
     def _refused(self, line: Line, refusal: Invalid, out: list[bytes]) -> None:
         """An agent's line that is not relayed. A request of the agent's (its id and a ``"method"`` member are
