@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from benchmarks.machine import CpuMeter, describe_machine
 from benchmarks.proxy_relay import _AGENT, Client, _percentile, round_trips
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -139,9 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood", type=int, default=100_000)
     parser.add_argument("--json", default=None, metavar="FILE")
     args = parser.parse_args(argv)
+    machine, meter, started = describe_machine(), CpuMeter(), time.perf_counter()
     results = run(args)
+    elapsed = time.perf_counter() - started
+    results["machine"] = msgspec.to_builtins(
+        msgspec.structs.replace(machine, load_after=os.getloadavg(), others_cpu_cores=meter.others(elapsed))
+    )
     for name, figures in results.items():
-        if name == "runs":
+        if name in ("runs", "machine"):
             continue
         shown = figures if not isinstance(figures, dict) else ", ".join(f"{k} {v:,.4f}" for k, v in figures.items())
         print(f"{name:32} {shown}")

@@ -59,8 +59,7 @@ PER_TURN_USAGE: Final = frozenset({"claude-code", "codex"})
 """Agents whose prompt answer's ``usage`` is the turn's own, not the session's so far (claude-agent-acp starts its
 tally afresh each turn; codex-acp reports its last model request)."""
 _ITEM_BYTES: Final = 128  # what an inbox entry costs beside the bytes it refers to
-_QUIET: Final = 0.002  # the capture's thread reads the inbox when nothing came in for this long (seconds)...
-_WAKE_BYTES: Final = 1 << 20  # ...or when it holds this much...
+_WAKE_BYTES: Final = 1 << 20  # the capture's thread reads the inbox when it holds this much...
 _WAKE_ITEMS: Final = 8192  # ...or this many entries
 _BATCH: Final = 512  # entries read at a time, so the relay's threads get the interpreter between batches
 _REMEMBERED: Final = 10_000  # sessions whose last usage figures are remembered
@@ -171,10 +170,8 @@ class Capture:
                 self._queued += 1
                 inbox.append((_UPDATE, params, None, at, size, self._queued))
                 self._inbox_bytes += size
-            if inbox and (
-                len(inbox) <= len(said) or self._inbox_bytes >= self._wake_bytes or len(inbox) >= _WAKE_ITEMS
-            ):
-                self._wake.notify()  # the first that waits, or enough to read now
+            if self._inbox_bytes >= self._wake_bytes or len(inbox) >= _WAKE_ITEMS:
+                self._wake.notify()  # a flood: read it now, a slice at a time
 
     def answered(self, native: str, result: msgspec.Raw | None) -> Callable[[], Said | None]:
         """The agent answered ``native``'s prompt (``result``, or None for an error): the turn ends here. Returns
@@ -204,15 +201,15 @@ class Capture:
             self._queued += 1
             self._inbox.append((kind, a, b, now_ns(), size, self._queued))
             self._inbox_bytes += size
-            if len(self._inbox) == 1 or self._inbox_bytes >= self._wake_bytes or len(self._inbox) >= _WAKE_ITEMS:
+            if self._inbox_bytes >= self._wake_bytes or len(self._inbox) >= _WAKE_ITEMS:
                 self._wake.notify()
             return self._queued
 
     @property
-    def waiting(self) -> int:
-        """Entries of the inbox not read yet."""
+    def unread(self) -> int:
+        """Bytes of the inbox not read yet (the capture's thread reads it from ``min(1 MiB, budget / 8)`` on)."""
         with self._lock:
-            return len(self._inbox)
+            return self._inbox_bytes
 
     # -- the account ---------------------------------------------------------------------------------
 
@@ -267,18 +264,13 @@ class Capture:
         return take
 
     def _run(self) -> None:
-        """Read the inbox in the relay's quiet moments (nothing came in for ``_QUIET`` seconds), or when it has
-        grown to ``_WAKE_BYTES`` (a flood: then a batch at a time, the relay's threads going first in between), so
-        that the work competes as little as it can with the relay for the interpreter."""
+        """Read the inbox when it has grown to ``_WAKE_BYTES`` or ``_WAKE_ITEMS`` (a flood: a slice at a time, the
+        relay's threads going first in between). A turn of the usual size is read by the recorder's thread when it
+        writes the turn, after the answer was relayed: this thread never wakes for it."""
         while True:
             with self._wake:
-                while not self._closed and not self._inbox:
-                    self._wake.wait()
                 while not self._closed and self._inbox_bytes < self._wake_bytes and len(self._inbox) < _WAKE_ITEMS:
-                    seen = self._queued
-                    self._wake.wait(_QUIET)
-                    if self._queued == seen:
-                        break
+                    self._wake.wait()
                 if self._closed:
                     return
             self._drain(pause=True)
