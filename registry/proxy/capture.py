@@ -61,7 +61,8 @@ tally afresh each turn; codex-acp reports its last model request)."""
 _ITEM_BYTES: Final = 128  # what an inbox entry costs beside the bytes it refers to
 _WAKE_BYTES: Final = 1 << 20  # the capture's thread reads the inbox when it holds this much...
 _WAKE_ITEMS: Final = 8192  # ...or this many entries
-_BATCH: Final = 512  # entries read at a time, so the relay's threads get the interpreter between batches
+_BATCH: Final = 512  # entries the recorder's thread reads at a time (every update of them decoded by one call)
+_SLICE: Final = 32  # entries the capture's thread reads before it lets the relay's threads have the interpreter
 _REMEMBERED: Final = 10_000  # sessions whose last usage figures are remembered
 
 _PROMPT, _UPDATE, _ANSWERED, _LOAD, _LOADED = range(5)
@@ -283,7 +284,7 @@ class Capture:
                 with self._lock:
                     if not self._inbox or (until is not None and self._read >= until):
                         return
-                    batch = [self._inbox.popleft() for _ in range(min(_BATCH, len(self._inbox)))]
+                    batch = [self._inbox.popleft() for _ in range(min(_SLICE if pause else _BATCH, len(self._inbox)))]
                     self._read += len(batch)
                     size = sum(item[4] for item in batch)
                     self._inbox_bytes -= size
