@@ -71,8 +71,10 @@ MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 or a build log, and what is kept of it is for finding the session, not for replaying the tool."""
 
 MAX_CAPTURE_BYTES: Final = 64 * 1024 * 1024
-"""Text a proxy holds in memory for messages not yet written (the store locked, or slow): beyond it, the oldest
-pending text is dropped and counted, never the relay's own work."""
+"""Bytes a proxy holds of conversations not yet written (``registry.proxy.capture``): updates not read yet, turns
+being put together, turns waiting for a store that is locked or slow. Beyond it, the text of the oldest waiting
+turn is dropped first (its count and usage are still recorded), then new updates are not kept; counted and said,
+never the relay's own work."""
 
 MAX_TURN_MESSAGES: Final = 10_000
 """Messages a proxy keeps of one turn (each tool call is one): far beyond a real turn's, and what bounds the

@@ -159,7 +159,7 @@ def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> Non
     never goes over (but for the marks that begin and end turns, a few bytes each, which are always kept)."""
     budget = 400_000
     slack = 8 * 2 * 128
-    capture = Capture(lambda: "scripted-agent", budget=budget)
+    capture = Capture(budget=budget)
     try:
         taken = []
         for n in range(8):

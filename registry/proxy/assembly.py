@@ -205,7 +205,7 @@ class Turn:
             part.text.add(text, self._hold)
 
     def update(self, update: Any, at: int) -> None:
-        """One ``session/update``'s ``update`` (``assembly`` decoded it)."""
+        """One ``session/update``'s ``update``, as the capture decoded it."""
         kind = update.session_update
         role = _CHUNKS.get(kind)
         if role is None and kind == "user_message_chunk" and self.replay:  # in a turn, the prompt says it

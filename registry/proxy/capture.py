@@ -3,10 +3,10 @@
 The relay hands over what it already holds, and nothing more is decoded on its threads: a prompt's blocks (the
 client's line is decoded to route it; they become the user's message here, ``registry.acp.content.blocks_text``),
 a ``session/update``'s params as the bytes ``wire.peek_agent`` left undecoded (``msgspec.Raw``), a prompt answer's
-result, and when a ``session/load`` begins and ends. Each is one append to an inbox. The capture's thread decodes
-and puts turns together (``registry.proxy.assembly``) when the inbox has grown, and the recorder's thread does
-the rest of it when it writes a turn (``answered`` returns what it calls), so a turn's messages are complete
-whichever runs first.
+result, and when a ``session/load`` begins and ends. Each is one append to an inbox, and the updates of one read
+from the agent one call. The recorder's thread decodes them and puts the turn together (``registry.proxy.assembly``)
+when it writes the turn, after the answer was relayed (``answered`` returns what it calls); the capture's own
+thread does it as the inbox grows only in a flood, a slice at a time, so that what is held stays small.
 
 What is recorded: each turn as one ``record_turn`` - the user's prompt, then what the agent streamed until it
 answered (its messages, thoughts, tool calls, plan) - with its ``Usage``; and on ``session/load``, the past the
@@ -120,9 +120,7 @@ def _decoded(raw: bytes | msgspec.Raw, shape: type[Any] = object) -> Any:
 class Capture:
     """What one proxy holds of the conversations it relays until the recorder writes them."""
 
-    def __init__(self, agent: Callable[[], str], *, budget: int = MAX_CAPTURE_BYTES) -> None:
-        """``agent``: the agent's name in the registry, as it is now (it is settled by ``initialize``)."""
-        self._agent = agent
+    def __init__(self, *, budget: int = MAX_CAPTURE_BYTES) -> None:
         self._budget = budget
         self._wake_bytes = min(_WAKE_BYTES, budget // 8)
         self._lock = threading.Lock()

@@ -193,7 +193,7 @@ class Surface:
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
         self._changes_thread: threading.Thread | None = None
         self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
-        self.capture = Capture(lambda: self.identity.name)  # what is said, kept off the relay's path
+        self.capture = Capture()  # what is said, kept off the relay's path
 
     # -- the table's rules ----------------------------------------------------------------------------
 
