@@ -456,6 +456,5 @@ def record_replay(recorder: Recorder, native: str, said: Said | None) -> None:
         return
     if any(event.content is not None for event in registry.activity(sid)):
         return  # it has its messages: a replay would say them again
-    registry.record_turn(
-        sid, before=0, messages=counted(said.messages), at=state.updated_at, conversation=said.messages
-    )
+    count = max(0, counted(said.messages) - state.messages)  # what the session was counted with is this past
+    registry.record_messages(sid, said.messages, at=state.updated_at, count=count)
