@@ -53,7 +53,12 @@ for raw in sys.stdin.buffer:
     if method == "initialize":
         result = {"protocolVersion": 1, "agentInfo": {"name": "bench-agent"}, "agentCapabilities": {}}
         out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode() + b"\n"); out.flush()
-    elif method == "_bench/ping":
+    elif method == "session/new":
+        out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s"}}).encode() + b"\n"); out.flush()
+    elif method == "session/prompt":  # "paced N" / "flood N" as the _bench methods below, inside a turn
+        word, count = params["prompt"][0]["text"].split()
+        method, params = "_bench/" + word, {"count": int(count)}
+    if method == "_bench/ping":
         out.write(b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode() + b',"result":{}}\n'); out.flush()
     elif method == "_bench/paced":
         for i in range(params["count"]):

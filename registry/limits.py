@@ -29,6 +29,7 @@ __all__ = [
     "MAX_TIME_NS",
     "MAX_TITLE_LENGTH",
     "MAX_TOOL_OUTPUT_BYTES",
+    "MAX_TURN_MESSAGES",
     "MIN_TIME_NS",
 ]
 
@@ -69,9 +70,15 @@ MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 """UTF-8 bytes kept of one tool call's text (its title, kind, status and output): tool output can be a whole file
 or a build log, and what is kept of it is for finding the session, not for replaying the tool."""
 
-MAX_CAPTURE_BYTES: Final = 64 * 1024 * 1024
+MAX_CAPTURE_BYTES: Final = 32 * 1024 * 1024
 """Text a proxy holds in memory for messages not yet written (the store locked, or slow): beyond it, the oldest
-pending text is dropped and counted, never the relay's own work."""
+pending text is dropped and counted, never the relay's own work. With the recorder's own queue
+(``registry.proxy.recorder.MAX_BACKLOG_BYTES``) it is all a proxy keeps waiting for its store."""
+
+MAX_TURN_MESSAGES: Final = 10_000
+"""Messages a proxy keeps of one turn (each tool call is one): far beyond a real turn's, and what bounds the
+write of a turn whose agent alternates chunk kinds to make every chunk a message; beyond it, the turn's last
+message says how many more were left out."""
 
 MAX_QUERY_BYTES: Final = 1024
 """UTF-8 bytes in a search query: enough for any phrase a person types or pastes from an error line."""

@@ -63,6 +63,7 @@ class WireServer:
 
     def __init__(self, url: str, *extra: str, command: list[str] | None = None) -> None:
         """``acp-registry serve --store url extra...``, or ``command`` (another agent on the same wire)."""
+        self.url = url
         self.process = subprocess.Popen(
             command or serve_command(url, *extra),
             stdin=subprocess.PIPE,

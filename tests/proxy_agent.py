@@ -20,6 +20,13 @@ A prompt's first text block is a script:
 - ``garbage``: a line that is not JSON, a line that is JSON but not JSON-RPC, then replies;
 - ``slow S``: waits S seconds (``session/cancel`` ends the wait: stopReason ``cancelled``);
 - ``error``: answers the prompt with a JSON-RPC error;
+- ``rich WORDS``: a whole turn of every kind - a thought, a plan, a tool call and its update (a text block and a
+  diff), the answer in two chunks around a resource link, the plan again with its entry done - each naming WORDS;
+- ``spend IN OUT COST``: adds IN input and OUT output tokens and COST dollars to the session's running totals,
+  sends them as a ``usage_update`` (context used, window, cumulative cost) and answers with the session's
+  cumulative ``usage``, as the schema words it;
+- ``alternate N``: N chunks alternating agent text and thought (every chunk a message of its own);
+- ``badutf8`` / ``nul``: a chunk whose text holds bytes that are not UTF-8 / a NUL character;
 - anything else: echoed back as one chunk.
 
 ``--keep FILE`` makes it an agent that keeps a session only once it had a turn (as claude-agent-acp, codex-acp
@@ -35,7 +42,8 @@ list that answers one cwd at a time (without ``cwd``: only the folder it runs in
 ``--order desc`` lists newest first.
 ``--banner`` prints a non-JSON line on stdout at start (as a misbehaving agent does). ``--past FILE`` holds a JSON
 array of sessions it had before (listed by ``session/list`` when ``--list`` is given; ``session/load`` of one
-replays its title as a ``session_info_update`` before answering). ``--name`` is its
+replays its title as a ``session_info_update`` before answering, and its ``history`` - ``[[kind, text], ...]``
+with kind ``user``, ``agent`` or ``thought`` - as chunks). ``--name`` is its
 ``agentInfo.name`` (none at all with ``--name ''``).
 """
 
@@ -205,6 +213,12 @@ class Agent:
             if method == "session/load" and known and known.get("title"):  # a replay, as real agents do
                 update = {"sessionUpdate": "session_info_update", "title": known["title"]}
                 self.notify(known["sessionId"], update)
+            if method == "session/load" and known:
+                chunks = {"user": "user_message_chunk", "thought": "agent_thought_chunk"}
+                for said, text in known.get("history") or []:
+                    content = {"type": "text", "text": text}
+                    kind = chunks.get(said, "agent_message_chunk")
+                    self.notify(known["sessionId"], {"sessionUpdate": kind, "content": content})
             return {}
         if method == "session/list" and self.args.list:
             time.sleep(self.args.slow_list)
@@ -297,23 +311,83 @@ class Agent:
             if session_id in self.cancelled:
                 self.cancelled.discard(session_id)
                 stop = "cancelled"
+        elif word == "rich":
+            self.rich(session_id, rest)
+        elif word == "spend":
+            known = self.sessions.setdefault(session_id, {"sessionId": session_id})
+            spent = known.setdefault("spent", [0, 0, 0.0])  # kept with the session (``--keep``), as vibe does
+            for n, value in enumerate(rest.split()[:3]):
+                spent[n] += float(value)
+            cost = {"amount": spent[2], "currency": "USD"}
+            used = int(spent[0] + spent[1])
+            self.notify(session_id, {"sessionUpdate": "usage_update", "used": used, "size": 200000, "cost": cost})
+            self.chunk(session_id, f"spent {rest}")
+            usage = {"inputTokens": int(spent[0]), "outputTokens": int(spent[1]), "totalTokens": used}
+            self.keep(session_id)
+            self.send({"id": request_id, "result": {"stopReason": stop, "usage": usage}})
+            return
+        elif word == "alternate":
+            for n in range(int(rest)):
+                kind = "agent_message_chunk" if n % 2 == 0 else "agent_thought_chunk"
+                self.notify(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": f"c{n}"}})
+        elif word == "badutf8":
+            line = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": session_id,
+                        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "BAD"}},
+                    },
+                }
+            )
+            with _out_lock:
+                sys.stdout.buffer.write(line.encode().replace(b"BAD", b"bad \xff\xfe bytes") + b"\n")
+                sys.stdout.flush()
+        elif word == "nul":
+            self.chunk(session_id, "before\u0000after")
         elif word == "error":
             self.send({"id": request_id, "error": {"code": -32603, "message": "scripted failure"}})
             return
         else:
             self.chunk(session_id, text)
-        forgotten = self.args.forget_cwd and self.sessions.get(session_id, {}).get("cwd") == self.args.forget_cwd
+        self.keep(session_id)
         if word == "later":  # titled by the whole prompt, with its time, a moment after the answer (as claude does)
             self.send({"id": request_id, "result": {"stopReason": stop}})
             time.sleep(0.5)
             update = {"sessionUpdate": "session_info_update", "title": text, "updatedAt": "2026-12-01T10:00:00Z"}
             self.notify(session_id, update)
             return
+        self.send({"id": request_id, "result": {"stopReason": stop}})
+
+    def keep(self, session_id: str) -> None:
+        forgotten = self.args.forget_cwd and self.sessions.get(session_id, {}).get("cwd") == self.args.forget_cwd
         if self.args.keep and session_id in self.sessions and not forgotten:
             self.kept[session_id] = self.sessions[session_id]
             with open(self.args.keep, "w") as file:
                 json.dump(self.kept, file)
-        self.send({"id": request_id, "result": {"stopReason": stop}})
+
+    def rich(self, session_id: str, words: str) -> None:
+        """Every kind of update a turn can hold, in the order a real agent sends them."""
+        plan = [{"content": f"plan {words}", "priority": "high", "status": "pending"}]
+        self.notify(
+            session_id, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": f"think {words}"}}
+        )
+        self.notify(session_id, {"sessionUpdate": "plan", "entries": plan})
+        tool = {"toolCallId": "call-1", "title": f"Edit {words}.py", "kind": "edit", "status": "pending"}
+        self.notify(session_id, {"sessionUpdate": "tool_call", **tool})
+        content = [
+            {"type": "content", "content": {"type": "text", "text": f"output {words}"}},
+            {"type": "diff", "path": f"/src/{words}.py", "oldText": "old", "newText": f"new {words}"},
+        ]
+        update = {"toolCallId": "call-1", "status": "completed", "content": content}
+        self.notify(session_id, {"sessionUpdate": "tool_call_update", **update})
+        self.chunk(session_id, f"answer {words} ")
+        link = {"type": "resource_link", "name": "notes.md", "uri": "file:///notes.md"}
+        self.notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": link})
+        self.chunk(session_id, " done")
+        plan[0]["status"] = "completed"
+        self.notify(session_id, {"sessionUpdate": "plan", "entries": plan})
 
 
 if __name__ == "__main__":

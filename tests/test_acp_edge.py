@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from registry.limits import MAX_DIRECTORIES, MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH, MAX_PATH_BYTES
+from registry.limits import (
+    MAX_DIRECTORIES,
+    MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_DEPTH,
+    MAX_PATH_BYTES,
+    MAX_STORED_MESSAGE_BYTES,
+)
+from registry.service import SessionRegistry
 from tests.acp_wire import WireServer, request
 
 
@@ -278,16 +285,15 @@ def test_every_acp_block_is_read_and_unknown_types_are_ignored(server: WireServe
         for m in replay
         if m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
     ]
-    assert [block["type"] for block in replayed] == [
-        "text",
-        "image",
-        "audio",
-        "resource_link",
-        "resource",
-        "resource",
-        "text",
+    # Replayed from the transcript: every block the agent knows, as the conversation keeps it (media by a marker,
+    # never their bytes; resources by name and URI), the unknown block left out.
+    assert replayed == [
+        {
+            "type": "text",
+            "text": "Look at [image: image/png] [audio: audio/wav] [resource: main.py <file:///w/main.py>] "
+            "[resource: a.md <file:///w/a.md>] [resource: b.bin <file:///w/b.bin>] this",
+        }
     ]
-    assert "annotations" not in replayed[-1] and replayed[0]["annotations"] == {"priority": 1}
 
 
 # -- 4. size limits at the edge ----------------------------------------------------------------------
@@ -325,15 +331,21 @@ def test_paths_at_the_limit_are_stored(server: WireServer) -> None:
     assert error["code"] == -32602 and "cwd" in error["message"]  # the same rule on read
 
 
-def test_a_turn_over_the_payload_limit_is_refused_before_anything_is_sent(server: WireServer) -> None:
+def test_a_turn_over_the_stored_message_limit_is_answered_and_kept_cut(server: WireServer) -> None:
     sid = _new_session(server)
-    text = "z" * (3 * 1024 * 1024)  # the turn keeps the prompt and its echo: over 4 MiB
+    text = "z" * (3 * 1024 * 1024)  # the prompt and its echo, each over what one stored message keeps
     server.send(request(11, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}))
     answer, before = server.response(11)
-    assert answer["error"]["code"] == -32602 and "payload" in answer["error"]["message"]
-    assert not [m for m in before if m.get("method") == "session/update"]  # no chunk of a turn that was refused
-    session = _session(server, sid)
-    assert session["_meta"]["acp-session-registry/messageCount"] == 0 and "title" not in session
+    assert answer["result"] == {"stopReason": "end_turn"}
+    updates = [m["params"]["update"] for m in before if m.get("method") == "session/update"]
+    echoed = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert sum(map(len, echoed)) == len(text)  # the whole echo streamed
+    assert _session(server, sid)["_meta"]["acp-session-registry/messageCount"] == 2
+    with SessionRegistry.open(server.url) as registry:
+        kept = registry.transcript(sid).lines()
+    assert [line.role for line in kept] == ["user", "agent"]
+    more = len(text) - MAX_STORED_MESSAGE_BYTES
+    assert all(line.text == "z" * MAX_STORED_MESSAGE_BYTES + f"\n[... cut: {more:,} more bytes]" for line in kept)
 
 
 def test_a_rename_over_the_title_limit_writes_nothing(server: WireServer) -> None:

@@ -3,8 +3,11 @@ the method table (``registry.acp.methods``).
 
 A minimal agent with a real session history: ``session/prompt`` streams the prompt's text back as
 ``agent_message_chunk``s and ends the turn; the first prompt names the session (``registry.commands.prompt_title``,
-the rule imported sessions share too); every turn is activity. ``initialize``, ``session/new``, ``load`` (replays
-the stored turns: a fork's start with its source's up to the fork point), ``resume``, ``close``, ``prompt`` and
+the rule imported sessions share too); every turn is kept as its two messages (``SessionRegistry.record_messages``:
+what the user said - a link or an image as a marker, ``registry.acp.content.blocks_text`` - and the answer), so
+``transcript`` and ``search`` see it. ``initialize``, ``session/new``, ``load`` (replays the conversation from the
+transcript - a fork's starts with its source's up to the fork point; turns that older versions kept in the opaque
+payload first), ``resume``, ``close``, ``prompt`` and
 ``cancel`` are this module's own handlers, bound to the table with ``bind``; everything the registry answers -
 ``session/list``, ``delete``, ``set_title``, ``archive``, ``unarchive``, ``status``, ``fork``, ``_registry/rename``
 - is the table's, and what ``initialize`` advertises is derived from it. The sessions open in this process (one
@@ -36,8 +39,8 @@ from typing import Any, BinaryIO, Final
 
 import msgspec
 
-from events.model import TitleSource
-from registry.acp.content import ContentBlock, TextContent, prompt_blocks
+from events.model import Message, Role, TitleSource
+from registry.acp.content import ContentBlock, TextContent, blocks_text, prompt_blocks
 from registry.acp.jsonrpc import (
     Incoming,
     OverlongLine,
@@ -50,7 +53,7 @@ from registry.acp.jsonrpc import (
 )
 from registry.acp.methods import METHODS, Context, EncodedSessions, bind, capabilities
 from registry.acp.params import CancelParams, InitializeParams, NewSessionParams, PromptParams, SessionRef
-from registry.commands import check_payload, check_session_id, check_title, prompt_title
+from registry.commands import check_session_id, check_title, prompt_title
 from registry.diffs import Added, Removed, Updated, encode_session_update, shown
 from registry.errors import (
     InvalidParams,
@@ -81,11 +84,11 @@ def _version() -> str:
     return __version__
 
 
-def _stored_turns(registry: SessionRegistry, session_id: str) -> Iterator[tuple[list[Any], str | None]]:
-    """Each stored turn of a session: its prompt blocks and its reply, as this agent recorded them in the
-    activity's payload."""
+def _payload_turns(registry: SessionRegistry, session_id: str) -> Iterator[tuple[list[Any], str | None]]:
+    """Each turn older versions of this agent kept in an activity's opaque payload: its prompt blocks and its
+    reply (those versions kept no messages, so these come before any kept message)."""
     for event in registry.activity(session_id):
-        if isinstance(event.payload, dict):
+        if isinstance(event.payload, dict) and event.content is None:
             blocks, reply = event.payload.get("prompt"), event.payload.get("reply")
             yield (blocks if isinstance(blocks, list) else []), (reply if isinstance(reply, str) else None)
 
@@ -239,7 +242,7 @@ class ReferenceAgent:
         """Replay the stored turns as ``session/update`` notifications, then answer."""
         session_id = request.session_id
         self._live(session_id, "it cannot be loaded")
-        for blocks, reply in _stored_turns(self.registry, session_id):
+        for blocks, reply in _payload_turns(self.registry, session_id):
             for block in blocks:
                 try:
                     shown = prompt_blocks([block])  # turns stored by older versions were not checked
@@ -250,6 +253,8 @@ class ReferenceAgent:
             if reply:
                 text = {"type": "text", "text": reply}
                 self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": text})
+        for n, kept in enumerate(self.registry.transcript(session_id).messages):
+            self._notify(session_id, _replayed(kept.message, n))
         self.context.opened(session_id)
         return {}
 
@@ -281,8 +286,9 @@ class ReferenceAgent:
             reply = f"Renamed the session to {title!r}." if title else "Cleared the session's title."
         else:
             reply = text
-        payload = check_payload({"prompt": [_builtins(block) for block in blocks], "reply": reply})
-        self.registry.record_activity(session_id, messages=2, payload=payload)
+        said = blocks_text([_builtins(block) for block in blocks])
+        turn = [Message(role=Role.USER, text=said), Message(role=Role.AGENT, text=reply)]
+        self.registry.record_messages(session_id, turn, count=2)
         if rename:
             self.registry.change_info(session_id, title=title, title_source=TitleSource.USER)
         elif first:
@@ -293,6 +299,29 @@ class ReferenceAgent:
             chunk = {"type": "text", "text": reply[start : start + _CHUNK]}
             self._notify(session_id, {"sessionUpdate": "agent_message_chunk", "content": chunk})
         return {"stopReason": "end_turn"}
+
+
+def _replayed(message: Message, n: int) -> dict[str, Any]:
+    """A kept message as the ``session/update`` that replays it on ``session/load``: what the user and the agent
+    said and thought as chunks, a tool call as a finished one (its first line the title), a plan with its entries."""
+    text = {"type": "text", "text": message.text}
+    if message.role is Role.USER:
+        return {"sessionUpdate": "user_message_chunk", "content": text}
+    if message.role is Role.THOUGHT:
+        return {"sessionUpdate": "agent_thought_chunk", "content": text}
+    if message.role is Role.TOOL:
+        title, _, rest = message.text.partition("\n")
+        content = [{"type": "content", "content": {"type": "text", "text": rest}}] if rest else []
+        tool = {"toolCallId": f"replayed-{n}", "title": title, "status": "completed", "content": content}
+        return {"sessionUpdate": "tool_call", **tool}
+    if message.role is Role.PLAN:
+        entries = []
+        for line in message.text.splitlines():
+            status, mark, rest = line[1:].partition("] ") if line.startswith("[") else ("", "", line)
+            done = status if mark and status in ("pending", "in_progress", "completed") else "completed"
+            entries.append({"content": rest if mark else line, "priority": "medium", "status": done})
+        return {"sessionUpdate": "plan", "entries": entries}
+    return {"sessionUpdate": "agent_message_chunk", "content": text}
 
 
 def _builtins(block: ContentBlock) -> dict[str, Any]:

@@ -10,7 +10,8 @@ blocks an older agent skips. Unknown fields are not kept.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -27,6 +28,8 @@ __all__ = [
     "ResourceContents",
     "ResourceLink",
     "TextContent",
+    "block_text",
+    "blocks_text",
     "prompt_blocks",
 ]
 
@@ -134,3 +137,56 @@ def prompt_blocks(prompt: object, field: str = "prompt") -> list[ContentBlock]:
         if shape is not None:  # else a block type from a newer ACP: ignored
             blocks.append(convert_params(block, shape, where))  # type: ignore[arg-type]
     return blocks
+
+
+_NAMED: Final = 2048  # characters of a name, URI or media type kept in a marker: a marker names, it does not carry
+
+
+def block_text(block: object) -> str:
+    """What a content block (as JSON: a dict) says in a conversation as it is kept: a text block's text; a resource
+    link or an embedded resource by its name and URI (``[resource: name <uri>]``, never its contents); an image or
+    audio by a marker with its media type (``[image: image/png]``, never its bytes); a block of another type by a
+    marker naming the type. Anything else (not a block) says nothing."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    if kind == "resource_link":
+        return _resource(block.get("name"), block.get("uri"))
+    if kind == "resource":
+        inner = block.get("resource")
+        if isinstance(inner, dict):
+            return _resource(inner.get("name"), inner.get("uri"))
+        return "[resource]"
+    if kind in ("image", "audio"):
+        mime = block.get("mimeType")
+        return f"[{kind}: {mime[:_NAMED]}]" if isinstance(mime, str) and mime else f"[{kind}]"
+    return f"[{kind[:64]}]" if isinstance(kind, str) and kind else ""
+
+
+def blocks_text(blocks: Iterable[object]) -> str:
+    """The text of several blocks said together (a prompt, an agent's chunks): texts joined as they are - a
+    client splits a sentence around a mention, an agent a word across chunks - and a marker set apart by a space
+    from words it would otherwise touch."""
+    out: list[str] = []
+    last_marker = False
+    for block in blocks:
+        text = block_text(block)
+        if not text:
+            continue
+        marker = not (isinstance(block, dict) and block.get("type") == "text")
+        if out and (marker or last_marker) and not out[-1][-1:].isspace() and not text[:1].isspace():
+            out.append(" ")
+        out.append(text)
+        last_marker = marker
+    return "".join(out)
+
+
+def _resource(name: object, uri: object) -> str:
+    uri = uri[:_NAMED] if isinstance(uri, str) else ""
+    name = name[:_NAMED] if isinstance(name, str) and name else uri.rstrip("/").rsplit("/", 1)[-1]
+    if name and uri and name != uri:
+        return f"[resource: {name} <{uri}>]"
+    return f"[resource: <{uri}>]" if uri else f"[resource: {name}]" if name else "[resource]"

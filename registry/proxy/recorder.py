@@ -34,7 +34,9 @@ from registry.commands import check_title, prompt_title
 from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
+from registry.proxy.assembly import Said
 from registry.proxy.book import Book, Status
+from registry.proxy.capture import kept
 from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
@@ -52,7 +54,7 @@ __all__ = [
 
 log = logging.getLogger("acp_registry.proxy")
 
-MAX_BACKLOG_BYTES: Final = 64 << 20
+MAX_BACKLOG_BYTES: Final = 32 << 20
 """Bytes of observations kept while the store cannot be written (``held_bytes`` of each): beyond that, the oldest
 are dropped, and counted."""
 OBSERVATION_BYTES: Final = 512
@@ -364,18 +366,24 @@ class Recorder:
             while len(self._began) > _REMEMBERED:
                 del self._began[next(iter(self._began))]
 
-    def turn(self, native: str, *, answered: bool, at: int | None = None) -> None:
+    def turn(self, native: str, *, answered: bool, at: int | None = None, said: Said | None = None) -> None:
         """A turn ended (answered, or with an error) at ``at`` (default: now): activity, counted once with what the
         agent's files say of it (``SessionRegistry.record_turn``). Stamped with the time the relay saw it end, not
         the time this thread writes it, so that sessions of several proxies on one store sort by when their turns
-        really ended. A turn in a session a proxy retired as not kept brings it back: the agent has it."""
+        really ended. A turn in a session a proxy retired as not kept brings it back: the agent has it. ``said``: its
+        messages and usage as the proxy captured them (``registry.proxy.capture``)."""
         sid, state = self._current(native)
         if state is not None and state.deleted and retired(state) is Retired.UNKEPT:
             self.session(native, state.cwd, list(state.additional_directories), live=True)
             sid, state = self._current(native)
         began = self._began.pop(native, None)
         if state is not None and not state.deleted:
-            self.registry.record_turn(sid, messages=2 if answered else 1, began=began, at=at)
+            messages = 2 if answered else 1
+            made_here, agent = native in self.book.made_here, self.identity.name
+            conversation, usage = kept(said, self.registry, sid, made_here=made_here, agent=agent)
+            self.registry.record_turn(
+                sid, messages=messages, began=began, at=at, conversation=conversation, usage=usage
+            )
 
     def prompt_title(self, native: str, text: str) -> None:
         """After a turn: a title from its prompt for a session that has none, told to the client - or, for a

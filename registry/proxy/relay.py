@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+import msgspec
 from msgspec import UNSET
 
 from registry.acp.jsonrpc import Incoming, Invalid, OverlongLine, encode_notification, incoming
@@ -67,6 +68,7 @@ class Relay:
         self._client_gone = False
         self._stopped = False
         self.ended = threading.Event()
+        self._said: list[msgspec.Raw] = []  # the updates of the read being relayed, for the capture
         self.exit_code = 0
         self.signalled: Callable[[], str | None] = lambda: None
         """The stop signal the process received (its name), whether or not its handler has run yet: the host's
@@ -169,6 +171,7 @@ class Relay:
         out: list[bytes] = []
         for line in lines:
             self._from_agent_line(line, out)
+        self._hand_over()
         if out and not self.client.send(out):
             self.stop(None)  # the client cannot be written to any more: as if it had gone
 
@@ -184,6 +187,8 @@ class Relay:
             update = None
             if message.method == "session/update" and b"session_info_update" in line:
                 update = title_update(message)
+            elif message.method == "session/update":
+                self._said.append(message.params)  # undecoded: the capture's to read, off the relay's path
             if update is None:
                 out.append(line)  # a request to the client or a notification: the agent's own bytes
                 return
@@ -201,7 +206,14 @@ class Relay:
             pending.own(message)
             return
         assert self.surface is not None
+        self._hand_over()  # the updates before an answer are the capture's before the answer is
         out.append(self.surface.response(pending, message) or encode_response(pending.client_id, message))
+
+    def _hand_over(self) -> None:
+        """The updates relayed so far, to the capture (one call a read: ``Capture.updates``)."""
+        if self._said and self.surface is not None:
+            self.surface.capture.updates(self._said)
+            self._said = []
 
     def _refused(self, line: Line, refusal: Invalid, out: list[bytes]) -> None:
         """An agent's line that is not relayed. A request of the agent's (its id and a ``"method"`` member are

@@ -49,6 +49,7 @@ from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionStat
 from registry.projection import Change
 from registry.proxy import versions
 from registry.proxy.book import Status
+from registry.proxy.capture import Capture, record_replay
 from registry.proxy.history import History, HistoryState
 from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
@@ -195,6 +196,7 @@ class Surface:
         self._changes_thread: threading.Thread | None = None
         self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
         self.kept = KeptCheck(conversation.request_agent)
+        self.capture = Capture()  # what is said, kept off the relay's path
 
     # -- the table's rules ----------------------------------------------------------------------------
 
@@ -236,6 +238,9 @@ class Surface:
             if name == "session/prompt":  # the agent has it now, whatever becomes of the turn
                 self.book.turned.add(native)
                 self.recorder.put(lambda r: r.turn_began(native), held=(native,))
+                self.capture.prompt(native, params.get("prompt"))
+            elif name == "session/load":
+                self.capture.load(native)
         return Pending(message.id, name, params)
 
     def _answer_loop(self) -> None:
@@ -323,13 +328,16 @@ class Surface:
                 # The title the prompt makes, not the prompt: what waits for the recorder stays small.
                 title = prompt_title(_prompt_text(params.get("prompt"))) or ""
                 ended = now_ns()  # the turn's time is when it ended here, not when the recorder gets to it
+                said = self.capture.answered(turn_of, answer.result if ok else None)
                 self.recorder.durable(
-                    self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended), held=(turn_of,))
+                    self.recorder.put(lambda r: r.turn(turn_of, answered=ok, at=ended, said=said()), held=(turn_of,))
                 )
                 self.recorder.put(lambda r: r.prompt_title(turn_of, title), held=(turn_of, title))
                 if ok and self.advertised("session/list"):
                     self.kept.turned(turn_of)
             return None
+        loaded = source = params.get("sessionId")
+        replay = self.capture.loaded(source, ok) if method == "session/load" and isinstance(source, str) else None
         if ok and method == "authenticate" and self.history.state is HistoryState.FAILED:
             self.history.start(own_list=self.advertised("session/list"))  # its own list may have needed it
         if not ok or method not in _OBSERVED:
@@ -347,7 +355,6 @@ class Surface:
         except msgspec.DecodeError:
             return None
         made = method in ("session/new", "session/fork")
-        source = params.get("sessionId")
         native = result.get("sessionId") if isinstance(result, dict) and made else source
         cwd, directories = params.get("cwd"), params.get("additionalDirectories")
         if not isinstance(native, str) or not native:
@@ -370,6 +377,8 @@ class Surface:
                     held=(native, at_cwd, *(dirs or ())),
                 )
             )
+        if replay is not None and native == loaded:
+            self.recorder.put(lambda r: record_replay(r, native, replay()), held=(native,))
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
@@ -449,6 +458,7 @@ class Surface:
         (``Recorder.retire_unkept``) unless the agent keeps such sessions."""
         self._jobs.put(None)
         self._answerer.join(timeout)
+        self.capture.close(timeout)
         if self._following is not None:
             self._following.stop()
             self._following = None
