@@ -42,7 +42,7 @@ CHECK: Final = (
 """The checkpoint, the floor and the log's head, in one read."""
 CHAIN: Final = chain_query()
 META: Final = "SELECT key, value FROM rm_meta"
-SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
+SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES[:3])  # rm_usage: usage_tables
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
 """One count (``live``, ``archived``) moved by a delta: a statement a row (one UPDATE of both rows, by ``IN`` or

@@ -1,0 +1,198 @@
+"""The read model's daily usage totals, ``rm_usage``: one row per (UTC day, agent, cwd, model, currency) with what
+the turns of that day added - turns, the token counts, the reported cost - so that totals over any stretch of days,
+by day, agent, cwd or model, are one indexed pass over a few rows a day, never a scan of the log or of sessions.
+
+The fold adds to them in the same transaction as the rest of the read model (``tables.fold_stretch`` collects what
+a stretch of the log adds; ``sqlite.py`` and ``postgres_fold.py`` write it), ``rebuild`` makes them again from the
+log, and ``verify`` compares them with the fold of the log (``check.py``). The rule of what a turn adds is
+``registry.usage.fold_usage``'s; its key's text columns hold '' for "none" (a primary key column is never NULL).
+The sums are not sealed as the sessions' states are: a sum is moved by the database (``value + delta``), and
+``verify`` finds an edited one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from events.model import SessionCreated, SessionDeleted, SessionUpdated
+from registry.usage import UsageKey, fold_usage
+
+if TYPE_CHECKING:
+    from registry.projection import Entry
+
+__all__ = [
+    "GROUPS",
+    "KEY",
+    "SUMS",
+    "UsageFold",
+    "UsageGroup",
+    "UsageQuery",
+    "UsageRow",
+    "add_statement",
+    "grouped",
+    "query_statement",
+    "select_add",
+    "usage_rows",
+]
+
+
+class UsageRow(NamedTuple):
+    """A row of ``rm_usage``: its fields are the table's columns, in every dialect (``schema.TABLES``)."""
+
+    day: int
+    """The turns' UTC day: days since 1970-01-01."""
+    agent: str
+    cwd: str
+    model: str
+    currency: str
+    """The currency of the cost the turns reported ('' for turns that reported none: their cost is estimated)."""
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cached_read_tokens: int
+    cached_write_tokens: int
+    thought_tokens: int
+    cost_nanos: int
+    """The reported cost, in billionths of ``currency``."""
+
+
+KEY: Final = ("day", "agent", "cwd", "model", "currency")
+SUMS: Final = UsageRow._fields[len(KEY) :]
+_TEXT: Final = ("agent", "cwd", "model", "currency")
+_ADDED: Final = f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET " + ", ".join(
+    f"{name} = u.{name} + excluded.{name}" for name in SUMS
+)
+GROUPS: Final = ("day", "agent", "cwd", "model")
+"""The columns a query groups by (weeks and months are days grouped again: ``registry.usage_report``)."""
+
+
+class UsageQuery(NamedTuple):
+    """Which turns' totals: grouped ``by`` one of ``GROUPS``; from day ``since`` to day ``until`` (UTC days since
+    1970-01-01, both included; None: unbounded); of one ``agent`` and one ``cwd`` (None: all)."""
+
+    by: str = "day"
+    since: int | None = None
+    until: int | None = None
+    agent: str | None = None
+    cwd: str | None = None
+
+
+class UsageGroup(NamedTuple):
+    """One group's totals for one model and currency (a price is per model, a cost per currency)."""
+
+    group: int | str
+    model: str
+    currency: str
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cached_read_tokens: int
+    cached_write_tokens: int
+    thought_tokens: int
+    cost_nanos: int
+
+
+def usage_rows(totals: Mapping[UsageKey, list[int]]) -> list[UsageRow]:
+    """What a fold collected (``registry.usage.fold_usage``) as rows to add, in key order."""
+    return [UsageRow(*key, *sums) for key, sums in sorted(totals.items())]
+
+
+def add_statement(dialect: str, prefix: str = "") -> str:
+    """The insert that adds a row's sums to the row of its key, or makes it (positional parameters)."""
+    marks = ", ".join(["?" if dialect == "sqlite" else "%s"] * len(UsageRow._fields))
+    return f"INSERT INTO {prefix}rm_usage AS u ({', '.join(UsageRow._fields)}) VALUES ({marks}) {_ADDED}"
+
+
+def select_add(prefix: str, names: str, source: str) -> str:
+    """``add_statement`` for PostgreSQL as a ``SELECT`` of named parameters (``%(<names><column>)s``) ``FROM
+    source``: a part of an append's one statement, writing only what ``source`` selects (its guard)."""
+    marks = ", ".join(f"%({names}{name})s::{'text' if name in _TEXT else 'bigint'}" for name in UsageRow._fields)
+    return f"INSERT INTO {prefix}rm_usage AS u ({', '.join(UsageRow._fields)}) SELECT {marks} {source} {_ADDED}"
+
+
+def query_statement(query: UsageQuery, dialect: str, prefix: str = "") -> tuple[str, list[object]]:
+    """The statement of a query's groups (``UsageGroup``'s columns) and its parameters."""
+    if query.by not in GROUPS:
+        raise ValueError(f"usage is grouped by one of {', '.join(GROUPS)}, not {query.by!r}")
+    mark = "?" if dialect == "sqlite" else "%s"
+    where: list[str] = []
+    params: list[object] = []
+    for condition, value in (
+        (f"day >= {mark}", query.since),
+        (f"day <= {mark}", query.until),
+        (f"agent = {mark}", query.agent),
+        (f"cwd = {mark}", query.cwd),
+    ):
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    group = "model, model" if query.by == "model" else f"{query.by}, model"
+    sums = ", ".join(f"sum({name})" for name in SUMS)
+    text = f"SELECT {group}, currency, {sums} FROM {prefix}rm_usage"
+    if where:
+        text += " WHERE " + " AND ".join(where)
+    keys = "model, currency" if query.by == "model" else f"{query.by}, model, currency"
+    return f"{text} GROUP BY {keys} ORDER BY {keys}", params
+
+
+def grouped(rows: Iterable[UsageRow], query: UsageQuery) -> list[UsageGroup]:
+    """``query`` answered from rows in memory, as the tables' statement answers it (the in-memory read model's
+    answer, and what the tests hold the tables to)."""
+    if query.by not in GROUPS:
+        raise ValueError(f"usage is grouped by one of {', '.join(GROUPS)}, not {query.by!r}")
+    sums: dict[tuple[int | str, str, str], list[int]] = {}
+    for row in rows:
+        if (
+            (query.since is not None and row.day < query.since)
+            or (query.until is not None and row.day > query.until)
+            or (query.agent is not None and row.agent != query.agent)
+            or (query.cwd is not None and row.cwd != query.cwd)
+        ):
+            continue
+        key = (getattr(row, query.by), row.model, row.currency)
+        values = (
+            row.turns,
+            row.input_tokens,
+            row.output_tokens,
+            row.cached_read_tokens,
+            row.cached_write_tokens,
+            row.thought_tokens,
+            row.cost_nanos,
+        )
+        found = sums.get(key)
+        if found is None:
+            sums[key] = list(values)
+        else:
+            for n, value in enumerate(values):
+                found[n] += value
+    return [UsageGroup(*key, *values) for key, values in sorted(sums.items(), key=lambda item: item[0])]
+
+
+class UsageFold:
+    """Daily totals folded from a log read in order (``apply`` each entry): what the in-memory read model answers
+    ``usage`` from. It keeps of each session only what the rule needs - its agent and cwd while it lives - and
+    applies the session fold's rules: a session is created once, nothing follows its deletion."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.totals: dict[UsageKey, list[int]] = {}
+        self._live: dict[str, tuple[str | None, str]] = {}
+        self._gone: set[str] = set()
+
+    def apply(self, entry: Entry) -> None:
+        from registry.model import agent_of  # noqa: PLC0415 - registry.model imports this package's parent
+
+        self.position = entry.position
+        event, session_id = entry.event, entry.session_id
+        if type(event) is SessionUpdated:
+            if event.usage is not None:
+                found = self._live.get(session_id)
+                if found is not None:
+                    fold_usage(self.totals, event.at, found[0], found[1], event.usage)
+        elif type(event) is SessionCreated:
+            if session_id not in self._live and session_id not in self._gone:
+                self._live[session_id] = (agent_of(session_id, event.agent), event.cwd)
+        elif type(event) is SessionDeleted and session_id in self._live:
+            del self._live[session_id]
+            self._gone.add(session_id)
