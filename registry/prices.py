@@ -153,10 +153,12 @@ class PriceTable:
     ) -> int | None:
         """What these tokens of ``model`` cost by this table, in billionths of its currency (rounded to the
         nearest); None when it has no price for the model."""
-        found = self.find(model)
+        found = self._found.get(model, False)
+        if found is False:
+            found = self.find(model)
         if found is None:
             return None
-        price = found[1]
+        price = found[1]  # type: ignore[index]
         exact = (
             input * price.input
             + (output + thought) * price.output

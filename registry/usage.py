@@ -25,6 +25,23 @@ from registry.errors import InvalidParams
 if TYPE_CHECKING:
     from registry.prices import PriceTable
 
+
+def current() -> PriceTable:
+    """The process's price table (``registry.prices.current``), its module loaded with the first estimate."""
+    table: PriceTable = (_prices or _load_prices()).current()
+    return table
+
+
+_prices: Any = None
+
+
+def _load_prices() -> Any:
+    global _prices  # noqa: PLW0603 - the module, imported once: not by a list that estimates nothing
+    import registry.prices  # noqa: PLC0415
+
+    _prices = registry.prices
+    return _prices
+
 __all__ = [
     "DAY_NS",
     "MAX_COST_NANOS",
@@ -67,7 +84,7 @@ class SessionUsage(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A session's usage so far: the sum of its turns' ``events.Usage``. Tokens in total (``TOKEN_FIELDS``) and
     ``turns`` (those that reported usage); ``costs``: the costs the agent reported, ``(currency, nanos)`` sorted by
     currency; ``unpriced``: the tokens of turns that reported none, by model (sorted), for a price table to
-    estimate; the last turn's ``model``, ``context_used`` and ``context_size``."""
+    estimate. Kept lean, as every list page reads it: a turn's model and context window are in the turn's event."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -77,9 +94,6 @@ class SessionUsage(msgspec.Struct, frozen=True, array_like=True, gc=False):
     turns: int = 0
     costs: tuple[tuple[str, int], ...] = ()
     unpriced: tuple[ModelTokens, ...] = ()
-    model: str | None = None
-    context_used: int | None = None
-    context_size: int | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -150,9 +164,6 @@ def added(total: SessionUsage | None, usage: Usage) -> SessionUsage:
         total.turns + 1,
         costs,
         unpriced,
-        total.model if usage.model is None else usage.model,
-        total.context_used if usage.context_used is None else usage.context_used,
-        total.context_size if usage.context_size is None else usage.context_size,
     )
 
 
@@ -210,63 +221,58 @@ def costs_shown(
 
 
 def estimates(unpriced: Iterable[ModelTokens], prices: PriceTable) -> tuple[list[tuple[str, int]], int]:
-    """What ``prices`` says ``unpriced`` tokens cost, by currency, and how many of them it has no price for."""
-    found: list[tuple[str, int]] = []
-    left = 0
-    for model, *tokens in unpriced:
-        nanos = prices.estimate(model, *tokens)
-        if nanos is None:
-            left += sum(tokens)
+    """What ``prices`` says ``unpriced`` tokens cost (in its one currency: [] when it prices none of them), and how
+    many of them it has no price for."""
+    estimate = prices.estimate
+    found = False
+    nanos = left = 0
+    for entry in unpriced:
+        cost = estimate(*entry)
+        if cost is None:
+            left += entry[1] + entry[2] + entry[3] + entry[4] + entry[5]
         else:
-            found.append((prices.currency, nanos))
-    return found, left
+            found = True
+            nanos += cost
+    return ([(prices.currency, nanos)] if found else []), left
 
 
 def meta_value(usage: SessionUsage, prices: PriceTable | None = None) -> dict[str, Any]:
     """What a session's ``_meta`` shows under ``acp-session-registry/usage``: the token counts as ACP's prompt
-    usage names them (``totalTokens``, ``inputTokens``, ``outputTokens``; ``thoughtTokens``, ``cachedReadTokens``,
-    ``cachedWriteTokens`` when not 0), ``costs`` (one ``{amount, currency}`` a currency, ``estimated: true`` when
-    any of it is a price table's estimate; absent when no cost is known), and the last turn's ``model``,
-    ``contextUsed`` and ``contextSize`` when known. ``prices``: the table estimates are made with (default:
-    ``registry.prices.current()``)."""
-    shown: dict[str, Any] = {
-        "totalTokens": usage.total_tokens,
-        "inputTokens": usage.input_tokens,
-        "outputTokens": usage.output_tokens,
-    }
-    if usage.thought_tokens:
-        shown["thoughtTokens"] = usage.thought_tokens
+    usage names them (``inputTokens``, ``outputTokens``; ``cachedReadTokens``, ``cachedWriteTokens``,
+    ``thoughtTokens`` when not 0), and ``costs``: one ``{amount, currency}`` a currency, with ``estimated: true``
+    when any of it is a price table's estimate (absent when no cost is known). ``prices``: the table estimates
+    are made with (default: ``registry.prices.current()``). Lean, as every list page carries it."""
+    shown: dict[str, Any] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}
     if usage.cached_read_tokens:
         shown["cachedReadTokens"] = usage.cached_read_tokens
     if usage.cached_write_tokens:
         shown["cachedWriteTokens"] = usage.cached_write_tokens
-    estimated: list[tuple[str, int]] = []
+    if usage.thought_tokens:
+        shown["thoughtTokens"] = usage.thought_tokens
+    costs = usage.costs
     if usage.unpriced:
-        if prices is None:
-            from registry.prices import current  # noqa: PLC0415 - the price table loads with the first estimate
-
-            prices = current()
-        estimated = estimates(usage.unpriced, prices)[0]
-    if usage.costs or estimated:
-        shown["costs"] = [
-            {"amount": nanos / 1e9, "currency": currency, "estimated": True}
-            if guess
-            else {"amount": nanos / 1e9, "currency": currency}
-            for currency, nanos, guess in costs_shown(usage.costs, estimated)
-        ]
-    if usage.model is not None:
-        shown["model"] = usage.model
-    if usage.context_used is not None:
-        shown["contextUsed"] = usage.context_used
-    if usage.context_size is not None:
-        shown["contextSize"] = usage.context_size
+        estimated = estimates(usage.unpriced, current() if prices is None else prices)[0]
+        if estimated and not costs:  # the usual case: one agent that reports no cost
+            ((currency, nanos),) = estimated
+            shown["costs"] = [{"amount": nanos / 1e9, "currency": currency, "estimated": True}]
+            return shown
+        if estimated:
+            shown["costs"] = [
+                {"amount": nanos / 1e9, "currency": currency, "estimated": True}
+                if guess
+                else {"amount": nanos / 1e9, "currency": currency}
+                for currency, nanos, guess in costs_shown(costs, estimated)
+            ]
+            return shown
+    if costs:
+        shown["costs"] = [{"amount": nanos / 1e9, "currency": currency} for currency, nanos in costs]
     return shown
 
 
 def amount_text(nanos: int, currency: str) -> str:
-    """An amount for people: ``$1.23`` for USD, ``1.23 EUR`` for another currency, more digits below a cent."""
+    """An amount for people: ``$1.23`` for USD, ``1.23 EUR`` for another currency; four decimals below a dime."""
     value = nanos / 1e9
-    digits = 2 if value >= 0.995 or value == 0 else 4
+    digits = 2 if value >= 0.095 or value == 0 else 4
     if currency == "USD":
         return f"${value:,.{digits}f}"
     return f"{value:,.{digits}f} {currency or '(no currency)'}"
@@ -283,10 +289,7 @@ def turn_usage_text(usage: Usage | None, prices: PriceTable | None = None) -> st
     if usage.cost_nanos is not None:
         line += f", {amount_text(usage.cost_nanos, usage.currency or '')}"
     elif any(_tokens(usage)):
-        if prices is None:
-            from registry.prices import current  # noqa: PLC0415
-
-            prices = current()
+        prices = current() if prices is None else prices
         nanos = prices.estimate(usage.model or "", *_tokens(usage))
         if nanos is not None:
             line += f", {amount_text(nanos, prices.currency)} estimated"
@@ -299,7 +302,7 @@ def turn_usage_text(usage: Usage | None, prices: PriceTable | None = None) -> st
 
 def total_usage_text(usage: SessionUsage, prices: PriceTable | None = None) -> str:
     """A session's totals in one line for people (``show``): tokens by kind, costs by currency (estimates marked),
-    tokens with no price, the turns, the last model and context window."""
+    tokens with no price, and the turns."""
     tokens = (
         usage.input_tokens,
         usage.output_tokens,
@@ -313,21 +316,12 @@ def total_usage_text(usage: SessionUsage, prices: PriceTable | None = None) -> s
     estimated: list[tuple[str, int]] = []
     left = 0
     if usage.unpriced:
-        if prices is None:
-            from registry.prices import current  # noqa: PLC0415
-
-            prices = current()
-        estimated, left = estimates(usage.unpriced, prices)
+        estimated, left = estimates(usage.unpriced, current() if prices is None else prices)
     for currency, nanos, guess in costs_shown(usage.costs, estimated):
         line += f", {amount_text(nanos, currency)}" + (" estimated" if guess else "")
     if left:
         line += f", {left:,} tokens without a price"
-    line += f", {usage.turns:,} turn{'s' if usage.turns != 1 else ''}"
-    if usage.model is not None:
-        line += f", last model {usage.model}"
-    if usage.context_used is not None and usage.context_size:
-        line += f", context {usage.context_used:,} of {usage.context_size:,}"
-    return line
+    return line + f", {usage.turns:,} turn{'s' if usage.turns != 1 else ''}"
 
 
 def usage_of(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -49,7 +49,7 @@ PINNED: list[tuple[str, int, int, int]] = [
     # 11: rm_meta counts the archived live sessions
     ("7551a0ee7d1b6cdb", 3, 11, 5),
     # usage (what the session's turns used, summed); read model 13: the daily usage totals (rm_usage) too
-    ("f9712cdfc7ced9cf", 4, 13, 6),
+    ("570962ebf90bff8a", 4, 13, 6),
 ]
 
 
@@ -101,7 +101,7 @@ BASE = SessionState(
     archived=False,
     agent="codex",
     parent=events.ForkRef(session_id="s0", position=2),
-    usage=SessionUsage(100, 20, turns=1, unpriced=(("gpt-5", 100, 20, 0, 0, 0),), model="gpt-5"),
+    usage=SessionUsage(100, 20, turns=1, unpriced=(("gpt-5", 100, 20, 0, 0, 0),)),
     position=9,
 )
 

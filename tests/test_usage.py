@@ -43,10 +43,7 @@ def test_a_sessions_totals_are_its_turns_summed_costs_apart_by_currency() -> Non
         turns=6,
         costs=(("EUR", 40_000_000), ("USD", 1_500_000)),
         unpriced=(("claude-sonnet-4-5-20250929", 2_000, 400, 10_000, 0, 0), ("mystery-1", 50, 5, 0, 0, 0)),
-        model="claude-sonnet-4-5-20250929",  # the last turn that named one
-        context_used=900,
-        context_size=200_000,
-    )
+    )  # a turn's model and context window stay in its event: the list reads these on every page
     assert total.total_tokens == 2_060 + 432 + 10_000 + 3
 
 
@@ -54,16 +51,14 @@ def test_meta_shows_tokens_costs_by_currency_and_marks_estimates() -> None:
     total = added(added(added(None, SONNET), REPORTED), EUROS)
     shown = meta_value(total, SHIPPED)
     assert shown == {
-        "totalTokens": 1_010 + 227 + 5_000 + 3,
         "inputTokens": 1_010,
         "outputTokens": 227,
-        "thoughtTokens": 3,
         "cachedReadTokens": 5_000,
+        "thoughtTokens": 3,
         "costs": [
             {"amount": 0.04, "currency": "EUR"},
             {"amount": (SONNET_NANOS + 1_500_000) / 1e9, "currency": "USD", "estimated": True},
         ],
-        "model": "mistral-large",
     }
     # tokens only, where neither a cost nor a price applies
     assert "costs" not in meta_value(added(None, UNKNOWN), SHIPPED)

@@ -71,13 +71,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def compact(count: int) -> str:
-    """A token count for a table: exact below 10,000, then three digits and a unit: ``12.3k``, ``4.56M``, ``789B``."""
+    """A token count for a table: exact below 10,000, then three digits and a unit: ``12.3k``, ``4.50M``, ``789B``."""
     if count < 10_000:
         return f"{count:,}"
     for unit, size in (("k", 1_000), ("M", 1_000_000), ("B", 1_000_000_000)):
         value = count / size
         if value < 999.5 or unit == "B":
-            return f"{value:.3g}{unit}" if value < 999.5 else f"{value:,.0f}{unit}"
+            digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
+            return f"{value:,.{digits}f}{unit}"
     raise AssertionError  # pragma: no cover - the last unit returns
 
 

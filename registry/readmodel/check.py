@@ -278,7 +278,7 @@ def _check_usage(stored: StoredTables, checkpoint: int, usage: dict[UsageKey, li
         key = tuple(row[: len(USAGE_KEY)])
         seen.add(key)
         want = expected.get(key)
-        where = "rm_usage row " + "/".join(map(str, key))
+        where = _usage_row(key)
         if want is None:
             problems.append(Mismatch(checkpoint, None, f"{where} holds totals of turns the log lacks"))
             continue
@@ -286,8 +286,17 @@ def _check_usage(stored: StoredTables, checkpoint: int, usage: dict[UsageKey, li
             if have != value:
                 problems.append(Mismatch(checkpoint, None, f"{where}: {name} is {have!r}, the log says {value!r}"))
     for key in sorted(expected.keys() - seen):
-        problems.append(Mismatch(checkpoint, None, f"rm_usage lacks the row {'/'.join(map(str, key))}"))
+        problems.append(Mismatch(checkpoint, None, f"rm_usage lacks the {_usage_row(key)}"))
     return problems
+
+
+def _usage_row(key: tuple[Any, ...]) -> str:
+    """A daily total's key for people: ``rm_usage row (day 2026-12-07, agent codex, cwd /w, model m, currency)``."""
+    import datetime as dt  # noqa: PLC0415
+
+    day = (dt.date(1970, 1, 1) + dt.timedelta(days=int(key[0]))).isoformat()
+    named = ", ".join(f"{name} {value or '-'}" for name, value in zip(USAGE_KEY[1:], key[1:], strict=True))
+    return f"rm_usage row (day {day}, {named})"
 
 
 def _check_states(read_model: ReadModel, checkpoint: int, expected: dict[str, SessionState]) -> list[Mismatch]:
