@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -199,3 +200,15 @@ def test_verify_finds_an_edited_total_and_rebuild_mends_it(run: Cli, tmp_path: P
     assert "input_tokens is 501, the log says 500" in said
     assert run("rebuild", store=copy).returncode == 0
     assert run("verify", store=copy).returncode == 0
+
+
+def test_the_price_file_in_the_docs_is_one_the_command_reads(run: Cli, store: Path, tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```toml\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    prices = tmp_path / "prices.toml"
+    prices.write_text(block)
+    result = run("usage", "--json", "--prices", str(prices), store=store)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["prices"] == {"asOf": "2026-12-01", "currency": "USD", "source": str(prices)}
+    assert report["total"]["costs"][0]["estimatedNanos"] == 10_200_000_000  # the shipped prices, as written there

@@ -113,7 +113,10 @@ class UsageTable:
         report = self.report
         yield from self._heading()
         if not report.lines:
-            yield "no usage recorded: turns record it through `acp-registry proxy` and `acp-registry import-agents`"
+            yield (
+                "no usage recorded: it is kept for the turns of agents that report it (over ACP, through `acp-registry"
+                " proxy`, or in their own files, through `acp-registry import-agents`)"
+            )
             return
         total = report.total
         columns = [Column(_HEADERS[report.by], ratio=1), Column("turns", right=True)]
