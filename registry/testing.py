@@ -31,7 +31,7 @@ from registry.model import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
-from registry.readmodel.usage_tables import GROUPS, UsageQuery, UsageRow, grouped, usage_rows
+from registry.readmodel.usage_tables import GROUPS, UsageQuery, UsageRow, day_rows, grouped, usage_rows
 from registry.usage import DAY_NS, UsageKey, fold_usage
 
 __all__ = ["ReadModelContract", "reference_fold", "reference_usage", "walk"]
@@ -58,11 +58,17 @@ def reference_usage(store: EventStore) -> list[UsageRow]:
     return usage_rows(totals)
 
 
+def _totals(rows: list[UsageRow]) -> dict[UsageKey, list[int]]:
+    return {(row.day, row.agent, row.cwd, row.model, row.currency): list(row[5:]) for row in rows}
+
+
 _USAGE_QUERIES = [
     *(UsageQuery(by) for by in GROUPS),
     UsageQuery("day", since=20_001, until=20_001),
     UsageQuery("model", agent="codex"),
     UsageQuery("agent", cwd="/work/1", since=20_001),
+    UsageQuery("day", cwd="/work/0", agent="codex"),
+    UsageQuery("cwd", until=20_001),
 ]
 
 
@@ -224,6 +230,7 @@ class ReadModelContract:
                 assert model.usage(query) == grouped(rows, query), query
             if model.tables is not None:
                 assert sorted(model.tables.stored("rm_usage")) == sorted(rows)
+                assert sorted(model.tables.stored("rm_usage_days")) == day_rows(_totals(rows))
             model.rebuild()
             for query in _USAGE_QUERIES:
                 assert model.usage(query) == grouped(rows, query), query

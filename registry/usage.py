@@ -42,6 +42,7 @@ def _load_prices() -> Any:
     _prices = registry.prices
     return _prices
 
+
 __all__ = [
     "DAY_NS",
     "MAX_COST_NANOS",

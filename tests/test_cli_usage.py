@@ -192,12 +192,13 @@ def test_verify_finds_an_edited_total_and_rebuild_mends_it(run: Cli, tmp_path: P
         source.backup(target)
     (tmp_path / "copy.db.seal-key").write_bytes(Path(f"{store}.seal-key").read_bytes())
     with contextlib.closing(sqlite3.connect(copy)) as db, db:
-        db.execute("UPDATE rm_usage SET input_tokens = input_tokens + 1 WHERE agent = 'gemini'")
+        db.execute("UPDATE rm_usage SET input_tokens = input_tokens + 1 WHERE model = 'gemini-2.5-pro'")
     found = run("verify", store=copy)
     assert found.returncode == 1
     said = " ".join(found.stdout.replace("│", " ").split())
-    assert "rm_usage row (day 2025-11-28, agent gemini, cwd /work/api, model gemini-2.5-pro, currency USD):" in said
+    assert "rm_usage row (cwd /work/api, model gemini-2.5-pro, currency USD, agent gemini, day 2025-11-28):" in said
     assert "input_tokens is 501, the log says 500" in said
+    assert "rm_usage_days" not in said  # the other table holds what the log says
     assert run("rebuild", store=copy).returncode == 0
     assert run("verify", store=copy).returncode == 0
 

@@ -14,6 +14,7 @@ import pytest
 
 from events.model import Message, Role, SessionUpdated, Usage
 from registry import SessionRegistry
+from registry.commands import check_event
 from registry.diffs import Updated, diff
 from registry.errors import InvalidParams
 from registry.model import META_USAGE
@@ -83,6 +84,13 @@ def test_a_turn_is_checked_before_it_is_recorded(tmp_path: Path) -> None:
             registry.record_turn("s", before=0, messages=2, usage={"input_tokens": 1})  # type: ignore[arg-type]
         assert registry.state("s").usage is None  # type: ignore[union-attr]
         assert registry.store.head() == 1  # nothing was written
+
+
+def test_an_imported_turn_is_held_to_the_same_rules() -> None:
+    good = SessionUpdated(at=T0, messages=2, usage=SONNET)
+    assert check_event(good) is good
+    with pytest.raises(InvalidParams, match=r"event\.usage\.cost_nanos must be an int from 0"):
+        check_event(SessionUpdated(at=T0, usage=Usage(cost_nanos=-5, currency="USD")))
 
 
 def test_the_list_carries_usage_and_a_turn_with_usage_sends_it_in_a_diff(tmp_path: Path) -> None:

@@ -31,8 +31,8 @@ from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
+from registry.readmodel.usage_tables import DAYS_KEY, day_rows, usage_rows
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
-from registry.readmodel.usage_tables import UsageRow, usage_rows
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
 from registry.usage import UsageKey, fold_usage
 
@@ -269,34 +269,42 @@ def _check_rows(
 
 
 def _check_usage(stored: StoredTables, checkpoint: int, usage: dict[UsageKey, list[int]]) -> list[Mismatch]:
-    """Every ``rm_usage`` row against the daily totals folded from the log (a row the log does not make, one it
-    makes that is missing, a sum that differs)."""
+    """Every row of ``rm_usage`` and ``rm_usage_days`` against the daily totals folded from the log (a row the log
+    does not make, one it makes that is missing, a sum that differs)."""
     problems: list[Mismatch] = []
-    expected = {row[: len(USAGE_KEY)]: row for row in usage_rows(usage)}
-    seen = set()
-    for row in stored.stored("rm_usage"):
-        key = tuple(row[: len(USAGE_KEY)])
-        seen.add(key)
-        want = expected.get(key)
-        where = _usage_row(key)
-        if want is None:
-            problems.append(Mismatch(checkpoint, None, f"{where} holds totals of turns the log lacks"))
-            continue
-        for name, have, value in zip(UsageRow._fields, row, want, strict=True):
-            if have != value:
-                problems.append(Mismatch(checkpoint, None, f"{where}: {name} is {have!r}, the log says {value!r}"))
-    for key in sorted(expected.keys() - seen):
-        problems.append(Mismatch(checkpoint, None, f"rm_usage lacks the {_usage_row(key)}"))
+    expected_rows: list[tuple[str, list[Any], tuple[str, ...]]] = [
+        ("rm_usage", list(usage_rows(usage)), USAGE_KEY),
+        ("rm_usage_days", list(day_rows(usage)), DAYS_KEY),
+    ]
+    for table, rows, key_names in expected_rows:
+        fields = rows[0]._fields if rows else ()
+        expected = {tuple(row[: len(key_names)]): row for row in rows}
+        seen = set()
+        for row in stored.stored(table):
+            key = tuple(row[: len(key_names)])
+            seen.add(key)
+            want = expected.get(key)
+            where = _usage_row(table, key_names, key)
+            if want is None:
+                problems.append(Mismatch(checkpoint, None, f"{where} holds totals of turns the log lacks"))
+                continue
+            for name, have, value in zip(fields, row, want, strict=True):
+                if have != value:
+                    problems.append(Mismatch(checkpoint, None, f"{where}: {name} is {have!r}, the log says {value!r}"))
+        for key in sorted(expected.keys() - seen):
+            problems.append(Mismatch(checkpoint, None, f"{table} lacks the {_usage_row(table, key_names, key)}"))
     return problems
 
 
-def _usage_row(key: tuple[Any, ...]) -> str:
-    """A daily total's key for people: ``rm_usage row (day 2026-12-07, agent codex, cwd /w, model m, currency)``."""
+def _usage_row(table: str, names: tuple[str, ...], key: tuple[Any, ...]) -> str:
+    """A daily total's key for people: ``rm_usage row (cwd /w, model m, currency -, agent codex, day 2026-12-07)``."""
     import datetime as dt  # noqa: PLC0415
 
-    day = (dt.date(1970, 1, 1) + dt.timedelta(days=int(key[0]))).isoformat()
-    named = ", ".join(f"{name} {value or '-'}" for name, value in zip(USAGE_KEY[1:], key[1:], strict=True))
-    return f"rm_usage row (day {day}, {named})"
+    shown = [
+        f"{name} {(dt.date(1970, 1, 1) + dt.timedelta(days=int(value))).isoformat() if name == 'day' else value or '-'}"
+        for name, value in zip(names, key, strict=True)
+    ]
+    return f"{table} row ({', '.join(shown)})"
 
 
 def _check_states(read_model: ReadModel, checkpoint: int, expected: dict[str, SessionState]) -> list[Mismatch]:

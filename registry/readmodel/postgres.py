@@ -52,7 +52,7 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.readmodel.usage_tables import UsageGroup, UsageQuery, UsageRow
+from registry.readmodel.usage_tables import DayRow, UsageGroup, UsageQuery, UsageRow
 from registry.snapshot import save_encoded_snapshot
 
 if TYPE_CHECKING:
@@ -459,7 +459,12 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields, "rm_usage": UsageRow._fields}[table]
+        columns = {
+            "rm_sessions": CurrentRow._fields,
+            "rm_past": PastRow._fields,
+            "rm_usage": UsageRow._fields,
+            "rm_usage_days": DayRow._fields,
+        }[table]
         query = sql.SQL("SELECT {} FROM {}.{}").format(
             sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
         )

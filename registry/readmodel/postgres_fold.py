@@ -43,7 +43,7 @@ from registry.readmodel.tables import (
     fold_stretch,
     past_row,
 )
-from registry.readmodel.usage_tables import usage_rows
+from registry.readmodel.usage_tables import day_rows, usage_rows
 from registry.snapshot import EVERY
 from registry.usage import UsageKey, fold_usage
 
@@ -294,6 +294,7 @@ class AppendFold:
             cursor.execute(self._sql.prune, (floor, new_floor))
         if folded.usage:
             cursor.executemany(self._usage_sql.add, usage_rows(folded.usage))
+            cursor.executemany(self._usage_sql.add_days, day_rows(folded.usage))
         if len(folded.current) <= 1 and len(folded.past) <= 1:
             for row in folded.current:
                 meta |= dict(zip(_CURRENT_KEYS, row, strict=True))

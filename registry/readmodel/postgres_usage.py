@@ -26,21 +26,25 @@ class UsageStatements:
 
     def __init__(self, schema: str) -> None:
         self._schema = schema
-        self.add = self._q(add_statement("postgresql", "{s}."))
+        self.add = self._q(add_statement("rm_usage", "postgresql", "{s}."))
+        self.add_days = self._q(add_statement("rm_usage_days", "postgresql", "{s}."))
         self._parts: dict[tuple[bytes, str], bytes] = {}
 
     def _q(self, template: str) -> bytes:
         return sql.SQL(template).format(s=sql.Identifier(self._schema)).as_bytes(None)  # declared text, never a user's
 
     def with_usage(self, writes: bytes, source: str) -> bytes:
-        """An append's CTEs (``writes``) with one more that adds the usage row of ``usage_params`` to its totals,
+        """An append's CTEs (``writes``) with two more that add the usage row of ``usage_params`` to the totals,
         writing only what ``source`` (``FROM`` a CTE of the statement: its guard) selects; the same bytes object
         for the same pieces, as the store builds a statement once per set of pieces."""
         key = (writes, source)
         found = self._parts.get(key)
         if found is None:
-            cte = self._q(f"rm_use AS ({select_add('{s}.', USAGE_NAMES, source)})")
-            found = self._parts[key] = writes + b", " + cte
+            ctes = (
+                f"rm_use AS ({select_add('rm_usage', '{s}.', USAGE_NAMES, source)}),"
+                f" rm_use_days AS ({select_add('rm_usage_days', '{s}.', USAGE_NAMES, source)})"
+            )
+            found = self._parts[key] = writes + b", " + self._q(ctes)
         return found
 
     def query(self, query: UsageQuery) -> tuple[bytes, list[object]]:

@@ -25,8 +25,8 @@ from typing import Final, Literal, NamedTuple
 from events.errors import StoreFormatError
 from events.logger import Logger
 from registry.readmodel.tables import COUNTED, READ_MODEL_VERSION, CurrentRow, PastRow
+from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
-from registry.readmodel.usage_tables import UsageRow
 
 __all__ = [
     "INDEXES",
@@ -101,10 +101,11 @@ TABLES: Final = (
     Table("rm_sessions", columns_of(CurrentRow), ("session_id",), rowid=True, replace=True),
     Table("rm_past", columns_of(PastRow), ("session_id", "valid_from"), rowid=True),
     Table("rm_usage", columns_of(UsageRow), USAGE_KEY),
+    Table("rm_usage_days", columns_of(DayRow), DAYS_KEY),
 )
 """The tables every backend keeps: the current version of each session, the versions later events replaced (kept
 for the window), the read model's own facts (``META_KEYS``), and the daily usage totals (``usage_tables``: rows
-summed in place, keyed by day first, so a stretch of days is one range of the key)."""
+summed in place, by cwd and over all cwds)."""
 
 INDEXES: Final = (
     Index("rm_sessions_order", "rm_sessions", ("archived", "rank", "session_id", "valid_from"), "live"),

@@ -42,13 +42,21 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.readmodel.usage_tables import UsageGroup, UsageQuery, add_statement, query_statement, usage_rows
+from registry.readmodel.usage_tables import (
+    UsageGroup,
+    UsageQuery,
+    add_statement,
+    day_rows,
+    query_statement,
+    usage_rows,
+)
 
 __all__ = ["SqliteReadModel"]
 
 log = Logger(__name__)
 
-_ADD_USAGE: Final = add_statement("sqlite")
+_ADD_USAGE: Final = add_statement("rm_usage", "sqlite")
+_ADD_DAYS: Final = add_statement("rm_usage_days", "sqlite")
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 
 
@@ -248,6 +256,7 @@ class SqliteReadModel(ReadModel, StoredTables):
             db.executemany(sql.INSERT_PAST, folded.past)
             if folded.usage:
                 db.executemany(_ADD_USAGE, usage_rows(folded.usage))
+                db.executemany(_ADD_DAYS, day_rows(folded.usage))
             if new_floor > floor:
                 db.execute(sql.PRUNE, (new_floor,))
             chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()
