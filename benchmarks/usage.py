@@ -218,25 +218,34 @@ def _serve(path: Path) -> list[str]:
 
 
 def turn_figures(url: str, rounds: int, label: str) -> dict[str, list[float]]:
+    """``record_turn`` with usage and without, in blocks of 200 turns taking turns: wall time a turn, and (``(CPU)``)
+    this process's CPU time a turn (a durable commit's wait for the disk left out)."""
     usage = Usage(input_tokens=1_200, output_tokens=300, cached_read_tokens=40_000, model="claude-sonnet-4-5")
+    cpu: dict[str, list[float]] = {}
     with SessionRegistry.open(url, follow=False) as registry:
         for n in range(200):
             registry.create("/work/bench", session_id=f"t{n}", agent="claude-code")
         counts = dict.fromkeys(range(200), 0)
 
-        def turns(reported: Usage | None) -> Callable[[int], float]:
+        def turns(name: str, reported: Usage | None) -> Callable[[int], float]:
+            spent = cpu.setdefault(f"{name} (CPU)", [])
+
             def run(_: int) -> float:
-                start = time.perf_counter()
+                start, used = time.perf_counter(), time.process_time()
                 for n in range(200):
                     registry.record_turn(f"t{n}", before=counts[n], messages=2, usage=reported)
                     counts[n] += 2
+                spent.append((time.process_time() - used) / 200)
                 return (time.perf_counter() - start) / 200
 
             return run
 
-        timers = {f"{label}: a turn with usage": turns(usage), f"{label}: a turn without": turns(None)}
+        with_usage, without = f"{label}: a turn with usage", f"{label}: a turn without"
+        timers = {with_usage: turns(with_usage, usage), without: turns(without, None)}
         _taking_turns(timers, 2)
-        return _taking_turns(timers, rounds)
+        for samples in cpu.values():
+            samples.clear()
+        return _taking_turns(timers, rounds) | cpu
 
 
 def main() -> None:
@@ -286,7 +295,9 @@ def main() -> None:
         "acp-registry list, with usage (CPU)": "acp-registry list, without (CPU)",
         "page's SessionInfo built anew, with usage": "page's SessionInfo built anew, without",
         "acp-registry list, with usage": "acp-registry list, without",
+        "SQLite: a turn with usage (CPU)": "SQLite: a turn without (CPU)",
         "SQLite: a turn with usage": "SQLite: a turn without",
+        "PostgreSQL: a turn with usage (CPU)": "PostgreSQL: a turn without (CPU)",
         "PostgreSQL: a turn with usage": "PostgreSQL: a turn without",
     }
     print(f"{args.sessions:,} sessions for the totals, {args.page_sessions:,} for the pages; {args.rounds} rounds")

@@ -7,14 +7,15 @@ them without reading the log. Costs are kept per currency, never added across cu
 cost keeps its tokens by model (``unpriced``), which a price table prices when they are shown (``registry.prices``):
 such a cost is an estimate and says so wherever it appears.
 
-The read model also keeps daily totals (``rm_usage``, ``registry.readmodel.usage_tables``): what each turn added,
-by UTC day of the turn, agent, cwd, model and the currency the agent reported a cost in ('' for none). A session's
-usage stays in those totals after it is deleted or archived: what was spent, was spent.
+The read model also keeps daily totals (``rm_usage`` and ``rm_usage_days``, ``registry.readmodel.usage_tables``):
+what the turns added, by UTC day of the turn, agent, cwd, model and the currency the agent reported a cost in (''
+for none); ``fold_usage`` is the one rule of what a turn adds there. A session's usage stays in those totals after
+it is deleted or archived: what was spent, was spent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -24,23 +25,6 @@ from registry.errors import InvalidParams
 
 if TYPE_CHECKING:
     from registry.prices import PriceTable
-
-
-def current() -> PriceTable:
-    """The process's price table (``registry.prices.current``), its module loaded with the first estimate."""
-    table: PriceTable = (_prices or _load_prices()).current()
-    return table
-
-
-_prices: Any = None
-
-
-def _load_prices() -> Any:
-    global _prices  # noqa: PLW0603 - the module, imported once: not by a list that estimates nothing
-    import registry.prices  # noqa: PLC0415
-
-    _prices = registry.prices
-    return _prices
 
 
 __all__ = [
@@ -55,13 +39,12 @@ __all__ = [
     "amount_text",
     "check_usage",
     "costs_shown",
-    "day_of",
+    "current",
     "estimates",
     "fold_usage",
     "meta_value",
     "total_usage_text",
     "turn_usage_text",
-    "usage_of",
 ]
 
 DAY_NS: Final = 86_400_000_000_000
@@ -181,14 +164,9 @@ def _merged(entries: tuple[Any, ...], entry: tuple[Any, ...]) -> tuple[Any, ...]
     return tuple(sorted((*entries, entry), key=lambda item: item[0]))
 
 
-def day_of(at: int) -> int:
-    """The UTC day of a time in epoch ns, as days since 1970-01-01."""
-    return at // DAY_NS
-
-
 def fold_usage(totals: dict[UsageKey, list[int]], at: int, agent: str | None, cwd: str, usage: Usage) -> None:
-    """Add one turn to daily totals (``rm_usage``'s rows: ``UsageKey`` -> turns, the ``TOKEN_FIELDS``, the
-    cost's nanos). The one rule every keeper of them - the tables' fold, ``verify``, the in-memory read model -
+    """Add one turn to daily totals (``UsageKey`` -> turns, the ``TOKEN_FIELDS``, the cost's nanos: what
+    ``usage_tables.usage_rows`` and ``day_rows`` make the tables' rows of). The one rule every keeper of them - the tables' fold, ``verify``, the in-memory read model -
     follows: a turn the session's fold applied, at the turn's time."""
     cost = usage.cost_nanos
     key = (at // DAY_NS, agent or "", cwd, usage.model or "", "" if cost is None else usage.currency or "")
@@ -203,6 +181,23 @@ def fold_usage(totals: dict[UsageKey, list[int]], at: int, agent: str | None, cw
     row[4] += usage.cached_write_tokens
     row[5] += usage.thought_tokens
     row[6] += cost or 0
+
+
+def current() -> PriceTable:
+    """The process's price table (``registry.prices.current``), its module loaded with the first estimate."""
+    table: PriceTable = (_prices or _load_prices()).current()
+    return table
+
+
+_prices: Any = None
+
+
+def _load_prices() -> Any:
+    global _prices  # noqa: PLW0603 - the module, imported once: not by a list that estimates nothing
+    import registry.prices  # noqa: PLC0415
+
+    _prices = registry.prices
+    return _prices
 
 
 # -- shown ----------------------------------------------------------------------------------------------------
@@ -323,11 +318,3 @@ def total_usage_text(usage: SessionUsage, prices: PriceTable | None = None) -> s
     if left:
         line += f", {left:,} tokens without a price"
     return line + f", {usage.turns:,} turn{'s' if usage.turns != 1 else ''}"
-
-
-def usage_of(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The usage a ``_meta`` object shows (``meta_value``), or None."""
-    from registry.model import META_USAGE  # noqa: PLC0415
-
-    found = None if meta is None else meta.get(META_USAGE)
-    return found if isinstance(found, dict) else None
