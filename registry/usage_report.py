@@ -124,16 +124,21 @@ def report(
 ) -> UsageReport:
     """The report of a query's groups (``ReadModel.usage`` grouped by ``query_of(by)``'s column)."""
     sums: dict[str | None, dict[tuple[str, str], list[int]]] = {}
-    for group in groups:
-        key: str | None
-        if by in ("day", "week", "month"):
-            assert isinstance(group.group, int)
-            key = _period(by, group.group)
+    dated = by in ("day", "week", "month")
+    periods: dict[int | str, str | None] = {}  # a period's key, made once for all of its groups
+    for group, model, currency, *values in groups:
+        key = periods.get(group, "")
+        if key == "":
+            key = periods[group] = _period(by, group) if dated and isinstance(group, int) else str(group) or None
+        parts = sums.get(key)
+        if parts is None:
+            parts = sums[key] = {}
+        found = parts.get((model, currency))
+        if found is None:
+            parts[(model, currency)] = values
         else:
-            key = str(group.group) or None
-        found = sums.setdefault(key, {}).setdefault((group.model, group.currency), [0] * 7)
-        for n, value in enumerate(group[3:]):
-            found[n] += value
+            for n, value in enumerate(values):
+                found[n] += value
     lines = [_line(key, parts, prices) for key, parts in sums.items()]
     if by in ("day", "week", "month"):
         lines.sort(key=lambda line: line.key or "")
@@ -168,8 +173,7 @@ def _line(key: str | None, parts: dict[tuple[str, str], list[int]], prices: Pric
     unpriced_models: set[str] = set()
     for (model, currency), (count, *counts, cost) in parts.items():
         turns += count
-        for n, value in enumerate(counts):
-            tokens[n] += value
+        tokens = [a + b for a, b in zip(tokens, counts, strict=True)]
         if currency:
             reported.append((currency, cost))
             continue
