@@ -166,8 +166,9 @@ def _merged(entries: tuple[Any, ...], entry: tuple[Any, ...]) -> tuple[Any, ...]
 
 def fold_usage(totals: dict[UsageKey, list[int]], at: int, agent: str | None, cwd: str, usage: Usage) -> None:
     """Add one turn to daily totals (``UsageKey`` -> turns, the ``TOKEN_FIELDS``, the cost's nanos: what
-    ``usage_tables.usage_rows`` and ``day_rows`` make the tables' rows of). The one rule every keeper of them - the tables' fold, ``verify``, the in-memory read model -
-    follows: a turn the session's fold applied, at the turn's time."""
+    ``usage_tables.usage_rows`` and ``day_rows`` make the tables' rows of). The one rule every keeper of them - the
+    tables' fold, ``verify``, the in-memory read model - follows: a turn the session's fold applied, at the turn's
+    time."""
     cost = usage.cost_nanos
     key = (at // DAY_NS, agent or "", cwd, usage.model or "", "" if cost is None else usage.currency or "")
     row = totals.get(key)

@@ -43,7 +43,7 @@ from registry.readmodel.tables import (
     fold_stretch,
     past_row,
 )
-from registry.readmodel.usage_tables import day_rows, usage_rows
+from registry.readmodel.usage_tables import usage_rows
 from registry.snapshot import EVERY
 from registry.usage import UsageKey, fold_usage
 
@@ -214,7 +214,7 @@ class AppendFold:
         gated on; None for a larger fold (``write_known`` then queues it)."""
         assert self._known_writes is not None and self._pending is not None
         folded, floor, chain = self._known_writes
-        if len(folded.current) > 1 or len(folded.past) > 1 or len(folded.usage) > 1:
+        if len(folded.current) > 1 or len(folded.past) > 1 or folded.usage:
             return None
         new_floor = self._pending[2]
         params: dict[str, object] = {"rm_lock": self._key, "rm_checkpoint": self._pending[1], "rm_f0": floor}
@@ -225,9 +225,6 @@ class AppendFold:
         for past in folded.past:
             params |= zip(_KNOWN_PAST, past, strict=True)
         guard, writes = self._sql.known[(bool(folded.current), bool(folded.past), new_floor > floor)]
-        if folded.usage:  # a turn that reported usage: its day's totals too, behind the same guard
-            params |= usage_params(usage_rows(folded.usage)[0])
-            writes = self._usage_sql.with_usage(writes, "FROM ok WHERE ok.ok")
         return KnownPart(guard, writes, params)
 
     def at_end(self, session_id: str, version: int | None, event: Event) -> AtEnd | None:
@@ -293,8 +290,7 @@ class AppendFold:
         if new_floor > floor:
             cursor.execute(self._sql.prune, (floor, new_floor))
         if folded.usage:
-            cursor.executemany(self._usage_sql.add, usage_rows(folded.usage))
-            cursor.executemany(self._usage_sql.add_days, day_rows(folded.usage))
+            cursor.executemany(self._usage_sql.add, [usage_params(row) for row in usage_rows(folded.usage)])
         if len(folded.current) <= 1 and len(folded.past) <= 1:
             for row in folded.current:
                 meta |= dict(zip(_CURRENT_KEYS, row, strict=True))

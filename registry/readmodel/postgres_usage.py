@@ -8,7 +8,7 @@ from typing import Final
 
 from psycopg import sql
 
-from registry.readmodel.usage_tables import UsageQuery, UsageRow, add_statement, query_statement, select_add
+from registry.readmodel.usage_tables import UsageQuery, UsageRow, query_statement, select_add
 
 __all__ = ["USAGE_NAMES", "UsageStatements", "usage_params"]
 
@@ -26,8 +26,12 @@ class UsageStatements:
 
     def __init__(self, schema: str) -> None:
         self._schema = schema
-        self.add = self._q(add_statement("rm_usage", "postgresql", "{s}."))
-        self.add_days = self._q(add_statement("rm_usage_days", "postgresql", "{s}."))
+        # Both tables in one statement (a row's named parameters, ``usage_params``): one statement to queue a row.
+        both = (
+            f"WITH rm_use AS ({select_add('rm_usage', '{s}.', USAGE_NAMES, '')})"
+            f" {select_add('rm_usage_days', '{s}.', USAGE_NAMES, '')}"
+        )
+        self.add = self._q(both)
         self._parts: dict[tuple[bytes, str], bytes] = {}
 
     def _q(self, template: str) -> bytes:
