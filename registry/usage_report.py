@@ -19,7 +19,7 @@ from registry.errors import InvalidParams
 from registry.model import parse_time
 from registry.prices import PriceTable
 from registry.readmodel.usage_tables import UsageGroup, UsageQuery
-from registry.usage import DAY_NS, costs_shown
+from registry.usage import DAY_NS
 
 __all__ = ["BY", "UsageCost", "UsageLine", "UsagePrices", "UsageReport", "day_bound", "query_of", "report"]
 
@@ -166,49 +166,57 @@ def query_of(by: str, since: int | None, until: int | None, agent: str | None, c
 
 
 def _line(key: str | None, parts: dict[tuple[str, str], list[int]], prices: PriceTable) -> UsageLine:
-    tokens = [0] * 5
-    turns = unpriced = 0
-    reported: list[tuple[str, int]] = []
-    estimated: list[tuple[str, int]] = []
-    unpriced_models: set[str] = set()
-    for (model, currency), (count, *counts, cost) in parts.items():
+    """One group's line: its parts' sums added, each part without a reported cost priced by ``prices``."""
+    turns = input_tokens = output_tokens = cached_read = cached_write = thought = 0
+    reported: dict[str, int] = {}
+    estimated, found, unpriced = 0, False, 0
+    unpriced_models: list[str] = []
+    estimate = prices.estimate
+    for (model, currency), (count, a, b, c, d, e, cost) in parts.items():  # every line's loop: kept lean
         turns += count
-        tokens = [a + b for a, b in zip(tokens, counts, strict=True)]
+        input_tokens += a
+        output_tokens += b
+        cached_read += c
+        cached_write += d
+        thought += e
         if currency:
-            reported.append((currency, cost))
+            reported[currency] = reported.get(currency, 0) + cost
             continue
-        nanos = prices.estimate(model, *counts)
-        if nanos is None:
-            if any(counts):
-                unpriced += sum(counts)
-                unpriced_models.add(model)
-        else:
-            estimated.append((prices.currency, nanos))
-    models = sorted({model for model, _ in parts})
+        nanos = estimate(model, a, b, c, d, e)
+        if nanos is not None:
+            estimated += nanos
+            found = True
+        elif a or b or c or d or e:
+            unpriced += a + b + c + d + e
+            unpriced_models.append(model)
     return UsageLine(
         key=key,
         turns=turns,
-        input_tokens=tokens[0],
-        output_tokens=tokens[1],
-        cached_read_tokens=tokens[2],
-        cached_write_tokens=tokens[3],
-        thought_tokens=tokens[4],
-        total_tokens=sum(tokens),
-        costs=_costs(reported, estimated),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_read_tokens=cached_read,
+        cached_write_tokens=cached_write,
+        thought_tokens=thought,
+        total_tokens=input_tokens + output_tokens + cached_read + cached_write + thought,
+        costs=_costs(reported, {prices.currency: estimated} if found else {}),
         unpriced_tokens=unpriced,
-        unpriced_models=[model or None for model in sorted(unpriced_models)],
-        models=[model or None for model in models],
+        unpriced_models=[model or None for model in sorted(set(unpriced_models))],
+        models=[model or None for model in sorted({model for model, _ in parts})],
     )
 
 
-def _costs(reported: Iterable[tuple[str, int]], estimated: list[tuple[str, int]]) -> list[UsageCost]:
-    guessed: dict[str, int] = {}
-    for currency, nanos in estimated:
-        guessed[currency] = guessed.get(currency, 0) + nanos
-    return [
-        UsageCost(currency, _amount(nanos), nanos, guess, guessed.get(currency, 0))
-        for currency, nanos, guess in costs_shown(reported, estimated)
-    ]
+def _costs(reported: dict[str, int], estimated: dict[str, int]) -> list[UsageCost]:
+    """The costs by currency (sorted): reported and estimated amounts of a currency added, marked ``estimated`` when
+    any of it is; never amounts of two currencies."""
+    if not estimated and len(reported) == 1:  # one currency, as the agent reported it
+        ((currency, nanos),) = reported.items()
+        return [UsageCost(currency, _amount(nanos), nanos)]
+    costs = []
+    for currency in sorted(reported.keys() | estimated.keys()):
+        guess = estimated.get(currency, 0)
+        nanos = reported.get(currency, 0) + guess
+        costs.append(UsageCost(currency, _amount(nanos), nanos, currency in estimated, guess))
+    return costs
 
 
 def _amount(nanos: int) -> str:
@@ -218,13 +226,13 @@ def _amount(nanos: int) -> str:
 
 
 def _total(lines: list[UsageLine]) -> UsageLine:
-    reported: list[tuple[str, int]] = []
-    estimated: list[tuple[str, int]] = []
+    reported: dict[str, int] = {}
+    estimated: dict[str, int] = {}
     for line in lines:
         for cost in line.costs:
-            reported.append((cost.currency, cost.nanos - cost.estimated_nanos))
-            if cost.estimated_nanos:
-                estimated.append((cost.currency, cost.estimated_nanos))
+            reported[cost.currency] = reported.get(cost.currency, 0) + cost.nanos - cost.estimated_nanos
+            if cost.estimated:
+                estimated[cost.currency] = estimated.get(cost.currency, 0) + cost.estimated_nanos
     fields: dict[str, Any] = {
         name: sum(getattr(line, name) for line in lines)
         for name in (
