@@ -95,17 +95,28 @@ def check_usage(usage: object, field: str = "usage") -> Usage | None:
     cost from 0 to ``MAX_COST_NANOS`` with a currency, names printable and at most ``MAX_NAME`` characters."""
     if usage is None:
         return None
-    if not isinstance(usage, Usage):
+    if type(usage) is not Usage:
         raise InvalidParams(f"{field} must be an events.Usage, not {type(usage).__name__}")
+    counts = _tokens(usage)
+    cost, currency, model = usage.cost_nanos, usage.currency, usage.model
+    if (  # every turn's check: the usual usage in one expression, the rules one by one only when it fails
+        all(type(count) is int and 0 <= count < MAX_TOKENS for count in counts)
+        and usage.context_used is None
+        and usage.context_size is None
+        and (cost is None or (type(cost) is int and 0 <= cost < MAX_COST_NANOS and currency is not None))
+        and (currency is None or (type(currency) is str and 0 < len(currency) <= MAX_NAME and currency.isprintable()))
+        and (model is None or (type(model) is str and 0 < len(model) <= MAX_NAME and model.isprintable()))
+    ):
+        return usage
     for name in TOKEN_FIELDS:
         _count(getattr(usage, name), f"{field}.{name}", MAX_TOKENS)
     for name in ("context_used", "context_size"):
         value = getattr(usage, name)
         if value is not None:
             _count(value, f"{field}.{name}", MAX_TOKENS)
-    if usage.cost_nanos is not None:
-        _count(usage.cost_nanos, f"{field}.cost_nanos", MAX_COST_NANOS)
-        if usage.currency is None:
+    if cost is not None:
+        _count(cost, f"{field}.cost_nanos", MAX_COST_NANOS)
+        if currency is None:
             raise InvalidParams(f"{field}.currency is needed with a cost (an ISO 4217 code such as 'USD')")
     for name in ("currency", "model"):
         value = getattr(usage, name)
@@ -135,16 +146,17 @@ def added(total: SessionUsage | None, usage: Usage) -> SessionUsage:
     """``total`` (None: nothing yet) with one turn's ``usage`` added: what the fold keeps."""
     total = _EMPTY if total is None else total
     costs, unpriced = total.costs, total.unpriced
+    counts = _tokens(usage)
     if usage.cost_nanos is not None:
-        costs = _merged(costs, (usage.currency or "", usage.cost_nanos))
-    elif any(_tokens(usage)):
-        unpriced = _merged(unpriced, (usage.model or "", *_tokens(usage)))
+        costs = _merged(costs, usage.currency or "", (usage.cost_nanos,))
+    elif any(counts):
+        unpriced = _merged(unpriced, usage.model or "", counts)
     return SessionUsage(
-        total.input_tokens + usage.input_tokens,
-        total.output_tokens + usage.output_tokens,
-        total.cached_read_tokens + usage.cached_read_tokens,
-        total.cached_write_tokens + usage.cached_write_tokens,
-        total.thought_tokens + usage.thought_tokens,
+        total.input_tokens + counts[0],
+        total.output_tokens + counts[1],
+        total.cached_read_tokens + counts[2],
+        total.cached_write_tokens + counts[3],
+        total.thought_tokens + counts[4],
         total.turns + 1,
         costs,
         unpriced,
@@ -154,14 +166,13 @@ def added(total: SessionUsage | None, usage: Usage) -> SessionUsage:
 _EMPTY: Final = SessionUsage()
 
 
-def _merged(entries: tuple[Any, ...], entry: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``entries`` (sorted by their first item) with ``entry``'s numbers added to the one of the same name."""
-    name = entry[0]
-    for n, (have, *values) in enumerate(entries):
-        if have == name:
-            summed = (name, *(a + b for a, b in zip(values, entry[1:], strict=True)))
+def _merged(entries: tuple[Any, ...], name: str, values: tuple[int, ...]) -> tuple[Any, ...]:
+    """``entries`` (each a name and numbers, sorted by name) with ``values`` added to the numbers of ``name``."""
+    for n, entry in enumerate(entries):
+        if entry[0] == name:
+            summed = (name, *map(int.__add__, entry[1:], values))
             return (*entries[:n], summed, *entries[n + 1 :])
-    return tuple(sorted((*entries, entry), key=lambda item: item[0]))
+    return tuple(sorted((*entries, (name, *values)), key=lambda item: item[0]))
 
 
 def fold_usage(totals: dict[UsageKey, list[int]], at: int, agent: str | None, cwd: str, usage: Usage) -> None:

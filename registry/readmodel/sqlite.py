@@ -254,7 +254,11 @@ class SqliteReadModel(ReadModel, StoredTables):
             )
             db.executemany(sql.UPSERT, folded.current)
             db.executemany(sql.INSERT_PAST, folded.past)
-            if folded.usage:
+            if len(folded.usage) == 1:  # a turn: one row in each (execute costs less than executemany of one)
+                ((day, agent, cwd, model, currency), sums) = next(iter(folded.usage.items()))
+                db.execute(_ADD_USAGE, (cwd, model, currency, agent, day, *sums))
+                db.execute(_ADD_DAYS, (day, model, currency, agent, *sums))
+            elif folded.usage:
                 db.executemany(_ADD_USAGE, usage_rows(folded.usage))
                 db.executemany(_ADD_DAYS, day_rows(folded.usage))
             if new_floor > floor:
