@@ -5,8 +5,8 @@ or of sessions. Two tables, each keyed for the questions it answers:
 * ``rm_usage`` - by cwd, model, currency, agent and day (in that key order): a ``--cwd`` is one range of the key,
   and totals by cwd are grouped in key order, without a sort;
 * ``rm_usage_days`` - the same summed over cwds, by day, model, currency and agent: totals by day, week or month
-  are grouped in key order, and by agent or model read a few rows a day (at 1,000,000 sessions over two years, 4,539 rows against ``rm_usage``'s
-  219,554).
+  are grouped in key order, and by agent or model read a few rows a day (a store's cwds outnumber its agents and
+  models many times over).
 
 The fold adds to both in the same transaction as the rest of the read model (``tables.fold_stretch`` collects what a
 stretch of the log adds; ``sqlite.py`` and ``postgres_fold.py`` write it), ``rebuild`` makes them again from the
