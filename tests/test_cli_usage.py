@@ -213,3 +213,18 @@ def test_the_price_file_in_the_docs_is_one_the_command_reads(run: Cli, store: Pa
     report = json.loads(result.stdout)
     assert report["prices"] == {"asOf": "2026-12-01", "currency": "USD", "source": str(prices)}
     assert report["total"]["costs"][0]["estimatedNanos"] == 10_200_000_000  # the shipped prices, as written there
+
+
+def test_a_long_report_is_drawn_as_the_general_table_draws_it() -> None:
+    """Hundreds of days are drawn without the general table's cell-by-cell layout, in the very same characters."""
+    from registry.cli.grid import Column, grid_lines  # noqa: PLC0415
+    from registry.cli.usage import _table  # noqa: PLC0415
+
+    columns = [Column("day (UTC)", ratio=1), Column("turns", right=True), Column("cost", right=True), Column("bar")]
+    rows = [
+        [f"2025-11-{day:02d}", f"{day * 7:,}", f"${day / 3:.2f} est.", "█" * (day % 5) + "▍"] for day in range(1, 29)
+    ]
+    rows.append(["total", "2,842", "$135.33 est.", ""])
+    for width in (120, 30):  # drawn here, and folded by the general table
+        expected = list(grid_lines(columns, rows, width, sections=frozenset({len(rows) - 2})))
+        assert list(_table(columns, rows, width)) == expected

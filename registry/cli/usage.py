@@ -25,6 +25,8 @@ from registry.usage_report import BY, UsageLine, UsageReport
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from registry.cli.grid import Column
+
 __all__ = ["UsageTable", "add_arguments", "compact", "run"]
 
 _HEADERS: Final = {
@@ -37,6 +39,7 @@ _HEADERS: Final = {
 }
 _BAR: Final = 24
 _EIGHTHS: Final = " ▏▎▍▌▋▊▉"
+_BLOCKS: Final = "█▏▎▍▌▋▊▉"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +111,7 @@ class UsageTable:
         return float(sum(cost.nanos for cost in line.costs if cost.currency == currency))
 
     def lines(self, width: int) -> Iterator[str]:
-        from registry.cli.grid import Column, grid_lines  # noqa: PLC0415
+        from registry.cli.grid import Column  # noqa: PLC0415
 
         report = self.report
         yield from self._heading()
@@ -142,7 +145,7 @@ class UsageTable:
             top = max((self._value(line, currency) for line in report.lines), default=0.0)
             for row, line in zip(rows, every, strict=True):
                 row.append("" if line is total else _bar(self._value(line, currency), top))
-        yield from grid_lines(columns, rows, width, sections=frozenset({len(report.lines) - 1}))
+        yield from _table(columns, rows, width)
         yield from self._notes(width)
 
     def _heading(self) -> Iterator[str]:
@@ -183,6 +186,53 @@ class UsageTable:
         for line in self.lines(options.max_width):
             yield Segment(line)
             yield Segment.line()
+
+
+def _table(columns: list[Column], rows: list[list[str]], width: int) -> Iterator[str]:
+    """The rows, the last one (the total) ruled off: drawn here when every cell is one line of ASCII (or a bar) and
+    the table fits the width - a report by day is hundreds of rows of dates and numbers, which the general table
+    (``registry.cli.grid``) measures and folds cell by cell - else by ``grid_lines``, in the same look."""
+    from registry.cli.grid import grid_lines  # noqa: PLC0415
+
+    widths = [len(column.header) for column in columns]
+    plain = True
+    for row in rows:
+        for n, cell in enumerate(row):
+            if "\n" in cell or not (cell.isascii() or not cell.strip(_BLOCKS)):  # bars: one cell a character
+                plain = False
+                break
+            widths[n] = max(widths[n], len(cell))
+        if not plain:
+            break
+    if not plain or sum(widths) + 3 * len(widths) + 1 > width:
+        yield from grid_lines(columns, rows, width, sections=frozenset({len(rows) - 2}))
+        return
+    rights = [column.right for column in columns]
+
+    def line(cells: list[str]) -> str:
+        parts = (
+            cell.rjust(w) if right else cell.ljust(w) for cell, w, right in zip(cells, widths, rights, strict=True)
+        )
+        return "│ " + " │ ".join(parts) + " │"
+
+    def rule(left: str, fill: str, cross: str, right: str) -> str:
+        return left + cross.join(fill * (w + 2) for w in widths) + right
+
+    yield rule("┏", "━", "┳", "┓")
+    yield (
+        "┃ "
+        + " ┃ ".join(
+            column.header.rjust(w) if column.right else column.header.ljust(w)
+            for column, w in zip(columns, widths, strict=True)
+        )
+        + " ┃"
+    )
+    yield rule("┡", "━", "╇", "┩")
+    for row in rows[:-1]:
+        yield line(row)
+    yield rule("├", "─", "┼", "┤")
+    yield line(rows[-1])
+    yield rule("└", "─", "┴", "┘")
 
 
 def _bar(value: float, top: float) -> str:
