@@ -211,7 +211,9 @@ class AppendFold:
     def known_part(self) -> KnownPart | None:
         """``fold_known``'s usual fold (a current row, maybe the past version it replaced) as a part of the append's
         own statement, behind the same guard as ``write_known``'s, written as a boolean the statement's writes are
-        gated on; None for a larger fold (``write_known`` then queues it)."""
+        gated on; None for a larger fold, or one with usage (``write_known`` then queues it: the daily totals'
+        upserts would make the statement longer than psycopg caches the parsing of, and parsing it on every turn
+        costs more than the two statements queued instead)."""
         assert self._known_writes is not None and self._pending is not None
         folded, floor, chain = self._known_writes
         if len(folded.current) > 1 or len(folded.past) > 1 or folded.usage:
