@@ -264,7 +264,9 @@ class AppendFold:
             totals: dict[UsageKey, list[int]] = {}
             fold_usage(totals, event.at, new.agent, new.cwd, event.usage)
             params |= usage_params(usage_rows(totals)[0])
-            writes = self._usage_sql.with_usage(writes, "FROM rm_at")  # a row only once the event is written
+            # In the one statement (a row only once the event is written): its parsing is not cached at this
+            # length, but reading first instead would cost a round trip with the append lock held.
+            writes = self._usage_sql.with_usage(writes, "FROM rm_at")
         return AtEnd(guard, writes, answer, params)
 
     def placed(self, position: int, answer: object) -> None:
