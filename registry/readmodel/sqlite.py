@@ -42,21 +42,12 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.readmodel.usage_tables import (
-    UsageGroup,
-    UsageQuery,
-    add_statement,
-    day_rows,
-    query_statement,
-    usage_rows,
-)
+from registry.readmodel.usage_tables import UsageGroup, UsageQuery, add_to_sqlite, query_statement
 
 __all__ = ["SqliteReadModel"]
 
 log = Logger(__name__)
 
-_ADD_USAGE: Final = add_statement("rm_usage", "sqlite")
-_ADD_DAYS: Final = add_statement("rm_usage_days", "sqlite")
 _IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 
 
@@ -254,13 +245,8 @@ class SqliteReadModel(ReadModel, StoredTables):
             )
             db.executemany(sql.UPSERT, folded.current)
             db.executemany(sql.INSERT_PAST, folded.past)
-            if len(folded.usage) == 1:  # a turn: one row in each (execute costs less than executemany of one)
-                ((day, agent, cwd, model, currency), sums) = next(iter(folded.usage.items()))
-                db.execute(_ADD_USAGE, (cwd, model, currency, agent, day, *sums))
-                db.execute(_ADD_DAYS, (day, model, currency, agent, *sums))
-            elif folded.usage:
-                db.executemany(_ADD_USAGE, usage_rows(folded.usage))
-                db.executemany(_ADD_DAYS, day_rows(folded.usage))
+            if folded.usage:
+                add_to_sqlite(db, folded.usage)
             if new_floor > floor:
                 db.execute(sql.PRUNE, (new_floor,))
             chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()

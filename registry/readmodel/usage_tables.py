@@ -25,6 +25,8 @@ from events.model import SessionCreated, SessionDeleted, SessionUpdated
 from registry.usage import UsageKey, fold_usage
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from registry.projection import Entry
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "UsageQuery",
     "UsageRow",
     "add_statement",
+    "add_to_sqlite",
     "day_rows",
     "grouped",
     "query_statement",
@@ -150,6 +153,21 @@ def add_statement(table: str, dialect: str, prefix: str = "") -> str:
     columns, key = _TABLES[table]
     marks = ", ".join(["?" if dialect == "sqlite" else "%s"] * len(columns))
     return f"INSERT INTO {prefix}{table} AS u ({', '.join(columns)}) VALUES ({marks}) {_conflict(key)}"
+
+
+_SQLITE_ADD: Final = (add_statement("rm_usage", "sqlite"), add_statement("rm_usage_days", "sqlite"))
+
+
+def add_to_sqlite(db: sqlite3.Connection, totals: Mapping[UsageKey, list[int]]) -> None:
+    """Add what a fold collected to both tables of a SQLite read model, in the fold's transaction."""
+    usage, days = _SQLITE_ADD
+    if len(totals) == 1:  # a turn: one row in each (an execute costs less than an executemany of one)
+        ((day, agent, cwd, model, currency), sums) = next(iter(totals.items()))
+        db.execute(usage, (cwd, model, currency, agent, day, *sums))
+        db.execute(days, (day, model, currency, agent, *sums))
+    else:
+        db.executemany(usage, usage_rows(totals))
+        db.executemany(days, day_rows(totals))
 
 
 def select_add(table: str, prefix: str, names: str, source: str) -> str:
