@@ -92,8 +92,18 @@ class ContentRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What one turn used, as its source reported it: tokens the turn added, the cost the agent reported for it
-    (``cost_nanos`` billionths of ``currency``; None: none reported), the model that answered, and the context
-    window as the turn left it (``context_used`` of ``context_size`` tokens). Totals are folded from these."""
+    (``cost_nanos`` billionths of ``currency``, an ISO 4217 code such as ``USD``; None: none reported), the model
+    that answered, and the context window as the turn left it (``context_used`` of ``context_size`` tokens).
+    Totals are folded from these (``registry.usage``), so each figure is what this turn added, never a running
+    total.
+
+    The five token counts are disjoint - each token is in one of them, and their sum is the turn's total:
+    ``input_tokens`` is the prompt's tokens neither read from nor written to a cache (a source whose input count
+    includes its cache reads, such as OpenAI's ``prompt_tokens`` or Gemini's ``promptTokenCount``, has them taken
+    out), ``cached_read_tokens`` and ``cached_write_tokens`` the prompt's tokens read from and written to a cache,
+    ``output_tokens`` the answer's tokens but the reasoning a source counts apart (``thought_tokens``; a source that
+    counts reasoning inside its output, as Anthropic's does, leaves ``thought_tokens`` 0). A price table then
+    prices each count once (``registry.prices``)."""
 
     input_tokens: int = 0
     output_tokens: int = 0

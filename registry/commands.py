@@ -29,6 +29,7 @@ from registry.limits import (
 )
 from registry.model import ARCHIVED_FILTERS, ListFilter, SessionState, parse_time, title_replaces
 from registry.paths import normalise_cwd
+from registry.usage import check_usage
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",
@@ -314,6 +315,7 @@ def check_event(event: events.Event, field: str = "event") -> events.Event:
             check_time(event.at, f"{field}.at")
             check_messages(event.messages)
             check_payload(event.payload)
+            check_usage(event.usage, f"{field}.usage")
         case events.SessionInfoChanged():
             if isinstance(event.title, str):
                 check_title(event.title, f"{field}.title")

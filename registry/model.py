@@ -25,6 +25,7 @@ from msgspec import UNSET, UnsetType
 from events.model import ForkRef, TitleSource
 from registry.agents import IMPORTED
 from registry.errors import InvalidParams
+from registry.usage import SessionUsage, meta_value
 
 __all__ = [
     "ARCHIVED_FILTERS",
@@ -39,6 +40,7 @@ __all__ = [
     "META_QUERY",
     "META_SNIPPETS",
     "META_TITLE_SOURCE",
+    "META_USAGE",
     "SHOWN_IN_META",
     "STATE_VERSION",
     "UNDATED_RANK",
@@ -79,6 +81,9 @@ META_AGENT_MESSAGES: Final = f"{META_NAMESPACE}/agentMessageCount"
 """The agent's own message count as an import last read it from its files (``registry.importers``), which can
 shrink (a rewind) while ``messageCount`` only grows; a live turn that saw it move was maybe counted by that import
 (``SessionRegistry.record_turn``)."""
+META_USAGE: Final = f"{META_NAMESPACE}/usage"
+"""What the session used so far, where any turn reported it: tokens, costs by currency (estimates marked) and the
+last model and context window (``registry.usage.meta_value``)."""
 
 IMPORTED_AGENTS: Final = frozenset(IMPORTED)
 """The agent names of the importers (``registry.agents.IMPORTED``): a session whose creation records no agent but whose
@@ -90,7 +95,7 @@ ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = typing.get_args(Archived)
 """``session/list``'s ``archived`` values (omitted and null are ``exclude``): the CLI's choices, the one check
 (``commands.list_filter``) and its refusal all read them here."""
 
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 """Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read
 model's version and the snapshot format add it to their own revision, so both move with it: states stored in an
 older shape are rebuilt from the log, never decoded into the new one."""
@@ -123,6 +128,8 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     archived: bool = False
     agent: str | None = None
     parent: ForkRef | None = None
+    usage: SessionUsage | None = None
+    """What the session's turns used, summed (None: no turn reported usage)."""
     position: int = 0
     """The last event that touched it (0: a state not in the log yet)."""
 
@@ -165,6 +172,11 @@ def _shown_parent(state: SessionState) -> dict[str, Any] | None:
     return None if parent is None else {"sessionId": parent.session_id, "position": parent.position}
 
 
+def _shown_usage(state: SessionState) -> dict[str, Any] | None:
+    usage = state.usage
+    return None if usage is None else meta_value(usage)
+
+
 SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
     # The title's source is shown only beside a title: another title under the same source shows the same.
     MetaField(META_TITLE_SOURCE, ("title_source", "title"), _shown_source, follows=False),
@@ -172,6 +184,7 @@ SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
     MetaField(META_ARCHIVED, ("archived",)),  # true, or absent
     MetaField(META_AGENT, ("agent",)),
     MetaField(META_PARENT, ("parent",), _shown_parent),
+    MetaField(META_USAGE, ("usage",), _shown_usage),
 )
 """The one declaration of which state fields ``_meta`` shows, added over the session's own object: ``visible_meta``
 builds the object from it and ``meta_changed`` (what ``registry.diffs`` sends a ``_meta`` update on) compares by

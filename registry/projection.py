@@ -27,6 +27,7 @@ from msgspec.structs import replace
 import events
 from registry.agents import META_RETIRED, Retired
 from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
+from registry.usage import added
 
 if TYPE_CHECKING:
     from sortedcontainers import SortedList
@@ -94,6 +95,15 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         return None
     match event:  # every other kind, named: mypy fails here on a kind added to ``events.Event`` without a case
         case events.SessionUpdated():
+            if event.usage is not None:  # a turn that reported what it used: the session's totals move with it
+                return replace(
+                    state,
+                    updated_at=event.at,
+                    messages=state.messages + event.messages,
+                    usage=added(state.usage, event.usage),
+                    version=record.version,
+                    position=record.position,
+                )
             return replace(
                 state,
                 updated_at=event.at,

@@ -73,6 +73,7 @@ from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.usage import check_usage
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
@@ -80,8 +81,10 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 
     from registry.changes import StreamOptions
     from registry.diffs import ListChange, SessionNotification
+    from registry.prices import PriceTable
     from registry.search.hits import Searcher, SearchPage
     from registry.transcripts import Transcript
+    from registry.usage_report import UsageReport
 
 __all__ = ["RegistryOptions", "SessionRegistry"]
 
@@ -249,6 +252,7 @@ class SessionRegistry:
         ``registry.conversation.prepare`` makes it (bounded, readable, secrets masked unless ``keep_secrets``),
         beside the log, where ``delete`` erases it; ``transcript`` reads it back and ``search`` finds it."""
         when = check_time(self._clock() if at is None else at, "at")
+        usage = check_usage(usage)
         kept = prepare(_messages(messages, when), keep_secrets=self.keep_secrets)
         added = counted(kept) if count is None else check_messages(count)
         ref = content_ref(kept) if kept else None
@@ -280,6 +284,7 @@ class SessionRegistry:
         (``registry.conversation.unseen``)."""
         check_messages(messages)
         when = check_time(self._clock() if at is None else at, "at")
+        usage = check_usage(usage)
         kept = prepare(_messages(conversation, when), keep_secrets=self.keep_secrets)
         box: list[Sequence[Message] | None] = [kept or None]  # the messages the event keeps, as decided
 
@@ -534,6 +539,34 @@ class SessionRegistry:
             meta[META_SNIPPETS] = [{"role": s.role, "text": s.text} for s in hit.snippets]
             sessions.append(msgspec.structs.replace(info, meta=meta))
         return ListSessionsResult(sessions, UNSET if page.next_cursor is None else page.next_cursor)
+
+    def usage(
+        self,
+        *,
+        by: str = "day",
+        since: Any = None,
+        until: Any = None,
+        agent: str | None = None,
+        cwd: str | None = None,
+        prices: PriceTable | None = None,
+    ) -> UsageReport:
+        """What the sessions' turns used, totalled ``by`` day, week, month, agent, cwd or model, from the UTC day
+        ``since`` to the UTC day ``until`` (both included; a date, ``YYYY-MM-DD``, or a time - epoch ns, an aware
+        datetime, RFC 3339 - standing for its day), of one ``agent`` and one ``cwd`` (absolute): tokens, and costs
+        per currency - as the agents reported them, else estimated with ``prices`` (default: the user's price file
+        over the shipped table, ``registry.prices``) and marked so. Deleted and archived sessions count: what was
+        spent, was spent. From the read model's daily totals, caught up first: no scan of the log."""
+        from registry.prices import current  # noqa: PLC0415 - usage loads only where it is asked for
+        from registry.usage_report import day_bound, query_of, report  # noqa: PLC0415
+
+        first, last = day_bound(since, "since"), day_bound(until, "until")
+        name = None if agent is None else known_name(agent)
+        where = None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks)
+        query = query_of(by, first, last, name, where)
+        self._read_model.catch_up()
+        groups = self._read_model.usage(query)
+        table = current() if prices is None else prices
+        return report(groups, by=by, prices=table, since=first, until=last, agent=name, cwd=where)
 
     def __len__(self) -> int:
         """Live sessions."""

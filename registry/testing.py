@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from events.factory import open_store
-from events.model import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
+from events.model import SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated, Usage
 from events.store import NO_STREAM, EventStore
 from events.testing import fake_clock
 from registry.backend import Backend
@@ -31,8 +31,10 @@ from registry.model import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.readmodel.usage_tables import GROUPS, UsageQuery, UsageRow, day_rows, grouped, usage_rows
+from registry.usage import DAY_NS, UsageKey, fold_usage
 
-__all__ = ["ReadModelContract", "reference_fold", "walk"]
+__all__ = ["ReadModelContract", "reference_fold", "reference_usage", "walk"]
 
 
 def reference_fold(store: EventStore, until: int | None = None) -> Projection:
@@ -41,6 +43,59 @@ def reference_fold(store: EventStore, until: int | None = None) -> Projection:
     for entry in store.scan(0, until=store.head() if until is None else until):
         projection.apply(entry)
     return projection
+
+
+def reference_usage(store: EventStore) -> list[UsageRow]:
+    """The daily usage totals of the whole log, folded from position 0 by the reference fold (a turn counts where
+    the fold applied it)."""
+    projection = Projection(window=0)
+    totals: dict[UsageKey, list[int]] = {}
+    for entry in store.scan(0, until=store.head()):
+        change = projection.apply(entry)
+        event = entry.event
+        if change is not None and isinstance(event, SessionUpdated) and event.usage is not None:
+            fold_usage(totals, event.at, change.after.agent, change.after.cwd, event.usage)
+    return usage_rows(totals)
+
+
+def _totals(rows: list[UsageRow]) -> dict[UsageKey, list[int]]:
+    return {(row.day, row.agent, row.cwd, row.model, row.currency): list(row[5:]) for row in rows}
+
+
+_USAGE_QUERIES = [
+    *(UsageQuery(by) for by in GROUPS),
+    UsageQuery("day", since=20_001, until=20_001),
+    UsageQuery("model", agent="codex"),
+    UsageQuery("agent", cwd="/work/1", since=20_001),
+    UsageQuery("day", cwd="/work/0", agent="codex"),
+    UsageQuery("cwd", until=20_001),
+]
+
+
+def _turn(n: int, day: int, **usage: object) -> SessionUpdated:
+    return SessionUpdated(at=day * DAY_NS + 3_600_000_000_000 + n, messages=2, usage=Usage(**usage))  # type: ignore[arg-type]
+
+
+def _usage_turns(store: EventStore, prefix: str) -> None:
+    """Turns with usage over three days, two agents, two cwds, models, reported costs in two currencies and none;
+    lone appends and batches (one turn, and turns of two days at once); usage after a deletion and before a
+    creation (ignored by the fold)."""
+    for n, agent in enumerate(("codex", "claude-code", None)):
+        store.append(f"{prefix}{n}", [SessionCreated(cwd=f"/work/{n % 2}", at=20_000 * DAY_NS, agent=agent)], NO_STREAM)
+    store.append(f"{prefix}0", [_turn(1, 20_000, input_tokens=100, output_tokens=10, model="gpt-5")], 1)
+    store.append(f"{prefix}0", [_turn(2, 20_001, input_tokens=7, cost_nanos=5, currency="USD", model="gpt-5")], 2)
+    store.append(
+        f"{prefix}1",
+        [
+            _turn(3, 20_001, input_tokens=1, cached_read_tokens=900, model="claude-sonnet-4-5"),
+            _turn(4, 20_002, output_tokens=3, thought_tokens=2, cost_nanos=40, currency="EUR"),
+        ],
+        1,
+    )
+    store.append(f"{prefix}1", [_turn(5, 20_002, cached_write_tokens=11, context_used=5, context_size=9)], 3)
+    store.append(f"{prefix}2", [_turn(6, 20_001, input_tokens=2, output_tokens=2, model="gpt-5")], 1)
+    store.append(f"{prefix}2", [SessionDeleted(), _turn(7, 20_002, input_tokens=1_000)], 2)
+    store.append(f"{prefix}orphan", [_turn(8, 20_001, input_tokens=5)], NO_STREAM)
 
 
 def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -> list[str]:
@@ -155,6 +210,31 @@ class ReadModelContract:
             other.close()
             first.close()
 
+    def test_usage_totals_equal_the_fold_of_the_log(self, store_url: str, store: EventStore) -> None:
+        _usage_turns(store, "early")  # before the read model: folded by its build
+        with self.open_model(store) as model:
+            _usage_turns(store, "live")  # with it open: folded in the appends' own transactions
+            other = open_store(store_url, clock=fake_clock())
+            try:
+                _usage_turns(other, "other")  # by a store without it: folded by a catch-up
+            finally:
+                other.close()
+            model.catch_up()
+            rows = reference_usage(store)
+            # Six turns a prefix count (the one after a deletion and the one before a creation do not), in six rows
+            # (memory:// is one log per open: the other store's turns are not in this one)
+            prefixes = 3 if store.read_stream("other0") else 2
+            assert (len(rows), sum(row.turns for row in rows)) == (6, 6 * prefixes)
+            assert {row.currency for row in rows} == {"", "USD", "EUR"}
+            for query in _USAGE_QUERIES:
+                assert model.usage(query) == grouped(rows, query), query
+            if model.tables is not None:
+                assert sorted(model.tables.stored("rm_usage")) == sorted(rows)
+                assert sorted(model.tables.stored("rm_usage_days")) == day_rows(_totals(rows))
+            model.rebuild()
+            for query in _USAGE_QUERIES:
+                assert model.usage(query) == grouped(rows, query), query
+
     def test_fresh_tables_have_the_declared_schema(self, store: EventStore) -> None:
         with self.open_model(store) as model:
             assert (model.tables is not None) is self.tables
@@ -166,6 +246,7 @@ class ReadModelContract:
             ("DROP INDEX rm_sessions_cwd", "index rm_sessions_cwd is missing"),
             ("DROP INDEX rm_sessions_order", "index rm_sessions_order is missing"),
             ("DROP TABLE rm_past", "table rm_past is missing"),
+            ("DROP TABLE rm_usage", "table rm_usage is missing"),
             ("DELETE FROM rm_meta WHERE key = 'checkpoint'", "rm_meta has no checkpoint row"),
             ("ALTER TABLE rm_sessions ADD COLUMN extra INTEGER", "column rm_sessions.extra is not one this version"),
             ("ALTER TABLE rm_past RENAME TO rm_past_old", "table rm_past is missing"),

@@ -319,3 +319,27 @@ def test_the_lock_ceiling_measures_every_way_of_appending(postgres_server: str) 
         assert sorted(by_count) == [1, 2]
         assert by_count[1]["vs_one"] == 1.0
         assert all(f["ops_per_s"] > 0 and f["cpu_us_per_op"] > 0 for f in by_count.values())
+
+
+def test_the_usage_benchmark_twins_differ_by_usage_alone_and_its_store_totals_them(tmp_path: Path) -> None:
+    from benchmarks.usage import build, with_agents  # noqa: PLC0415
+    from registry import SessionRegistry  # noqa: PLC0415
+
+    with_usage = list(with_agents(iter_histories(200, seed=5), 5, usage=True))
+    without = list(with_agents(iter_histories(200, seed=5), 5, usage=False))
+    stripped = [
+        (sid, [msgspec.structs.replace(e, usage=None) if isinstance(e, SessionUpdated) else e for e in events])
+        for sid, events in with_usage
+    ]
+    assert stripped == without
+    turns = [e.usage for _, events in with_usage for e in events if isinstance(e, SessionUpdated)]
+    assert all(usage is not None for usage in turns)
+    live_turns = sum(
+        isinstance(e, SessionUpdated) for _, events in with_usage for e in events
+    )  # a turn after a deletion would not count: the generator deletes last
+    path = build(tmp_path / "usage.db", 200, usage=True, seed=5)
+    with SessionRegistry.open(f"sqlite://{path}") as registry:
+        report = registry.usage(by="agent")
+    assert report.total.turns == live_turns
+    assert report.total.input_tokens == sum(usage.input_tokens for usage in turns if usage is not None)
+    assert {line.key for line in report.lines} == {"claude-code", "codex", "gemini", "opencode"}

@@ -19,6 +19,7 @@ from msgspec import UNSET
 
 import events
 from events import MemoryStore
+from events.model import Usage
 from registry import SessionRegistry, SessionState
 from registry.model import META_CONSISTENCY, Archived, ListFilter, ListSessionsResult
 from registry.projection import Projection
@@ -27,6 +28,18 @@ SESSIONS = [*(f"s{n}" for n in range(5)), "codex:s5"]  # an importer's prefix: t
 AGENTS = ["codex", "claude-code"]
 CWDS = ["/a", "/b", "/a/x"]
 TIMES = st.integers(min_value=0, max_value=6).map(lambda n: n * 1_000_000_000)
+
+USAGE = st.one_of(  # a turn's usage: tokens of a model (estimated), or a cost reported in one of two currencies
+    st.builds(
+        Usage, input_tokens=st.integers(0, 9), output_tokens=st.integers(0, 9), model=st.sampled_from(["gpt-5", "m"])
+    ),
+    st.builds(
+        Usage,
+        cached_read_tokens=st.integers(0, 9),
+        cost_nanos=st.integers(0, 9),
+        currency=st.sampled_from(["USD", "EUR"]),
+    ),
+)
 
 events_strategy: st.SearchStrategy[events.Event] = st.one_of(
     st.builds(
@@ -42,6 +55,7 @@ events_strategy: st.SearchStrategy[events.Event] = st.one_of(
     st.builds(events.SessionArchived),
     st.builds(events.SessionUnarchived),
     st.builds(events.SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
+    st.builds(events.SessionUpdated, at=TIMES, messages=st.integers(0, 3), usage=USAGE),
     st.builds(
         events.SessionInfoChanged,
         title=st.just(UNSET) | st.none() | st.sampled_from(["first", "renamed"]),

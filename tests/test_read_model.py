@@ -30,6 +30,7 @@ from registry.projection import Projection
 from registry.readmodel import PAST_WINDOW, ReadModel
 from registry.readmodel.check import check_read_model
 from registry.readmodel.guard import open_read_model
+from registry.readmodel.usage_tables import GROUPS, UsageQuery
 from tests.test_projection_properties import history
 
 FEW = settings(
@@ -107,6 +108,8 @@ def test_the_tables_equal_the_reference_fold_and_the_replay(
         for cwd in (None, "/a", "/nowhere"):
             assert tables.archived_count(cwd) == reference.archived_count(cwd)
         assert check_read_model(backend_for(store), tables).mismatches == []
+        for by in GROUPS:  # the daily usage totals, as the in-memory fold of the log has them
+            assert tables.usage(UsageQuery(by)) == reference.usage(UsageQuery(by)), by
 
         floor = tables.window_floor()
         for position in sorted(set(checkpoints)):

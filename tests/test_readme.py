@@ -99,6 +99,7 @@ RUNNERS: dict[str, Callable[[Block], bool]] = {
         b.language == "sh" and b.text.startswith("acp-registry import-agents")
     ),
     "serve in Zed": lambda b: b.language == "json" and '"serve"' in b.text,
+    "price file (test_cli_usage.py)": lambda b: b.language == "toml" and "[models." in b.text,
     "proxy in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and '"proxy"' in b.text,
     "chain in Zed (test_real_agents_readme.py)": lambda b: b.language == "jsonc" and "conductor_chain.mjs" in b.text,
     "chain set up (test_real_agents_readme.py, make test-agents)": lambda b: (
@@ -236,6 +237,27 @@ def test_the_first_screen_gets_a_newcomer_through_the_proxy_to_acp_registry_list
     )
     assert after.returncode == 0, after.stderr
     assert "Fix the login bug" in after.stdout and f"acp-session-registry:{session}" in after.stdout
+    search_line, transcript_line, usage_line = commands[4:7]
+    assert search_line.startswith("acp-registry search ") and transcript_line.startswith("acp-registry transcript ")
+    assert usage_line == "acp-registry usage"
+
+    def run(line: str) -> str:
+        done = subprocess.run(
+            ["bash", "-c", f". .venv/bin/activate && {line}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, (line, done.stderr)
+        return done.stdout
+
+    found = run(search_line)  # the words of the prompt pasted above, as the proxy recorded them
+    assert found.startswith(f"{session}  acp-session-registry") and "**login** **bug**" in found, found
+    said = run(transcript_line.replace("SESSION_ID", session))
+    assert "Fix the login bug" in said, said
+    assert run(usage_line).startswith("usage by day: 0 days, all days (UTC), every agent and cwd\nno usage recorded")
 
 
 def test_the_make_targets_the_pages_name_exist() -> None:

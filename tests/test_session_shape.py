@@ -23,6 +23,7 @@ import msgspec
 import pytest
 
 import events
+from events.model import Usage
 from registry.diffs import Updated, diff, shown
 from registry.model import (
     SHOWN_IN_META,
@@ -36,6 +37,7 @@ from registry.model import (
 from registry.projection import Change, fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
+from registry.usage import SessionUsage
 
 PINNED: list[tuple[str, int, int, int]] = [
     # (fingerprint of SessionState's fields, STATE_VERSION, READ_MODEL_VERSION, snapshot _FORMAT), oldest first
@@ -46,6 +48,8 @@ PINNED: list[tuple[str, int, int, int]] = [
     # position last (a stored state's last eight bytes, which the server writes); read model 10: the seal first,
     # 11: rm_meta counts the archived live sessions
     ("7551a0ee7d1b6cdb", 3, 11, 5),
+    # usage (what the session's turns used, summed); read model 13: the daily usage totals (rm_usage) too
+    ("570962ebf90bff8a", 4, 13, 6),
 ]
 
 
@@ -97,6 +101,7 @@ BASE = SessionState(
     archived=False,
     agent="codex",
     parent=events.ForkRef(session_id="s0", position=2),
+    usage=SessionUsage(100, 20, turns=1, unpriced=(("gpt-5", 100, 20, 0, 0, 0),)),
     position=9,
 )
 
@@ -116,6 +121,7 @@ OTHER_VALUES: dict[str, Any] = {
     "archived": True,
     "agent": "gemini",
     "parent": None,
+    "usage": SessionUsage(150, 30, turns=2, costs=(("USD", 5_000_000),), unpriced=(("gpt-5", 100, 20, 0, 0, 0),)),
 }
 
 
@@ -191,6 +197,7 @@ def test_a_change_is_diffed_once_per_view() -> None:
 
 EVENTS = [
     events.SessionUpdated(at=7_000_000, messages=2),
+    events.SessionUpdated(at=7_000_000, messages=2, usage=Usage(input_tokens=9, output_tokens=1, model="o3")),
     events.SessionInfoChanged(title="t2", title_source=events.TitleSource.USER),
     events.SessionInfoChanged(meta={"z": 1}),
     events.SessionArchived(),
@@ -199,6 +206,7 @@ EVENTS = [
 ]
 TOUCHES = [
     {"updated_at", "messages"},
+    {"updated_at", "messages", "usage"},
     {"title", "title_source"},
     {"meta"},
     {"archived"},

@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
+    "usage": ("registry.cli.usage", "what the sessions used and cost: totals by day, week, month, agent, cwd, model"),
     "stats": ("registry.cli.stats", "events, sessions, cwds, log size, head position, read model"),
     "verify": ("registry.cli.verify", "check the log, its read model and kept snapshots; exit 1 on a problem"),
     "rebuild": ("registry.cli.rebuild", "fold the read model again from the whole log (derived: nothing is lost)"),

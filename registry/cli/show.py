@@ -8,15 +8,25 @@ prefix of either.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Final
 
+from events.model import SessionUpdated, Usage
 from registry.cli.errors import InputError
 from registry.cli.ids import resolve_session
 from registry.cli.stores import locate, open_registry
-from registry.cli.tables import SessionTable
-from registry.cli.terminal import stdout_console, write_json
-from registry.model import SessionInfo, session_info
+from registry.cli.tables import SessionTable, short_time
+from registry.cli.terminal import printable, stdout_console, write_json
+from registry.model import SessionInfo, format_time, session_info
+from registry.usage import turn_usage_text
 
-__all__ = ["add_arguments", "run"]
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+    from events.store import EventStore
+
+__all__ = ["TurnsUsage", "add_arguments", "run", "turns_with_usage"]
+
+_SHOWN: Final = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +47,42 @@ def run(args: argparse.Namespace) -> int:
             )
         info: SessionInfo = session_info(state, additional_directories=registry.additional_directories)
         forks = [] if args.json else registry.forks(session_id)
+        turns = [] if args.json or state.usage is None else turns_with_usage(registry.store, session_id)
     if args.json:
         write_json(info)
-    else:
-        stdout_console().print(SessionTable(info, state, forks))
+        return 0
+    console = stdout_console()
+    console.print(SessionTable(info, state, forks))
+    if turns:
+        console.print(TurnsUsage(turns), soft_wrap=True)
     return 0
+
+
+def turns_with_usage(store: EventStore, session_id: str) -> list[tuple[int, int, Usage]]:
+    """The session's own turns that reported usage: (position, time, usage), in order."""
+    return [
+        (record.position, record.event.at, record.event.usage)
+        for record in store.read_stream(session_id)
+        if isinstance(record.event, SessionUpdated) and record.event.usage is not None
+    ]
+
+
+class TurnsUsage:
+    """``show``'s usage by turn: a line a turn - its position, time and usage (``registry.usage.turn_usage_text``),
+    the most recent ``_SHOWN`` of them."""
+
+    def __init__(self, turns: list[tuple[int, int, Usage]]) -> None:
+        self.turns = turns
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text  # noqa: PLC0415
+
+        shown = self.turns[-_SHOWN:]
+        earlier = len(self.turns) - len(shown)
+        yield Text(f"usage by turn ({len(self.turns):,})", style="bold")
+        if earlier:
+            yield Text(f"  ... {earlier:,} earlier turns (acp-registry history shows every one)", style="dim")
+        for position, at, usage in shown:
+            line = Text(f"  #{position}  {short_time(format_time(at))}  ", style="dim")
+            line.append(printable(turn_usage_text(usage)))
+            yield line

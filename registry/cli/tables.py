@@ -33,6 +33,7 @@ from events.model import RecordedEvent, SessionCreated, TitleSource
 from registry.agents import native_id
 from registry.cli.terminal import printable
 from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
+from registry.usage import total_usage_text
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -181,6 +182,7 @@ class SessionTable:
                 ", ".join(f"{fork.session_id} (as of {fork.parent.position})" for fork in self.forks if fork.parent)
                 or None,
             ),
+            ("usage", None if state.usage is None else total_usage_text(state.usage)),
             ("_meta", None if not meta else meta_text(meta, cell) if meta_fits(meta, cell) else "(below)"),
             ("version", f"{state.version} (last event at position {state.position})"),
         ]

@@ -21,6 +21,7 @@ import events
 from registry.cli.terminal import printable
 from registry.diffs import Added, ListChange, Removed, Updated, encode_session_update
 from registry.model import SessionInfo, SessionState, format_time
+from registry.usage import turn_usage_text
 
 __all__ = [
     "METHOD_SESSION_ADDED",
@@ -140,6 +141,8 @@ def describe_event(
                 parts.append(f"+{event.messages} message{'s' if event.messages != 1 else ''}")
             if event.payload is not None:
                 parts.append("with a payload")
+            if event.usage is not None:
+                parts.append(f"used {turn_usage_text(event.usage)}")
         case events.SessionInfoChanged():
             parts.extend(_info_changes(event, before, with_meta=with_meta))
         case events.SessionDeleted():

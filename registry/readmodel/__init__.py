@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from registry.errors import ReadModelFault
 from registry.model import ListFilter, SessionState, sort_key
 from registry.projection import Page
+
+if TYPE_CHECKING:
+    from registry.readmodel.usage_tables import UsageGroup, UsageQuery
 
 __all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "StoredTables"]
 
@@ -125,6 +128,11 @@ class ReadModel(abc.ABC):
     @abc.abstractmethod
     def archived_count(self, cwd: str | None = None) -> int:
         """Live archived sessions at the checkpoint (in ``cwd``): counted from the ``archived`` index's range."""
+
+    @abc.abstractmethod
+    def usage(self, query: UsageQuery) -> list[UsageGroup]:
+        """The daily usage totals at the checkpoint that ``query`` selects, summed by its group, model and currency
+        (``usage_tables``: the tables' ``rm_usage``, or the log folded in memory), in group order."""
 
     @abc.abstractmethod
     def states(self) -> Iterator[SessionState]:

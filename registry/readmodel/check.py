@@ -10,7 +10,7 @@ checkpoint it then compares everything derived, as stored:
 * the checkpoint (within the log, with the log's chain link there), the floor, the live count and how many of
   those are archived;
 * every column of every ``rm_sessions`` row and every ``rm_past`` row with its position range
-  (``tables.current_row`` / ``past_row``: the rows the fold writes);
+  (``tables.current_row`` / ``past_row``: the rows the fold writes), and every daily usage total in ``rm_usage``;
 * the list as ``session/list`` reads it, page by page, as of the checkpoint and of earlier positions within the
   window, for every cwd and for none.
 
@@ -25,12 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
+from events.model import SessionUpdated
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
+from registry.readmodel.usage_tables import DAYS_KEY, day_rows, usage_rows
+from registry.readmodel.usage_tables import KEY as USAGE_KEY
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
+from registry.usage import UsageKey, fold_usage
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -62,6 +66,8 @@ class _Reference(NamedTuple):
     past: dict[tuple[str, int], PastRow]
     lists: dict[int, dict[str | None, list[str]]]
     """The list (all cwds: None; each cwd) at a few positions within the window."""
+    usage: dict[UsageKey, list[int]]
+    """The daily usage totals (``rm_usage``) at the checkpoint."""
 
 
 def check_read_model(
@@ -114,6 +120,7 @@ def check_read_model(
         problems += _check_meta(stored, meta, checkpoint, floor, counts)
         problems += [Mismatch(checkpoint, None, f"the database finds: {line}") for line in stored.storage_problems()]
         problems += _check_rows(stored, checkpoint, expected, reference.past, seal)
+        problems += _check_usage(stored, checkpoint, reference.usage)
     elif not tables:
         problems += _check_states(read_model, checkpoint, expected)
     if not problems:  # the rows agree (or there are none): the answers must too, walked as a client walks them
@@ -155,12 +162,16 @@ def _fold(
     span = checkpoint - floor
     walk_at = sorted({checkpoint - span * k // _WALKS for k in range(1, _WALKS)} - {checkpoint}) if span > 1 else []
     lists: dict[int, dict[str | None, list[str]]] = {}
+    usage: dict[UsageKey, list[int]] = {}
     with paused_gc():
         for stop, path in [*sorted(kept), (checkpoint, None)]:
             for count, entry in enumerate(store.scan(reference.position, until=stop)):
                 while walk_at and entry.position > walk_at[0]:
                     lists[walk_at.pop(0)] = _lists(reference.sessions())
                 change = reference.apply(entry)
+                event = entry.event
+                if change is not None and type(event) is SessionUpdated and event.usage is not None:
+                    fold_usage(usage, event.at, change.after.agent, change.after.cwd, event.usage)
                 if seal is not None and change is not None and change.before is not None and change.position > floor:
                     past[(entry.session_id, change.before.position)] = past_row(change.before, change.position, seal)
                 if report is not None and count % 4096 == 0:
@@ -170,7 +181,7 @@ def _fold(
     for position in walk_at:
         lists[position] = _lists(reference.sessions())
     lists[checkpoint] = _lists(reference.sessions())
-    return _Reference(reference, past, lists)
+    return _Reference(reference, past, lists, usage)
 
 
 def _lists(states: Iterable[SessionState]) -> dict[str | None, list[str]]:
@@ -255,6 +266,45 @@ def _check_rows(
             )
         )
     return problems
+
+
+def _check_usage(stored: StoredTables, checkpoint: int, usage: dict[UsageKey, list[int]]) -> list[Mismatch]:
+    """Every row of ``rm_usage`` and ``rm_usage_days`` against the daily totals folded from the log (a row the log
+    does not make, one it makes that is missing, a sum that differs)."""
+    problems: list[Mismatch] = []
+    expected_rows: list[tuple[str, list[Any], tuple[str, ...]]] = [
+        ("rm_usage", list(usage_rows(usage)), USAGE_KEY),
+        ("rm_usage_days", list(day_rows(usage)), DAYS_KEY),
+    ]
+    for table, rows, key_names in expected_rows:
+        fields = rows[0]._fields if rows else ()
+        expected = {tuple(row[: len(key_names)]): row for row in rows}
+        seen = set()
+        for row in stored.stored(table):
+            key = tuple(row[: len(key_names)])
+            seen.add(key)
+            want = expected.get(key)
+            where = _usage_row(table, key_names, key)
+            if want is None:
+                problems.append(Mismatch(checkpoint, None, f"{where} holds totals of turns the log lacks"))
+                continue
+            for name, have, value in zip(fields, row, want, strict=True):
+                if have != value:
+                    problems.append(Mismatch(checkpoint, None, f"{where}: {name} is {have!r}, the log says {value!r}"))
+        for key in sorted(expected.keys() - seen):
+            problems.append(Mismatch(checkpoint, None, f"{table} lacks the {_usage_row(table, key_names, key)}"))
+    return problems
+
+
+def _usage_row(table: str, names: tuple[str, ...], key: tuple[Any, ...]) -> str:
+    """A daily total's key for people: ``rm_usage row (cwd /w, model m, currency -, agent codex, day 2026-12-07)``."""
+    import datetime as dt  # noqa: PLC0415
+
+    shown = [
+        f"{name} {(dt.date(1970, 1, 1) + dt.timedelta(days=int(value))).isoformat() if name == 'day' else value or '-'}"
+        for name, value in zip(names, key, strict=True)
+    ]
+    return f"{table} row ({', '.join(shown)})"
 
 
 def _check_states(read_model: ReadModel, checkpoint: int, expected: dict[str, SessionState]) -> list[Mismatch]:

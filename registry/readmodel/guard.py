@@ -24,7 +24,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from events.errors import CorruptEventError, StoreClosedError, StoreError
 from events.logger import Logger
@@ -33,6 +33,9 @@ from registry.model import ListFilter, SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import LogShorter, record_log_shorter
+
+if TYPE_CHECKING:
+    from registry.readmodel.usage_tables import UsageGroup, UsageQuery
 
 __all__ = ["GuardedReadModel", "as_they_are", "fault_of", "open_read_model"]
 
@@ -232,6 +235,9 @@ class GuardedReadModel(ReadModel):
 
     def archived_count(self, cwd: str | None = None) -> int:
         return self._serve(lambda m: m.archived_count(cwd))
+
+    def usage(self, query: UsageQuery) -> list[UsageGroup]:
+        return self._serve(lambda m: m.usage(query))
 
     def states(self) -> Iterator[SessionState]:
         return self._serve(lambda m: iter(list(m.states())))

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from registry.backend import Backend
 from registry.model import ListFilter, SessionState
 from registry.projection import Page, Projection, paused_gc
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.snapshot import load_snapshot
+
+if TYPE_CHECKING:
+    from registry.readmodel.usage_tables import UsageFold, UsageGroup, UsageQuery
 
 __all__ = ["MemoryReadModel"]
 
@@ -28,6 +32,7 @@ class MemoryReadModel(ReadModel):
         self._store = store = backend.store
         self._lock = threading.RLock()
         self._projection = Projection(window=window)
+        self._usage: UsageFold | None = None
         if from_snapshot:  # the newest kept snapshot, if one checks out, saves folding the log up to it
             snapshot = load_snapshot(backend, store.head())
             if snapshot is not None:
@@ -99,6 +104,21 @@ class MemoryReadModel(ReadModel):
         with self._lock:
             return self._projection.archived_count(cwd)
 
+    def usage(self, query: UsageQuery) -> list[UsageGroup]:
+        """Folded from the log on first use, then from where it left off (``usage_tables.UsageFold``)."""
+        from registry.readmodel.usage_tables import UsageFold, grouped, usage_rows  # noqa: PLC0415
+
+        with self._lock:
+            if self._usage is None:
+                self._usage = UsageFold()
+            position = self._projection.position
+            if self._usage.position < position:
+                for entry in self._store.scan(self._usage.position, until=position):
+                    self._usage.apply(entry)
+                self._usage.position = position
+            rows = usage_rows(self._usage.totals)
+        return grouped(rows, query)
+
     def states(self) -> Iterator[SessionState]:
         with self._lock:
             return iter(list(self._projection.states().values()))
@@ -106,4 +126,5 @@ class MemoryReadModel(ReadModel):
     def rebuild(self) -> int:
         with self._lock:
             self._projection = Projection(window=self.window)
+            self._usage = None
             return self.catch_up()

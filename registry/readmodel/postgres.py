@@ -35,6 +35,7 @@ from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadMode
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import DESCRIBE, Statements
+from registry.readmodel.postgres_usage import UsageStatements
 from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     CurrentRow,
@@ -51,6 +52,7 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
+from registry.readmodel.usage_tables import DayRow, UsageGroup, UsageQuery, UsageRow
 from registry.snapshot import save_encoded_snapshot
 
 if TYPE_CHECKING:
@@ -112,6 +114,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         self._seal = Seal(backend.seal_key())
         self._store = store
         self._sql = Statements(store.schema)
+        self._usage_sql = UsageStatements(store.schema)
         self._key = lock_key("read-model", store.schema)
         self._position = 0
         self._pending = None
@@ -444,6 +447,11 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
     def cwd_counts(self) -> dict[str, int]:
         return dict(self._store.run(lambda conn: conn.execute(self._sql.cwd_counts).fetchall()))
 
+    def usage(self, query: UsageQuery) -> list[UsageGroup]:
+        statement, params = self._usage_sql.query(query)
+        rows = self._store.run(lambda conn: conn.execute(statement, params).fetchall())
+        return [UsageGroup(row[0], row[1], row[2], *map(int, row[3:])) for row in rows]  # sum(bigint) is numeric
+
     def archived_count(self, cwd: str | None = None) -> int:
         if cwd is None:
             return self._meta()["archived"]  # kept as the live count is
@@ -451,7 +459,12 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+        columns = {
+            "rm_sessions": CurrentRow._fields,
+            "rm_past": PastRow._fields,
+            "rm_usage": UsageRow._fields,
+            "rm_usage_days": DayRow._fields,
+        }[table]
         query = sql.SQL("SELECT {} FROM {}.{}").format(
             sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
         )

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Final, cast
 
 import msgspec
 
-from events.model import Event, LogEntry
+from events.model import Event, LogEntry, SessionUpdated
 from events.postgres_hooks import AtEnd, KnownPart
 from registry.model import SessionState
 from registry.projection import fold
 from registry.readmodel import ReadModelFault
 from registry.readmodel.postgres_sql import AT_END, CURRENT_NAMES, FLOOR_STEP, PAST_NAMES
+from registry.readmodel.postgres_usage import usage_params
 from registry.readmodel.tables import (
     PLACE,
     CurrentRow,
@@ -42,7 +43,9 @@ from registry.readmodel.tables import (
     fold_stretch,
     past_row,
 )
+from registry.readmodel.usage_tables import usage_rows
 from registry.snapshot import EVERY
+from registry.usage import UsageKey, fold_usage
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from events.postgres import PostgresStore
     from registry.backend import Backend
     from registry.readmodel.postgres_sql import Statements
+    from registry.readmodel.postgres_usage import UsageStatements
 
     Connection = psycopg.Connection[TupleRow]
     Cursor = psycopg.Cursor[TupleRow]
@@ -87,6 +91,7 @@ class AppendFold:
     _seal: Seal
     _store: PostgresStore
     _sql: Statements
+    _usage_sql: UsageStatements
     _key: int  # the read model's advisory lock
     _position: int
     _guard_function: bool  # whether ``write_known``'s guard is the defined function (else an anonymous block)
@@ -206,10 +211,12 @@ class AppendFold:
     def known_part(self) -> KnownPart | None:
         """``fold_known``'s usual fold (a current row, maybe the past version it replaced) as a part of the append's
         own statement, behind the same guard as ``write_known``'s, written as a boolean the statement's writes are
-        gated on; None for a larger fold (``write_known`` then queues it)."""
+        gated on; None for a larger fold, or one with usage (``write_known`` then queues it: the daily totals'
+        upserts would make the statement longer than psycopg caches the parsing of, and parsing it on every turn
+        costs more than the two statements queued instead)."""
         assert self._known_writes is not None and self._pending is not None
         folded, floor, chain = self._known_writes
-        if len(folded.current) > 1 or len(folded.past) > 1:
+        if len(folded.current) > 1 or len(folded.past) > 1 or folded.usage:
             return None
         new_floor = self._pending[2]
         params: dict[str, object] = {"rm_lock": self._key, "rm_checkpoint": self._pending[1], "rm_f0": floor}
@@ -253,6 +260,13 @@ class AppendFold:
                 params |= {key: value for key, value in zip(_AT_PAST, past, strict=True) if key is not None}
         self._placing = (session_id, None if new is None else row.state)
         guard, writes, answer = self._sql.at_end[(new is not None, old is not None and new is not None)]
+        if new is not None and type(event) is SessionUpdated and event.usage is not None:
+            totals: dict[UsageKey, list[int]] = {}
+            fold_usage(totals, event.at, new.agent, new.cwd, event.usage)
+            params |= usage_params(usage_rows(totals)[0])
+            # In the one statement (a row only once the event is written): its parsing is not cached at this
+            # length, but reading first instead would cost a round trip with the append lock held.
+            writes = self._usage_sql.with_usage(writes, "FROM rm_at")
         return AtEnd(guard, writes, answer, params)
 
     def placed(self, position: int, answer: object) -> None:
@@ -279,6 +293,8 @@ class AppendFold:
         }
         if new_floor > floor:
             cursor.execute(self._sql.prune, (floor, new_floor))
+        if folded.usage:
+            cursor.executemany(self._usage_sql.add, [usage_params(row) for row in usage_rows(folded.usage)])
         if len(folded.current) <= 1 and len(folded.past) <= 1:
             for row in folded.current:
                 meta |= dict(zip(_CURRENT_KEYS, row, strict=True))

@@ -55,7 +55,7 @@ DESCRIBE: Final = (
     " UNION ALL SELECT w.rulename, 'rule', r.relname, '', NULL FROM named AS r JOIN pg_rewrite AS w"
     " ON w.ev_class = r.oid WHERE w.rulename <> '_RETURN'"
 )
-_META, _CURRENT, _PAST = TABLES
+_META, _CURRENT, _PAST = TABLES[:3]  # rm_usage: usage_tables.py
 CURRENT_NAMES: Final = ""
 """An append's one-row fold names a current row's parameters by their columns, a past row's with this prefix."""
 PAST_NAMES: Final = "p_"

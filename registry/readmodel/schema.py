@@ -25,6 +25,8 @@ from typing import Final, Literal, NamedTuple
 from events.errors import StoreFormatError
 from events.logger import Logger
 from registry.readmodel.tables import COUNTED, READ_MODEL_VERSION, CurrentRow, PastRow
+from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
+from registry.readmodel.usage_tables import KEY as USAGE_KEY
 
 __all__ = [
     "INDEXES",
@@ -98,9 +100,12 @@ TABLES: Final = (
     Table("rm_meta", (Column("key", "text", True), Column("value", "int", True)), ("key",), replace=True),
     Table("rm_sessions", columns_of(CurrentRow), ("session_id",), rowid=True, replace=True),
     Table("rm_past", columns_of(PastRow), ("session_id", "valid_from"), rowid=True),
+    Table("rm_usage", columns_of(UsageRow), USAGE_KEY),
+    Table("rm_usage_days", columns_of(DayRow), DAYS_KEY),
 )
 """The tables every backend keeps: the current version of each session, the versions later events replaced (kept
-for the window), and the read model's own facts (``META_KEYS``)."""
+for the window), the read model's own facts (``META_KEYS``), and the daily usage totals (``usage_tables``: rows
+summed in place, by cwd and over all cwds)."""
 
 INDEXES: Final = (
     Index("rm_sessions_order", "rm_sessions", ("archived", "rank", "session_id", "valid_from"), "live"),

@@ -43,6 +43,7 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
+from registry.readmodel.usage_tables import UsageGroup, UsageQuery, add_to_sqlite, query_statement
 
 __all__ = ["SqliteReadModel"]
 
@@ -254,6 +255,8 @@ class SqliteReadModel(ReadModel, StoredTables):
             )
             db.executemany(sql.UPSERT, folded.current)
             db.executemany(sql.INSERT_PAST, folded.past)
+            if folded.usage:
+                add_to_sqlite(db, folded.usage)
             if new_floor > floor:
                 db.execute(sql.PRUNE, (new_floor,))
             chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()
@@ -438,6 +441,11 @@ class SqliteReadModel(ReadModel, StoredTables):
     def cwd_counts(self) -> dict[str, int]:
         with self._store.translate_errors():
             return dict(self._reader().execute(sql.CWD_COUNTS).fetchall())
+
+    def usage(self, query: UsageQuery) -> list[UsageGroup]:
+        statement, params = query_statement(query, "sqlite")
+        with self._store.translate_errors():
+            return [UsageGroup(*row) for row in self._reader().execute(statement, params).fetchall()]
 
     def archived_count(self, cwd: str | None = None) -> int:
         """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over 10% of the order index took

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
 from registry.readmodel.tables import CurrentRow, PastRow
+from registry.readmodel.usage_tables import DayRow, UsageRow
 
 __all__ = ["SCHEMA", "create", "describe", "problems", "storage_problems", "stored_meta", "stored_rows"]
 
@@ -63,7 +64,12 @@ def stored_meta(db: sqlite3.Connection) -> dict[str, int]:
 
 def stored_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[Any, ...]]:
     """Every row of ``rm_sessions`` or ``rm_past`` as stored, in the columns of the rows the fold writes."""
-    columns = {"rm_sessions": CurrentRow._fields, "rm_past": PastRow._fields}[table]
+    columns = {
+        "rm_sessions": CurrentRow._fields,
+        "rm_past": PastRow._fields,
+        "rm_usage": UsageRow._fields,
+        "rm_usage_days": DayRow._fields,
+    }[table]
     yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
 
 

@@ -47,7 +47,7 @@ CHECK_SEALED: Final = CHECK + ", (SELECT value FROM rm_meta WHERE key = 'seal')"
 CHAIN: Final = chain_query()
 META: Final = "SELECT key, value FROM rm_meta"
 SEALED: Final = "SELECT value FROM rm_meta WHERE key = 'seal'"
-SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES)
+SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in TABLES[:3])  # rm_usage: usage_tables
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
 """One count (``live``, ``archived``) moved by a delta: a statement a row (one UPDATE of both rows, by ``IN`` or

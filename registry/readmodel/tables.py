@@ -32,12 +32,14 @@ import msgspec
 
 from events.errors import StoreClosedError, StoreError
 from events.logger import Logger
+from events.model import SessionUpdated
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
+from registry.usage import UsageKey, fold_usage
 
 log = Logger(__name__)
 
@@ -64,12 +66,12 @@ __all__ = [
     "record_log_shorter",
 ]
 
-_TABLES_REVISION: Final = 8
+_TABLES_REVISION: Final = 9
 """Bumped whenever the tables or the fold's meaning change (the states' shape is ``STATE_VERSION``'s); 3: each
 row's state blob sealed by a digest, 4: by its CRC-32 (one call to check), 5: a fork's parent in a column of its
 own (indexed: ``show`` finds a session's forks by it), 6: the seal keyed (``Seal``), 7: the seal first and the
 position last, outside it (so that the server can write it), 8: ``rm_meta`` counts the live sessions archived
-(``archived``), as it counts the live ones."""
+(``archived``), as it counts the live ones, 9: the daily usage totals (``rm_usage``)."""
 READ_MODEL_VERSION: Final = _TABLES_REVISION + STATE_VERSION
 """The tables' version: an older version is rebuilt from the log on open, a newer one is refused untouched. A sum
 of two numbers that only grow, so it grows whenever either does."""
@@ -278,6 +280,8 @@ class Fold(NamedTuple):
     """How many more live sessions are archived (``counted``)."""
     position: int
     """The last position folded (the new checkpoint)."""
+    usage: dict[UsageKey, list[int]]
+    """What the stretch's turns add to ``rm_usage`` (``registry.usage.fold_usage``)."""
 
 
 def fold_stretch(
@@ -296,6 +300,7 @@ def fold_stretch(
     before: dict[str, SessionState | None] = {}
     now: dict[str, SessionState | None] = {}
     past: list[PastRow] = []
+    usage: dict[UsageKey, list[int]] = {}
     position = checkpoint
     pending: list[Entry] = []
 
@@ -314,6 +319,9 @@ def fold_stretch(
             now[session_id] = new
             if old is not None and entry.position > keep_past_after:
                 past.append(past_row(old, entry.position, seal))
+            event = entry.event
+            if type(event) is SessionUpdated and event.usage is not None:
+                fold_usage(usage, event.at, new.agent, new.cwd, event.usage)
         pending.clear()
 
     for entry in entries:
@@ -334,7 +342,7 @@ def fold_stretch(
         live, archived = counted(old, new)
         live_delta += live
         archived_delta += archived
-    return Fold(current, past, live_delta, archived_delta, position)
+    return Fold(current, past, live_delta, archived_delta, position, usage)
 
 
 def counted(old: SessionState | None, new: SessionState) -> tuple[int, int]:
