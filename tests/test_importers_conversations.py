@@ -94,7 +94,7 @@ def usage_of(store: EventStore, sid: str) -> Totals:
             add(
                 out,
                 input=spent.input_tokens,
-                output=spent.output_tokens,
+                output=spent.output_tokens + spent.thought_tokens,  # the ground truth's output holds the reasoning
                 cache_read=spent.cached_read_tokens,
                 cache_write=spent.cached_write_tokens,
                 thought=spent.thought_tokens,

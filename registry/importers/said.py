@@ -8,10 +8,12 @@ reported among them - one shape for every agent, which the importer turns into a
 - A tool call is one ``Role.TOOL`` message: the tool's name, a one-line summary of its input, then what it gave
   back (``tool_text``; ``registry.conversation.prepare`` bounds it). A parser holds a call (``Call``) until its
   result is read, so the call and its result are one message, in the call's place among the replies.
-- Token counts are ``events.Usage`` in one convention for every agent (``usage``): ``input_tokens`` the input not
-  read from or written to a cache, ``cached_read_tokens`` / ``cached_write_tokens`` those, ``output_tokens``
-  every token the model produced - its reasoning included - and ``thought_tokens`` the part of that the source
-  names as reasoning. A cost only where the agent's file states one (``cost`` in ``currency``), never estimated.
+- Token counts are ``events.Usage``, whose five counts are disjoint (``events.model.Usage``): a parser passes
+  ``usage`` every token the model produced as ``output_tokens`` - its reasoning included - and the part of that
+  the source names as reasoning as ``thought``, and ``usage`` keeps the reasoning in ``thought_tokens`` alone
+  (``output_tokens`` the rest); ``input_tokens`` is the input not read from or written to a cache,
+  ``cached_read_tokens`` / ``cached_write_tokens`` those. A cost only where the agent's file states one (``cost``
+  in ``currency``), never estimated.
 """
 
 from __future__ import annotations
@@ -177,6 +179,7 @@ def usage(
     """``Usage`` from an agent's figures (anything not a non-negative number is 0; ``cost`` a number of
     ``currency``); None when it reports nothing - no tokens and no cost."""
     tokens = [_count(v) for v in (input_tokens, output_tokens, cached_read, cached_write, thought)]
+    tokens[1] = max(0, tokens[1] - tokens[4])  # the reasoning counted once, in thought_tokens (disjoint counts)
     nanos = None
     if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1_000_000_000:
         nanos = round(cost * 1_000_000_000)  # NaN fails the comparison; infinity is out of the range
