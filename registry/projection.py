@@ -25,7 +25,8 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 import events
-from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
+from registry.filters import ListFilter, bound
+from registry.model import UNDATED_RANK, SessionState, agent_of, sort_key, title_replaces
 
 if TYPE_CHECKING:
     from sortedcontainers import SortedList
@@ -227,7 +228,7 @@ class Projection:
 
     def _ordered(self, where: ListFilter, after: SortKey | None) -> Iterable[SortKey]:
         """The sort keys after ``after`` of the index that serves ``where`` (an agent's, a cwd's or the global
-        one; both halves merged for ``include``). A cwd together with an agent is filtered by the caller."""
+        one; both halves merged for ``include``). The other filters are the caller's to apply."""
         cwd, agent = (None, where.agent) if where.agent is not None else (where.cwd, None)
         if where.archived == "include":
             return heapq.merge(self._keys((cwd, agent, False), after), self._keys((cwd, agent, True), after))
@@ -247,11 +248,11 @@ class Projection:
         the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
         """
         self._fresh()
-        cwd, agent = where.cwd, where.agent
         current: Iterable[SortKey] = self._ordered(where, after)
         sessions = self._sessions
-        if cwd is not None and agent is not None:
-            current = (key for key in current if sessions[key[1]].cwd == cwd)
+        served = "agent" if where.agent is not None else "cwd"
+        if any(name != served for name in bound(where).narrowing):  # the index served one filter: test the others
+            current = (key for key in current if where.matches(sessions[key[1]]))
         as_of_state = self._as_of(as_of)
         if as_of_state is None:
             stream: Iterator[SessionState] = (s for s in (sessions[key[1]] for key in current) if s.position <= as_of)

@@ -27,7 +27,7 @@ from events.testing import fake_clock
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.evidence import log_shorter
-from registry.model import ListFilter
+from registry.filters import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
@@ -47,7 +47,7 @@ def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -
     """Every session id of the list as of ``as_of``, read page by page as ``session/list`` reads it."""
     return [
         state.session_id
-        for page in model.pages(as_of=as_of, where=ListFilter(cwd), limit=limit)
+        for page in model.pages(as_of=as_of, where=ListFilter(cwd=cwd), limit=limit)
         for state in page.states
     ]
 

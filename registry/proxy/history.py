@@ -27,8 +27,8 @@ import msgspec
 
 from events.factory import split_url
 from registry.agents import IMPORTED, native_id
-from registry.commands import list_filter
 from registry.errors import InvalidParams
+from registry.filters import list_filter
 from registry.model import parse_time
 from registry.proxy.book import Status
 from registry.proxy.recorder import Recorder
@@ -248,7 +248,7 @@ class History:
         model = self._registry.read_model
         as_of = model.catch_up()
         unkept: list[str] = []
-        for page in model.pages(as_of=as_of, where=list_filter(None, "include", agent), limit=500):
+        for page in model.pages(as_of=as_of, where=list_filter(archived="include", agent=agent), limit=500):
             for state in page.states:
                 native = native_id(agent, state.session_id)
                 if native is None or state.messages > 0 or native in shown or _META_PATH in (state.meta or {}):
