@@ -22,13 +22,12 @@ from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
 from events.factory import open_store
-from events.model import Event, ForkRef, SessionDeleted, SessionUpdated, TitleSource
+from events.model import Event, ForkRef, SessionUpdated, TitleSource
 from events.store import Clock, EventStore
 from registry import forks
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.commands import (
-    archive_change,
     check_messages,
     check_meta,
     check_payload,
@@ -36,14 +35,13 @@ from registry.commands import (
     check_source,
     check_time,
     check_title,
-    check_user_title,
     creation,
     info_change,
     json_type,
-    list_filter,
 )
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
+from registry.filters import Filters, list_filter
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState
@@ -51,6 +49,7 @@ from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.session_commands import Events, SessionCommands
 from registry.writing import CommandWriter
 
 if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change stream is asked for
@@ -74,8 +73,11 @@ class RegistryOptions(TypedDict, total=False):
     clock: Clock | None
 
 
-class SessionRegistry:
+class SessionRegistry(SessionCommands):
     """Session history as an event log, answering ACP ``session/list`` from a read model.
+
+    Its session commands (``set_title``, ``rename``, ``archive``, ``unarchive``, ``delete``) are
+    ``registry.session_commands``'.
 
     Thread-safe. ``page_size`` is how many sessions a ``session/list`` page holds (1 to 1000); ``window`` is how
     many log positions a walk may span and still be exact (see the README); ``read_model`` forces ``"memory"``
@@ -260,30 +262,6 @@ class SessionRegistry:
         self._writer.write(session_id, events)
         return self._writer.written(session_id)
 
-    def set_title(self, session_id: str, title: str) -> str:
-        """Set a user title (``session/set_title``): never replaced by a generated one afterwards. Returns the
-        stored title (surrounding whitespace trimmed). Blank or empty -> ``InvalidParams``; an unknown or deleted
-        session -> ``SessionNotFound``. Setting the title it has writes nothing."""
-        stored = check_user_title(title)
-        self._change_info(session_id, stored, TitleSource.USER, UNSET, UNSET)
-        return stored
-
-    def archive(self, session_id: str) -> None:
-        """Hide a session from default lists (``session/archive``); its id and history stay. Idempotent: an
-        archived session is left as it is. Unknown or deleted -> ``SessionNotFound``."""
-        self._archived(session_id, True)
-
-    def unarchive(self, session_id: str) -> None:
-        """Bring an archived session back into default lists; idempotent. Unknown or deleted -> ``SessionNotFound``."""
-        self._archived(session_id, False)
-
-    def _archived(self, session_id: str, archived: bool) -> None:
-        def events(state: SessionState) -> list[Event]:
-            change = archive_change(state, archived)
-            return [] if change is None else [change]
-
-        self._writer.write(session_id, events)
-
     def fork(
         self,
         source_id: str,
@@ -314,12 +292,8 @@ class SessionRegistry:
             parent=parent,
         )
 
-    def delete(self, session_id: str, *, reason: str | None = None) -> None:
-        """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op."""
-        check_session_id(session_id)
-        if reason is not None:
-            check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
-        self._writer.write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
+    def _write(self, session_id: str, events: Events, *, missing_ok: bool = False) -> None:
+        self._writer.write(session_id, events, missing_ok=missing_ok)
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -345,23 +319,16 @@ class SessionRegistry:
         self._read_model.catch_up()
         return forks.forks_of(self._read_model, session_id)
 
-    def list(
-        self,
-        cwd: str | None = None,
-        cursor: str | None = None,
-        *,
-        archived: str | None = "exclude",
-        agent: str | None = None,
-    ) -> ListSessionsResult:
+    def list(self, cwd: str | None = None, cursor: str | None = None, **filters: Unpack[Filters]) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
 
-        ``archived``: ``"exclude"`` (the default; None is the same), ``"include"`` or ``"only"``; ``agent``: only
-        that agent's sessions. Both apply before pagination, and a cursor is bound to them and to ``cwd``
-        (another value -> ``InvalidCursor``)."""
+        The list filters (``registry.filters``) by keyword: ``archived``: ``"exclude"`` (the default; None is the
+        same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions. They apply before pagination,
+        and a cursor is bound to them and to ``cwd`` (another value -> ``InvalidCursor``)."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}")
         where = list_filter(
-            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
+            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters
         )
         return list_page(
             self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render

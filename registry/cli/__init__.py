@@ -26,6 +26,7 @@ from typing import Any, NoReturn, Protocol, cast
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
+from registry.session_commands import COMMANDS as SESSION_COMMANDS
 
 __all__ = ["COMMANDS", "main", "started"]
 
@@ -35,9 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("registry.cli.list_sessions", "the session/list view: most recent first (one page, or --all)"),
     "show": ("registry.cli.show", "a session's current info"),
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
-    "title": ("registry.cli.title", "set a session's title as its user (generated titles never replace it)"),
-    "archive": ("registry.cli.archive", "hide a session from default lists (its id and history stay)"),
-    "unarchive": ("registry.cli.unarchive", "bring an archived session back into default lists"),
+    **{  # each session command's, as its row declares it: one module runs them all
+        row.command_line.name: ("registry.cli.session_command", row.command_line.help)
+        for row in SESSION_COMMANDS
+        if row.command_line is not None
+    },
     "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),

@@ -18,8 +18,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from events.codec import now_ns
 from events.errors import RegistryError
@@ -33,6 +33,7 @@ from registry.proxy.book import Book, Status
 from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
+from registry.session_commands import SessionCommand
 
 __all__ = ["EARLY_TITLE_BYTES", "MAX_BACKLOG", "Observation", "Recorder"]
 
@@ -301,19 +302,10 @@ class Recorder:
 
     # -- what the client asked for, answered from memory ------------------------------------------------
 
-    def user_title(self, native: str, title: str | None) -> None:
-        sid, _ = self._current(native)
-        self.registry.change_info(sid, title=title, title_source=TitleSource.USER)
-
-    def archived(self, native: str, archived: bool) -> None:
-        sid, _ = self._current(native)
-        if archived:
-            self.registry.archive(sid)
-        else:
-            self.registry.unarchive(sid)
-
-    def delete(self, native: str) -> None:
-        self.registry.delete(self._current(native)[0])
+    def command(self, native: str, row: SessionCommand, params: Mapping[str, Any]) -> None:
+        """A session command the client asked for (``registry.session_commands``), on the store's current id of
+        the agent's session ``native``."""
+        row.run(self.registry, self._current(native)[0], params)
 
 
 def _size(native: str, title: str | None) -> int:
