@@ -35,25 +35,34 @@ def shown_in_meta(
     fields: tuple[MetaField, ...], state_fields: Iterable[str]
 ) -> tuple[Callable[[SessionState], dict[str, Any]], Callable[[SessionState, SessionState], bool]]:
     """``visible_meta`` and ``meta_changed`` for ``fields`` (``SHOWN_IN_META``), whose ``reads`` must be of
-    ``state_fields``: a field's value is the first field it reads, or its ``shown`` of the state, and is shown unless
-    None or False; the states' ``_meta`` differ when their own objects do, or a ``follows`` field's reads do, or
-    another field's value does where its reads moved."""
+    ``state_fields``: while every field it reads is set (not None or False), a field's value is the first one it
+    reads, that value's attribute ``shown``, or ``shown`` of the state, and it is shown unless None or False; the
+    states' ``_meta`` differ when their own objects do, or a ``follows`` field's reads do, or another field's value
+    does where its reads moved."""
     known = set(state_fields)
     names: dict[str, Any] = {}
     build = ["def visible_meta(state):", "    meta = dict(state.meta) if state.meta else {}"]
     for n, field in enumerate(fields):
         if not field.reads or not set(field.reads) <= known:
             raise TypeError(f"{field.key}: reads {field.reads!r}, not fields of SessionState")
+        if isinstance(field.shown, str) and not field.shown.isidentifier():
+            raise TypeError(f"{field.key}: shown {field.shown!r} is not an attribute name")
         names[f"key{n}"], names[f"shown{n}"] = field.key, field.shown
-        build += [f"    value = state.{field.reads[0]}", "    if value is not None and value is not False:"]
+        lines = [f"value = state.{field.reads[0]}", "if value is not None and value is not False:"]
+        indent = "    "
+        for other in field.reads[1:]:
+            lines += [f"{indent}other = state.{other}", f"{indent}if other is not None and other is not False:"]
+            indent += "    "
         if field.shown is None:
-            build.append(f"        meta[key{n}] = value")
+            lines.append(f"{indent}meta[key{n}] = value")
         else:
-            build += [
-                f"        value = shown{n}(state)",
-                "        if value is not None and value is not False:",
-                f"            meta[key{n}] = value",
+            read = f"value.{field.shown}" if isinstance(field.shown, str) else f"shown{n}(state)"
+            lines += [
+                f"{indent}value = {read}",
+                f"{indent}if value is not None and value is not False:",
+                f"{indent}    meta[key{n}] = value",
             ]
+        build += ["    " + line for line in lines]
     build.append("    return meta")
     compared = ["before.meta != after.meta"]
     compared += (f"before.{name} != after.{name}" for f in fields if f.follows for name in f.reads)

@@ -85,7 +85,7 @@ class CursorCodec:
     def __init__(self, identity: StoreIdentity) -> None:
         self._store = _fingerprint(identity.store_id)
         # HMAC-SHA256 keyed once; each cursor copies the keyed object (hmac.digest sets a keyed MAC up through
-        # OpenSSL for every call: 1.7 us a tag against 1.15 for a copy, in a loop).
+        # OpenSSL for every call, which costs more than a copy: docs/benchmarks.md).
         self._keyed = hmac.new(identity.secret, digestmod=hashlib.sha256)
 
     def _mac(self, data: bytes) -> bytes:

@@ -116,28 +116,27 @@ def agent_of(session_id: str, recorded: str | None) -> str | None:
 
 
 class MetaField(NamedTuple):
-    """A state field a client sees in ``_meta``: its key; the state fields its value is read from, the first one
-    deciding (while it is None or False nothing is shown); and ``shown``, the value for a state (None: the first
-    field read, as it is). A value of None or False is not shown. ``follows``: the value changes exactly when a
-    field it reads does (the diff then compares those fields, not the values)."""
+    """A state field a client sees in ``_meta``: its key; the state fields its value is read from (while any of them
+    is None or False nothing is shown); and ``shown``, the value for a state: None, the first field read as it is; a
+    string, that attribute of the first field read; or a function of the state. A value of None or False is not
+    shown. ``follows``: the value changes exactly when a field it reads does (the diff then compares those fields,
+    not the values)."""
 
     key: str
     reads: tuple[str, ...]
-    shown: Callable[[SessionState], Any] | None = None
+    shown: Callable[[SessionState], Any] | str | None = None
     follows: bool = True
 
     def value(self, state: SessionState) -> Any:
         """What ``_meta`` shows under ``key`` for ``state`` (None: nothing)."""
+        for name in self.reads:
+            read = getattr(state, name)
+            if read is None or read is False:
+                return None
         first = getattr(state, self.reads[0])
-        if first is None or first is False:
-            return None
-        value = first if self.shown is None else self.shown(state)
+        shown = self.shown
+        value = first if shown is None else getattr(first, shown) if isinstance(shown, str) else shown(state)
         return None if value is False else value
-
-
-def _shown_source(state: SessionState) -> str | None:
-    source = state.title_source  # ``_value_``: the member's value as stored (``.value`` is a slower descriptor)
-    return source._value_ if source is not None and state.title is not None else None
 
 
 def _shown_parent(state: SessionState) -> dict[str, Any] | None:
@@ -147,7 +146,8 @@ def _shown_parent(state: SessionState) -> dict[str, Any] | None:
 
 SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
     # The title's source is shown only beside a title: another title under the same source shows the same.
-    MetaField(META_TITLE_SOURCE, ("title_source", "title"), _shown_source, follows=False),
+    # ``_value_``: the member's value as stored (``.value`` is a slower descriptor).
+    MetaField(META_TITLE_SOURCE, ("title_source", "title"), "_value_", follows=False),
     MetaField(META_MESSAGES, ("messages",)),
     MetaField(META_ARCHIVED, ("archived",)),  # true, or absent
     MetaField(META_AGENT, ("agent",)),

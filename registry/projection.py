@@ -18,7 +18,7 @@ import heapq
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple, assert_never
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, assert_never
 
 import msgspec
 from msgspec import UNSET
@@ -71,6 +71,8 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     session's version and position, which must follow its stream.
     """
     event = record.event
+    if type(event) is _TURN and state is not None and not state.deleted:  # most events: ``match`` below, first
+        return _turn(state, event, record)
     if isinstance(event, events.SessionCreated):
         if state is not None:
             return None
@@ -93,13 +95,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         return None
     match event:  # every other kind, named: mypy fails here on a kind added to ``events.Event`` without a case
         case events.SessionUpdated():
-            return replace(
-                state,
-                updated_at=event.at,
-                messages=state.messages + event.messages,
-                version=record.version,
-                position=record.position,
-            )
+            return _turn(state, event, record)
         case events.SessionInfoChanged():
             title, title_source = state.title, state.title_source
             if event.title is None:
@@ -124,6 +120,19 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
             return replace(state, deleted=True, version=record.version, position=record.position)
         case _:
             assert_never(event)  # raises, -O or not: an unknown kind is never read as another
+
+
+_TURN: Final = events.SessionUpdated
+
+
+def _turn(state: SessionState, event: events.SessionUpdated, record: Entry) -> SessionState:
+    return replace(
+        state,
+        updated_at=event.at,
+        messages=state.messages + event.messages,
+        version=record.version,
+        position=record.position,
+    )
 
 
 @contextlib.contextmanager

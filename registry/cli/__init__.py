@@ -240,7 +240,7 @@ def _fail(message: str) -> None:
 def _import_msgspec() -> None:
     """msgspec without typing_extensions, in a process that has neither yet. msgspec imports it for type hints this
     package never uses (Python's own ``typing`` has what it needs on 3.11+), and with it inspect, ast and dis: a
-    tenth of a command's start (measured: ``list`` 0.90x the CPU without it). Only msgspec's import is spared it:
+    large part of a command's start (docs/benchmarks.md). Only msgspec's import is spared it:
     whatever imports typing_extensions later (reactivex: ``tail``, ``serve``) gets it as usual."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
@@ -261,7 +261,7 @@ def started() -> None:
     process's own command it starts with the cyclic collector paused: the start - imports, the parser, the open -
     allocates tens of thousands of objects that live to the end (modules, classes, functions), which the collector
     walked some 30 times in a ``list`` and once more at exit. They are frozen out of its walks now (``gc.freeze``)
-    and it runs again for the command's own work. Measured: ``list`` 0.87x the CPU (0.83-0.93, paired runs)."""
+    and it runs again for the command's own work (what it saves: docs/benchmarks.md)."""
     if _Start.collector_paused:
         _Start.collector_paused = False
         gc.freeze()

@@ -425,8 +425,8 @@ class SqliteReadModel(ReadModel, StoredTables):
             return dict(self._reader().execute(sql.CWD_COUNTS).fetchall())
 
     def archived_count(self, cwd: str | None = None) -> int:
-        """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over 10% of the order index took
-        ~9 ms at 1M sessions); of a cwd, a pass over its archived part of the cwd index."""
+        """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over the order index's archived part
+        grows with the list: docs/benchmarks.md); of a cwd, a pass over its archived part of the cwd index."""
         with self._store.translate_errors():
             if cwd is None:
                 return self._meta(self._reader())["archived"]

@@ -48,7 +48,7 @@ SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in 
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
 """One count (``live``, ``archived``) moved by a delta: a statement a row (one UPDATE of both rows, by ``IN`` or
-``OR``, took ~11 us against ~1.3 us for one keyed row, measured in a loop)."""
+``OR``, cost several times one keyed row's: docs/benchmarks.md)."""
 GET: Final = "SELECT state, valid_from FROM rm_sessions WHERE session_id = ?"
 CURRENT_OF: Final = "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?"
 PAST_AT: Final = (
