@@ -8,10 +8,11 @@ sort key of the last session it returned. Layout before base64url (no padding)::
 The body is ``store | scope | position | rank | session_id | the other filters' parts``: the store by a fingerprint
 of its id (so a cursor from another store is told apart from a tampered one), and each list filter's part
 (``registry.filters.Filter.part``) in the order ``FILTERS`` declares them - the first, ``cwd``'s, is the scope,
-after the store; the others follow the sort key, each left out at the body's end while it is its default's (so a
-cursor of the default list is the same bytes as before a filter existed). A cursor replayed with another value of a
-filter is refused with that filter's name as the reason (``cwd``, ``archived``, ``agent``, ...). Every way a cursor
-can be wrong raises ``InvalidCursor`` with a reason; none restarts a walk.
+after the store; the others follow the sort key. A filter added later adds its part at the end, so a cursor made
+before it existed still decodes, its part the default (the list without the filter: what that cursor walked). A
+cursor replayed with another value of a filter is refused with that filter's name as the reason (``cwd``,
+``archived``, ``agent``, ...). Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts
+a walk.
 
 Version 2 (this one) sorts by ``updatedAt`` to the millisecond, as the wire shows it, and carries session ids of
 any allowed length; a version-1 cursor is refused with reason ``version`` (its sort key means another order).

@@ -153,8 +153,7 @@ class Filter(Generic[T]):
     part: Callable[[T], bytes | int]
     """The value's part of a cursor (a fingerprint for text: a cursor carries no user text)."""
     part_default: bytes | int
-    """The part of the default value: left out of a cursor's end (so a cursor of the default list is the same bytes
-    as before the filter existed)."""
+    """The part of the default value: what a cursor made before the filter existed (without its part) is read as."""
     sql: Mapping[Dialect, str] | None = None
     """The predicate over the rows, its parameters named as ``params`` names them (SQLite ``:name``, PostgreSQL
     ``%(name)s``); applied while the value narrows the list. None: read by the pages' shape (``archived``)."""

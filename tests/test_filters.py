@@ -2,7 +2,8 @@
 
 * Each filter's normal form refuses what it must, with its message.
 * A cursor's bytes are laid out from the declarations as version 2 laid them out by hand: a cursor of an earlier
-  release still walks on, and a cursor carries each filter's part (another value is refused naming the filter).
+  release still walks on (one made before a filter existed reads as the list without it), and a cursor carries each
+  filter's part (another value is refused naming the filter).
 * The written-out page check (``codegen.page_check``) is the filters' tests read one by one, for every list.
 * The page statements of both dialects are built from the predicates the list applies, by name.
 """
@@ -71,8 +72,9 @@ def test_cursors_are_the_bytes_version_2_wrote(cwd: str | None, archived: str, a
     where = list_filter(cwd, archived=archived, agent=agent)
     cursor = Cursor(position=41, rank=-1_790_000_000_000, session_id="s-1")
     old = _version2_token(cursor, cwd, ARCHIVED_FILTERS.index(where.archived), agent)
-    assert codec.encode(cursor, where) == old
-    assert codec.decode(old, where) == cursor
+    assert codec.decode(old, where) == cursor  # a cursor an earlier release made walks on
+    if len(FILTERS) == 3:  # the filters version 2 knew: the very bytes (a filter added since adds its part)
+        assert codec.encode(cursor, where) == old
 
 
 def test_a_cursor_replayed_with_another_filter_is_refused_naming_it() -> None:
