@@ -114,7 +114,7 @@ def test_the_normal_forms() -> None:
     assert list_filter("/w", archived=None, agent="codex") == ListFilter(cwd="/w", agent="codex")
     assert list_filter(None, archived="only") == ListFilter(archived="only")
     with pytest.raises(TypeError):
-        list_filter(None, pinned=True)  # not a filter: a caller's mistake, not a client's
+        list_filter(None, colour="red")  # not a filter: a caller's mistake, not a client's
 
 
 def _state(n: int, **fields: object) -> SessionState:
