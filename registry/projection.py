@@ -71,8 +71,14 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     session's version and position, which must follow its stream.
     """
     event = record.event
-    if type(event) is _TURN and state is not None and not state.deleted:  # most events: ``match`` below, first
-        return _turn(state, event, record)
+    if type(event) is _TURN and state is not None and not state.deleted:  # most events (``_turn``, inlined)
+        return replace(
+            state,
+            updated_at=event.at,
+            messages=state.messages + event.messages,
+            version=record.version,
+            position=record.position,
+        )
     if isinstance(event, events.SessionCreated):
         if state is not None:
             return None
@@ -126,6 +132,7 @@ _TURN: Final = events.SessionUpdated
 
 
 def _turn(state: SessionState, event: events.SessionUpdated, record: Entry) -> SessionState:
+    """What a turn changes: ``updatedAt`` and the message count (``fold`` takes it first, inlined)."""
     return replace(
         state,
         updated_at=event.at,
