@@ -31,8 +31,11 @@ from registry.filters import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.readmodel.schema import sqlite_ddl
 
 __all__ = ["ReadModelContract", "reference_fold", "walk"]
+
+_SESSIONS_DDL = next(ddl for ddl in sqlite_ddl() if ddl.startswith("CREATE TABLE rm_sessions "))
 
 
 def reference_fold(store: EventStore, until: int | None = None) -> Projection:
@@ -180,12 +183,10 @@ class ReadModelContract:
                 "rm_past is a view, not a table",
             ),
             (
-                {
-                    "sqlite": "ALTER TABLE rm_sessions RENAME TO rm_kept;"
-                    " CREATE TABLE rm_sessions (id INTEGER PRIMARY KEY, session_id TEXT COLLATE NOCASE NOT NULL,"
-                    " cwd TEXT NOT NULL, rank INTEGER NOT NULL, live INTEGER NOT NULL, valid_from INTEGER NOT NULL,"
-                    " state BLOB NOT NULL, archived INTEGER NOT NULL, agent TEXT, parent TEXT, UNIQUE (session_id));"
-                    " INSERT INTO rm_sessions SELECT * FROM rm_kept; DROP TABLE rm_kept",
+                {  # the table as declared (whatever its columns), but its key in another collation
+                    "sqlite": "ALTER TABLE rm_sessions RENAME TO rm_kept; "
+                    + _SESSIONS_DDL.replace("session_id TEXT NOT NULL", "session_id TEXT COLLATE NOCASE NOT NULL")
+                    + "; INSERT INTO rm_sessions SELECT * FROM rm_kept; DROP TABLE rm_kept",
                     "postgresql": 'ALTER TABLE rm_sessions ALTER COLUMN session_id TYPE text COLLATE "default"',
                 },
                 "table rm_sessions is defined as",
