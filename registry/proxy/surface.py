@@ -20,8 +20,8 @@ the store here:
   whose write lock is held elsewhere delays no relayed line and no answer beyond that. The first answer waits for
   the agent's past to be read (``list_wait`` seconds at most: a first ``session/list`` then answers with what it
   has and says ``importing`` in ``_meta``; a deletion of a session from the agent's past is not overtaken by its
-  import). ``session/list`` waits for the recorder to write what
-  the client has seen happen (``LIST_WAIT``; else ``_meta`` says the list is degraded);
+  import). ``session/list`` waits for the recorder to write what the client has seen happen (``LIST_WAIT``; else
+  ``_meta`` says the list is degraded);
 - the answers of ``initialize``, ``session/new`` / ``load`` / ``resume`` / ``fork``, ``session/prompt`` and
   ``session/close`` are observed (``registry.proxy.observe``);
 - the registry's changes of the agent's sessions, made here or in any other process, reach the client as ``serve``
