@@ -278,7 +278,7 @@ if tuple(_BY_NAME) != ListFilter.__struct_fields__ or set(Filters.__annotations_
 def list_filter(cwd: str | None = None, **given: object) -> ListFilter:
     """A checked ``ListFilter`` from what a caller gave by keyword (``cwd`` canonical already): each value through
     its filter's ``normal``; an unknown keyword is a ``TypeError`` (a caller's mistake, not the client's)."""
-    key = (cwd, *given.items())
+    key = (cwd, *given.items(), *map(type, given.values()))  # the types too: True == 1, and 1 is refused
     try:
         made = _MADE.get(key)
     except TypeError:  # a value that is no JSON scalar: checked (and refused) below

@@ -113,6 +113,13 @@ def test_the_normal_forms() -> None:
     assert list_filter(None) == ListFilter()
     assert list_filter("/w", archived=None, agent="codex") == ListFilter(cwd="/w", agent="codex")
     assert list_filter(None, archived="only") == ListFilter(archived="only")
+    for _ in range(2):  # the second time from what was made the first (kept by what was given, and its types)
+        assert list_filter(None, archived="only") == ListFilter(archived="only")
+        with pytest.raises(InvalidParams):
+            list_filter(None, agent=1)
+    list_filter(None, agent=None)
+    with pytest.raises(InvalidParams):
+        list_filter(None, agent=False)  # equal to 0, not to None: but a boolean is refused either way
     with pytest.raises(TypeError):
         list_filter(None, colour="red")  # not a filter: a caller's mistake, not a client's
 
