@@ -236,9 +236,9 @@ def _deep_cursor(registry: Any, cwd: str | None, after: tuple[int, str]) -> str 
     """A cursor that continues after ``after``, as a client walking there would hold (the walk's start position
     taken from a first page's cursor); None when the list has a single page."""
     from registry.cursor import Cursor  # noqa: PLC0415
-    from registry.model import ListFilter  # noqa: PLC0415
+    from registry.filters import ListFilter  # noqa: PLC0415
 
-    where = ListFilter(cwd)
+    where = ListFilter(cwd=cwd)
     first = registry.list(cwd=cwd).next_cursor
     if not isinstance(first, str):
         return None

@@ -44,7 +44,8 @@ from events import Event, SessionCreated, SessionUpdated, SqliteStore
 from events.model import Usage
 from events.store import NO_STREAM, AppendRequest
 from registry import SessionRegistry
-from registry.model import ListFilter, session_info
+from registry.filters import ListFilter
+from registry.model import session_info
 
 __all__ = ["AGENTS", "build", "main", "with_agents"]
 

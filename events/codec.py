@@ -1,7 +1,8 @@
 """Encoders and decoders, built once: msgpack for storage, JSON (one record per line) for interchange.
 
-The decoders are built when first used: building one reads the annotations of every event kind (a tenth of what
-``acp-registry list`` spent importing this package), and a read of the read model decodes no event.
+The decoders are built when first used: building one reads the annotations of every event kind (a large part of
+what ``acp-registry list`` spent importing this package: docs/benchmarks.md), and a read of the read model decodes no
+event.
 """
 
 from __future__ import annotations
@@ -84,11 +85,11 @@ def new_event_id() -> uuid.UUID:
     below the millisecond count on from a random seed per process (RFC 9562, section 6.2): ids never repeat
     within a process (``next`` on a counter is atomic under the GIL, so threads get distinct ids) and
     increase within a millisecond, and other processes start elsewhere. ``os.urandom`` and ``uuid.UUID(int=)``
-    per id were two thirds of the cost (measured 3.8 us an id before, 1.0-1.5 us now).
+    per id were most of the cost (docs/benchmarks.md).
     """
     bits = next(_id_counter[0]) & _RAND_74
     value = (time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF) << 80 | _V7_BITS | (bits >> 62) << 64 | (bits & _RAND_62)
-    return _uuid_from_msgpack(b"\xc4\x10" + value.to_bytes(16, "big"))  # 4x faster than uuid.UUID(int=...)
+    return _uuid_from_msgpack(b"\xc4\x10" + value.to_bytes(16, "big"))  # faster than uuid.UUID(int=...)
 
 
 def _reseed() -> None:

@@ -20,7 +20,8 @@ _PLAIN: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 def split_url(url: str) -> tuple[str, str, str, str]:
     """A store URL's scheme (lowercase), host part, path and query, as ``urllib.parse.urlsplit`` splits them. A
     ``sqlite:///`` URL of plain characters (letters, digits and ``/._-``: nothing quoted, no options) is split
-    without it: ``urllib.parse`` imports ``ipaddress``, a tenth of what ``acp-registry list`` loads otherwise."""
+    without it: ``urllib.parse`` imports ``ipaddress``, a large part of what ``acp-registry list`` loads otherwise
+    (docs/benchmarks.md)."""
     if url[:10].lower() == "sqlite:///" and _PLAIN.issuperset(url[10:]):
         return "sqlite", "", url[9:], ""
     import urllib.parse  # noqa: PLC0415

@@ -76,8 +76,8 @@ class Statements:
             " LEFT JOIN {s}.streams AS st ON st.session_id = %s"
         )
         # A lone append's events after %(head)s, with its stream's row (its version moved to %(last)s) in the same
-        # statement; one event (most appends) as scalars: arrays of one cost ~30 us more of client CPU an append
-        # (psycopg dumps arrays in Python).
+        # statement; one event (most appends) as scalars: arrays of one cost more client CPU an append (psycopg
+        # dumps arrays in Python: docs/benchmarks.md).
         events_after = (
             " INSERT INTO {s}.events (position, stream, version, event_id, recorded_at, session_id, data, chain)"
             " SELECT %(head)s::bigint + n, %(stream)s::bigint, %(actual)s::integer + n, id, %(at)s::bigint,"

@@ -246,9 +246,9 @@ class SqliteStore(GroupCommitStore):
         for hook in hooks:
             hook.committed()
         if self._checkpointer is not None:
-            # A commit writes a page per table and index it touches (~5), and ~16 events fill a page: close
-            # enough (measured 4.4 pages for 1 event, 5.2 for 5, 59 for 1000) to ask for a checkpoint about every
-            # _CHECKPOINT_PAGES pages.
+            # A commit writes a page per table and index it touches (about 5), and about 16 events fill a page:
+            # close enough (the pages a commit writes, counted: docs/benchmarks.md) to ask for a checkpoint about
+            # every _CHECKPOINT_PAGES pages.
             self._wal_pages += 5 * len(units) + sum(len(r.events) for unit in units for r, _ in unit) // 16
             if self._wal_pages >= _CHECKPOINT_PAGES:
                 self._wal_pages = 0
@@ -296,7 +296,7 @@ class SqliteStore(GroupCommitStore):
 
     def _records(self, query: str, params: tuple[object, ...]) -> list[RecordedEvent]:
         # The hot loop of every replay: no call per row, and rows go from the cursor straight into envelopes
-        # (a list of row tuples in between cost 10-25% of a full read). Any bad row reads the rows again
+        # (a list of row tuples in between cost a share of a full read). Any bad row reads the rows again
         # through ``_record``, which names the row that is corrupt.
         uuid_of, event_of = _uuid_decoder.decode, event_decoder().decode
         with self._translate():
@@ -336,7 +336,7 @@ class SqliteStore(GroupCommitStore):
         """The log after ``after`` (up to ``until``), as fold entries or with the whole envelope, read in keyset
         batches (``position > last``), so no read transaction stays open between them. Entries are yielded as the
         cursor gives rows rather than gathered into a list first: a batch of live objects made the cyclic GC run
-        over and over (measured 0.35x the raw scan gathered, 0.54x yielded). Each kind has its own loop, picked
+        over and over (docs/benchmarks.md). Each kind has its own loop, picked
         once a batch: no call per row. A bad row is read again through ``_name_bad_row``, which names it."""
         _check_position("after", after)
         upper = _LAST_POSITION if until is None else _check_position("until", until)

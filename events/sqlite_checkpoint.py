@@ -21,14 +21,14 @@ class Checkpointer:
     """Copies the WAL back into the database file on a thread of its own, so that no append waits for it.
 
     SQLite runs this checkpoint inside the commit that fills the 1000th WAL page; with
-    ``synchronous="normal"`` that was about a third of all append time, spent in 1% of the appends (the
-    checkpoint syncs the WAL and the database file). A PASSIVE checkpoint never blocks writers or readers
+    ``synchronous="normal"`` that was a large share of all append time, spent in a few appends (the checkpoint
+    syncs the WAL and the database file: docs/benchmarks.md). A PASSIVE checkpoint never blocks writers or readers
     and is crash-safe like the inline one. SQLite starts the WAL file over only after a checkpoint copied
     all of it, which a background checkpoint rarely manages while appends go on, so the writer's own
     auto-checkpoint stays as a backstop at ``BACKSTOP_PAGES`` (it also covers a failed background run).
     Not used with ``synchronous="full"``: there every commit waits for an fsync anyway, the inline
-    checkpoint is ~2% of append time, and while the WAL file grows past 1000 pages each commit's fsync
-    is slower (measured 1.5x). The thread starts with the first request and ends with the store.
+    checkpoint is a small share of append time, and while the WAL file grows past 1000 pages each commit's
+    fsync is slower. The thread starts with the first request and ends with the store.
     """
 
     def __init__(self, path: str, synchronous: Literal["full", "normal", "off"], busy_timeout: float) -> None:

@@ -339,7 +339,7 @@ def list_changes(
         if loop is not None:
             return AsyncIOThreadSafeScheduler(loop)
         # A thread of its own for the subscription's life (disposed when it ends): starting one per burst cost
-        # more than the delivery itself (measured: a fan-out to 100 subscribers took twice the CPU).
+        # more than the delivery itself (docs/benchmarks.md).
         return EventLoopScheduler(_delivery_thread, exit_if_empty=False)
 
     owned = scheduler is None and loop is None

@@ -27,7 +27,7 @@ from registry.limits import (
     MAX_TITLE_LENGTH,
     MIN_TIME_NS,
 )
-from registry.model import ARCHIVED_FILTERS, ListFilter, SessionState, parse_time, title_replaces
+from registry.model import SessionState, parse_time, title_replaces
 from registry.paths import normalise_cwd
 from registry.usage import check_usage
 
@@ -48,7 +48,6 @@ __all__ = [
     "creation",
     "info_change",
     "json_type",
-    "list_filter",
     "one_line",
     "prompt_title",
 ]
@@ -126,17 +125,6 @@ def check_agent(agent: object, field: str = "agent") -> str | None:
         raise InvalidParams(f"{field} must be printable and at most {MAX_AGENT_LENGTH} characters long", field=field)
     _check_text(agent, field)
     return agent
-
-
-def list_filter(cwd: str | None = None, archived: object = None, agent: object = None) -> ListFilter:
-    """A checked ``session/list`` filter (``cwd`` already canonical): ``archived`` None (omitted, the same as
-    ``"exclude"``) or one of ``ARCHIVED_FILTERS``; ``agent`` None or a name."""
-    if archived is None:
-        archived = "exclude"
-    if not isinstance(archived, str) or archived not in ARCHIVED_FILTERS:  # refused by name, never read as "exclude"
-        choices = ", ".join(f'"{value}"' for value in ARCHIVED_FILTERS)
-        raise InvalidParams(f"archived must be one of {choices}, not {archived!r}", field="archived")
-    return ListFilter(cwd, archived, check_agent(agent))
 
 
 def archive_change(state: SessionState, archived: bool) -> events.Event | None:

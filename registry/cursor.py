@@ -5,12 +5,14 @@ sort key of the last session it returned. Layout before base64url (no padding)::
 
     version (1 byte) | body length (2 bytes, big-endian) | body (msgpack array) | HMAC-SHA256(secret, all before)[:16]
 
-The body names the store by a fingerprint of its id, so a cursor from another store is told apart from a
-tampered one. Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts a walk.
-
-The body ends with the ``archived`` filter (0 exclude, 1 include, 2 only) and a fingerprint of the ``agent``
-filter, both left out when they are the defaults (so a cursor of the default list is the same bytes as before
-they existed); a cursor replayed with another value of either is refused with reason ``archived`` / ``agent``.
+The body is ``store | scope | position | rank | session_id | the other filters' parts``: the store by a fingerprint
+of its id (so a cursor from another store is told apart from a tampered one), and each list filter's part
+(``registry.filters.Filter.part``) in the order ``FILTERS`` declares them - the first, ``cwd``'s, is the scope,
+after the store; the others follow the sort key. A filter added later adds its part at the end, so a cursor made
+before it existed still decodes, its part the default (the list without the filter: what that cursor walked). A
+cursor replayed with another value of a filter is refused with that filter's name as the reason (``cwd``,
+``archived``, ``agent``, ...). Every way a cursor can be wrong raises ``InvalidCursor`` with a reason; none restarts
+a walk.
 
 Version 2 (this one) sorts by ``updatedAt`` to the millisecond, as the wire shows it, and carries session ids of
 any allowed length; a version-1 cursor is refused with reason ``version`` (its sort key means another order).
@@ -23,13 +25,14 @@ import binascii
 import functools
 import hashlib
 import hmac
-from typing import Final
+import operator
+from typing import Any, Final
 
 import msgspec
 
 from events.store import StoreIdentity
 from registry.errors import InvalidCursor
-from registry.model import ListFilter
+from registry.filters import FILTERS, ListFilter, bound
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
@@ -47,38 +50,34 @@ class Cursor(msgspec.Struct, frozen=True):
     session_id: str
 
 
-class _Body(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
-    store: bytes
-    scope: bytes
-    position: int
-    rank: int
-    session_id: str
-    archived: int = 0
-    agent: bytes = b""
+_SCOPE, *_TAIL = FILTERS
+_Body: Final = msgspec.defstruct(
+    "_Body",
+    [
+        ("store", bytes),
+        (_SCOPE.name, type(_SCOPE.part_default)),
+        ("position", int),
+        ("rank", int),
+        ("session_id", str),
+        *((f.name, type(f.part_default), f.part_default) for f in _TAIL),
+    ],
+    array_like=True,
+    frozen=True,
+    omit_defaults=True,
+)
+"""A cursor's body, laid out from the filters' declarations (the module docstring)."""
 
-
-_ARCHIVED: Final = {"exclude": 0, "include": 1, "only": 2}
-
-
+_parts_of: Final = operator.attrgetter(*(f.name for f in FILTERS))
 _encoder = msgspec.msgpack.Encoder()
 
 
 @functools.cache
-def _decoder() -> msgspec.msgpack.Decoder[_Body]:
+def _decoder() -> msgspec.msgpack.Decoder[Any]:
     return msgspec.msgpack.Decoder(_Body)  # built with the first cursor read, not with the first page
 
 
 def _fingerprint(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()[:8]
-
-
-@functools.lru_cache(maxsize=1024)
-def _scope(cwd: str | None) -> bytes:
-    return _fingerprint("all" if cwd is None else f"cwd\x00{cwd}")
-
-
-def _agent(agent: str | None) -> bytes:
-    return b"" if agent is None else _fingerprint(f"agent\x00{agent}")
 
 
 class CursorCodec:
@@ -87,7 +86,7 @@ class CursorCodec:
     def __init__(self, identity: StoreIdentity) -> None:
         self._store = _fingerprint(identity.store_id)
         # HMAC-SHA256 keyed once; each cursor copies the keyed object (hmac.digest sets a keyed MAC up through
-        # OpenSSL for every call: 1.7 us a tag against 1.15 for a copy, in a loop).
+        # OpenSSL for every call, which costs more than a copy: docs/benchmarks.md).
         self._keyed = hmac.new(identity.secret, digestmod=hashlib.sha256)
 
     def _mac(self, data: bytes) -> bytes:
@@ -97,18 +96,8 @@ class CursorCodec:
 
     def encode(self, cursor: Cursor, where: ListFilter) -> str:
         """A token for ``cursor``, bound to this store and to the list ``where`` selects."""
-        cwd, archived, agent = where
-        body = _encoder.encode(
-            _Body(
-                self._store,
-                _scope(cwd),
-                cursor.position,
-                cursor.rank,
-                cursor.session_id,
-                _ARCHIVED[archived],
-                _agent(agent),
-            )
-        )
+        scope, *tail = bound(where).parts
+        body = _encoder.encode(_Body(self._store, scope, cursor.position, cursor.rank, cursor.session_id, *tail))
         if len(body) > _MAX_BODY:  # pragma: no cover - session ids are at most 1 KiB
             raise ValueError("a cursor body must fit in 64 KiB")
         data = bytes((CURSOR_VERSION,)) + len(body).to_bytes(2, "big") + body
@@ -116,7 +105,6 @@ class CursorCodec:
 
     def decode(self, token: str, where: ListFilter) -> Cursor:
         """The cursor a token holds, if this store made it for the list ``where`` selects; else ``InvalidCursor``."""
-        cwd, archived, agent = where
         if len(token) % 4 == 1:  # a character that holds no whole byte: a cut-short token (then "truncated" below)
             token = token[:-1]
         try:
@@ -147,10 +135,9 @@ class CursorCodec:
             raise InvalidCursor("foreign", "the cursor was issued by another registry store")
         if not hmac.compare_digest(mac, self._mac(data)):
             raise InvalidCursor("tampered", "the cursor's signature does not match its contents")
-        if body.scope != _scope(cwd):
-            raise InvalidCursor("cwd", "the cursor belongs to a walk with another cwd filter")
-        if body.archived != _ARCHIVED[archived]:
-            raise InvalidCursor("archived", "the cursor belongs to a walk with another archived filter")
-        if body.agent != _agent(agent):
-            raise InvalidCursor("agent", "the cursor belongs to a walk with another agent filter")
+        parts = bound(where).parts
+        if _parts_of(body) != parts:
+            for f, part in zip(FILTERS, parts, strict=True):
+                if getattr(body, f.name) != part:
+                    raise InvalidCursor(f.name, f"the cursor belongs to a walk with another {f.name} filter")
         return Cursor(body.position, body.rank, body.session_id)

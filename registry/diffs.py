@@ -159,10 +159,11 @@ def diff(
     old_ms = None if before.updated_at is None else before.updated_at // 1_000_000
     new_ms = None if after.updated_at is None else after.updated_at // 1_000_000
     new_meta = meta_changed(before, after)
-    if before.title == after.title and old_ms == new_ms and not new_meta:
+    same_title = before.title == after.title
+    if same_title and old_ms == new_ms and not new_meta:
         return None
     update = SessionInfoUpdate(
-        title=UNSET if before.title == after.title else after.title,
+        title=UNSET if same_title else after.title,
         updated_at=UNSET if old_ms == new_ms else (None if after.updated_at is None else format_time(after.updated_at)),
         meta=visible_meta(after) if new_meta else UNSET,
     )

@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-import typing
-from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, NamedTuple
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.model import ForkRef, TitleSource
 from registry.agents import IMPORTED
+from registry.codegen import shown_in_meta
 from registry.errors import InvalidParams
 from registry.usage import SessionUsage, meta_value
 
 __all__ = [
-    "ARCHIVED_FILTERS",
     "IMPORTED_AGENTS",
     "META_AGENT",
     "META_AGENT_MESSAGES",
@@ -44,8 +43,6 @@ __all__ = [
     "SHOWN_IN_META",
     "STATE_VERSION",
     "UNDATED_RANK",
-    "Archived",
-    "ListFilter",
     "ListSessionsResult",
     "MetaField",
     "SessionInfo",
@@ -89,11 +86,6 @@ IMPORTED_AGENTS: Final = frozenset(IMPORTED)
 """The agent names of the importers (``registry.agents.IMPORTED``): a session whose creation records no agent but whose
 id is ``<name>:<native id>`` with one of these names belongs to that agent (records written before ``agent``
 existed). Any other id without a recorded agent has none."""
-
-Archived = Literal["exclude", "include", "only"]
-ARCHIVED_FILTERS: Final[tuple[Archived, ...]] = typing.get_args(Archived)
-"""``session/list``'s ``archived`` values (omitted and null are ``exclude``): the CLI's choices, the one check
-(``commands.list_filter``) and its refusal all read them here."""
 
 STATE_VERSION: Final = 4
 """Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read
@@ -143,28 +135,27 @@ def agent_of(session_id: str, recorded: str | None) -> str | None:
 
 
 class MetaField(NamedTuple):
-    """A state field a client sees in ``_meta``: its key; the state fields its value is read from, the first one
-    deciding (while it is None or False nothing is shown); and ``shown``, the value for a state (None: the first
-    field read, as it is). A value of None or False is not shown. ``follows``: the value changes exactly when a
-    field it reads does (the diff then compares those fields, not the values)."""
+    """A state field a client sees in ``_meta``: its key; the state fields its value is read from (while any of them
+    is None or False nothing is shown); and ``shown``, the value for a state: None, the first field read as it is; a
+    string, that attribute of the first field read; or a function of the state. A value of None or False is not
+    shown. ``follows``: the value changes exactly when a field it reads does (the diff then compares those fields,
+    not the values)."""
 
     key: str
     reads: tuple[str, ...]
-    shown: Callable[[SessionState], Any] | None = None
+    shown: Callable[[SessionState], Any] | str | None = None
     follows: bool = True
 
     def value(self, state: SessionState) -> Any:
         """What ``_meta`` shows under ``key`` for ``state`` (None: nothing)."""
+        for name in self.reads:
+            read = getattr(state, name)
+            if read is None or read is False:
+                return None
         first = getattr(state, self.reads[0])
-        if first is None or first is False:
-            return None
-        value = first if self.shown is None else self.shown(state)
+        shown = self.shown
+        value = first if shown is None else getattr(first, shown) if isinstance(shown, str) else shown(state)
         return None if value is False else value
-
-
-def _shown_source(state: SessionState) -> str | None:
-    source = state.title_source  # ``_value_``: the member's value as stored (``.value`` is a slower descriptor)
-    return source._value_ if source is not None and state.title is not None else None
 
 
 def _shown_parent(state: SessionState) -> dict[str, Any] | None:
@@ -179,7 +170,8 @@ def _shown_usage(state: SessionState) -> dict[str, Any] | None:
 
 SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
     # The title's source is shown only beside a title: another title under the same source shows the same.
-    MetaField(META_TITLE_SOURCE, ("title_source", "title"), _shown_source, follows=False),
+    # ``_value_``: the member's value as stored (``.value`` is a slower descriptor).
+    MetaField(META_TITLE_SOURCE, ("title_source", "title"), "_value_", follows=False),
     MetaField(META_MESSAGES, ("messages",)),
     MetaField(META_ARCHIVED, ("archived",)),  # true, or absent
     MetaField(META_AGENT, ("agent",)),
@@ -191,76 +183,9 @@ builds the object from it and ``meta_changed`` (what ``registry.diffs`` sends a 
 it. ``tests/test_session_shape.py`` holds each entry's ``reads`` and ``follows`` to its value."""
 
 
-def _written_out(fields: tuple[MetaField, ...]) -> dict[str, Any]:
-    """``visible_meta`` and ``meta_changed`` for ``fields``, written out as Python source and compiled once (as
-    ``dataclasses`` writes an ``__init__``). They run once per change and view of the change stream: a loop over
-    the declaration (a call per field) cost it 10-20% of its rate against the written-out code (measured side by
-    side on the CPU clock, 100k changes to one subscriber)."""
-    known = set(SessionState.__struct_fields__)
-    names: dict[str, Any] = {}
-    build = ["def visible_meta(state):", "    meta = dict(state.meta) if state.meta else {}"]
-    for n, field in enumerate(fields):
-        if not field.reads or not set(field.reads) <= known:
-            raise TypeError(f"{field.key}: reads {field.reads!r}, not fields of SessionState")
-        names[f"key{n}"], names[f"shown{n}"] = field.key, field.shown
-        build += [f"    value = state.{field.reads[0]}", "    if value is not None and value is not False:"]
-        if field.shown is None:
-            build.append(f"        meta[key{n}] = value")
-        else:
-            build += [
-                f"        value = shown{n}(state)",
-                "        if value is not None and value is not False:",
-                f"            meta[key{n}] = value",
-            ]
-    build.append("    return meta")
-    compared = ["before.meta != after.meta"]
-    compared += (f"before.{name} != after.{name}" for f in fields if f.follows for name in f.reads)
-    for n, field in enumerate(fields):
-        if not field.follows:
-            names[f"value{n}"] = field.value
-            read = " or ".join(f"before.{name} != after.{name}" for name in field.reads)
-            compared.append(f"(({read}) and value{n}(before) != value{n}(after))")
-    changed = ["def meta_changed(before, after):", "    return " + " or ".join(compared)]
-    source = "\n".join([*build, *changed])
-    exec(compile(source, "<SHOWN_IN_META written out>", "exec"), names)  # a traceback names what it ran
-    return names
-
-
-_WRITTEN: Final = _written_out(SHOWN_IN_META)
-
-visible_meta: Final[Callable[[SessionState], dict[str, Any]]] = _WRITTEN["visible_meta"]
+visible_meta, meta_changed = shown_in_meta(SHOWN_IN_META, SessionState.__struct_fields__)  # written out: codegen.py
 visible_meta.__doc__ = """The ``_meta`` a client sees: the session's own object plus the registry's namespaced keys."""
-
-meta_changed: Final[Callable[[SessionState, SessionState], bool]] = _WRITTEN["meta_changed"]
 meta_changed.__doc__ = """Whether the ``_meta`` a client sees differs between two states of a session."""
-
-
-class ListFilter(NamedTuple):
-    """What a ``session/list`` walk lists: ``cwd`` (canonical; None: all), ``archived``, ``agent`` (None: all).
-    A cursor is bound to all three."""
-
-    cwd: str | None = None
-    archived: Archived = "exclude"
-    agent: str | None = None
-
-    def matches(self, state: SessionState) -> bool:
-        """Whether a session is in this list (a deleted one is in none)."""
-        return self.outside((state,)) is None
-
-    def outside(self, states: Iterable[SessionState]) -> SessionState | None:
-        """The first of ``states`` not in this list, else None: the one home of the rule, written for a whole page
-        at once (the guard runs it over every page's states: one call, not one a state)."""
-        cwd, agent = self.cwd, self.agent
-        include, only = self.archived == "include", self.archived == "only"
-        for state in states:
-            if (
-                state.deleted
-                or (cwd is not None and state.cwd != cwd)
-                or (agent is not None and state.agent != agent)
-                or (not include and state.archived is not only)
-            ):
-                return state
-        return None
 
 
 def title_replaces(current: TitleSource | None, new: TitleSource) -> bool:

@@ -12,9 +12,9 @@ from typing import Final
 
 from registry.cursor import Cursor, CursorCodec
 from registry.errors import InvalidCursor
+from registry.filters import ListFilter
 from registry.model import (
     META_CONSISTENCY,
-    ListFilter,
     ListSessionsResult,
     SessionInfo,
     SessionState,

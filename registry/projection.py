@@ -18,7 +18,7 @@ import heapq
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple, assert_never
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, assert_never
 
 import msgspec
 from msgspec import UNSET
@@ -26,7 +26,8 @@ from msgspec.structs import replace
 
 import events
 from registry.agents import META_RETIRED, Retired
-from registry.model import UNDATED_RANK, ListFilter, SessionState, agent_of, sort_key, title_replaces
+from registry.filters import ListFilter, bound
+from registry.model import UNDATED_RANK, SessionState, agent_of, sort_key, title_replaces
 from registry.usage import added
 
 if TYPE_CHECKING:
@@ -73,6 +74,23 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     session's version and position, which must follow its stream.
     """
     event = record.event
+    if type(event) is _TURN and state is not None and not state.deleted:  # most events (``_turn``, inlined)
+        if event.usage is not None:  # a turn that reported what it used: the session's totals move with it
+            return replace(
+                state,
+                updated_at=event.at,
+                messages=state.messages + event.messages,
+                usage=added(state.usage, event.usage),
+                version=record.version,
+                position=record.position,
+            )
+        return replace(
+            state,
+            updated_at=event.at,
+            messages=state.messages + event.messages,
+            version=record.version,
+            position=record.position,
+        )
     if isinstance(event, events.SessionCreated):
         if state is not None:
             return _restored(state, record) if state.deleted and restorable(state) else None
@@ -95,22 +113,7 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         return None
     match event:  # every other kind, named: mypy fails here on a kind added to ``events.Event`` without a case
         case events.SessionUpdated():
-            if event.usage is not None:  # a turn that reported what it used: the session's totals move with it
-                return replace(
-                    state,
-                    updated_at=event.at,
-                    messages=state.messages + event.messages,
-                    usage=added(state.usage, event.usage),
-                    version=record.version,
-                    position=record.position,
-                )
-            return replace(
-                state,
-                updated_at=event.at,
-                messages=state.messages + event.messages,
-                version=record.version,
-                position=record.position,
-            )
+            return _turn(state, event, record)
         case events.SessionInfoChanged():
             title, title_source = state.title, state.title_source
             if event.title is None:
@@ -148,6 +151,30 @@ def _restored(state: SessionState, record: Entry) -> SessionState:
     count, parent - no longer deleted and without the retirement's mark (the event's own fields are not read)."""
     meta = {key: value for key, value in (state.meta or {}).items() if key != META_RETIRED} or None
     return replace(state, deleted=False, meta=meta, version=record.version, position=record.position)
+
+
+_TURN: Final = events.SessionUpdated
+
+
+def _turn(state: SessionState, event: events.SessionUpdated, record: Entry) -> SessionState:
+    """What a turn changes: ``updatedAt``, the message count, and the session's usage totals when it reported what
+    it used (``fold`` takes it first, inlined)."""
+    if event.usage is not None:
+        return replace(
+            state,
+            updated_at=event.at,
+            messages=state.messages + event.messages,
+            usage=added(state.usage, event.usage),
+            version=record.version,
+            position=record.position,
+        )
+    return replace(
+        state,
+        updated_at=event.at,
+        messages=state.messages + event.messages,
+        version=record.version,
+        position=record.position,
+    )
 
 
 @contextlib.contextmanager
@@ -252,7 +279,7 @@ class Projection:
 
     def _ordered(self, where: ListFilter, after: SortKey | None) -> Iterable[SortKey]:
         """The sort keys after ``after`` of the index that serves ``where`` (an agent's, a cwd's or the global
-        one; both halves merged for ``include``). A cwd together with an agent is filtered by the caller."""
+        one; both halves merged for ``include``). The other filters are the caller's to apply."""
         cwd, agent = (None, where.agent) if where.agent is not None else (where.cwd, None)
         if where.archived == "include":
             return heapq.merge(self._keys((cwd, agent, False), after), self._keys((cwd, agent, True), after))
@@ -272,11 +299,11 @@ class Projection:
         the same order, leaving out every session changed since ``as_of`` (so none is shown twice).
         """
         self._fresh()
-        cwd, agent = where.cwd, where.agent
         current: Iterable[SortKey] = self._ordered(where, after)
         sessions = self._sessions
-        if cwd is not None and agent is not None:
-            current = (key for key in current if sessions[key[1]].cwd == cwd)
+        served = "agent" if where.agent is not None else "cwd"
+        if any(name != served for name in bound(where).narrowing):  # the index served one filter: test the others
+            current = (key for key in current if where.matches(sessions[key[1]]))
         as_of_state = self._as_of(as_of)
         if as_of_state is None:
             stream: Iterator[SessionState] = (s for s in (sessions[key[1]] for key in current) if s.position <= as_of)

@@ -30,7 +30,6 @@ from events.model import (
     Message,
     Role,
     SessionCreated,
-    SessionDeleted,
     SessionUpdated,
     TitleSource,
     Usage,
@@ -41,7 +40,6 @@ from registry.agents import known_name
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.commands import (
-    archive_change,
     check_messages,
     check_meta,
     check_payload,
@@ -49,15 +47,14 @@ from registry.commands import (
     check_source,
     check_time,
     check_title,
-    check_user_title,
     creation,
     info_change,
     json_type,
-    list_filter,
 )
 from registry.conversation import counted, prepare, unseen
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams, SessionNotFound
+from registry.filters import Filters, list_filter
 from registry.follow import Follower, Following, Listener
 from registry.limits import MAX_PAGE_SIZE, MAX_SEARCH_HITS
 from registry.model import (
@@ -73,6 +70,7 @@ from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.session_commands import Events, SessionCommands
 from registry.usage import check_usage
 from registry.writing import CommandWriter
 
@@ -102,8 +100,11 @@ class RegistryOptions(TypedDict, total=False):
     keep_secrets: bool
 
 
-class SessionRegistry:
+class SessionRegistry(SessionCommands):
     """Session history as an event log, answering ACP ``session/list`` from a read model.
+
+    Its session commands (``set_title``, ``rename``, ``archive``, ``unarchive``, ``delete``) are
+    ``registry.session_commands``'.
 
     Thread-safe. ``page_size`` is how many sessions a ``session/list`` page holds (1 to 1000); ``window`` is how
     many log positions a walk may span and still be exact (see the README); ``read_model`` forces ``"memory"``
@@ -347,30 +348,6 @@ class SessionRegistry:
         self._writer.write(session_id, events)
         return self._writer.written(session_id)
 
-    def set_title(self, session_id: str, title: str) -> str:
-        """Set a user title (``session/set_title``): never replaced by a generated one afterwards. Returns the
-        stored title (surrounding whitespace trimmed). Blank or empty -> ``InvalidParams``; an unknown or deleted
-        session -> ``SessionNotFound``. Setting the title it has writes nothing."""
-        stored = check_user_title(title)
-        self._change_info(session_id, stored, TitleSource.USER, UNSET, UNSET)
-        return stored
-
-    def archive(self, session_id: str) -> None:
-        """Hide a session from default lists (``session/archive``); its id and history stay. Idempotent: an
-        archived session is left as it is. Unknown or deleted -> ``SessionNotFound``."""
-        self._archived(session_id, True)
-
-    def unarchive(self, session_id: str) -> None:
-        """Bring an archived session back into default lists; idempotent. Unknown or deleted -> ``SessionNotFound``."""
-        self._archived(session_id, False)
-
-    def _archived(self, session_id: str, archived: bool) -> None:
-        def events(state: SessionState) -> list[Event]:
-            change = archive_change(state, archived)
-            return [] if change is None else [change]
-
-        self._writer.write(session_id, events)
-
     def fork(
         self,
         source_id: str,
@@ -401,6 +378,9 @@ class SessionRegistry:
             parent=parent,
         )
 
+    def _write(self, session_id: str, events: Events, *, missing_ok: bool = False) -> None:
+        self._writer.write(session_id, events, missing_ok=missing_ok)
+
     def restore(self, session_id: str) -> SessionInfo:
         """Bring back a session a proxy retired because its agent had not kept it (``_meta``'s
         ``acp-session-registry/retired`` is ``"unkept"``), now that the agent has it: the same record, with all it
@@ -411,17 +391,8 @@ class SessionRegistry:
         self._writer.restore(session_id, SessionCreated(cwd=cwd, at=self._clock()))
         return self._writer.written(session_id)
 
-    def delete(self, session_id: str, *, reason: str | None = None, erase: bool = True) -> None:
-        """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op.
-
-        ``erase`` (a user's delete): its conversation is erased from disk too - by the time this returns no byte of
-        its messages is left in the store's files (``EventStore.erase``); its metadata (id, cwd, title, times)
-        stays in the tombstone. A session the registry itself retires keeps its conversation (``erase=False``)."""
-        check_session_id(session_id)
-        if reason is not None:
-            check_title(reason, "reason")  # a short text, like a title: anything else would poison the log
-        self._writer.write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
-        if erase and not self._store.read_only:
+    def _erase_conversation(self, session_id: str) -> None:
+        if not self._store.read_only:
             state = self._writer.fresh_state(session_id)
             if state is not None and state.deleted:
                 self._store.erase(session_id)
@@ -500,27 +471,21 @@ class SessionRegistry:
         return self._searcher
 
     def list(
-        self,
-        cwd: str | None = None,
-        cursor: str | None = None,
-        *,
-        archived: str | None = "exclude",
-        agent: str | None = None,
-        query: str | None = None,
+        self, cwd: str | None = None, cursor: str | None = None, *, query: str | None = None, **filters: Unpack[Filters]
     ) -> ListSessionsResult:
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
 
-        ``archived``: ``"exclude"`` (the default; None is the same), ``"include"`` or ``"only"``; ``agent``: only
-        that agent's sessions. Both apply before pagination, and a cursor is bound to them and to ``cwd``
-        (another value -> ``InvalidCursor``). ``query``: only the sessions whose conversations match it, best first
-        (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the cursor is then
-        bound to the query too."""
+        The list filters (``registry.filters``) by keyword: ``archived``: ``"exclude"`` (the default; None is the
+        same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions. They apply before pagination,
+        and a cursor is bound to them and to ``cwd`` (another value -> ``InvalidCursor``). ``query``: only the
+        sessions whose conversations match it, best first (``search``), each with the passages that matched in its
+        ``_meta`` (``META_SNIPPETS``); the cursor is then bound to the query too."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
         if query is not None:
-            return self._searched(query, cwd, cursor, archived, agent)
+            return self._searched(query, cwd, cursor, filters.get("archived", "exclude"), filters.get("agent"))
         where = list_filter(
-            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), archived, agent
+            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters
         )
         return list_page(
             self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render

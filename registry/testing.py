@@ -27,14 +27,17 @@ from events.testing import fake_clock
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.evidence import log_shorter
-from registry.model import ListFilter
+from registry.filters import ListFilter
 from registry.projection import Projection
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.readmodel.schema import sqlite_ddl
 from registry.readmodel.usage_tables import GROUPS, UsageQuery, UsageRow, day_rows, grouped, usage_rows
 from registry.usage import DAY_NS, UsageKey, fold_usage
 
 __all__ = ["ReadModelContract", "reference_fold", "reference_usage", "walk"]
+
+_SESSIONS_DDL = next(ddl for ddl in sqlite_ddl() if ddl.startswith("CREATE TABLE rm_sessions "))
 
 
 def reference_fold(store: EventStore, until: int | None = None) -> Projection:
@@ -102,7 +105,7 @@ def walk(model: ReadModel, as_of: int, cwd: str | None = None, limit: int = 3) -
     """Every session id of the list as of ``as_of``, read page by page as ``session/list`` reads it."""
     return [
         state.session_id
-        for page in model.pages(as_of=as_of, where=ListFilter(cwd), limit=limit)
+        for page in model.pages(as_of=as_of, where=ListFilter(cwd=cwd), limit=limit)
         for state in page.states
     ]
 
@@ -261,12 +264,10 @@ class ReadModelContract:
                 "rm_past is a view, not a table",
             ),
             (
-                {
-                    "sqlite": "ALTER TABLE rm_sessions RENAME TO rm_kept;"
-                    " CREATE TABLE rm_sessions (id INTEGER PRIMARY KEY, session_id TEXT COLLATE NOCASE NOT NULL,"
-                    " cwd TEXT NOT NULL, rank INTEGER NOT NULL, live INTEGER NOT NULL, valid_from INTEGER NOT NULL,"
-                    " state BLOB NOT NULL, archived INTEGER NOT NULL, agent TEXT, parent TEXT, UNIQUE (session_id));"
-                    " INSERT INTO rm_sessions SELECT * FROM rm_kept; DROP TABLE rm_kept",
+                {  # the table as declared (whatever its columns), but its key in another collation
+                    "sqlite": "ALTER TABLE rm_sessions RENAME TO rm_kept; "
+                    + _SESSIONS_DDL.replace("session_id TEXT NOT NULL", "session_id TEXT COLLATE NOCASE NOT NULL")
+                    + "; INSERT INTO rm_sessions SELECT * FROM rm_kept; DROP TABLE rm_kept",
                     "postgresql": 'ALTER TABLE rm_sessions ALTER COLUMN session_id TYPE text COLLATE "default"',
                 },
                 "table rm_sessions is defined as",

@@ -169,6 +169,11 @@ class ProxyProcess:
             if n["method"] == "session/update" and n["params"]["update"].get("sessionUpdate") == kind
         ]
 
+    def titles(self) -> list[str | None]:
+        """The titles the client was told, in order: the ``session_info_update``s that carry one (the others carry
+        what a turn, an archive or ``_meta`` changed)."""
+        return [u["title"] for u in self.updates("session_info_update") if "title" in u]
+
     def close(self, timeout: float = 20.0) -> int:
         """Close stdin (the client's EOF) and wait for the proxy to end: its exit code."""
         with contextlib.suppress(BrokenPipeError, ValueError, OSError):

@@ -103,9 +103,10 @@ def test_delete_checks_the_id_before_the_store_sees_it(
 def test_the_params_structs_are_typed() -> None:
     assert params.convert_params({"cwd": "/a", "pageSize": 3}, params.ListParams) == params.ListParams(cwd="/a")
     assert params.convert_params(None, params.ListParams) == params.ListParams()
-    assert params.convert_params({"sessionId": "x"}, params.DeleteParams).session_id == "x"
+    delete = methods.METHODS["session/delete"].params
+    assert params.convert_params({"sessionId": "x"}, delete).session_id == "x"
     with pytest.raises(InvalidParams) as caught:
-        params.convert_params({"text": 1}, params.DeleteParams, "prompt[3]")
+        params.convert_params({"text": 1}, delete, "prompt[3]")
     assert caught.value.data == {"field": "prompt[3].sessionId"}
 
 

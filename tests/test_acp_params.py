@@ -15,11 +15,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from registry.acp.methods import METHODS
 from registry.acp.params import (
     InitializeParams,
     ListParams,
     NewSessionParams,
-    RenameParams,
     SessionRef,
     convert_params,
     invalid_params,
@@ -80,7 +80,12 @@ def test_msgspec_writes_the_messages_params_reads(value: Any, shape: type, messa
             "protocolVersion",
             "protocolVersion must be an integer, not a number",
         ),
-        ({"sessionId": "s", "title": [1]}, RenameParams, "title", "title must be a string, not an array"),
+        (
+            {"sessionId": "s", "title": [1]},
+            METHODS["_registry/rename"].params,
+            "title",
+            "title must be a string, not an array",
+        ),
         ({"sessionId": 5}, SessionRef, "sessionId", "sessionId must be a non-empty string, not a number"),
     ],
 )

@@ -21,6 +21,7 @@ import pytest
 
 from events.store import EventStore
 from registry import SessionRegistry
+from registry.readmodel.tables import CURRENT_COLUMNS
 from registry.testing import reference_fold
 from tests.test_read_model import list_read_only
 
@@ -144,9 +145,9 @@ EDITS = {
     "live cleared": ("UPDATE rm_sessions SET live = NOT live WHERE session_id = 's1'", "rm_sessions.live"),
     "valid_from changed": ("UPDATE rm_sessions SET valid_from = 1 WHERE session_id = 's1'", "rm_sessions.valid_from"),
     "row deleted": ("DELETE FROM rm_sessions WHERE session_id = 's1'", "rm_sessions lacks"),
-    "fake row": (
-        "INSERT INTO rm_sessions (session_id, cwd, rank, live, valid_from, state, archived)"
-        " SELECT 'fake', cwd, rank, live, valid_from, state, archived FROM rm_sessions WHERE session_id = 's0'",
+    "fake row": (  # a copy of a row (whatever its columns) under another id
+        f"INSERT INTO rm_sessions ({', '.join(CURRENT_COLUMNS)}) SELECT 'fake', {', '.join(CURRENT_COLUMNS[1:])}"
+        " FROM rm_sessions WHERE session_id = 's0'",
         "rm_sessions holds a row",
     ),
     "state of another": (

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from registry.acp.methods import served
 from registry.limits import MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH
+from registry.session_commands import COMMANDS, wire_params
 from tests.acp_wire import WireServer, request
 from tests.fuzzing import fuzz_settings, json_values, texts
 
@@ -101,6 +102,13 @@ def _params(draw: st.DrawFn, method: str, sessions: list[str]) -> Any:
         "session/status": {"sessionId": session_id},
         "session/fork": {"sessionId": session_id, "cwd": "/work/fuzz/fork", "mcpServers": []},
     }
+    for row in COMMANDS:  # a session command without a template of its own: its params as its method types them
+        if row.method not in templates:
+            fields = msgspec.structs.fields(wire_params(row))[1:]
+            templates[row.method] = {
+                "sessionId": session_id,
+                **{f.encode_name: draw(st.from_type(f.type)) for f in fields},
+            }
     assert set(METHODS) <= set(templates), (
         f"a method of the table has no fuzz template: {set(METHODS) - set(templates)}"
     )

@@ -21,7 +21,8 @@ import events
 from events import MemoryStore
 from events.model import Usage
 from registry import SessionRegistry, SessionState
-from registry.model import META_CONSISTENCY, Archived, ListFilter, ListSessionsResult
+from registry.filters import Archived, ListFilter
+from registry.model import META_CONSISTENCY, ListSessionsResult
 from registry.projection import Projection
 
 SESSIONS = [*(f"s{n}" for n in range(5)), "codex:s5"]  # an importer's prefix: the agent is derived from it
@@ -141,7 +142,7 @@ def _live_at(
 ) -> list[str]:
     projection = Projection()
     projection.load(r for r in log if r.position <= position)
-    where = ListFilter(cwd, archived, agent)
+    where = ListFilter(cwd=cwd, archived=archived, agent=agent)
     return [s.session_id for s in projection.sessions() if where.matches(s)]
 
 

@@ -100,8 +100,7 @@ def test_the_agents_title_reaches_the_client_once_and_is_recorded_as_the_agents(
         proxy.result(2, "session/prompt", prompt(session, "title Agent says so"))
         listed = proxy.result(3, "session/list", {})
         assert listed["sessions"][0]["title"] == "Agent says so"
-        titles = [u["title"] for u in proxy.updates("session_info_update")]
-        assert titles == ["Agent says so"]
+        assert proxy.titles() == ["Agent says so"]
         assert proxy.close() == 0
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"scripted-agent:{session}")
@@ -115,13 +114,13 @@ def test_an_agent_title_that_repeats_the_proxys_reaches_the_client_once(url: str
     with proxy:
         proxy.result(2, "session/prompt", prompt(session, "hello there"))
         deadline, n = time.monotonic() + 20, 3
-        while not proxy.updates("session_info_update") and time.monotonic() < deadline:
+        while not proxy.titles() and time.monotonic() < deadline:
             proxy.result(n, "session/list", {})  # reads what arrived meanwhile
             n += 1
         proxy.result(n, "session/prompt", prompt(session, "title hello there"))  # the same title, from the agent
         proxy.result(n + 1, "session/prompt", prompt(session, "title Something else"))
         proxy.result(n + 2, "session/list", {})
-        assert [u["title"] for u in proxy.updates("session_info_update")] == ["hello there", "Something else"]
+        assert proxy.titles() == ["hello there", "Something else"]
         assert proxy.close() == 0
     with SessionRegistry.open(url) as registry:
         state = registry.state(f"scripted-agent:{session}")
@@ -301,7 +300,7 @@ def test_a_title_the_agent_replays_while_loading_an_unknown_session_is_kept(url:
     proxy, _ = started(url, "--past", str(past), cwd=str(tmp_path))  # no --list: the proxy cannot know old-1
     with proxy:
         proxy.result(2, "session/load", {"sessionId": "old-1", "cwd": str(tmp_path), "mcpServers": []})
-        assert [u["title"] for u in proxy.updates("session_info_update")] == ["Replayed title"]
+        assert proxy.titles() == ["Replayed title"]
         listed = {s["sessionId"]: s.get("title") for s in proxy.result(3, "session/list", {})["sessions"]}
         assert listed["old-1"] == "Replayed title"
         assert proxy.close() == 0
@@ -409,9 +408,7 @@ def test_fork_is_forwarded_to_an_agent_that_forks_and_recorded_with_its_parent(
         assert state.parent.session_id == f"scripted-agent:{session}"
 
 
-def test_a_users_title_set_elsewhere_reaches_the_client_live_and_its_own_is_not_echoed(
-    url: str, tmp_path: Path
-) -> None:
+def test_a_users_title_reaches_the_client_live_as_serve_tells_it(url: str, tmp_path: Path) -> None:
     proxy, session = started(url, cwd=str(tmp_path))
     with proxy:
         proxy.result(2, "session/prompt", prompt(session, "first turn"))  # the proxy's own title: pushed once
@@ -419,8 +416,8 @@ def test_a_users_title_set_elsewhere_reaches_the_client_live_and_its_own_is_not_
         with SessionRegistry.open(url) as elsewhere:  # another process: a second window, the CLI, a host
             elsewhere.set_title(f"scripted-agent:{session}", "From elsewhere")
         deadline = time.monotonic() + 20
-        while "From elsewhere" not in [u["title"] for u in proxy.updates("session_info_update")]:
+        while "From elsewhere" not in proxy.titles():
             assert time.monotonic() < deadline, proxy.notifications
             proxy.result(4, "session/list", {})  # reads on, collecting notifications
-        assert [u["title"] for u in proxy.updates("session_info_update")] == ["first turn", "From elsewhere"]
+        assert proxy.titles() == ["first turn", "From this window", "From elsewhere"]
         assert proxy.close() == 0

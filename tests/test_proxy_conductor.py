@@ -120,8 +120,7 @@ def test_a_turn_through_the_chain_is_recorded_titled_and_listed(form: str, url: 
         assert [c["content"]["text"] for c in conductor.updates("agent_message_chunk")] == ["hello there"]
         conductor.result(4, "session/prompt", prompt(session, "title From the agent"))
         conductor.result(5, "session/list", {})
-        titles = [u["title"] for u in conductor.updates("session_info_update")]
-        assert titles == ["hello there", "From the agent"]  # the proxy's, then the agent's: each once
+        assert conductor.titles() == ["hello there", "From the agent"]  # the proxy's, then the agent's: each once
         assert conductor.close() == 0
     state = _state(url, f"scripted-agent:{session}")
     assert state.messages == 4 and state.title == "From the agent"

@@ -24,6 +24,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.recorder import MAX_BACKLOG_BYTES, Recorder
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
+from registry.session_commands import command
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command
 
 _MB = 1 << 20
@@ -113,7 +114,9 @@ def test_the_recorders_queue_is_bounded_in_bytes_under_a_real_lock(
             recorder = _recorder(registry)
             recorder.start()
             with _locked(path):
-                recorder.put(lambda r: r.user_title("first", "Waits on the lock"), held=("first",))
+                title = command("session/set_title")
+                assert title is not None
+                recorder.put(lambda r: r.command("first", title, {"title": "Waits on the lock"}), held=("first",))
                 kept, declared = _kept_while(recorder, 10_000, 64)
                 assert 0 < kept <= declared  # what each declares is a bound on what it keeps
                 flood = (MAX_BACKLOG_BYTES // _BIG) * 3  # three budgets' worth of 4 MB observations

@@ -53,7 +53,7 @@ def test_the_python_sdk_drives_a_proxied_agent(tmp_path: Path) -> None:
             await conn.prompt(session_id=session, prompt=[text_block("title Named by the agent")])
             listed = await conn.list_sessions()
             assert [(s.session_id, s.title) for s in listed.sessions] == [(session, "Named by the agent")]
-            titles = [u.title for _, u in client.updates if isinstance(u, SessionInfoUpdate)]
+            titles = [u.title for _, u in client.updates if isinstance(u, SessionInfoUpdate) and u.title is not None]
             assert titles[-1] == "Named by the agent" and titles.count("Named by the agent") == 1
 
     asyncio.run(main())

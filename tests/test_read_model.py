@@ -25,7 +25,8 @@ from events.model import Event, LogEntry
 from events.store import EventStore
 from registry import SessionRegistry
 from registry.backends import backend_for
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter
+from registry.model import SessionState
 from registry.projection import Projection
 from registry.readmodel import PAST_WINDOW, ReadModel
 from registry.readmodel.check import check_read_model
@@ -58,14 +59,14 @@ def _live(projection: Projection, where: ListFilter) -> list[str]:
 
 
 _FILTERS = [
-    ListFilter(None),
-    ListFilter("/a"),
-    ListFilter(None, "include"),
-    ListFilter("/a", "only"),
-    ListFilter(None, "only"),
-    ListFilter(None, "exclude", "codex"),
-    ListFilter("/a", "include", "codex"),
-    ListFilter(None, "only", "claude-code"),
+    ListFilter(),
+    ListFilter(cwd="/a"),
+    ListFilter(archived="include"),
+    ListFilter(cwd="/a", archived="only"),
+    ListFilter(archived="only"),
+    ListFilter(agent="codex"),
+    ListFilter(cwd="/a", archived="include", agent="codex"),
+    ListFilter(archived="only", agent="claude-code"),
 ]
 
 

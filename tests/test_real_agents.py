@@ -40,7 +40,7 @@ def test_fast_agent_turn_titles_list_load_and_delete_through_the_proxy(tmp_path:
         sid = world.new_session(proxy)
         world.turn(proxy, sid, "Plan the release notes")
         assert proxy.text(sid) == "Plan the release notes"  # passthrough echoes the prompt
-        infos = proxy.updates(sid, "session_info_update")
+        infos = proxy.titles(sid)
         assert len(infos) == 1, infos  # the agent's own title, passed on once, no second one from the proxy
         assert infos[0]["title"] == "Plan the release notes"
 
@@ -70,7 +70,7 @@ def test_fast_agent_turn_titles_list_load_and_delete_through_the_proxy(tmp_path:
         world.load(again, sid)
         assert "Plan the release notes" in again.text(sid, "user_message_chunk")
         assert "Plan the release notes" in again.text(sid)
-        assert len(again.updates(sid, "session_info_update")) == 1  # the agent's replayed title, once
+        assert len(again.titles(sid)) == 1  # the agent's replayed title, once
         before = by_id(list_all(again))[sid]["updatedAt"]
         world.turn(again, sid, "Add the migration guide")
         after = by_id(list_all(again))[sid]
@@ -100,7 +100,7 @@ def test_gemini_sessions_are_listed_titled_and_deleted_by_the_proxy(tmp_path: Pa
         assert world.stub.model_requests()  # gemini asked the (stub) model
 
         # gemini never titles a session: the proxy titles it from the first prompt and says so, once.
-        info = proxy.wait_for_update(first, "session_info_update", timeout=10)
+        info = proxy.wait_for_update(first, "session_info_update", timeout=10, titled=True)
         assert info["title"] == "Explain the build graph"
         listed = by_id(list_all(proxy))
         assert listed[first]["title"] == "Explain the build graph"
@@ -111,7 +111,7 @@ def test_gemini_sessions_are_listed_titled_and_deleted_by_the_proxy(tmp_path: Pa
         assert proxy.call("session/delete", {"sessionId": second}) == {}
         assert second not in by_id(list_all(proxy))
         assert proxy.close() == 0, proxy.stderr_tail()
-        assert len(proxy.updates(first, "session_info_update")) == 1
+        assert len(proxy.titles(first)) == 1
 
         # A restart (the proxy also imports gemini's chat files): one entry per session, the delete held.
         again = world.proxy()

@@ -27,7 +27,8 @@ from registry import (
     rpc_error,
 )
 from registry.cursor import Cursor, CursorCodec
-from registry.model import META_MESSAGES, META_TITLE_SOURCE, ListFilter, format_time, parse_time
+from registry.filters import ListFilter
+from registry.model import META_MESSAGES, META_TITLE_SOURCE, format_time, parse_time
 
 T0 = parse_time("2025-10-27T15:30:00Z")
 

@@ -13,6 +13,7 @@ from reactivex.testing import TestScheduler
 from events import ForkRef, MemoryStore, SessionArchived, SessionCreated, SessionUnarchived, SessionUpdated, TitleSource
 from registry import InvalidCursor, InvalidParams, SessionNotFound, SessionRegistry
 from registry.diffs import Added, ListChange, Removed, Updated
+from registry.filters import Filters
 from registry.importers import AGENTS
 from registry.model import IMPORTED_AGENTS, META_AGENT, META_ARCHIVED, META_PARENT
 
@@ -77,11 +78,12 @@ def test_agent_filter_and_cursor_binding(registry: SessionRegistry) -> None:
     assert registry.get("s1").meta[META_AGENT] == "codex"  # type: ignore[index]
     cursor = registry.list(archived="include").next_cursor
     assert isinstance(cursor, str)
-    for wrong, reason in (
+    cases: list[tuple[Filters, str]] = [
         ({}, "archived"),
         ({"archived": "only"}, "archived"),
         ({"archived": "include", "agent": "codex"}, "agent"),
-    ):
+    ]
+    for wrong, reason in cases:
         with pytest.raises(InvalidCursor) as caught:
             registry.list(None, cursor, **wrong)
         assert caught.value.reason == reason

@@ -14,15 +14,18 @@ answers it, and what each surface does with it (``roles``):
 The surfaces: ``serve`` (``registry.acp.agent``) binds its own handlers with ``bind``; the SDK adapter
 (``registry.acp.sdk``) routes every ``ANSWER`` method the agent does not answer itself; a proxy answers its
 ``ANSWER`` methods with ``Method.answer`` and relays those ``Method.forwards`` says to. ``capabilities`` derives what
-a surface advertises (for a proxy, with its agent's). Adding a method is one ``Method`` entry, one handler and its
-params struct; the serve fuzz test then asks for a template of it.
+a surface advertises (for a proxy, with its agent's). A session command (``registry.session_commands``: a method and
+its row) is an entry here without a line of its own: its params are its method's, its handler the one generic
+``_commanding``, which runs it through ``Context.command`` - on the registry, or where a proxy's writes go. Any other
+method is one ``Method`` entry, one handler and its params struct; the serve fuzz test then asks for a template of
+each.
 
 A handler gets a ``Context``: the registry, the agent the surface fronts (None for ``serve``: its own sessions)
 with the mapping between the ids the client sees and the store's (``X:<native id>`` for agent ``X``), and the
 set of sessions open on the surface's connections. ``SessionRegistry.handle`` answers with a context of its own
 (no agent, nothing open). Errors carry their JSON-RPC code; ``registry.errors.rpc_error`` maps them.
 
-This module never imports the ``SessionRegistry`` facade: it needs only ``SessionMethods``.
+This module never imports the ``SessionRegistry`` facade: it needs only ``SessionMethods`` and ``SessionCommands``.
 """
 
 from __future__ import annotations
@@ -33,30 +36,28 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, Unpack
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
-from events.model import TitleSource
 from registry.acp.params import (
     CancelParams,
-    DeleteParams,
     ForkParams,
     InitializeParams,
     ListParams,
     NewSessionParams,
     PromptParams,
-    RenameParams,
     SessionParams,
     SessionRef,
-    SetTitleParams,
     convert_params,
 )
 from registry.agents import native_id, stored_id
 from registry.commands import check_session_id
 from registry.errors import InvalidParams, MethodNotFound, SessionNotFound
+from registry.filters import Filters
 from registry.model import META_QUERY, ListSessionsResult, SessionInfo, SessionState
+from registry.session_commands import COMMANDS, SessionCommand, SessionCommands, wire_params
 
 __all__ = [
     "METHODS",
@@ -78,31 +79,19 @@ Result = dict[str, Any]
 
 
 class SessionMethods(Protocol):
-    """What the table's handlers need of a registry (``SessionRegistry`` has it)."""
+    """What the table's handlers read of a registry, and ``fork`` (``SessionRegistry`` has it); the session commands
+    are ``registry.session_commands``' (``Context.command``)."""
 
     def list(
         self,
         cwd: str | None = None,
         cursor: str | None = None,
         *,
-        archived: str | None = "exclude",
-        agent: str | None = None,
         query: str | None = None,
+        **filters: Unpack[Filters],
     ) -> ListSessionsResult: ...
 
-    def delete(self, session_id: str, *, reason: str | None = None) -> None: ...
-
-    def change_info(
-        self, session_id: str, *, title: str | UnsetType | None = UNSET, title_source: TitleSource = TitleSource.USER
-    ) -> SessionInfo: ...
-
     def state(self, session_id: str) -> SessionState | None: ...
-
-    def set_title(self, session_id: str, title: str) -> str: ...
-
-    def archive(self, session_id: str) -> None: ...
-
-    def unarchive(self, session_id: str) -> None: ...
 
     def fork(
         self,
@@ -174,6 +163,12 @@ class Context:
 
     def close(self, wire_id: str) -> None:
         self.open_sessions.discard(wire_id)
+
+    def command(self, row: SessionCommand, store_id: str, params: Mapping[str, Any]) -> Any:
+        """Run a session command on the registry (a proxy runs it where its writes go: ``registry.proxy.surface``)."""
+        if not isinstance(self.registry, SessionCommands):
+            raise TypeError("this context's registry runs no session commands")
+        return row.run(self.registry, store_id, params)
 
 
 Handler = Callable[[Context, Any], Result]
@@ -292,7 +287,7 @@ def _query(meta: Any) -> str | None:
 
 
 def _list(context: Context, request: ListParams) -> Result:
-    # ``commands.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
+    # ``filters.list_filter`` checks ``archived`` (an unsupported value is refused by name, never read as "exclude")
     query = _query(request.meta)
     page = context.registry.list(
         cwd=request.cwd, cursor=request.cursor, archived=request.archived, agent=context.agent, query=query
@@ -310,40 +305,20 @@ def _list(context: Context, request: ListParams) -> Result:
     return result
 
 
-def _delete(context: Context, request: DeleteParams) -> Result:
-    with _stored(context, request.session_id) as store_id:
-        context.registry.delete(store_id)
-    context.close(request.session_id)
-    return {}
+def _commanding(row: SessionCommand) -> Handler:
+    """The table's handler of a session command: its session found as the client names it, a session open on the
+    connection closed first when the command closes it, the command run in the context, its answer."""
 
+    def handle(context: Context, request: Any) -> Result:
+        params = msgspec.structs.asdict(request)
+        wire_id = params.pop("session_id")
+        with _stored(context, wire_id) as store_id:
+            if row.closes and wire_id in context.open_sessions:  # ACP: an archived session is closed first
+                context.close(wire_id)
+            returned = context.command(row, store_id, params)
+        return row.answer(returned)
 
-def _set_title(context: Context, request: SetTitleParams) -> Result:
-    with _stored(context, request.session_id) as store_id:
-        return {"title": context.registry.set_title(store_id, request.title)}
-
-
-def _rename(context: Context, request: RenameParams) -> Result:
-    """``_registry/rename``: ``session/set_title`` under our older name, plus ``title: null`` to clear."""
-    with _stored(context, request.session_id) as store_id:
-        if request.title is None:
-            context.registry.change_info(store_id, title=None, title_source=TitleSource.USER)
-        else:
-            context.registry.set_title(store_id, request.title)
-    return {}
-
-
-def _archive(context: Context, request: SessionParams) -> Result:
-    with _stored(context, request.session_id) as store_id:
-        if request.session_id in context.open_sessions:  # ACP: an active session is closed first
-            context.close(request.session_id)
-        context.registry.archive(store_id)
-    return {}
-
-
-def _unarchive(context: Context, request: SessionParams) -> Result:
-    with _stored(context, request.session_id) as store_id:
-        context.registry.unarchive(store_id)
-    return {}
+    return handle
 
 
 def _status(context: Context, request: SessionParams) -> Result:
@@ -396,15 +371,22 @@ METHODS: Final[Mapping[str, Method]] = {
         Method("session/prompt", PromptParams, _AGENTS_OWN),
         Method("session/cancel", CancelParams, _AGENTS_OWN, notification=True),
         Method("session/list", ListParams, _REGISTRY, _list, _session("list", META_QUERY)),
-        Method("session/delete", DeleteParams, _REGISTRY, _delete, _session("delete")),
-        Method("session/set_title", SetTitleParams, _REGISTRY, _set_title, _session("title")),
-        Method("session/archive", SessionParams, _REGISTRY, _archive, _session("archive")),
-        Method("session/unarchive", SessionParams, _REGISTRY, _unarchive, _session("archive")),
+        *(
+            Method(
+                row.method,
+                wire_params(row),
+                _REGISTRY,
+                _commanding(row),
+                None if row.capability is None else Capability(row.capability),
+            )
+            for row in COMMANDS
+        ),
         Method("session/status", SessionParams, _STATUS, _status, _session("status")),
         Method("session/fork", ForkParams, _FORK, _fork, _session("fork")),
-        Method("_registry/rename", RenameParams, _REGISTRY, _rename),
     )
 }
+"""Every method: the agents' own, ``session/list``, each session command (``registry.session_commands``), the
+registry's reads."""
 
 
 # -- surfaces -------------------------------------------------------------------------------------------------

@@ -23,16 +23,13 @@ from registry.errors import InvalidParams
 
 __all__ = [
     "CancelParams",
-    "DeleteParams",
     "ForkParams",
     "InitializeParams",
     "ListParams",
     "NewSessionParams",
     "PromptParams",
-    "RenameParams",
     "SessionParams",
     "SessionRef",
-    "SetTitleParams",
     "convert_params",
     "invalid_params",
 ]
@@ -107,23 +104,10 @@ class ListParams(msgspec.Struct, rename="camel"):
     meta: Any = msgspec.field(default=None, name="_meta")  # read only when an object: anything else is ignored
 
 
-class DeleteParams(msgspec.Struct, rename="camel"):
-    """``session/delete``."""
-
-    session_id: str
-
-
 class SessionParams(msgspec.Struct, rename="camel"):
-    """``session/archive``, ``session/unarchive``, ``session/status``: a session."""
+    """``session/status``: a session (a session command's params are its method's: ``registry.session_commands``)."""
 
     session_id: str
-
-
-class SetTitleParams(msgspec.Struct, rename="camel"):
-    """``session/set_title``: the title is required and non-null (a clear is ``_registry/rename``'s)."""
-
-    session_id: str
-    title: str
 
 
 class ForkParams(msgspec.Struct, rename="camel"):
@@ -133,13 +117,6 @@ class ForkParams(msgspec.Struct, rename="camel"):
     cwd: str
     additional_directories: list[str] | None = None
     mcp_servers: list[Any] | None = None
-
-
-class RenameParams(msgspec.Struct, rename="camel"):
-    """``_registry/rename``: ``title: null`` clears the user's title."""
-
-    session_id: str
-    title: str | None
 
 
 # -- conversion ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any, NoReturn, Protocol, cast
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
+from registry.session_commands import COMMANDS as SESSION_COMMANDS
 
 __all__ = ["COMMANDS", "main", "started"]
 
@@ -37,10 +38,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("registry.cli.show", "a session's current info"),
     "transcript": ("registry.cli.transcript", "a session's conversation in order (--markdown, --json)"),
     "history": ("registry.cli.history", "every event of a session: position, time, what it changed"),
-    "title": ("registry.cli.title", "set a session's title as its user (generated titles never replace it)"),
     "delete": ("registry.cli.delete", "delete a session for good and erase its conversation from disk"),
-    "archive": ("registry.cli.archive", "hide a session from default lists (its id and history stay)"),
-    "unarchive": ("registry.cli.unarchive", "bring an archived session back into default lists"),
+    **{  # each session command's, as its row declares it: one module runs them all
+        row.command_line.name: ("registry.cli.session_command", row.command_line.help)
+        for row in SESSION_COMMANDS
+        if row.command_line is not None
+    },
     "fork": ("registry.cli.fork", "a new session from an existing one as of a log position (a reference)"),
     "replay": ("registry.cli.replay", "time travel: the list as session/list answered at a point of the log"),
     "tail": ("registry.cli.tail", "follow the change stream live (Ctrl-C stops)"),
@@ -241,7 +244,7 @@ def _fail(message: str) -> None:
 def _import_msgspec() -> None:
     """msgspec without typing_extensions, in a process that has neither yet. msgspec imports it for type hints this
     package never uses (Python's own ``typing`` has what it needs on 3.11+), and with it inspect, ast and dis: a
-    tenth of a command's start (measured: ``list`` 0.90x the CPU without it). Only msgspec's import is spared it:
+    large part of a command's start (docs/benchmarks.md). Only msgspec's import is spared it:
     whatever imports typing_extensions later (reactivex: ``tail``, ``serve``) gets it as usual."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
@@ -262,7 +265,7 @@ def started() -> None:
     process's own command it starts with the cyclic collector paused: the start - imports, the parser, the open -
     allocates tens of thousands of objects that live to the end (modules, classes, functions), which the collector
     walked some 30 times in a ``list`` and once more at exit. They are frozen out of its walks now (``gc.freeze``)
-    and it runs again for the command's own work. Measured: ``list`` 0.87x the CPU (0.83-0.93, paired runs)."""
+    and it runs again for the command's own work (what it saves: docs/benchmarks.md)."""
     if _Start.collector_paused:
         _Start.collector_paused = False
         gc.freeze()

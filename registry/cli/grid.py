@@ -1,7 +1,7 @@
 """Plain box tables drawn line by line: the sessions tables of ``list`` and ``replay``, at any number of rows.
 
-rich's ``Table`` measures and renders every cell through its whole layout machinery (about 3 ms a session row):
-``replay --all`` over 10,000 sessions spent 17x longer drawing than ``--json`` spent encoding. Session rows are
+rich's ``Table`` measures and renders every cell through its whole layout machinery: ``replay --all`` over many
+sessions spent far longer drawing than ``--json`` spent encoding (docs/benchmarks.md). Session rows are
 simple - short fixed columns and two that fold - so they are laid out here once per table and each row is
 formatted with string operations, in the same look (rich's heavy-head box) and by the same rules: no line wider
 than the width, folded columns folded at word boundaries (a word longer than its column is cut), columns never

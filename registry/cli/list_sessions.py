@@ -8,15 +8,15 @@ its cwd index (no session is decoded).
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from msgspec import UNSET
 
-from registry.agents import known_name
 from registry.cli.options import cwd_option, page_size
 from registry.cli.stores import locate, open_registry
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
-from registry.model import ARCHIVED_FILTERS
+from registry.filters import FILTERS, Filters
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,32 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every page (--json: one array of SessionInfo)")
     parser.add_argument("--cursor", help="the page after this nextCursor")
     parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
-    parser.add_argument(
-        "--archived",
-        choices=ARCHIVED_FILTERS,
-        default="exclude",
-        help="archived sessions: left out (exclude, the default), listed too (include), or only they (only)",
-    )
-    parser.add_argument(
-        "--agent",
-        metavar="NAME",
-        type=known_name,
-        help="only the sessions of this agent (codex, or a name it goes by: codex-acp, claude-agent-acp, ...)",
-    )
+    for f in FILTERS:  # each filter's own option, as it declares it
+        if f.option is not None:
+            parser.add_argument(f.option.flag, dest=f.name, **f.option.keywords)
 
 
 def run(args: argparse.Namespace) -> int:
     location = locate(args.store)
     cwd = cwd_option(args.cwd)
     with open_registry(location, create=False, follow=False, page_size=args.page_size) as registry:
-        filters = {"archived": args.archived, "agent": args.agent}
+        filters = cast(Filters, {f.name: getattr(args, f.name) for f in FILTERS if f.option is not None})
         page = registry.list(cwd=cwd, cursor=args.cursor, **filters)
         pages = [page.sessions]
         while args.all and page.next_cursor is not UNSET:
             page = registry.list(cwd=cwd, cursor=page.next_cursor, **filters)
             pages.append(page.sessions)
-        total = sum(map(len, pages))  # the read model counts by cwd and archived, not by agent
-        if not args.json and args.agent is None:
+        total = sum(map(len, pages))  # the read model counts by cwd and archived, not by the other filters
+        counted = not any(value is not None and name != "archived" for name, value in filters.items())
+        if not args.json and counted:
             model = registry.read_model
             live = model.count() if cwd is None else model.cwd_counts().get(cwd, 0)
             archived = 0 if args.archived == "include" else model.archived_count(cwd)
@@ -60,11 +52,13 @@ def run(args: argparse.Namespace) -> int:
         write_json([info for p in pages for info in p] if args.all else page)
         return 0
     count = sum(map(len, pages))
-    where = ("" if cwd is None else f" in {cwd}") + ("" if args.agent is None else f" of {args.agent}")
-    where += {"exclude": "", "include": " (archived ones included)", "only": " (archived only)"}[args.archived]
+    values = {"cwd": cwd, **filters}
+    where = "".join(
+        f.describe(values[f.name]) for f in FILTERS if f.describe is not None and values[f.name] is not None
+    )
     shown = f"{count:,} of {total:,}" if count < total else f"{count:,}"
-    if args.agent is not None and page.next_cursor is not UNSET:
-        shown = f"first {count:,}"  # no count by agent without a walk: say only that more follow
+    if not counted and page.next_cursor is not UNSET:
+        shown = f"first {count:,}"  # no count by these filters without a walk: say only that more follow
     heading = f"{shown} session{'s' if (total if count < total else count) != 1 else ''}{where}"
     table = SessionsTable(pages, title=printable(heading))
     more = None

@@ -15,7 +15,8 @@ from typing import NamedTuple
 from events.model import RecordedEvent
 from events.store import EventStore
 from registry.cursor import Cursor, CursorCodec
-from registry.model import ListFilter, ListSessionsResult, session_info, sort_key
+from registry.filters import ListFilter
+from registry.model import ListSessionsResult, session_info, sort_key
 from registry.projection import Projection
 
 __all__ = ["LogFold", "fold_log", "list_pages"]
@@ -57,7 +58,7 @@ def list_pages(
 ) -> Iterator[ListSessionsResult]:
     """Every ``session/list`` page as of the projection's position, each with the cursor to the next, cut one
     at a time as the caller asks for it (the first page always comes, empty when no session is live)."""
-    position, where = projection.position, ListFilter(cwd)
+    position, where = projection.position, ListFilter(cwd=cwd)
     after = None
     while True:
         page = projection.page(as_of=position, after=after, where=where, limit=page_size)

@@ -32,8 +32,8 @@ import msgspec
 
 from events.factory import split_url
 from registry.agents import IMPORTED, keeps_unprompted, known, native_id
-from registry.commands import list_filter
 from registry.errors import InvalidParams
+from registry.filters import list_filter
 from registry.model import parse_time
 from registry.proxy.book import Status
 from registry.proxy.names import take_over
@@ -296,7 +296,7 @@ class History:
         """The cwds of the sessions the registry holds for this agent."""
         model = self._registry.read_model
         as_of = model.catch_up()
-        where = list_filter(None, "include", self._identity.name)
+        where = list_filter(None, archived="include", agent=self._identity.name)
         return {state.cwd for page in model.pages(as_of=as_of, where=where, limit=500) for state in page.states}
 
     def _listed(self, item: Any) -> str | None:
@@ -329,7 +329,7 @@ class History:
         model = self._registry.read_model
         as_of = model.catch_up()
         unkept: list[str] = []
-        for page in model.pages(as_of=as_of, where=list_filter(None, "include", agent), limit=500):
+        for page in model.pages(as_of=as_of, where=list_filter(archived="include", agent=agent), limit=500):
             for state in page.states:
                 native = native_id(agent, state.session_id)
                 if native is None or not evidence.absent(native, state.cwd) or _META_PATH in (state.meta or {}):

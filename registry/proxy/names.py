@@ -17,8 +17,8 @@ from typing import Final
 
 from events.model import ForkRef, TitleSource
 from registry.agents import META_RETIRED, Retired, split_id, stored_id
-from registry.commands import list_filter
 from registry.errors import SessionExists
+from registry.filters import list_filter
 from registry.model import SessionState
 from registry.service import SessionRegistry
 
@@ -38,7 +38,7 @@ def take_over(registry: SessionRegistry, agent: str, others: tuple[str, ...]) ->
             continue
         as_of = model.catch_up()
         held: list[SessionState] = []
-        for page in model.pages(as_of=as_of, where=list_filter(None, "include", other), limit=_PAGE):
+        for page in model.pages(as_of=as_of, where=list_filter(None, archived="include", agent=other), limit=_PAGE):
             held.extend(page.states)
         for state in sorted(held, key=lambda s: (s.created_at, s.session_id)):  # a fork's parent first
             parts = split_id(state.session_id)
@@ -76,7 +76,7 @@ def _move(registry: SessionRegistry, old: SessionState, new_id: str, agent: str,
     if old.archived:
         registry.archive(new_id)
     registry.change_info(old.session_id, meta={**(old.meta or {}), META_RETIRED: Retired.MOVED.value})
-    registry.delete(old.session_id, reason=f"taken over as {new_id}: {other!r} is a name of {agent!r}")
+    registry.delete(old.session_id, reason=f"taken over as {new_id}: {other!r} is a name of {agent!r}", erase=False)
 
 
 def _parent(registry: SessionRegistry, old: SessionState, agent: str, other: str) -> ForkRef | None:

@@ -23,8 +23,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
 from events.codec import now_ns
 from events.errors import RegistryError
@@ -40,6 +40,7 @@ from registry.proxy.capture import kept
 from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
+from registry.session_commands import SessionCommand
 
 __all__ = [
     "ACK_WAIT",
@@ -315,7 +316,7 @@ class Recorder:
 
     def _retire(self, sid: str, state: SessionState, why: Retired) -> None:
         self.registry.change_info(sid, meta={**(state.meta or {}), META_RETIRED: why.value})
-        self.registry.delete(sid, reason=f"retired by the proxy: {why.value}")
+        self.registry.delete(sid, reason=f"retired by the proxy: {why.value}", erase=False)
 
     def retire_unkept(self, native: str, *, verified: bool = False) -> None:
         """A session made through the proxy that the agent did not keep: retired (not listed; a load of it is still
@@ -433,19 +434,10 @@ class Recorder:
 
     # -- what the client asked for, answered from memory ------------------------------------------------
 
-    def user_title(self, native: str, title: str | None) -> None:
-        sid, _ = self._current(native)
-        self.registry.change_info(sid, title=title, title_source=TitleSource.USER)
-
-    def archived(self, native: str, archived: bool) -> None:
-        sid, _ = self._current(native)
-        if archived:
-            self.registry.archive(sid)
-        else:
-            self.registry.unarchive(sid)
-
-    def delete(self, native: str) -> None:
-        self.registry.delete(self._current(native)[0])
+    def command(self, native: str, row: SessionCommand, params: Mapping[str, Any]) -> None:
+        """A session command the client asked for (``registry.session_commands``), on the store's current id of
+        the agent's session ``native``."""
+        row.run(self.registry, self._current(native)[0], params)
 
 
 def _too_long(native: str, title: str | None) -> bool:

@@ -14,15 +14,19 @@ the store here:
 - a request naming a session the registry deleted, or another agent's session, is answered -32002 at once from
   the book (``registry.proxy.book``) and never reaches the agent; an id in its stored form (``codex:<id>``, as the
   command line prints it) is relayed as the agent's own id;
-- the answered methods run on the surface's own thread, in order. What they change (``set_title``,
-  ``delete``, ``archive``...) is decided from memory - checked, answered once written or within ``WRITE_WAIT``,
-  and queued for the recorder - so a store whose write lock is held elsewhere delays no relayed line and no answer
-  beyond that. The first answer waits for the agent's past to be read (``list_wait`` seconds at most: a first
-  ``session/list`` then answers with what it has and says ``importing`` in ``_meta``; a deletion of a session
-  from the agent's past is not overtaken by its import). ``session/list`` waits for the recorder to write what
-  the client has seen happen (``LIST_WAIT``; else ``_meta`` says the list is degraded);
+- the answered methods run on the surface's own thread, in order. A session command (``set_title``, ``delete``,
+  ``archive``...: ``registry.session_commands``) is run on a stand-in that checks without writing - answered once
+  written or within ``WRITE_WAIT`` - and queued for the recorder, which runs the same method on the store: a store
+  whose write lock is held elsewhere delays no relayed line and no answer beyond that. The first answer waits for
+  the agent's past to be read (``list_wait`` seconds at most: a first ``session/list`` then answers with what it
+  has and says ``importing`` in ``_meta``; a deletion of a session from the agent's past is not overtaken by its
+  import). ``session/list`` waits for the recorder to write what the client has seen happen (``LIST_WAIT``; else
+  ``_meta`` says the list is degraded);
 - the answers of ``initialize``, ``session/new`` / ``load`` / ``resume`` / ``fork``, ``session/prompt`` and
-  ``session/close`` are observed (``registry.proxy.observe``).
+  ``session/close`` are observed (``registry.proxy.observe``);
+- the registry's changes of the agent's sessions, made here or in any other process, reach the client as ``serve``
+  sends them (``registry.diffs``: one ``session_info_update`` per change), users' titles among them; the titles the
+  agent or the proxy gave are the title policy's (``registry.proxy.titles``).
 """
 
 from __future__ import annotations
@@ -31,19 +35,20 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from events.codec import now_ns
 from events.model import TitleSource
-from registry.acp.jsonrpc import Incoming, RequestId, encode_notification, encode_result
+from registry.acp.jsonrpc import Incoming, RequestId, encode_result
 from registry.acp.methods import METHODS, Context, Method
 from registry.acp.methods import capabilities as capabilities_of
 from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id, split_id
-from registry.commands import check_session_id, check_user_title, prompt_title
+from registry.commands import check_session_id, prompt_title
+from registry.diffs import SessionInfoUpdate, SessionNotification, Updated, encode_session_update, shown
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
 from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
 from registry.projection import Change
@@ -54,6 +59,7 @@ from registry.proxy.history import History, HistoryState
 from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
+from registry.session_commands import Events, SessionCommand, SessionCommands
 
 __all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Conversation", "Pending", "Surface"]
 
@@ -110,64 +116,53 @@ class _ProxyContext(Context):
         if was_open and surface is not None and surface.advertised("session/close"):
             surface.conversation.request_agent("session/close", {"sessionId": wire_id}, lambda _answer: None)
 
+    def command(self, row: SessionCommand, store_id: str, params: Mapping[str, Any]) -> Any:
+        """The command checked and answered from memory (``_FromMemory``), what it changes noted in the proxy's
+        memory, and the command queued for the recorder, which runs it on the store's current id of the session."""
+        surface = self.surface
+        assert surface is not None
+        returned = row.run(surface.checks, store_id, params)
+        native = _native(store_id)
+        if "deleted" in row.changes:
+            surface.book.deleted(native)
+        if "title" in row.changes and params.get("title") is not None:
+            surface.titles.user_titled(native)  # the user's title outranks the agent's from now on
+        held = (native, *(value for value in params.values() if isinstance(value, str)))
+        ticket = surface.recorder.put(lambda r: r.command(native, row, params), held=held)
+        if "deleted" in row.changes:
+            # A user's delete erases the conversation: written (and erased) before the client is told it is done.
+            surface.recorder.durable(ticket)
+        return returned
 
-class _FromMemory:
-    """The registry as the table's handlers see it in front of an agent: reads from the registry, writes decided
-    here - checked against the book, answered at once, written by the recorder."""
+
+class _FromMemory(SessionCommands):
+    """The registry as the table's handlers see it in front of an agent: reads from the registry; a session command
+    run here checks without writing - the session against the book (a live one) or the read model, the command's own
+    checks - and answers at once (``_ProxyContext.command`` then queues it for the recorder)."""
 
     def __init__(self, surface: Surface) -> None:
         self._surface = surface
         self._registry = surface.registry
         self.list = surface.registry.list  # lists are the registry's as they are
 
-    def _native(self, store_id: str) -> str:
-        parts = split_id(store_id)
-        return store_id if parts is None else parts[2]
-
-    def _known(self, store_id: str) -> str:
-        native = self._native(store_id)
-        entry = self._surface.book.entry(native)
-        if entry.status is Status.LIVE:
-            return native
-        state = self._registry.read_model.get(store_id)
-        if state is None or state.deleted:
-            raise SessionNotFound(store_id)
-        return native
-
-    def delete(self, session_id: str, *, reason: str | None = None) -> None:
-        native = self._native(session_id)
-        self._surface.book.deleted(native)
-        self._surface.recorder.put(lambda r: r.delete(native), held=(native,))
-
-    def change_info(
-        self, session_id: str, *, title: str | UnsetType | None = UNSET, title_source: TitleSource = TitleSource.USER
-    ) -> SessionInfo:
-        native = self._known(session_id)
-        if title is not UNSET:
-            self._surface.recorder.put(lambda r: r.user_title(native, title), held=(native, title))
-        return SessionInfo(session_id=native, cwd="/")  # the table's rename answers {} whatever this is
-
     def state(self, session_id: str) -> SessionState | None:
         return self._registry.read_model.get(session_id)
 
-    def set_title(self, session_id: str, title: str) -> str:
-        stored = check_user_title(title)
-        native = self._known(session_id)
-        self._surface.titles.user_titled(native)
-        self._surface.titles_set_here[native] = stored
-        self._surface.recorder.put(lambda r: r.user_title(native, stored), held=(native, stored))
-        return stored
-
-    def archive(self, session_id: str) -> None:
-        native = self._known(session_id)
-        self._surface.recorder.put(lambda r: r.archived(native, True), held=(native,))
-
-    def unarchive(self, session_id: str) -> None:
-        native = self._known(session_id)
-        self._surface.recorder.put(lambda r: r.archived(native, False), held=(native,))
-
     def fork(self, source_id: str, cwd: str, **_: Any) -> SessionInfo:
         raise SessionNotFound(source_id, "the proxy relays session/fork to its agent")  # pragma: no cover
+
+    def _write(self, session_id: str, events: Events, *, missing_ok: bool = False) -> None:
+        check_session_id(session_id)
+        if missing_ok or self._surface.book.entry(_native(session_id)).status is Status.LIVE:
+            return
+        state = self._registry.read_model.get(session_id)
+        if state is None or state.deleted:
+            raise SessionNotFound(session_id)
+
+
+def _native(store_id: str) -> str:
+    parts = split_id(store_id)
+    return store_id if parts is None else parts[2]
 
 
 class Surface:
@@ -184,7 +179,8 @@ class Surface:
         self.history = history
         self.conversation = conversation
         self.list_wait = list_wait
-        self.context = _ProxyContext(_FromMemory(self), agent=self.identity.name)
+        self.checks = _FromMemory(self)
+        self.context = _ProxyContext(self.checks, agent=self.identity.name)
         self.context.surface = self
         self.agent_capabilities: dict[str, Any] = {}
         self._answered_once = False
@@ -194,7 +190,6 @@ class Surface:
         self._following: Any = None
         self._changes: queue.SimpleQueue[Sequence[Change] | None] = queue.SimpleQueue()
         self._changes_thread: threading.Thread | None = None
-        self.titles_set_here: dict[str, str | None] = {}  # by this client, until the change stream echoes them
         self.kept = KeptCheck(conversation.request_agent)
         self.capture = Capture()  # what is said, kept off the relay's path
 
@@ -417,38 +412,40 @@ class Surface:
     # -- the registry's changes -----------------------------------------------------------------------
 
     def follow(self) -> None:
-        """Hear of changes made elsewhere (once): deletions for the book, users' titles for the client."""
+        """Hear of the registry's changes (once): deletions for the book, the updates for the client."""
         if self._following is None:
-            thread = threading.Thread(target=self._from_elsewhere, name="acp-registry-proxy-changes")
-            thread.start()  # then known to ``close``, which may run on another thread at any time
-            self._changes_thread = thread
+            self._changes_thread = threading.Thread(target=self._send_changes, name="acp-registry-proxy-changes")
+            self._changes_thread.start()
             self._following = self.registry.follow(self._changes.put)
 
-    def _from_elsewhere(self) -> None:
-        """A deletion of one of this agent's sessions (any process) reaches the book; a user's title set elsewhere
-        (another window, ``acp-registry title``, a host) reaches the client as a ``session_info_update`` - only
-        users' titles, and not one this client set (it is in the answer it got). The follower's thread only
-        queues the changes; this thread delivers them."""
+    def _send_changes(self) -> None:
+        """Each change of one of this agent's sessions - made here or elsewhere: another window, ``acp-registry
+        archive``, a host - reaches the book (a deletion), and the client as ``serve`` sends it: the
+        ``session_info_update`` of ``registry.diffs`` (archived sessions included), by the session's wire id. Titles
+        the agent or the proxy gave are the title policy's (``registry.proxy.titles``: the client heard them from
+        the agent's own line or the proxy's, or not at all), so an update carries users' titles only. The follower's
+        thread only queues the changes; this thread sends them."""
+        directories = self.registry.additional_directories
         while True:
             changes = self._changes.get()
             if changes is None:
                 return
             agent = self.identity.name
             for change in changes:
-                before, after = change.before, change.after
+                after = change.after
                 if after.agent != agent:
                     continue
                 self.book.changed(after)
-                if before is None or after.deleted or after.title is None or after.title == before.title:
-                    continue
-                if after.title_source is not TitleSource.USER:
-                    continue
                 native = native_id(agent, after.session_id)
-                if native is None or self.titles_set_here.pop(native, None) == after.title:
-                    continue  # not this client's own title, echoed
-                self.titles.user_titled(native)
-                update = {"sessionUpdate": "session_info_update", "title": after.title}
-                self.conversation.send_client(_encode_update(native, update))
+                if native is None:
+                    continue
+                if after.title is not None and after.title_source is TitleSource.USER and not after.deleted:
+                    self.titles.user_titled(native)
+                shown_now = shown(change, additional_directories=directories, include_archived=True)
+                if isinstance(shown_now, Updated):
+                    update = _as_the_client_sees_it(agent, change, shown_now.notification.update)
+                    if update is not None:
+                        self.conversation.send_client(encode_session_update(SessionNotification(native, update)))
 
     # -- closing --------------------------------------------------------------------------------------
 
@@ -483,10 +480,6 @@ def _prompt_text(prompt: Any) -> str:
     )
 
 
-def _encode_update(wire_id: str, update: dict[str, Any]) -> bytes:
-    return encode_notification("session/update", {"sessionId": wire_id, "update": update})
-
-
 def _drop_gone(result: dict[str, Any]) -> None:
     """The agent's client is offered only what the agent can open: a session whose files the agent no longer has
     (``META_SOURCE_GONE``) stays in the registry, readable there, and out of the proxy's list (a page may then be
@@ -494,3 +487,23 @@ def _drop_gone(result: dict[str, Any]) -> None:
     sessions = result.get("sessions")
     if isinstance(sessions, list):
         result["sessions"] = [s for s in sessions if not (s.get("_meta") or {}).get(META_SOURCE_GONE)]
+
+
+def _as_the_client_sees_it(agent: str, change: Change, update: SessionInfoUpdate) -> SessionInfoUpdate | None:
+    """``update`` without a title the agent or the proxy gave (the title policy's), with a fork's parent named by
+    the agent's id (as ``session/list`` names it); None when nothing is left."""
+    before, after = change.before, change.after
+    users = after.title_source is TitleSource.USER or (
+        after.title is None and before is not None and before.title_source is TitleSource.USER
+    )
+    if update.title is not UNSET and not users:
+        update = msgspec.structs.replace(update, title=UNSET)
+    meta = update.meta
+    if isinstance(meta, dict) and isinstance(meta.get(META_PARENT), dict):
+        parent = meta[META_PARENT]
+        wire = native_id(agent, parent.get("sessionId", ""))
+        if wire is not None:
+            update = msgspec.structs.replace(update, meta={**meta, META_PARENT: {**parent, "sessionId": wire}})
+    if update.title is UNSET and update.updated_at is UNSET and update.meta is UNSET:
+        return None
+    return update

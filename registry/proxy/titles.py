@@ -24,7 +24,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
-from registry.acp.jsonrpc import encode_notification
+from registry.diffs import SessionInfoUpdate, SessionNotification, encode_session_update
 
 __all__ = ["REMEMBERED", "TitlePolicy"]
 
@@ -87,8 +87,8 @@ class TitlePolicy:
         with self._lock:
             if native in self._agent_titled or native in self._user_titled:
                 return False
-            update = {"sessionUpdate": "session_info_update", "title": title}
-            self._send_client(encode_notification("session/update", {"sessionId": native, "update": update}))
+            update = SessionNotification(native, SessionInfoUpdate(title=title))
+            self._send_client(encode_session_update(update))
             self._pushed.put(native, title)
             return True
 

@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from registry.errors import ReadModelFault
-from registry.model import ListFilter, SessionState, sort_key
+from registry.filters import ListFilter
+from registry.model import SessionState, sort_key
 from registry.projection import Page
 
 if TYPE_CHECKING:

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from events.errors import CorruptEventError, StoreClosedError, StoreError
 from events.model import SessionUpdated
 from registry.backend import Backend
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter
+from registry.model import SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault, StoredTables
-from registry.readmodel.tables import CurrentRow, PastRow, Seal, current_row, past_row
+from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS, VALID_TO, Row, Seal, current_row, past_row
 from registry.readmodel.usage_tables import DAYS_KEY, day_rows, usage_rows
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
@@ -63,7 +64,7 @@ class ReadModelCheck(NamedTuple):
 
 class _Reference(NamedTuple):
     fold: Projection
-    past: dict[tuple[str, int], PastRow]
+    past: dict[tuple[str, int], Row]
     lists: dict[int, dict[str | None, list[str]]]
     """The list (all cwds: None; each cwd) at a few positions within the window."""
     usage: dict[UsageKey, list[int]]
@@ -158,7 +159,7 @@ def _fold(
     seal: Seal | None,
 ) -> _Reference:
     reference = Projection(window=0)
-    past: dict[tuple[str, int], PastRow] = {}
+    past: dict[tuple[str, int], Row] = {}
     span = checkpoint - floor
     walk_at = sorted({checkpoint - span * k // _WALKS for k in range(1, _WALKS)} - {checkpoint}) if span > 1 else []
     lists: dict[int, dict[str | None, list[str]]] = {}
@@ -209,13 +210,14 @@ def _check_meta(
     return problems
 
 
-def _differences(table: str, kept: tuple[Any, ...], expected: CurrentRow | PastRow, seal: Seal) -> list[str]:
+def _differences(table: str, kept: tuple[Any, ...], expected: Row, seal: Seal) -> list[str]:
     """The fields of a stored row that are not what the fold writes (the state blob compared opened)."""
     found = []
-    for name, have, want in zip(expected._fields, kept, expected, strict=True):
+    names = CURRENT_COLUMNS if table == "rm_sessions" else PAST_COLUMNS
+    for name, have, want in zip(names, kept, expected, strict=True):
         if name == "state":
             try:
-                same = seal.open(bytes(have)) == seal.open(expected.state)
+                same = seal.open(bytes(have)) == seal.open(want)
             except (ReadModelFault, TypeError) as exc:
                 found.append(f"{table}.state cannot be read: {exc}")
                 continue
@@ -230,7 +232,7 @@ def _check_rows(
     stored: StoredTables,
     checkpoint: int,
     expected: dict[str, SessionState],
-    past: dict[tuple[str, int], PastRow],
+    past: dict[tuple[str, int], Row],
     seal: Seal,
 ) -> list[Mismatch]:
     problems: list[Mismatch] = []
@@ -242,7 +244,7 @@ def _check_rows(
         if state is None:
             problems.append(Mismatch(checkpoint, session_id, "rm_sessions holds a row for a session the log lacks"))
             continue
-        want: CurrentRow = current_row(state, seal)
+        want = current_row(state, seal)
         problems += [Mismatch(checkpoint, session_id, why) for why in _differences("rm_sessions", row, want, seal)]
     for session_id in sorted(expected.keys() - seen):
         problems.append(Mismatch(checkpoint, session_id, "rm_sessions lacks the session's row"))
@@ -256,11 +258,11 @@ def _check_rows(
                 Mismatch(int(row[5]), key[0], f"rm_past holds a version valid from {key[1]} that the log lacks")
             )
             continue
-        problems += [Mismatch(wanted.valid_to, key[0], why) for why in _differences("rm_past", row, wanted, seal)]
+        problems += [Mismatch(wanted[VALID_TO], key[0], why) for why in _differences("rm_past", row, wanted, seal)]
     for session_id, valid_from in sorted(past.keys() - seen_past):
         problems.append(
             Mismatch(
-                past[(session_id, valid_from)].valid_to,
+                past[(session_id, valid_from)][VALID_TO],
                 session_id,
                 f"rm_past lacks the version valid from {valid_from}",
             )
@@ -347,7 +349,7 @@ def _check_walks(read_model: ReadModel, checkpoint: int, reference: _Reference) 
 
 
 def _walk(read_model: ReadModel, as_of: int, cwd: str | None) -> list[str]:
-    pages = read_model.pages(as_of=as_of, where=ListFilter(cwd, "include"), limit=1000)
+    pages = read_model.pages(as_of=as_of, where=ListFilter(cwd=cwd, archived="include"), limit=1000)
     return [s.session_id for page in pages for s in page.states]
 
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from events.errors import CorruptEventError, StoreClosedError, StoreError
 from events.logger import Logger
 from registry.backend import Backend
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter
+from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import LogShorter, record_log_shorter

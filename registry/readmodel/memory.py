@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from registry.backend import Backend
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter
+from registry.model import SessionState
 from registry.projection import Page, Projection, paused_gc
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
 from registry.snapshot import load_snapshot

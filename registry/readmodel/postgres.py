@@ -29,18 +29,19 @@ from psycopg import sql
 from events.errors import StoreError
 from events.postgres_sql import lock_key, one
 from registry.backend import Backend
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter, bound
+from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
-from registry.readmodel.postgres_sql import DESCRIBE, Statements
+from registry.readmodel.postgres_sql import DESCRIBE, PageShape, Statements
 from registry.readmodel.postgres_usage import UsageStatements
 from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
-    CurrentRow,
+    CURRENT_COLUMNS,
+    PAST_COLUMNS,
     Keyed,
-    PastRow,
     Seal,
     SnapshotPlan,
     anchor_value,
@@ -342,27 +343,19 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         return self._meta()["floor"]
 
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
-        cwd, archived, agent = where
-        params: dict[str, Any] = {
-            "cwd": cwd,
-            "agent": agent,
-            "archived": archived == "only",
-            "p": as_of,
-            "rank": None,
-            "sid": None,
-        }
-        key = (cwd is not None, agent is not None, after is not None, archived == "include")
-        query = self._sql.sized(self._sql.pages[key], limit + 1)
+        filtered = bound(where)
+        params: dict[str, Any] = {**filtered.params, "p": as_of, "rank": None, "sid": None}
+        shape = PageShape(narrowing=filtered.narrowing, after=after is not None, include=filtered.include, kind="as_of")
+        query = self._sql.sized(self._sql.page(shape), limit + 1)
         if after is not None:
             params["rank"], params["sid"] = after
             if as_of == self._position:  # as far as this process knows, nothing changed since the walk began
-                return self._store.run(functools.partial(self._later_page, params, where, query, limit))
+                unchanged = self._sql.sized(self._sql.page(shape._replace(kind="unchanged")), limit + 1)
+                return self._store.run(functools.partial(self._later_page, params, unchanged, query, limit))
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         return _cut(rows, as_of, limit, self._seal)
 
-    def _later_page(
-        self, params: dict[str, Any], where: ListFilter, query: bytes, limit: int, conn: Connection
-    ) -> Page:
+    def _later_page(self, params: dict[str, Any], unchanged: bytes, query: bytes, limit: int, conn: Connection) -> Page:
         """A later page of a walk as of the checkpoint, from the current rows alone (``unchanged_pages``, which
         the server plans once), with the checkpoint in the same snapshot; if the checkpoint has moved past the
         walk's position (another process wrote), the page through rm_past (``query``) on the same connection,
@@ -370,10 +363,6 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         found the checkpoint moved (writers at work), both statements go in one exchange for the next
         ``_MOVING`` later pages that find it still: one round trip, for the time-travel statement's planning in the
         server on pages that turn out not to need it (its cost: docs/scale.md)."""
-        cwd, archived, agent = where
-        unchanged = self._sql.sized(
-            self._sql.unchanged_pages[(cwd is not None, agent is not None, archived == "include")], limit + 1
-        )
         with conn.pipeline():
             rows = conn.execute(unchanged, params, binary=True)
             through_past = conn.execute(query, params, binary=True) if self._moving else None
@@ -391,11 +380,10 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head, with its freshness check, in one statement (one round trip) when the
         tables are caught up; else a catch-up first."""
-        cwd, archived, agent = where
-        params = {"cwd": cwd, "agent": agent, "archived": archived == "only"}
-        query = self._sql.sized(
-            self._sql.first_pages[(cwd is not None, agent is not None, archived == "include")], limit + 1
-        )
+        filtered = bound(where)
+        params = filtered.params
+        shape = PageShape(narrowing=filtered.narrowing, after=False, include=filtered.include, kind="first")
+        query = self._sql.sized(self._sql.page(shape), limit + 1)
         rows = self._store.run(lambda conn: conn.execute(query, params, binary=True).fetchall())
         found = [(int(rank), int(sid)) for part, rank, sid, _ in rows if part == 4 and rank is not None]
         if not found:
@@ -460,8 +448,8 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
         columns = {
-            "rm_sessions": CurrentRow._fields,
-            "rm_past": PastRow._fields,
+            "rm_sessions": CURRENT_COLUMNS,
+            "rm_past": PAST_COLUMNS,
             "rm_usage": UsageRow._fields,
             "rm_usage_days": DayRow._fields,
         }[table]

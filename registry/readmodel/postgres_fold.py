@@ -31,10 +31,11 @@ from registry.readmodel import ReadModelFault
 from registry.readmodel.postgres_sql import AT_END, CURRENT_NAMES, FLOOR_STEP, PAST_NAMES
 from registry.readmodel.postgres_usage import usage_params
 from registry.readmodel.tables import (
+    CURRENT_COLUMNS,
+    PAST_COLUMNS,
     PLACE,
-    CurrentRow,
+    STATE,
     Fold,
-    PastRow,
     Seal,
     SnapshotPlan,
     anchor_value,
@@ -67,18 +68,18 @@ log = logging.getLogger("registry.readmodel.postgres")
 IN_TRANSACTION: Final = 10_000  # positions an append's own transaction folds at most (more: a catch-up of its own)
 _RECENT: Final = 10_000  # states this process folded that ``get`` answers without a query (while nothing moves)
 _event_decoder = msgspec.msgpack.Decoder(Event)
-# The parameter names of one row in ``Statements.fold_one``, in ``CurrentRow`` and ``PastRow`` order.
-_CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CurrentRow._fields)
-_PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PastRow._fields)
+# The parameter names of one row in ``Statements.fold_one``, in ``CURRENT_COLUMNS`` and ``PAST_COLUMNS`` order.
+_CURRENT_KEYS: Final = tuple(CURRENT_NAMES + name for name in CURRENT_COLUMNS)
+_PAST_KEYS: Final = tuple(PAST_NAMES + name for name in PAST_COLUMNS)
 # The same in ``Statements.known``.
-_KNOWN_CURRENT: Final = tuple(AT_END + name for name in CurrentRow._fields)
-_KNOWN_PAST: Final = tuple(AT_END + PAST_NAMES + name for name in PastRow._fields)
+_KNOWN_CURRENT: Final = tuple(AT_END + name for name in CURRENT_COLUMNS)
+_KNOWN_PAST: Final = tuple(AT_END + PAST_NAMES + name for name in PAST_COLUMNS)
 # The same in ``Statements.at_end``, with the columns the statement computes left out (None).
 _AT_CURRENT: Final = tuple(
-    None if name in ("session_id", "valid_from", "state") else AT_END + name for name in CurrentRow._fields
+    None if name in ("session_id", "valid_from", "state") else AT_END + name for name in CURRENT_COLUMNS
 )
 _AT_PAST: Final = tuple(
-    None if name in ("session_id", "valid_to") else AT_END + PAST_NAMES + name for name in PastRow._fields
+    None if name in ("session_id", "valid_to") else AT_END + PAST_NAMES + name for name in PAST_COLUMNS
 )
 
 
@@ -162,7 +163,7 @@ class AppendFold:
             return
         with conn.cursor() as cursor:
             self._queue(cursor, folded, floor, new_floor, chain)
-        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+        self._pending = (folded.position, checkpoint, new_floor, {row[0]: row[STATE] for row in folded.current})
 
     def fold_known(self, written: list[LogEntry], head_before: int, chain: bytes) -> bool:
         """The commit hook's fold without reads, for an append sent in one exchange: possible when this process's
@@ -192,7 +193,7 @@ class AppendFold:
             log.warning("%s: could not fold an append from what it knows", self._store.location, exc_info=True)
             return False
         self._known_writes = (folded, floor, chain)
-        self._pending = (folded.position, checkpoint, new_floor, {row.session_id: row.state for row in folded.current})
+        self._pending = (folded.position, checkpoint, new_floor, {row[0]: row[STATE] for row in folded.current})
         return True
 
     def write_known(self, conn: Connection) -> None:
@@ -253,12 +254,12 @@ class AppendFold:
         if new is not None:
             row = current_row(new, self._seal, placed=False)
             params |= {key: value for key, value in zip(_AT_CURRENT, row, strict=True) if key is not None}
-            params["rm_state"] = row.state
+            params["rm_state"] = row[STATE]
             params["rm_delta"], params["rm_adelta"] = counted(old, new)
             if old is not None:
                 past = past_row(old, 0, self._seal, blob)
                 params |= {key: value for key, value in zip(_AT_PAST, past, strict=True) if key is not None}
-        self._placing = (session_id, None if new is None else row.state)
+        self._placing = (session_id, None if new is None else row[STATE])
         guard, writes, answer = self._sql.at_end[(new is not None, old is not None and new is not None)]
         if new is not None and type(event) is SessionUpdated and event.usage is not None:
             totals: dict[UsageKey, list[int]] = {}

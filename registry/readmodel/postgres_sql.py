@@ -4,14 +4,24 @@ everywhere else), what the catalogue says of them, and every read and write on t
 
 from __future__ import annotations
 
-from typing import Final, LiteralString
+from typing import Final, Literal, LiteralString, NamedTuple
 
 from psycopg import sql
 
 from events.schema import chain_query, entries_query, head_query
+from registry.filters import FILTERS
 from registry.readmodel.schema import TABLES, Table, insert_statement, postgres_ddl
 
-__all__ = ["AT_END", "CURRENT_NAMES", "DESCRIBE", "FLOOR_STEP", "GUARD_FUNCTION", "PAST_NAMES", "Statements"]
+__all__ = [
+    "AT_END",
+    "CURRENT_NAMES",
+    "DESCRIBE",
+    "FLOOR_STEP",
+    "GUARD_FUNCTION",
+    "PAST_NAMES",
+    "PageShape",
+    "Statements",
+]
 
 # Versioned by name: a changed body is a new function, never a replacement under a running older writer.
 GUARD_FUNCTION: Final = "rm_guard_1"
@@ -181,11 +191,54 @@ def _current_rows(where: str, halves: list[tuple[int, str]]) -> str:
     )
 
 
+class PageShape(NamedTuple):
+    """Which page statement (``Statements.page``): the filters it narrows by (``registry.filters.Bound.narrowing``),
+    whether it continues after a cursor's sort key, reads both ``archived`` ranges (``include``), and its kind."""
+
+    narrowing: tuple[str, ...]
+    after: bool
+    include: bool
+    kind: Literal["as_of", "first", "unchanged"]
+
+
+_SQL: Final = {f.name: f.sql["postgresql"] for f in FILTERS if f.sql is not None}
+
+
+def _page(shape: PageShape) -> str:
+    """``Statements.page``'s statement of ``shape``, ``{s}`` for the schema."""
+    where = " AND ".join(["live", *(_SQL[name] for name in shape.narrowing)])
+    if shape.after:
+        where += " AND (rank, session_id) > (%(rank)s, %(sid)s)"
+    halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if shape.include else [])
+    if shape.kind == "first":  # as of now: every current row is valid
+        return (
+            _current_rows(where, halves)
+            + " UNION ALL (SELECT 4, value, "
+            + _HEAD
+            + "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
+        )
+    if shape.kind == "unchanged":
+        return (
+            _current_rows(where, halves) + " UNION ALL (SELECT CASE key WHEN 'floor' THEN 2 ELSE 4 END, value, NULL,"
+            " NULL FROM {s}.rm_meta WHERE key IN ('floor', 'checkpoint'))"
+        )
+    return (
+        _current_rows(where + " AND valid_from <= %(p)s", halves)
+        + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
+        + f" WHERE {where}{'' if shape.include else ' AND archived = %(archived)s'}"
+        + " AND valid_to > %(p)s AND valid_from <= %(p)s"
+        " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
+        " ORDER BY rank, session_id LIMIT %(n)s)"
+        " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
+    )
+
+
 class Statements:
-    """Every statement, built once for one schema (identifiers quoted by psycopg)."""
+    """Every statement, built once for one schema (identifiers quoted by psycopg); the page statements at their
+    first use (``page``)."""
 
     def __init__(self, schema: str) -> None:
-        def q(template: LiteralString) -> bytes:
+        def q(template: str) -> bytes:
             return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
 
         self.create = [q(statement) for statement in _SCHEMA]
@@ -272,55 +325,28 @@ class Statements:
         self.count_all = q("SELECT count(*) FROM {s}.rm_sessions")
         # A session's forks: one range of the partial index on ``parent`` (``show``)
         self.forks = q("SELECT state FROM {s}.rm_sessions WHERE parent = %s")
-        # Page queries by (cwd, agent, after, include): the current rows of one index range per ``archived``
-        # value (part 0, and part 3 for the other half of an ``include`` walk), the past rows valid at %(p)s
-        # (part 1), and the window's floor (part 2), in one round trip.
-        self.pages: dict[tuple[bool, bool, bool, bool], bytes] = {}
-        # A first page is "as of now": every current row is valid and no past row is, so it is the current rows
-        # alone, with whether the checkpoint is the log's head (part 4), in one statement - one round trip, one
-        # snapshot.
-        self.first_pages: dict[tuple[bool, bool, bool], bytes] = {}
-        # A later page of a walk whose position is still the checkpoint: nothing changed since the walk began, so
-        # no past row is valid at it and every current row is; the current rows after the cursor, with the floor
-        # (part 2) and the checkpoint (part 4) that say whether that holds. With no position to compare, the
-        # server plans it once (a generic plan), where a page through rm_past is planned at every call.
-        self.unchanged_pages: dict[tuple[bool, bool, bool], bytes] = {}
+        self._q = q
+        self._pages: dict[PageShape, bytes] = {}
         self._sized: dict[tuple[bytes, int], bytes] = {}
-        for cwd in (False, True):
-            for agent in (False, True):
-                for after in (False, True):
-                    where = (
-                        "live"
-                        + (" AND agent = %(agent)s" if agent else "")
-                        + (" AND cwd = %(cwd)s" if cwd else "")
-                        + (" AND (rank, session_id) > (%(rank)s, %(sid)s)" if after else "")
-                    )
-                    for include in (False, True):
-                        halves = [(0, "%(archived)s")] + ([(3, "NOT %(archived)s")] if include else [])
 
-                        current = _current_rows(where + " AND valid_from <= %(p)s", halves)
-                        if not after:
-                            self.first_pages[(cwd, agent, include)] = q(
-                                _current_rows(where, halves)  # as of now: every current row is valid
-                                + " UNION ALL (SELECT 4, value, "
-                                + _HEAD
-                                + "::text, NULL FROM {s}.rm_meta WHERE key = 'checkpoint')"
-                            )
-                        if after:
-                            self.unchanged_pages[(cwd, agent, include)] = q(
-                                _current_rows(where, halves)
-                                + " UNION ALL (SELECT CASE key WHEN 'floor' THEN 2 ELSE 4 END, value, NULL, NULL"
-                                " FROM {s}.rm_meta WHERE key IN ('floor', 'checkpoint'))"
-                            )
-                        self.pages[(cwd, agent, after, include)] = q(
-                            current
-                            + " UNION ALL (SELECT 1, rank, session_id, state FROM {s}.rm_past"
-                            + f" WHERE {where}{'' if include else ' AND archived = %(archived)s'}"
-                            + " AND valid_to > %(p)s AND valid_from <= %(p)s"
-                            " AND %(p)s >= (SELECT value FROM {s}.rm_meta WHERE key = 'floor')"
-                            " ORDER BY rank, session_id LIMIT %(n)s)"
-                            " UNION ALL (SELECT 2, value, NULL, NULL FROM {s}.rm_meta WHERE key = 'floor')"
-                        )
+    def page(self, shape: PageShape) -> bytes:
+        """The page statement of ``shape`` (built at its first use, from the filters' predicates):
+
+        - ``"as_of"``: the current rows valid at ``%(p)s``, of one index range per ``archived`` value (part 0, and
+          part 3 for the other half of an ``include`` walk), the past rows valid then (part 1), and the window's
+          floor (part 2), in one round trip;
+        - ``"first"``: a first page is "as of now": every current row is valid and no past row is, so it is the
+          current rows alone, with whether the checkpoint is the log's head (part 4), in one statement - one round
+          trip, one snapshot;
+        - ``"unchanged"``: a later page of a walk whose position is still the checkpoint: nothing changed since the
+          walk began, so no past row is valid at it and every current row is; the current rows after the cursor,
+          with the floor (part 2) and the checkpoint (part 4) that say whether that holds. With no position to
+          compare, the server plans it once (a generic plan), where a page through rm_past is planned at every
+          call."""
+        made = self._pages.get(shape)
+        if made is None:
+            made = self._pages[shape] = self._q(_page(shape))
+        return made
 
     def sized(self, query: bytes, rows: int) -> bytes:
         """A page statement with its ``LIMIT`` written in (an integer, never user text). With ``LIMIT`` a parameter,

@@ -4,10 +4,11 @@ inserts - and the one way every backend compares the whole definition it finds w
 usable.
 
 A table's columns are the fields of the row the fold writes (``tables.CurrentRow``, ``tables.PastRow``), their
-types read from its annotations: a field added there is a column in every dialect, in every insert, and in the
-check. What differs per dialect is said here too: SQLite keeps an integer rowid (``rowid``; measured ~15% off a
-page against a table keyed by the session id) and the key as a unique constraint, PostgreSQL the key as the
-primary key and every text column in the "C" collation (byte order: the list order is the same in both).
+types read from its annotations, then the columns the list filters declare (``registry.filters``): a column added
+there is a column in every dialect, in every insert, and in the check; so is a filter's index. What differs per
+dialect is said here too: SQLite keeps an integer rowid (``rowid``: a page is faster than on a table keyed by the
+session id, docs/benchmarks.md) and the key as a unique constraint, PostgreSQL the key as the primary key and every
+text column in the "C" collation (byte order: the list order is the same in both).
 
 The check compares what the database reports - SQLite's ``sqlite_master`` (the text each object was made by),
 PostgreSQL's catalogue (each column's type, collation and nullability, each constraint, each index's columns and
@@ -24,7 +25,8 @@ from typing import Final, Literal, NamedTuple
 
 from events.errors import StoreFormatError
 from events.logger import Logger
-from registry.readmodel.tables import COUNTED, READ_MODEL_VERSION, CurrentRow, PastRow
+from registry.filters import FILTERS
+from registry.readmodel.tables import COUNTED, FILTER_COLUMNS, READ_MODEL_VERSION, CurrentRow, PastRow
 from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
 
@@ -96,10 +98,11 @@ def columns_of(row: type[tuple[object, ...]]) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+_filtered: Final = tuple(Column(c.name, c.kind, c.required) for c in FILTER_COLUMNS)
 TABLES: Final = (
     Table("rm_meta", (Column("key", "text", True), Column("value", "int", True)), ("key",), replace=True),
-    Table("rm_sessions", columns_of(CurrentRow), ("session_id",), rowid=True, replace=True),
-    Table("rm_past", columns_of(PastRow), ("session_id", "valid_from"), rowid=True),
+    Table("rm_sessions", (*columns_of(CurrentRow), *_filtered), ("session_id",), rowid=True, replace=True),
+    Table("rm_past", (*columns_of(PastRow), *_filtered), ("session_id", "valid_from"), rowid=True),
     Table("rm_usage", columns_of(UsageRow), USAGE_KEY),
     Table("rm_usage_days", columns_of(DayRow), DAYS_KEY),
 )
@@ -109,17 +112,12 @@ summed in place, by cwd and over all cwds)."""
 
 INDEXES: Final = (
     Index("rm_sessions_order", "rm_sessions", ("archived", "rank", "session_id", "valid_from"), "live"),
-    Index("rm_sessions_cwd", "rm_sessions", ("cwd", "archived", "rank", "session_id", "valid_from"), "live"),
-    Index(
-        "rm_sessions_agent",
-        "rm_sessions",
-        ("agent", "archived", "rank", "session_id", "valid_from"),
-        "live AND agent IS NOT NULL",
-    ),
+    *(Index(f.index.name, "rm_sessions", f.index.columns, f.index.where) for f in FILTERS if f.index is not None),
     Index("rm_sessions_parent", "rm_sessions", ("parent",), "parent IS NOT NULL"),
     Index("rm_past_to", "rm_past", ("valid_to",)),
 )
-"""What the pages (one range of one index each), ``show``'s forks and the pruning of past versions read."""
+"""What the pages (one range of one index each: the list order's, or a list filter's, ``Filter.index``), ``show``'s
+forks and the pruning of past versions read."""
 
 META_KEYS: Final = ("version", "checkpoint", "floor", "live", "archived", "anchor", "seal")
 """The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's

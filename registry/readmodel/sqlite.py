@@ -21,7 +21,8 @@ from events.logger import Logger
 from events.model import LogEntry
 from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
-from registry.model import ListFilter, SessionState
+from registry.filters import ListFilter
+from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
@@ -57,7 +58,8 @@ def _by_key(row: Keyed) -> tuple[int, str]:
 
 
 def _known_page(rows: list[Keyed], limit: int, seal: Seal) -> Page:
-    """The page a ``KNOWN_PAGES`` statement found rows for: as of its ``:p``, which is at or after the floor."""
+    """The page a ``known`` statement (``sqlite_sql.page_query``) found rows for: as of its ``:p``, which is at or
+    after the floor."""
     return Page(checked_states(rows[:limit], seal), len(rows) > limit, True)
 
 
@@ -346,13 +348,14 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     def first_page(self, *, where: ListFilter, limit: int) -> tuple[int, Page]:
         """The first page as of the head: in one statement when the tables are where this process last saw them
-        (``KNOWN_PAGES``), else read in the freshness check's transaction; a catch-up first if behind."""
+        (a ``known`` page), else read in the freshness check's transaction; a catch-up first if behind."""
         known = self._position
         if known:
             params = sql.page_params(where, known, None, limit)
-            if not params["include"]:
+            if not params.bound.include:
+                query = sql.page_statement(params, known=True)
                 with self._store.translate_errors():
-                    found = self._reader().execute(sql.KNOWN_PAGES[params["shape"]], params).fetchall()
+                    found = self._reader().execute(query, params.values).fetchall()
                 if found:
                     return known, _known_page(found, limit, self._seal)
         db = self._reader()
@@ -374,19 +377,21 @@ class SqliteReadModel(ReadModel, StoredTables):
         states, more = merge_pages(rows, [], limit, self._seal)
         return checkpoint, Page(states, more, checkpoint >= floor)
 
-    def _rows(self, db: sqlite3.Connection, params: dict[str, Any], dated: bool) -> Iterable[Keyed]:
+    def _rows(self, db: sqlite3.Connection, params: sql.PageParams, dated: bool) -> Iterable[Keyed]:
         """A page's current rows (``dated``: those valid at ``:p``), an ``include`` walk's two halves merged."""
-        query = sql.PAGES[(*params["shape"], True, dated, False)]
-        rows: Iterable[Keyed] = db.execute(query, params).fetchall()
-        if params["include"]:  # the other half of the archived index, merged in list order
-            rows = heapq.merge(rows, db.execute(query, {**params, "archived": 1}).fetchall(), key=_by_key)
+        query = sql.page_statement(params, as_of=dated)
+        rows: Iterable[Keyed] = db.execute(query, params.values).fetchall()
+        if params.bound.include:  # the other half of the archived index, merged in list order
+            other = db.execute(query, {**params.values, "archived": 1}).fetchall()
+            rows = heapq.merge(rows, other, key=_by_key)
         return rows
 
     def page(self, *, as_of: int, after: tuple[int, str] | None, where: ListFilter, limit: int) -> Page:
         params = sql.page_params(where, as_of, after, limit)
-        if as_of == self._position and not params["include"]:  # nothing changed since the walk began, it seems
+        if as_of == self._position and not params.bound.include:  # nothing changed since the walk began, it seems
+            query = sql.page_statement(params, known=True)
             with self._store.translate_errors():
-                rows = self._reader().execute(sql.KNOWN_PAGES[params["shape"]], params).fetchall()
+                rows = self._reader().execute(query, params.values).fetchall()
             if rows:
                 return _known_page(rows, limit, self._seal)
         db = self._reader()
@@ -399,8 +404,8 @@ class SqliteReadModel(ReadModel, StoredTables):
                 current = self._rows(db, params, as_of < checkpoint)
                 past: list[Keyed] = []
                 if as_of < checkpoint and as_of >= floor:
-                    query = sql.PAGES[(*params["shape"], not params["include"], True, True)]
-                    past = db.execute(query, params).fetchall()
+                    query = sql.page_statement(params, one_range=not params.bound.include, past=True)
+                    past = db.execute(query, params.values).fetchall()
             finally:
                 db.execute("COMMIT")
         states, more = merge_pages(current, past, limit, self._seal)
@@ -448,8 +453,8 @@ class SqliteReadModel(ReadModel, StoredTables):
             return [UsageGroup(*row) for row in self._reader().execute(statement, params).fetchall()]
 
     def archived_count(self, cwd: str | None = None) -> int:
-        """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over 10% of the order index took
-        ~9 ms at 1M sessions); of a cwd, a pass over its archived part of the cwd index."""
+        """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over the order index's archived part
+        grows with the list: docs/benchmarks.md); of a cwd, a pass over its archived part of the cwd index."""
         with self._store.translate_errors():
             if cwd is None:
                 return self._meta(self._reader())["archived"]

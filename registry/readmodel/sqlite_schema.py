@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
-from registry.readmodel.tables import CurrentRow, PastRow
+from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS
 from registry.readmodel.usage_tables import DayRow, UsageRow
 
 __all__ = ["SCHEMA", "create", "describe", "problems", "storage_problems", "stored_meta", "stored_rows"]
@@ -65,8 +65,8 @@ def stored_meta(db: sqlite3.Connection) -> dict[str, int]:
 def stored_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[Any, ...]]:
     """Every row of ``rm_sessions`` or ``rm_past`` as stored, in the columns of the rows the fold writes."""
     columns = {
-        "rm_sessions": CurrentRow._fields,
-        "rm_past": PastRow._fields,
+        "rm_sessions": CURRENT_COLUMNS,
+        "rm_past": PAST_COLUMNS,
         "rm_usage": UsageRow._fields,
         "rm_usage_days": DayRow._fields,
     }[table]

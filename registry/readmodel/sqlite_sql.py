@@ -4,11 +4,11 @@ names the index it reads (``INDEXED BY``): one range of one index, in list order
 
 from __future__ import annotations
 
-import itertools
-from typing import Any, Final
+import functools
+from typing import Any, Final, NamedTuple
 
 from events.schema import chain_query, head_query
-from registry.model import ListFilter
+from registry.filters import FILTERS, Bound, ListFilter, bound
 from registry.readmodel.schema import TABLES, insert_statement
 
 __all__ = [
@@ -24,17 +24,19 @@ __all__ = [
     "GET",
     "INSERT_PAST",
     "IN_LIST_ORDER",
-    "KNOWN_PAGES",
     "META",
-    "PAGES",
     "PAST_AT",
     "PRUNE",
     "SEALED",
     "SET_META",
     "STATES",
     "UPSERT",
+    "PageParams",
+    "PageShape",
     "load",
     "page_params",
+    "page_query",
+    "page_statement",
 ]
 
 CHECK: Final = (
@@ -51,7 +53,7 @@ SET_META, UPSERT, INSERT_PAST = (insert_statement(table, "sqlite") for table in 
 PRUNE: Final = "DELETE FROM rm_past WHERE valid_to <= ?"
 ADD_COUNT: Final = "UPDATE rm_meta SET value = value + ? WHERE key = ?"
 """One count (``live``, ``archived``) moved by a delta: a statement a row (one UPDATE of both rows, by ``IN`` or
-``OR``, took ~11 us against ~1.3 us for one keyed row, measured in a loop)."""
+``OR``, cost several times one keyed row's: docs/benchmarks.md)."""
 GET: Final = "SELECT state, valid_from FROM rm_sessions WHERE session_id = ?"
 CURRENT_OF: Final = "SELECT valid_from, state FROM rm_sessions WHERE session_id = ?"
 PAST_AT: Final = (
@@ -77,60 +79,90 @@ def load(count: int) -> str:
     return f"SELECT session_id, state, valid_from FROM rm_sessions WHERE session_id IN ({','.join('?' * count)})"
 
 
-def _page_query(
-    cwd: bool, agent: bool, after: bool, archived: bool, as_of: bool, past: bool, *, known: tuple[str, ...] = ()
-) -> str:
-    """One range of one index (current rows), or the past rows valid at ``:p``; ``archived``: the rows with
-    ``archived = :archived`` (else both values: the past rows of an ``include`` walk); ``known``: conditions on
-    nothing but the tables' positions, evaluated once (no row when one is false)."""
-    where = [*known, "live"]
-    if agent:
-        where.append("agent = :agent")
-    if cwd:
-        where.append("cwd = :cwd")
-    if archived:
+class PageShape(NamedTuple):
+    """Which page statement: the filters it narrows by (``registry.filters.Bound.narrowing``) and the index it reads
+    (None: the list order's own), whether it continues after a cursor's sort key, reads one ``archived`` range (else
+    both: an ``include`` walk's past rows), is as of ``:p`` (``as_of``), reads the past rows (``past``), or is a
+    ``KNOWN`` page."""
+
+    narrowing: tuple[str, ...]
+    index_name: str | None
+    after: bool
+    one_range: bool = True
+    as_of: bool = False
+    past: bool = False
+    known: bool = False
+
+
+_AT_P: Final = (
+    "(SELECT value FROM rm_meta WHERE key = 'checkpoint') = :p",
+    "(SELECT value FROM rm_meta WHERE key = 'floor') <= :p",
+)
+
+
+@functools.cache
+def page_query(shape: PageShape) -> str:
+    """One range of one index (current rows), or the past rows valid at ``:p``; ``one_range``: the rows with
+    ``archived = :archived`` (else both values: the past rows of an ``include`` walk).
+
+    A ``known`` page reads the current rows of one range only if the tables are where this process last saw them -
+    the checkpoint ``:p`` at or after the floor, and for a first page (no ``after``) the log's head too - else no
+    row: a page and its freshness check in one statement, without a transaction of its own (an empty answer is
+    also an empty list: ask again with the check of its own). Conditions on nothing but the tables' positions are
+    evaluated once (no row when one is false)."""
+    where = [*(_AT_P if shape.after else (*_AT_P, f"{head_query()} = :p"))] if shape.known else []
+    where.append("live")
+    where += (_SQL[name] for name in shape.narrowing)
+    if shape.one_range:
         where.append("archived = :archived")
-    if after:
+    if shape.after:
         where.append("(rank, session_id) > (:rank, :sid)")
-    if past:
+    if shape.past:
         where += ["valid_to > :p", "valid_from <= :p"]
-    elif as_of:
+    elif shape.as_of:
         where.append("valid_from <= :p")
-    index = "" if past else f" INDEXED BY rm_sessions_{'agent' if agent else 'cwd' if cwd else 'order'}"
-    table = "rm_past" if past else "rm_sessions"
+    index = "" if shape.past else f" INDEXED BY {shape.index_name or 'rm_sessions_order'}"
+    table = "rm_past" if shape.past else "rm_sessions"
     return (
         f"SELECT rank, session_id, state FROM {table}{index} WHERE {' AND '.join(where)}"
         " ORDER BY rank, session_id LIMIT :n"
     )
 
 
-PAGES: Final = {
-    shape: _page_query(*shape)
-    for shape in itertools.product((False, True), repeat=6)  # (cwd, agent, after, archived, as_of, past)
-}
-"""Page queries by (cwd, agent, after, archived, as_of, past)."""
-
-_AT_P: Final = (
-    "(SELECT value FROM rm_meta WHERE key = 'checkpoint') = :p",
-    "(SELECT value FROM rm_meta WHERE key = 'floor') <= :p",
-)
-KNOWN_PAGES: Final = {
-    (cwd, agent, after): _page_query(
-        cwd, agent, after, True, False, False, known=_AT_P if after else (*_AT_P, f"{head_query()} = :p")
-    )
-    for cwd, agent, after in itertools.product((False, True), repeat=3)
-}
-"""The current rows of one range of one index (``archived = :archived``), read only if the tables are where this
-process last saw them - the checkpoint ``:p`` at or after the floor, and for a first page (no ``after``) the log's
-head too - else no row: a page and its freshness check in one statement, without a transaction of their own
-(an empty answer is also an empty list: ask again with the check of its own). By (cwd, agent, after)."""
+_SQL: Final = {f.name: f.sql["sqlite"] for f in FILTERS if f.sql is not None}
 
 
-def page_params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> dict[str, Any]:
-    """A page statement's parameters, with its shape (the first three of its ``PAGES`` key) and whether both
-    halves of the ``archived`` index are read (``include``)."""
-    cwd, archived, agent = where
+class PageParams(NamedTuple):
+    """A page statement's parameters (``values``), with what chooses the statement: the filters' ``Bound``."""
+
+    values: dict[str, Any]
+    bound: Bound
+
+
+def page_params(where: ListFilter, as_of: int, after: tuple[int, str] | None, limit: int) -> PageParams:
+    """A page statement's parameters: every filter's, the position, the sort key after which it starts, the rows."""
     rank, sid = after or (None, None)
-    shape = (cwd is not None, agent is not None, after is not None)
-    keys = {"cwd": cwd, "agent": agent, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid, "shape": shape}
-    return keys | {"archived": int(archived == "only"), "include": archived == "include"}
+    filtered = bound(where)
+    return PageParams({**filtered.params, "p": as_of, "n": limit + 1, "rank": rank, "sid": sid}, filtered)
+
+
+def page_statement(
+    params: PageParams, *, one_range: bool = True, as_of: bool = False, past: bool = False, known: bool = False
+) -> str:
+    """The page statement ``params`` go with (``page_query`` of its shape, kept with the list's ``Bound``)."""
+    filtered = params.bound
+    after = params.values["rank"] is not None
+    key = ("sqlite", after, one_range, as_of, past, known)
+    statement: str | None = filtered.made.get(key)
+    if statement is None:
+        shape = PageShape(
+            narrowing=filtered.narrowing,
+            index_name=filtered.index_name,
+            after=after,
+            one_range=one_range,
+            as_of=as_of,
+            past=past,
+            known=known,
+        )
+        statement = filtered.made[key] = page_query(shape)
+    return statement

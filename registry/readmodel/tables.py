@@ -26,7 +26,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -35,6 +35,7 @@ from events.logger import Logger
 from events.model import SessionUpdated
 from registry.backend import Backend
 from registry.evidence import log_shorter
+from registry.filters import FILTERS
 from registry.model import STATE_VERSION, SessionState, sort_key
 from registry.model import rank as rank_of
 from registry.projection import Entry, fold
@@ -45,12 +46,19 @@ log = Logger(__name__)
 
 __all__ = [
     "COUNTED",
+    "CURRENT_COLUMNS",
+    "FILTER_COLUMNS",
+    "PAST_COLUMNS",
+    "PAST_STATE",
     "PLACE",
     "READ_MODEL_VERSION",
+    "STATE",
+    "VALID_TO",
     "CurrentRow",
     "Fold",
     "LogShorter",
     "PastRow",
+    "Row",
     "Seal",
     "SnapshotPlan",
     "anchor_value",
@@ -220,7 +228,8 @@ def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, i
 
 
 class CurrentRow(NamedTuple):
-    """A row of ``rm_sessions``: its fields are the table's columns, in every dialect (``schema.TABLES``)."""
+    """The rows' own columns of ``rm_sessions``, in every dialect (``schema.TABLES``): the fields' names and types;
+    the list filters' columns follow them (``FILTER_COLUMNS``)."""
 
     session_id: str
     cwd: str
@@ -235,7 +244,7 @@ class CurrentRow(NamedTuple):
 
 
 class PastRow(NamedTuple):
-    """A row of ``rm_past``: a ``CurrentRow`` closed at ``valid_to``."""
+    """The rows' own columns of ``rm_past``: a ``CurrentRow``'s, with ``valid_to``."""
 
     session_id: str
     cwd: str
@@ -249,32 +258,56 @@ class PastRow(NamedTuple):
     parent: str | None
 
 
-def current_row(state: SessionState, seal: Seal, *, placed: bool = True) -> CurrentRow:
+FILTER_COLUMNS: Final = tuple(f.column for f in FILTERS if f.column is not None)
+"""The columns list filters read that the rows lack (``registry.filters.Filter.column``): after the rows' own."""
+CURRENT_COLUMNS: Final = (*CurrentRow._fields, *(column.name for column in FILTER_COLUMNS))
+"""``rm_sessions``'s columns, in the order of a row's values."""
+PAST_COLUMNS: Final = (*PastRow._fields, *(column.name for column in FILTER_COLUMNS))
+"""``rm_past``'s columns, in the order of a row's values."""
+Row = tuple[Any, ...]
+"""A row's values, in its table's columns (``CURRENT_COLUMNS``, ``PAST_COLUMNS``)."""
+STATE: Final = CurrentRow._fields.index("state")
+"""Where a current row holds its state blob (a past row: ``PAST_STATE``)."""
+PAST_STATE: Final = PastRow._fields.index("state")
+VALID_TO: Final = PastRow._fields.index("valid_to")
+_FILTERED: Final = tuple(column.value for column in FILTER_COLUMNS)
+
+
+def current_row(state: SessionState, seal: Seal, *, placed: bool = True) -> Row:
     """The ``rm_sessions`` row of a session's current version: what the fold writes and ``verify`` expects
     (``placed=False``: its blob without the position, ``Seal.unplaced``)."""
     return _row(state, seal.seal(state) if placed else seal.unplaced(state))
 
 
-def _row(state: SessionState, blob: bytes) -> CurrentRow:
+def _row(state: SessionState, blob: bytes) -> Row:
     parent = None if state.parent is None else state.parent.session_id
     rank = sort_key(state)[0]
-    return CurrentRow(
-        state.session_id, state.cwd, rank, not state.deleted, state.position, blob, state.archived, state.agent, parent
+    row = (
+        state.session_id,
+        state.cwd,
+        rank,
+        not state.deleted,
+        state.position,
+        blob,
+        state.archived,
+        state.agent,
+        parent,
     )
+    return (*row, *(value(state) for value in _FILTERED)) if _FILTERED else row
 
 
-def past_row(old: SessionState, valid_to: int, seal: Seal, blob: bytes | None = None) -> PastRow:
+def past_row(old: SessionState, valid_to: int, seal: Seal, blob: bytes | None = None) -> Row:
     """The ``rm_past`` row of a version replaced at ``valid_to``: what the fold writes and ``verify`` expects
     (``blob``: the state's, sealed already)."""
     row = _row(old, seal.seal(old) if blob is None else blob)
-    return PastRow(*row[:5], valid_to, *row[5:])  # the row it was, closed at valid_to
+    return (*row[:VALID_TO], valid_to, *row[VALID_TO:])  # the row it was, closed at valid_to
 
 
 class Fold(NamedTuple):
     """What one stretch of the log does to the tables."""
 
-    current: list[CurrentRow]
-    past: list[PastRow]
+    current: list[Row]
+    past: list[Row]
     live_delta: int
     archived_delta: int
     """How many more live sessions are archived (``counted``)."""
@@ -299,7 +332,7 @@ def fold_stretch(
     """
     before: dict[str, SessionState | None] = {}
     now: dict[str, SessionState | None] = {}
-    past: list[PastRow] = []
+    past: list[Row] = []
     usage: dict[UsageKey, list[int]] = {}
     position = checkpoint
     pending: list[Entry] = []
@@ -331,7 +364,7 @@ def fold_stretch(
             flush()
     flush()
 
-    current: list[CurrentRow] = []
+    current: list[Row] = []
     live_delta = archived_delta = 0
     for session_id, new in now.items():
         old = before[session_id]

@@ -19,8 +19,9 @@ import msgspec
 from events.store import EventStore
 from registry.agents import split_id
 from registry.errors import InvalidParams
+from registry.filters import ARCHIVED_FILTERS
 from registry.limits import MAX_SEARCH_HITS
-from registry.model import ARCHIVED_FILTERS, SessionState, format_time, rank
+from registry.model import SessionState, format_time, rank
 from registry.readmodel import ReadModel
 from registry.search.cursor import SearchCursor, SearchCursors
 from registry.search.index import Match, SearchIndex

@@ -160,10 +160,15 @@ class AcpProcess:
                     found.append(update)
         return found
 
-    def wait_for_update(self, session_id: str, kind: str, timeout: float) -> Message:
+    def titles(self, session_id: str) -> list[Message]:
+        """The ``session_info_update``s of a session that carry a title (the others carry what a turn, an archive or
+        ``_meta`` changed: the registry's changes, as ``serve`` sends them)."""
+        return [update for update in self.updates(session_id, "session_info_update") if "title" in update]
+
+    def wait_for_update(self, session_id: str, kind: str, timeout: float, *, titled: bool = False) -> Message:
         deadline = time.monotonic() + timeout
         while True:
-            found = self.updates(session_id, kind)
+            found = self.titles(session_id) if titled else self.updates(session_id, kind)
             if found:
                 return found[-1]
             if time.monotonic() > deadline:
