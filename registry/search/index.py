@@ -23,6 +23,7 @@ from typing import Final, NamedTuple
 
 from events.content import KeptMessage, decode_body
 from events.logger import Logger
+from events.sqlite_content import at_keys
 from events.store import EventStore
 from registry.search.query import Query, indexed
 
@@ -304,11 +305,8 @@ class SqliteSearchIndex(SearchIndex):
         with self._lock:
             for start in range(0, len(keys), 400):
                 chunk = keys[start : start + 400]
-                marks = ",".join("(?, ?)" for _ in chunk)
                 rows = self._db.execute(
-                    "SELECT m.position, m.seq, s.session_id, m.at FROM messages m JOIN streams s"
-                    f" ON s.stream = m.stream WHERE (m.position, m.seq) IN (VALUES {marks})",
-                    [v for key in chunk for v in key],
+                    at_keys("m.position, m.seq, s.session_id, m.at", len(chunk)), [v for key in chunk for v in key]
                 ).fetchall()
                 found.update(((p, q), (sid, at)) for p, q, sid, at in rows)
         return found
