@@ -10,6 +10,9 @@ in turn, several times, the least of each kept (the run the rest of the machine 
 * ``list``: ``acp-registry list`` (the table, piped) as a whole process, divided by ``python -c pass``.
 * ``show``: ``acp-registry show SESSION`` as a whole process, divided by ``show --json SESSION`` on the same
   store of ``SHOW_SESSIONS`` sessions (a session with three forks: ``show`` lists them, ``--json`` does not).
+* ``search``: ``SessionRegistry.search``'s first page of 20 hits in process, divided by the raw FTS5 query of the
+  same words on the same index tables (``benchmarks.search.raw_search``), summed over ``SEARCH_QUERIES``, on a store
+  of ``SEARCH_SESSIONS`` sessions of ``benchmarks.corpus``'s conversations.
 
 Child processes run with their bytecode cached (``PYTHONPYCACHEPREFIX`` in a scratch folder, warmed first), as an
 installed wheel has it: ``PYTHONDONTWRITEBYTECODE`` would recompile every module in every process.
@@ -17,7 +20,7 @@ installed wheel has it: ``PYTHONDONTWRITEBYTECODE`` would recompile every module
     python -m benchmarks.guard [--rounds 7] [--json out.json]
 
 prints the ratios; ``benchmarks/test_guard.py`` holds them to the bounds CI checks (``make guard``).
-``ACP_REGISTRY_GUARD_SLOWDOWN=stream,list,show`` doubles the CPU the named figures measure (their own work spends
+``ACP_REGISTRY_GUARD_SLOWDOWN=stream,list,show,search`` doubles the CPU the named figures measure (their own work spends
 as much again), to see the bounds catch a 2x regression.
 """
 
@@ -40,12 +43,15 @@ from benchmarks.figures import interleave
 from benchmarks.store_throughput import print_results
 
 __all__ = [
+    "SEARCH_QUERIES",
+    "SEARCH_SESSIONS",
     "SHOW_SESSIONS",
     "SLOWDOWN",
     "cli_ratios",
     "make_store",
     "measure",
     "reference_loop",
+    "search_ratio",
     "stream_ratio",
 ]
 
@@ -53,8 +59,14 @@ SHOW_SESSIONS: Final = 40_000
 """Sessions in the store ``list`` and ``show`` run on: enough for ``show``'s way of finding forks to show in its
 figure (today it decodes every session's state: ~1.6 ms a thousand sessions), few enough to write in seconds."""
 
+SEARCH_SESSIONS: Final = 2_000
+"""Sessions of the store ``search`` runs on (about 40k messages: one index table; written and indexed in seconds)."""
+SEARCH_QUERIES: Final = ("error", "migrat*", "Handler", "config timeout", '"most recent call"')
+"""What ``search`` searches for: words found in hundreds of messages, a prefix, a CamelCase part, two words, a
+phrase (a page then has its 20 sessions to fetch and show)."""
+
 SLOWDOWN: Final = "ACP_REGISTRY_GUARD_SLOWDOWN"
-"""Figures named here (comma-separated: stream, list, show) spend their measured CPU twice: a 2x regression."""
+"""Figures named here (comma-separated: stream, list, show, search) spend their measured CPU twice: a 2x regression."""
 
 _SLOWED = frozenset(filter(None, os.environ.get(SLOWDOWN, "").split(",")))
 
@@ -237,6 +249,56 @@ def cli_ratios(url: str, session: str, rounds: int, scratch: Path) -> dict[str, 
     return {"list": least["list"] / least["pass"], "show": least["show"] / least["show --json"]}
 
 
+# -- search -----------------------------------------------------------------------------------------------------
+
+
+def search_ratio(folder: Path, rounds: int) -> float:
+    """The search's least CPU for a page of each query ÷ the raw FTS5 query's least, summed over the queries, the
+    two taken in turn in this process."""
+    import sqlite3  # noqa: PLC0415
+
+    from benchmarks.search import build, raw_search  # noqa: PLC0415
+    from events import SqliteStore  # noqa: PLC0415
+    from registry import SessionRegistry  # noqa: PLC0415
+    from registry.search.query import parse  # noqa: PLC0415
+
+    path = folder / "guard-search.db"
+    build(path, SEARCH_SESSIONS, seed=41)
+    db = sqlite3.connect(path)
+    ours = raw = 0.0
+    with SessionRegistry(SqliteStore(str(path)), follow=False) as registry:
+        registry.search(SEARCH_QUERIES[0])  # the index made
+        tables = [
+            name
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name GLOB 'search_[0-9]*'")
+            if name.removeprefix("search_").isdigit()
+        ]
+        for text in SEARCH_QUERIES:
+            expression = parse(text).fts5()
+
+            def page(_round: int, text: str = text) -> float:
+                start = time.process_time()
+                for _ in range(10):
+                    registry.search(text, limit=20)
+                spent = time.process_time() - start
+                if "search" in _SLOWED:
+                    _spend(spent)
+                    spent *= 2
+                return spent
+
+            def fts(_round: int, expression: str = expression) -> float:
+                start = time.process_time()
+                for _ in range(10):
+                    raw_search(db, tables, expression)
+                return time.process_time() - start
+
+            samples = interleave({"ours": page, "raw": fts}, range(rounds))
+            ours += min(samples["ours"])
+            raw += min(samples["raw"])
+    db.close()
+    return ours / raw
+
+
 def measure(rounds: int = 7, folder: Path | None = None) -> dict[str, float]:
     """Every figure of the module docstring."""
     figures = {
@@ -246,6 +308,7 @@ def measure(rounds: int = 7, folder: Path | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir=folder) as scratch:
         url, session = make_store(Path(scratch))
         figures.update(cli_ratios(url, session, rounds, Path(scratch)))
+        figures["search"] = search_ratio(Path(scratch), rounds * 3)
     return figures
 
 
