@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import sys
 import time
@@ -50,9 +51,9 @@ one of them, spread over the gap to the next (so sizes are not only these values
 proportions."""
 SESSION_MESSAGES: Final = (1, 2, 2, 2, 3, 3, 4, 5, 5, 6, 7, 7, 7, 7, 7, 8)
 """Messages of each session of those recordings (``measure_fixtures``)."""
-SESSION_SCALE: Final = 4
-"""A session's length is one of ``SESSION_MESSAGES`` times this: the recordings are short excerpts of sessions, and
-the issue's corpus holds 20 messages a session on average (2 M in 100k sessions)."""
+SESSION_SCALE: Final = 4.25
+"""A session's length is one of ``SESSION_MESSAGES`` times this (rounded up): the recordings are short excerpts of
+sessions, and the issue's corpus holds at least 20 messages a session on average (2 M in 100k sessions)."""
 
 _ROLES: Final = tuple(ROLE_SIZES)
 _ROLE_WEIGHTS: Final = tuple(itertools.accumulate(len(sizes) for sizes in ROLE_SIZES.values()))
@@ -230,7 +231,7 @@ def iter_corpus(sessions: int, seed: int = DEFAULT_SEED) -> Iterator[Conversatio
     for i in range(sessions):
         session_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         at = _START_NS + i * slot + int(rng.random() * slot)
-        count = rng.choice(SESSION_MESSAGES) * SESSION_SCALE
+        count = math.ceil(rng.choice(SESSION_MESSAGES) * SESSION_SCALE)
         turns: list[list[Message]] = []
         moment = at
         for n in range(count):

@@ -4,13 +4,14 @@
   of ``benchmarks.corpus.QUERIES`` repeated, beside the raw FTS5 query of the same words on the same tables (each
   shard's best 20 by ``bm25``, merged) - and beside one unsharded FTS5 table of the same text, for reference;
 * **search, a process**: ``acp-registry search QUERY --json`` as a whole process, wall clock, beside
-  ``python -c pass``;
+  ``python -c pass`` and ``acp-registry list --json`` (the same start, a page of the read model);
 * **ripgrep**: ``rg -i -l -F WORD`` over the same messages written as the agents' JSONL files (one file a session,
   Claude Code's shape: what users do today), beside our search of the same word;
 * **indexing**: the search index rebuilt from the kept messages in a child process (messages/s, its peak RSS as
   the child's ``ru_maxrss``), beside a raw FTS5 insert of the same text (the same tokenizer, contentless, the same
   batches and durability); ``acp-registry rebuild`` (read model and index) as a whole process, its wall and RSS;
-* **bytes**: the ``messages`` table and the index (``dbstat``) beside the raw UTF-8 text;
+* **bytes**: the ``messages`` table and the index (``dbstat``) beside the raw UTF-8 text, and the index beside the
+  raw FTS5 table of the same text;
 * **nothing else slower**: twin stores of ``twin_sessions`` sessions - the same events, one keeping the messages,
   one not - with the first ``session/list`` page in process, ``acp-registry rebuild`` and ``replay --at`` as
   processes, and a durable recorded turn with its conversation beside one without, taking turns.
@@ -280,20 +281,32 @@ def raw_insert(store: Path, raw: Path) -> float:
     return seconds
 
 
-def byte_figures(built: Built) -> dict[str, Any]:
+def byte_figures(built: Built, raw: Path) -> dict[str, Any]:
+    """The ``messages`` table (with its index) and the search tables, beside the raw text and beside the raw FTS5
+    table of the same text (``raw_insert``'s)."""
     db = sqlite3.connect(built.store)
     try:
         content = db.execute(
             "SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'messages')"
         ).fetchone()[0]
         index = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name GLOB 'search_[0-9]*'").fetchone()[0]
+        rows = db.execute("SELECT count(*), sum(length(body)) FROM messages").fetchone()
+    finally:
+        db.close()
+    db = sqlite3.connect(raw)
+    try:
+        raw_index = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name GLOB 'raw*'").fetchone()[0]
     finally:
         db.close()
     return {
         "text_bytes": built.text_bytes,
+        "body_bytes": rows[1],
         "content_bytes": content,
         "index_bytes": index,
+        "raw_fts_bytes": raw_index,
         "stored_vs_text": (content + index) / built.text_bytes,
+        "index_vs_raw_fts": index / raw_index,
+        "per_message_bytes": (content + index - built.text_bytes) / rows[0],
     }
 
 
@@ -393,17 +406,25 @@ def cli_figures(built: Built, rounds: int) -> dict[str, Any]:
     command = [str(Path(sys.executable).with_name("acp-registry"))]
     if not Path(command[0]).exists():
         command = _cli()
+
     def search(n: int) -> float:
         return _child([*command, "search", words[n % len(words)], "--store", _url(built.store), "--json"])[0]
 
     def python(_: int) -> float:
         return _child([sys.executable, "-c", "pass"])[0]
 
-    timers = {"search": search, "python": python}
+    def listing(_: int) -> float:
+        return _child([*command, "list", "--store", _url(built.store), "--json"])[0]
+
+    timers = {"search": search, "python": python, "list": listing}
     timers["search"](0)  # bytecode cached, file in the page cache
     samples = interleave(timers, range(rounds * len(words)))
     figures = {name: _quantiles(values) for name, values in samples.items()}
-    return {**figures, "search_vs_python": figures["search"]["p50_ms"] / figures["python"]["p50_ms"]}
+    return {
+        **figures,
+        "search_vs_python": figures["search"]["p50_ms"] / figures["python"]["p50_ms"],
+        "search_vs_list": figures["search"]["p50_ms"] / figures["list"]["p50_ms"],
+    }
 
 
 def ripgrep_figures(built: Built, warm: dict[str, Any], rounds: int) -> dict[str, Any] | None:
@@ -523,7 +544,7 @@ def measure(settings: SearchSettings, work: Path, progress: Callable[[str], None
     }
     progress("indexing")
     result["indexing"] = index_figures(built, work)
-    result["bytes"] = byte_figures(built)
+    result["bytes"] = byte_figures(built, work / "raw-fts.db")
     progress("searching")
     result["search"] = search_figures(built, work, settings.rounds)
     progress("acp-registry search")
@@ -567,6 +588,7 @@ def markdown(r: dict[str, Any]) -> str:
          f"{warm['raw_one_table']['p99_ms']:.2f} ms", "", ""),
         ("acp-registry search, p50 / p99", f"{cli['search']['p50_ms']:.0f} / {cli['search']['p99_ms']:.0f} ms",
          f"python -c pass: {cli['python']['p50_ms']:.0f} ms", f"{cli['search_vs_python']:.1f}x", "<= 150 ms"),
+        ("", "", f"acp-registry list: {cli['list']['p50_ms']:.0f} ms", f"{cli['search_vs_list']:.2f}x", ""),
     ]  # fmt: skip
     rg = r.get("ripgrep")
     if rg:
@@ -582,6 +604,8 @@ def markdown(r: dict[str, Any]) -> str:
          f"{ix['rebuild_process_seconds']:.1f} s / {ix['rebuild_peak_rss_bytes'] / 2**20:,.0f} MiB", "", "", ""),
         ("content + index bytes", f"{(r['bytes']['content_bytes'] + r['bytes']['index_bytes']) / 1e6:,.1f} MB",
          f"raw text: {r['bytes']['text_bytes'] / 1e6:,.1f} MB", f"{r['bytes']['stored_vs_text']:.2f}x", "<= 1.5x"),
+        ("index bytes", f"{r['bytes']['index_bytes'] / 1e6:,.1f} MB",
+         f"raw FTS5 table: {r['bytes']['raw_fts_bytes'] / 1e6:,.1f} MB", f"{r['bytes']['index_vs_raw_fts']:.2f}x", ""),
     ]  # fmt: skip
     for name, label in (
         ("list_page", "list page, in process"),
