@@ -14,7 +14,8 @@
   raw FTS5 table of the same text;
 * **nothing else slower**: twin stores of ``twin_sessions`` sessions - the same events, one keeping the messages,
   one not - with the first ``session/list`` page in process, ``acp-registry rebuild`` and ``replay --at`` as
-  processes, and a durable recorded turn with its conversation beside one without, taking turns.
+  processes, a durable recorded turn with its conversation beside one without, and the change stream of turns
+  with and without content, taking turns.
 
     python -m benchmarks.search [--sessions 100000] [--twin-sessions 10000] [--rounds 30] [--json out.json]
 
@@ -487,7 +488,65 @@ def twin_figures(with_content: Path, without: Path, sessions: int, rounds: int, 
         }
         figures[figure] = _pair(interleave(timers, range(max(3, rounds // 6))))
     figures["recorded_turn"] = _turns(stores, turns)
+    figures["change_stream"] = _stream(stores, changes=2_000, rounds=max(3, rounds // 2))
     return figures
+
+
+def _stream(stores: dict[str, Path], changes: int, rounds: int) -> dict[str, Any]:
+    """The change stream to one subscriber (``benchmarks.change_stream``'s path: the turns in the log and the read
+    model already, timed from ``sync()`` until the subscriber has every change) - turns keeping a prompt and an
+    answer on one twin, the same turns without them on the other - seconds per change, rounds taking turns."""
+    import threading  # noqa: PLC0415
+
+    from registry import SessionRegistry  # noqa: PLC0415
+
+    said = [Message(role=Role.USER, text="why does the parser time out"), Message(role=Role.AGENT, text="a lock")]
+    ref = content_ref(said)
+    samples: dict[str, list[float]] = {name: [] for name in stores}
+    opened = {name: SqliteStore(str(path), synchronous="off") for name, path in stores.items()}
+    registries = {name: SessionRegistry(store, follow=False) for name, store in opened.items()}
+    try:
+        done = {name: threading.Event() for name in stores}
+        seen = dict.fromkeys(stores, 0)
+        target = dict.fromkeys(stores, 0)
+        for name, registry in registries.items():
+            registry.sync()
+
+            def count(_item: object, name: str = name) -> None:
+                seen[name] += 1
+                if seen[name] >= target[name]:
+                    done[name].set()
+
+            registry.list_changes().subscribe(count)
+        ids = {name: [s.session_id for s in r.list().sessions] for name, r in registries.items()}
+        for n in range(rounds):
+            for name in list(stores) if n % 2 == 0 else list(reversed(stores)):
+                content = name == "content"
+                at = 2_000_000_000_000_000_000 + n * changes
+                opened[name].append_batch(
+                    [
+                        AppendRequest(
+                            ids[name][k % len(ids[name])],
+                            [SessionUpdated(at=at + k, messages=2, content=ref if content else None)],
+                            content=[said] if content else None,
+                        )
+                        for k in range(changes)
+                    ]
+                )
+                registries[name].read_model.catch_up()
+                done[name].clear()
+                target[name] = seen[name] + changes
+                started = time.perf_counter()
+                registries[name].sync()
+                if not done[name].wait(300):
+                    raise RuntimeError("the change stream did not deliver every change within 300 s")
+                samples[name].append((time.perf_counter() - started) / changes)
+    finally:
+        for registry in registries.values():
+            registry.close()
+        for store in opened.values():
+            store.close()
+    return _pair(samples)
 
 
 def _turns(stores: dict[str, Path], turns: int) -> dict[str, Any]:
@@ -576,6 +635,10 @@ def write(result: dict[str, Any], stem: Path) -> list[Path]:
     return paths
 
 
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.1f} us" if value < 0.1 else f"{value:.2f} ms"
+
+
 def markdown(r: dict[str, Any]) -> str:
     """The figures as a table, each beside its baseline and its target."""
     corpus, ix, search, cli = r["corpus"], r["indexing"], r["search"], r["cli"]
@@ -612,11 +675,12 @@ def markdown(r: dict[str, Any]) -> str:
         ("rebuild", "acp-registry rebuild"),
         ("replay_at", "acp-registry replay --at"),
         ("recorded_turn", "recorded turn, durable"),
+        ("change_stream", "change stream, a change to 1 subscriber"),
     ):
         twin = r.get("twins", {}).get(name)
         if twin:
-            rows.append((f"{label}, p50", f"with content {twin['content']['p50_ms']:.2f} ms",
-                         f"without: {twin['plain']['p50_ms']:.2f} ms", f"{twin['content_vs_plain_p50']:.2f}x",
+            rows.append((f"{label}, p50", f"with content {_ms(twin['content']['p50_ms'])}",
+                         f"without: {_ms(twin['plain']['p50_ms'])}", f"{twin['content_vs_plain_p50']:.2f}x",
                          "<= 1.2x"))  # fmt: skip
     m = r["machine"]
     lines = [

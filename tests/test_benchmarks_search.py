@@ -57,7 +57,7 @@ def test_a_whole_search_run_at_a_tiny_size(tmp_path: Path) -> None:
     assert set(result["search"]["per_query"]) == set(QUERIES)
     assert result["search"]["warm"]["ours"]["n"] == 2 * len(QUERIES)
     assert result["bytes"]["stored_vs_text"] > 0
-    assert set(result["twins"]) >= {"list_page", "rebuild", "replay_at", "recorded_turn"}
+    assert set(result["twins"]) >= {"list_page", "rebuild", "replay_at", "recorded_turn", "change_stream"}
     json_path, md_path = write(result, tmp_path / "out" / "tiny-search")
     assert json_path.exists()
     assert "| search, warm, p50 / p99 |" in md_path.read_text()
