@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import DISTURBED_CORES
+
 __all__ = ["markdown", "write"]
 
 
@@ -19,6 +21,10 @@ def write(result: dict[str, Any], stem: Path) -> list[Path]:
 
 def _ms(value: float) -> str:
     return f"{value * 1e3:.1f} us" if value < 0.1 else f"{value:.2f} ms"
+
+
+def _loads(values: Any) -> str:
+    return " / ".join(f"{v:.1f}" for v in values or ())
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -70,8 +76,15 @@ def markdown(r: dict[str, Any]) -> str:
         f"{corpus['text_bytes'] / 1e6:,.0f} MB of text; {search['shards']} index tables)",
         "",
         f"Machine: {m.get('cpu')}, {m.get('cores')} cores, Python {m.get('python')}, SQLite {m.get('sqlite')}; "
-        f"load before {m.get('load_before')}, after {m.get('load_after')}; other processes used "
-        f"{m.get('others_cpu_cores')} cores on average. Wall {r['wall_seconds']:.0f} s.",
+        f"load average before {_loads(m.get('load_before'))}, after {_loads(m.get('load_after'))};"
+        " other processes used "
+        f"{m.get('others_cpu_cores')} cores on average. Wall {r['wall_seconds']:.0f} s."
+        + (
+            " Other processes used more than"
+            f" {DISTURBED_CORES} of the cores: the absolute times are disturbed; the ratios, taken in turn, less so."
+            if (m.get("others_cpu_cores") or 0) > DISTURBED_CORES
+            else ""
+        ),
         "",
         "| figure | ours | baseline (same run) | ratio | target |",
         "| --- | --- | --- | --- | --- |",
