@@ -57,7 +57,7 @@ agents:
 test-agents: install
 	$(BIN)/pytest -m real_agents
 
-# The bench extra (eventsourcing) on top of dev: the baselines need it.
+# The bench extra (eventsourcing, ripgrep) on top of dev: the baselines need it.
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@
