@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["cwd_option", "page_size", "position", "time_option"]
+__all__ = ["add_keep_secrets", "cwd_option", "page_size", "position", "time_option"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 
@@ -21,6 +21,16 @@ def page_size(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r} is not a page size from 1 to 1000")
     return int(text)
+
+
+def add_keep_secrets(parser: argparse.ArgumentParser) -> None:
+    """``--keep-secrets``: the commands that record conversations keep API keys and tokens as they were said."""
+    parser.add_argument(
+        "--keep-secrets",
+        action="store_true",
+        help="keep API keys, tokens and private keys in recorded messages as they were said (default: masked before "
+        "they are stored or indexed)",
+    )
 
 
 def cwd_option(value: str | None) -> str | None:
