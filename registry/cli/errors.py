@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "CommandError", "InputError", "ProblemFound"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "CommandError", "InputError", "ProblemFound"]
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C stopped a command that does not run until stopped (128 + SIGINT, as a shell reports it)."""
 
 
 class CommandError(Exception):
