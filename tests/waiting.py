@@ -32,7 +32,7 @@ _POLL = 0.01
 """Seconds between two looks: short enough not to slow a test, long enough not to hog a core."""
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "the condition") -> T:
+def wait_until(predicate: Callable[[], T | None], timeout: float = 30.0, what: str = "the condition") -> T:
     """``predicate()`` once it is truthy (its value is returned); fails the test, naming ``what``, after ``timeout``
     seconds."""
     deadline = time.monotonic() + timeout
@@ -44,7 +44,7 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "t
 
 
 async def async_wait_until(
-    predicate: Callable[[], Awaitable[T]], timeout: float = 30.0, what: str = "the condition"
+    predicate: Callable[[], Awaitable[T | None]], timeout: float = 30.0, what: str = "the condition"
 ) -> T:
     """``wait_until`` for an asynchronous predicate, without blocking the event loop."""
     deadline = time.monotonic() + timeout
