@@ -187,7 +187,7 @@ from events import SessionUpdated, open_store
 
 def clock():  # the store asks for the time inside its transaction, holding the append lock
     print("inside", flush=True)
-    time.sleep(3600)
+    time.sleep(3600)  # holds the lock until the test kills it
     return 0
 
 open_store(sys.argv[1], clock=clock).append("victim", [SessionUpdated(at=n) for n in range(5)])
