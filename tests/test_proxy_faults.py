@@ -91,7 +91,7 @@ def _ended(marker: Path) -> bool:
     while not marker.exists() or not marker.read_text():
         if time.monotonic() > deadline:
             return True  # ended before it got to write
-        time.sleep(0.05)
+        time.sleep(0.05)  # the next look, bounded by the deadline
     try:
         os.kill(int(marker.read_text()), 0)
     except ProcessLookupError:
