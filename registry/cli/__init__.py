@@ -350,14 +350,14 @@ def _log_lines() -> None:
 def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
     """The one place errors become exit codes and one line on stderr."""
     from events.errors import CorruptEventError, RegistryError, StoreFormatError  # noqa: PLC0415
-    from registry.errors import InvalidParams, SessionNotFound  # noqa: PLC0415
+    from registry.errors import InvalidParams, SessionExists, SessionNotFound  # noqa: PLC0415
 
     try:
         return handler(args)
     except CommandError as exc:
         _fail(str(exc))
         return exc.exit_code
-    except (StoreFormatError, InvalidParams, SessionNotFound) as exc:
+    except (StoreFormatError, InvalidParams, SessionNotFound, SessionExists) as exc:  # what the user gave: input
         _fail(str(exc))
         return EXIT_USAGE
     except CorruptEventError as exc:

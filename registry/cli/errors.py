@@ -1,7 +1,8 @@
 """What a command can fail with, and the exit code each one means.
 
     CommandError             a command stopped; its message is the one line printed on stderr
-    ├── InputError     2     usage or input: a missing file, a bad URL or timestamp, an unknown session
+    ├── InputError     2     usage or input: a missing file, a bad URL or timestamp, an unknown session, an id
+    │                        taken already (the library's InvalidParams, SessionNotFound, SessionExists too)
     └── ProblemFound   1     the store has a problem (a corrupt record, a store that failed)
 
 ``registry.cli.main`` maps these, and the library's own errors, to exit codes in one place.
