@@ -171,3 +171,16 @@ def test_a_slow_first_open_says_what_it_waits_for_on_a_terminal(run: Cli, tmp_pa
     result, shown = run.on_terminal("list", "--json", store=f"sqlite://{path}", columns=120, timeout=120)
     assert b"bringing the read model up to the log (60,000 events" in shown, shown
     assert len(json.loads(result.stdout)["sessions"]) == 50  # stdout holds only the answer
+
+
+def test_an_agent_filter_that_names_no_known_agent_suggests_the_nearest(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "reg.db"
+    assert run("import", "-", store=store, stdin="").returncode == 0
+    mistyped = run("list", "--agent", "codx", store=store)
+    assert mistyped.returncode == 0 and "0 sessions of codx" in mistyped.stdout  # the answer stays an empty list
+    assert mistyped.stderr == "acp-registry: no agent the registry knows is named 'codx'; did you mean 'codex'?\n"
+    unlike = run("list", "--agent", "zzz", "--json", store=store)
+    assert unlike.returncode == 0 and json.loads(unlike.stdout) == {"sessions": []}
+    assert "'zzz'; the agents known by name: claude-code, codex, gemini" in unlike.stderr
+    named = run("list", "--agent", "codex-acp", store=store)  # a name codex goes by: known, nothing to suggest
+    assert named.returncode == 0 and named.stderr == ""
