@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, Final, NoReturn, Protocol, cast
 
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
@@ -63,6 +63,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 """command -> (its module, its one-line help)."""
+
+_OUTPUT_IS_JSON: Final = frozenset({"export", "proxy", "serve"})
+"""The commands whose stdout is JSON whatever is asked (JSON lines, JSON-RPC): no ``--json`` offered after their
+name (``acp-registry --json serve`` is still accepted, and changes nothing, as before any command)."""
 
 
 class _Command(Protocol):
@@ -209,7 +213,8 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
             # SUPPRESS: given after the command name it overrides the same option given before it, and only then.
             store, json = "the store (see acp-registry --help)", "exact JSON instead of tables"
             common.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help=store)
-            common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json)
+            if name not in _OUTPUT_IS_JSON:
+                common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json)
             del self._name_parser_map[name]  # add_parser makes it
             # "resolve": a command's module may define --store or --json itself (import-agents does).
             sub = self.add_parser(name, description=text, parents=[common], conflict_handler="resolve")
