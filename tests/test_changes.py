@@ -353,6 +353,7 @@ def test_the_work_of_a_write_does_not_grow_with_the_number_of_subscribers(tmp_pa
     assert crowded <= alone * 1.2, (alone, crowded)
 
 
+@pytest.mark.idle  # stopping within 2 s where the bug took 10: a bound a busy machine may pass
 def test_unsubscribing_while_the_follower_waits_to_fold_does_not_stall(tmp_path: Path) -> None:
     # The follower thread had polled another process's append and waited for the lock that the unsubscribing
     # thread held while it joined the follower: every such stop took the join's 10 s timeout (seen in `make
@@ -391,6 +392,7 @@ def test_a_burst_of_writes_reaches_listeners_in_a_few_batches_not_one_per_write(
     assert len(batches) <= 60, batches  # one per write before (or one per 0.5 ms)
 
 
+@pytest.mark.idle  # within 2 s where the settling takes 5: a bound a busy machine may pass
 def test_a_waiter_does_not_wait_for_the_burst_to_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``serve`` waits for the follower before it answers (a turn's title update goes first): whatever the
     follower's thread is waiting for, the waiter folds what is there now."""
