@@ -255,13 +255,15 @@ def cli_ratios(
     return {"list": least["list"] / least["pass"], "show": least["show"] / least["show --json"]}
 
 
-def measure(rounds: int = 15, folder: Path | None = None, slowdowns: Mapping[str, float] = _SLOWED) -> dict[str, float]:
+def measure(
+    rounds: int = 15, folder: Path | None = None, slowdowns: Mapping[str, float] = _SLOWED, stream_rounds: int = 25
+) -> dict[str, float]:
     """Every figure of the module docstring; ``slowdowns`` (default: ``$ACP_REGISTRY_GUARD_SLOWDOWN``) makes the
     named ones (stream, list, show) spend that many times their CPU."""
     stream = slowdowns.get("stream")
     figures = {
-        "stream_1": stream_ratio(1, 2_000, rounds=25, slowdown=stream),
-        "stream_10": stream_ratio(10, 600, rounds=25, slowdown=stream),
+        "stream_1": stream_ratio(1, 2_000, rounds=stream_rounds, slowdown=stream),
+        "stream_10": stream_ratio(10, 600, rounds=stream_rounds, slowdown=stream),
     }
     with tempfile.TemporaryDirectory(dir=folder) as scratch:
         url, session = make_store(Path(scratch))
