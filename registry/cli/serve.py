@@ -1,6 +1,6 @@
 """``serve``: speak ACP over stdio, a reference agent backed by the registry (``registry.acp.agent``).
 
-stdout carries only JSON-RPC (so ``--json`` changes nothing); logs go to stderr. The store is opened here first,
+stdout carries only JSON-RPC (so it offers no ``--json``); logs go to stderr. The store is opened here first,
 through ``registry.cli.stores`` like every command's, so a bad or unusable store is one line on stderr and exit 2
 before the agent starts, and a new SQLite store's folder is created (0700).
 """
