@@ -298,9 +298,9 @@ class SessionRegistry(SessionCommands):
             if kept and imported:
                 # An import of the agent's files ran while the turn was under way and may have read this very turn:
                 # only what the session does not hold is kept - the turn is one turn - and its usage goes with it:
-                # none when the import added the turn.
-                turn = unseen([m.message for m in self._store.messages(session_id)], kept)
-                if not any(m.role is Role.USER for m in turn) and any(m.role is Role.USER for m in kept):
+                # none when the import added the turn; the turn's when the import caught only its prompt.
+                turn = unseen([m.message for m in self._store.messages(session_id)], kept, answers=True)
+                if not turn and any(m.role is Role.USER for m in kept):
                     spent = None
             box[0] = turn or None
             ref = content_ref(turn) if turn else None

@@ -152,18 +152,13 @@ class SessionTable:
         self.state = state
         self.forks = forks
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.table import Table  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
-
+    def _rows(self, cell: int) -> list[tuple[str, str | None]]:
+        """Each row's name and value (None: none); ``_meta``'s value is the key ``"_meta"`` when its lines fit
+        a ``cell`` wide, for the renderer to lay out, else ``(below)``."""
         info, state = self.info, self.state
-        table = Table(show_header=False, title="session", title_justify="left")
-        table.add_column(style="bold", no_wrap=True)
-        table.add_column(overflow="fold")
         title = None if state.title is None else f"{state.title}  ({_source(state.title_source)})"
-        cell = max(options.max_width - len("additionalDirectories") - _overhead(2), 20)
         meta = {} if info.meta is UNSET else info.meta
-        rows: list[tuple[str, str | Text | None]] = [
+        return [
             ("sessionId", info.session_id),
             ("cwd", info.cwd),
             ("title", title),
@@ -183,11 +178,50 @@ class SessionTable:
                 or None,
             ),
             ("usage", None if state.usage is None else total_usage_text(state.usage)),
-            ("_meta", None if not meta else meta_text(meta, cell) if meta_fits(meta, cell) else "(below)"),
+            ("_meta", None if not meta else "_meta" if meta_fits(meta, cell) else "(below)"),
             ("version", f"{state.version} (last event at position {state.position})"),
         ]
-        for name, value in rows:
-            table.add_row(name, value if not isinstance(value, str | None) else escaped(value, missing="-"))
+
+    @property
+    def _meta(self) -> dict[str, Any]:
+        return {} if self.info.meta is UNSET else self.info.meta
+
+    @staticmethod
+    def draws_plain(width: int) -> bool:
+        """Whether ``lines`` draws what rich would at ``width``: not below a few cells for the values (there rich
+        narrows the names' column too, and rich draws it)."""
+        return width >= len("additionalDirectories") + _overhead(2) + 4
+
+    def lines(self, width: int) -> Iterator[str]:
+        """The table's lines where there is no terminal, ``width`` columns wide (``draws_plain``): the characters
+        rich writes for ``__rich_console__`` (its box, its folding), drawn without loading rich."""
+        from registry.cli.grid import Column, fold, grid_lines  # noqa: PLC0415
+
+        cell = _meta_cell(width)
+        meta = self._meta
+        rows = [
+            [name, meta_plain(meta, cell) if name == value == "_meta" else "-" if value is None else printable(value)]
+            for name, value in self._rows(cell)
+        ]
+        yield from grid_lines([Column(""), Column("", ratio=1)], rows, width, title="session", headless=True)
+        if meta and not meta_fits(meta, cell):  # a full-width block, rather than values cut in a narrow cell
+            yield "_meta"
+            yield from (_pad_to("  " + line, width) for line in fold(meta_plain(meta, width - 2), width - 2))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        table = Table(show_header=False, title="session", title_justify="left")
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        cell = _meta_cell(options.max_width)
+        meta = self._meta
+        for name, value in self._rows(cell):
+            if name == value == "_meta":
+                table.add_row(name, meta_text(meta, cell))
+            else:
+                table.add_row(name, escaped(value, missing="-"))
         yield table
         if meta and not meta_fits(meta, cell):  # a full-width block, rather than values cut in a narrow cell
             from rich.padding import Padding  # noqa: PLC0415
@@ -196,11 +230,32 @@ class SessionTable:
             yield Padding(meta_text(meta, options.max_width - 2), (0, 0, 0, 2))
 
 
+def _pad_to(line: str, width: int) -> str:
+    """``line`` padded with spaces to ``width`` cells, as rich pads a padded block's lines."""
+    from registry.cli.terminal import cells  # noqa: PLC0415
+
+    return line + " " * (width - cells(line))
+
+
+def _meta_cell(width: int) -> int:
+    """The width of ``show``'s value cell for ``_meta`` in a table ``width`` wide."""
+    return max(width - len("additionalDirectories") - _overhead(2), 20)
+
+
 def meta_fits(meta: dict[str, Any], width: int) -> bool:
     """Whether each key, and each value below its key, fits ``width`` characters."""
     from registry.cli.views import meta_lines  # noqa: PLC0415
 
     return all(len(key) + 1 <= width and len(value) + 2 <= width for key, value in meta_lines(meta))
+
+
+def meta_plain(meta: dict[str, Any], width: int) -> str:
+    """``meta_text``'s characters, without styles (and without rich)."""
+    from registry.cli.views import meta_lines  # noqa: PLC0415
+
+    return "\n".join(
+        key + ":" + (" " if len(key) + 2 + len(value) <= width else "\n  ") + value for key, value in meta_lines(meta)
+    )
 
 
 def meta_text(meta: dict[str, Any], width: int) -> Text:
