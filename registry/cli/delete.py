@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 
 from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.where import locate
 from registry.search.hits import wire_id
 
 __all__ = ["add_arguments", "run"]

@@ -10,8 +10,9 @@ import argparse
 
 from registry.cli.ids import resolve_session
 from registry.cli.options import cwd_option
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.where import locate
 
 __all__ = ["add_arguments", "run"]
 

@@ -15,9 +15,10 @@ import msgspec
 from events.codec import encode_record_json
 from events.model import RecordedEvent
 from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.tables import HistoryTable
 from registry.cli.terminal import stdout_console, write_json_line
+from registry.cli.where import locate
 from registry.model import format_time
 
 __all__ = ["add_arguments", "run"]

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from registry.cli.errors import EXIT_OK, InputError, ProblemFound
-from registry.cli.stores import catch_up_read_model, locate, open_log
+from registry.cli.stores import catch_up_read_model, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.where import locate
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 
 from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.where import locate
 from registry.session_commands import COMMANDS, SessionCommand, wire_params
 
 __all__ = ["add_arguments", "command_of", "run"]

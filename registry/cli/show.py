@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Final
 from events.model import SessionUpdated, Usage
 from registry.cli.errors import InputError
 from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.tables import SessionTable, short_time
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.where import locate
 from registry.model import SessionInfo, format_time, session_info
 from registry.usage import turn_usage_text
 

@@ -8,9 +8,10 @@ import msgspec
 
 from registry.backends import backend_for
 from registry.cli.derived import ReadModelInfo, describe_derived
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
 from registry.cli.terminal import human_size, progress, stdout_console, write_json
 from registry.cli.timetravel import fold_log
+from registry.cli.where import locate
 from registry.evidence import IntegrityEvent, describe
 
 __all__ = ["StoreStats", "add_arguments", "run"]

@@ -10,8 +10,9 @@ import argparse
 import sys
 
 from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.where import locate
 from registry.model import SessionState
 from registry.search.hits import wire_id
 from registry.transcripts import Transcript, TranscriptLine

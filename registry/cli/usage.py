@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Final
 
 from registry.agents import known_name
 from registry.cli.options import cwd_option
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
+from registry.cli.where import locate
 from registry.prices import load_prices, price_file
 from registry.usage import amount_text
 from registry.usage_report import BY, UsageLine, UsageReport

@@ -18,8 +18,9 @@ from events.verify import verify_log
 from registry.backends import backend_for
 from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.where import locate
 from registry.evidence import describe
 
 __all__ = ["VerifyResult", "add_arguments", "run"]

@@ -54,10 +54,11 @@ from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionStat
 from registry.projection import Change
 from registry.proxy import versions
 from registry.proxy.book import Status
-from registry.proxy.capture import Capture, record_replay
+from registry.proxy.capture import Capture
 from registry.proxy.history import History, HistoryState
 from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
+from registry.proxy.turn_usage import record_replay
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
 from registry.session_commands import Events, SessionCommand, SessionCommands
 
@@ -373,7 +374,9 @@ class Surface:
                 )
             )
         if replay is not None and native == loaded:
-            self.recorder.put(lambda r: record_replay(r, native, replay()), held=(native,))
+            self.recorder.put(
+                lambda r: record_replay(r.registry, r.book.entry(native).stored, replay()), held=(native,)
+            )
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:
