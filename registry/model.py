@@ -101,7 +101,7 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
 
     The fold changes a state with ``msgspec.structs.replace`` (only what an event changes); the read models
     store it encoded (array-like, new fields with defaults before ``position``, which stays last: a stored state's
-    last eight bytes are its position, which the server writes when it alone knows it - ``readmodel.tables.Seal``).
+    last eight bytes are its position, which the server writes when it alone knows it - ``readmodel.keys.Seal``).
     Its fields are pinned to ``STATE_VERSION`` (which the read-model and snapshot format versions follow) by
     ``tests/test_session_shape.py``.
     """

@@ -34,6 +34,7 @@ from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
+from registry.readmodel.keys import Keyed, Seal
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import DESCRIBE, PageShape, Statements
 from registry.readmodel.postgres_usage import UsageStatements
@@ -41,8 +42,6 @@ from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_
 from registry.readmodel.tables import (
     CURRENT_COLUMNS,
     PAST_COLUMNS,
-    Keyed,
-    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,

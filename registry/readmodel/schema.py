@@ -122,7 +122,7 @@ forks and the pruning of past versions read."""
 META_KEYS: Final = ("version", "checkpoint", "floor", "live", "archived", "anchor", "seal")
 """The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's
 floor, the live sessions and how many of them are archived, the key the rows are sealed with
-(``tables.Seal.key_id``)."""
+(``keys.Seal.key_id``)."""
 
 
 # -- rendering ------------------------------------------------------------------------------------------------

@@ -27,17 +27,14 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.keys import HeldKey
+from registry.readmodel.keys import HeldKey, Keyed, Seal, checked_states
 from registry.readmodel.schema import prepare_tables
 from registry.readmodel.sqlite_schema import SqliteStoredTables, create
 from registry.readmodel.tables import (
-    Keyed,
-    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
-    checked_states,
     chunks,
     fold_stretch,
     initial_meta,
