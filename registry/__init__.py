@@ -38,10 +38,10 @@ if TYPE_CHECKING:
         SubscriberTooSlow,
         rpc_error,
     )
+    from registry.fold import Change
     from registry.follow import Following
     from registry.model import ListSessionsResult, SessionInfo, SessionState
     from registry.paths import normalise_cwd
-    from registry.projection import Change
     from registry.search.hits import SearchHit, SearchPage, Snippet
     from registry.service import SessionRegistry
     from registry.transcripts import Transcript

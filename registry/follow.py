@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Final
 
 from events.errors import StoreError
 from events.logger import Logger
+from registry.fold import Change, Entry, fold
 from registry.model import SessionState
-from registry.projection import Change, Entry, fold
 from registry.readmodel import PastWindow, ReadModel
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ fields a client sees in ``_meta`` (``visible_meta`` builds the object from it, `
 ``SessionInfo`` and ``ListSessionsResult`` are the exact ACP wire shapes: absent optional fields are omitted,
 never sent as null.
 
-Adding a state field: add it here (with a default), make the fold (``registry.projection.fold``) set it, add a
+Adding a state field: add it here (with a default), make the fold (``registry.fold.fold``) set it, add a
 ``SHOWN_IN_META`` entry if clients see it, and bump ``STATE_VERSION`` (a test pins the fields to it; the read
 model's version and the snapshot format follow it).
 """

@@ -2,7 +2,7 @@
 what a turn adds to the read model's daily totals, and a turn's usage in words.
 
 Each turn's ``events.Usage`` is what the turn added (disjoint token counts, the cost the agent reported, the model);
-a session's totals are their sum, folded with the session's state (``registry.projection.fold``), so the list shows
+a session's totals are their sum, folded with the session's state (``registry.fold.fold``), so the list shows
 them without reading the log. Costs are kept per currency, never added across currencies; a turn that reported no
 cost keeps its tokens by model (``unpriced``), which a price table prices when they are shown (``registry.prices``):
 such a cost is an estimate and says so wherever it appears.

@@ -25,6 +25,7 @@ import pytest
 import events
 from events.model import Usage
 from registry.diffs import Updated, diff, shown
+from registry.fold import Change, fold
 from registry.model import (
     SHOWN_IN_META,
     STATE_VERSION,
@@ -34,7 +35,6 @@ from registry.model import (
     session_info,
     visible_meta,
 )
-from registry.projection import Change, fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
 from registry.usage import SessionUsage

@@ -62,8 +62,8 @@ from registry.errors import (
     SessionNotFound,
     rpc_error,
 )
+from registry.fold import Change
 from registry.follow import Following
-from registry.projection import Change
 from registry.service import SessionRegistry
 
 __all__ = ["AGENT_NAME", "PROTOCOL_VERSION", "ReferenceAgent", "serve"]

@@ -249,7 +249,7 @@ class HistoryTable:
         from rich.text import Text  # noqa: PLC0415
 
         from registry.cli.views import describe_event, event_meta  # noqa: PLC0415
-        from registry.projection import fold  # noqa: PLC0415
+        from registry.fold import fold  # noqa: PLC0415
 
         state = None
         for record in self.records:

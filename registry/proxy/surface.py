@@ -50,8 +50,8 @@ from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id
 from registry.commands import check_session_id, prompt_title
 from registry.diffs import SessionInfoUpdate, SessionNotification, Updated, encode_session_update, shown
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
+from registry.fold import Change
 from registry.model import META_NAMESPACE, META_PARENT
-from registry.projection import Change
 from registry.proxy import versions
 from registry.proxy.capture import Capture
 from registry.proxy.context import Conversation, FromMemory, ProxyContext

@@ -25,8 +25,8 @@ import msgspec
 
 from events.model import Event, LogEntry, SessionUpdated
 from events.postgres_hooks import AtEnd, KnownPart
+from registry.fold import fold
 from registry.model import SessionState
-from registry.projection import fold
 from registry.readmodel import ReadModelFault
 from registry.readmodel.keys import PLACE, Seal
 from registry.readmodel.postgres_sql import AT_END, CURRENT_NAMES, FLOOR_STEP, PAST_NAMES

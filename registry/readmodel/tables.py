@@ -32,8 +32,8 @@ from events.model import SessionUpdated
 from registry.backend import Backend
 from registry.evidence import log_shorter
 from registry.filters import FILTERS
+from registry.fold import Entry, fold
 from registry.model import STATE_VERSION, SessionState, sort_key
-from registry.projection import Entry, fold
 from registry.readmodel import ReadModelFault
 from registry.readmodel.keys import Keyed, Seal, checked_states
 from registry.usage import UsageKey, fold_usage
