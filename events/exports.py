@@ -10,31 +10,32 @@ events`` and ``import registry`` stay light: each public name imports its own mo
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 __all__ = ["declared", "lazy_names"]
-
-_BLOCK: Final = re.compile(r"^if (?:\w+\.)?TYPE_CHECKING:[^\n]*\n((?:[ \t]+[^\n]*\n|[ \t]*\n)+)", re.M)
-_FROM: Final = re.compile(r"from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)")
 
 
 def declared(source: str) -> dict[str, str]:
     """Each name the ``if TYPE_CHECKING:`` block of a package's ``source`` re-exports -> the module it comes from.
-    Every name must be re-exported as itself (``NAME as NAME``): anything else in the block is refused."""
+    Every name is re-exported as itself, one a line (``from MODULE import NAME as NAME``, as ruff keeps them): any
+    other import in the block is refused."""
     found: dict[str, str] = {}
-    block = _BLOCK.search(source)
-    if block is None:
+    lines = iter(source.splitlines())
+    for line in lines:
+        if line.startswith("if") and line.rstrip().endswith("TYPE_CHECKING:"):
+            break
+    else:
         raise ValueError("no `if TYPE_CHECKING:` block declares the package's names")
-    for module, names in _FROM.findall(block.group(1)):
-        for part in names.strip("()").split(","):
-            words = part.split("#")[0].split()
-            if not words:
-                continue
-            if len(words) != 3 or words[1] != "as" or words[0] != words[2]:
-                raise ValueError(f"{module}: {' '.join(words)!r} is not re-exported as itself (NAME as NAME)")
-            found[words[0]] = module
+    for line in lines:
+        if line and not line[0].isspace():
+            break  # the block's end
+        words = line.split("#")[0].split()
+        if not words or words[0] != "from":
+            continue  # a blank line, a comment, an annotation of __all__
+        if len(words) != 6 or words[2] != "import" or words[4] != "as" or words[3] != words[5]:
+            raise ValueError(f"{line.strip()!r}: a name is declared as `from MODULE import NAME as NAME`, one a line")
+        found[words[3]] = words[1]
     return found
 
 
