@@ -19,14 +19,14 @@ import sys
 from typing import Final, Unpack
 
 from events.errors import StoreError, StoreFormatError
-from events.factory import open_store
+from events.factory import open_store, sqlite_file
 from events.logger import settle as settle_logging
 from events.store import EventStore
 from registry.backends import backend_for
 from registry.cli.errors import InputError
 from registry.cli.start import started
 from registry.cli.terminal import waiting
-from registry.cli.where import CREATES_STORE, ENV_STORE, StoreLocation, sqlite_file
+from registry.cli.where import CREATES_STORE, ENV_STORE, StoreLocation
 from registry.readmodel.guard import open_read_model
 from registry.service import RegistryOptions, SessionRegistry
 

@@ -7,10 +7,9 @@ import os
 import urllib.parse
 from typing import Final, NamedTuple
 
-from events.factory import sqlite_file
 from events.urls import ENV_STORE
 
-__all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate", "sqlite_file", "sqlite_url"]
+__all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate", "sqlite_url"]
 
 CREATES_STORE: Final = ("import", "import-agents", "proxy", "serve")
 """The commands that create the default store when there is none (``demo --store`` creates only the one named)."""
