@@ -10,13 +10,10 @@ import re
 import urllib.parse
 from typing import Final
 
-__all__ = ["DEFAULT_SCHEMA", "ENV_STORE", "check_schema", "postgres_location", "redact", "split_postgres_url"]
+__all__ = ["DEFAULT_SCHEMA", "check_schema", "postgres_location", "redact", "split_postgres_url"]
 
 DEFAULT_SCHEMA: Final = "acp_registry"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-ENV_STORE: Final = "ACP_REGISTRY_STORE"
-"""The environment variable that names a process's store URL (``acp-registry``'s, and a child the proxy starts)."""
 
 
 def check_schema(schema: object) -> str:

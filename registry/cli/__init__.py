@@ -28,7 +28,6 @@ from events.logger import settle as settle_logging
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
 from registry.cli.start import import_msgspec, pause, started
 from registry.cli.terminal import printable
-from registry.cli.where import CREATES_STORE, ENV_STORE, default_store_url
 from registry.errors import InvalidParams, SessionNotFound
 from registry.session_commands import COMMANDS as SESSION_COMMANDS
 
@@ -175,6 +174,8 @@ class _TopParser(_Parser):
 
 
 def _epilog() -> str:
+    from registry.cli.where import CREATES_STORE, ENV_STORE, default_store_url  # noqa: PLC0415 - only for help
+
     default = default_store_url()
     env = os.environ.get(ENV_STORE)
     return f"""store:

@@ -14,11 +14,9 @@ import msgspec
 
 from events.codec import encode_record_json
 from events.model import RecordedEvent
-from registry.cli.ids import resolve_session
-from registry.cli.stores import open_registry
+from registry.cli.ids import the_session
 from registry.cli.tables import HistoryTable
 from registry.cli.terminal import stdout_console, write_json_line
-from registry.cli.where import locate
 from registry.model import format_time
 
 __all__ = ["add_arguments", "run"]
@@ -35,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         records = registry.store.read_stream(session_id)
     if args.json:
         for record in records:

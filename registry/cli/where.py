@@ -7,7 +7,7 @@ import os
 import urllib.parse
 from typing import Final, NamedTuple
 
-from events.urls import ENV_STORE
+from events.factory import ENV_STORE
 
 __all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate", "sqlite_url"]
 

@@ -30,8 +30,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from events.factory import split_url
-from events.urls import ENV_STORE
+from events.factory import ENV_STORE, split_url
 from registry.agents import IMPORTED, keeps_unprompted, known, native_id
 from registry.errors import InvalidParams
 from registry.filters import list_filter
