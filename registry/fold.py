@@ -51,23 +51,8 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
     session's version and position, which must follow its stream.
     """
     event = record.event
-    if type(event) is _TURN and state is not None and not state.deleted:  # most events (``_turn``, inlined)
-        if event.usage is not None:  # a turn that reported what it used: the session's totals move with it
-            return replace(
-                state,
-                updated_at=event.at,
-                messages=state.messages + event.messages,
-                usage=added(state.usage, event.usage),
-                version=record.version,
-                position=record.position,
-            )
-        return replace(
-            state,
-            updated_at=event.at,
-            messages=state.messages + event.messages,
-            version=record.version,
-            position=record.position,
-        )
+    if type(event) is _TURN and state is not None and not state.deleted:  # most events: the turn first
+        return _turn(state, event, record)
     if isinstance(event, events.SessionCreated):
         if state is not None:
             return _restored(state, record) if state.deleted and restorable(state) else None
@@ -135,7 +120,7 @@ _TURN: Final = events.SessionUpdated
 
 def _turn(state: SessionState, event: events.SessionUpdated, record: Entry) -> SessionState:
     """What a turn changes: ``updatedAt``, the message count, and the session's usage totals when it reported what
-    it used (``fold`` takes it first, inlined)."""
+    it used (``fold`` takes it first)."""
     if event.usage is not None:
         return replace(
             state,

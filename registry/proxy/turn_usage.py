@@ -17,6 +17,7 @@ from events.model import Message, Usage
 from registry.conversation import counted
 from registry.proxy.assembly import Reading, Said
 from registry.service import SessionRegistry
+from registry.usage import with_tokens
 
 __all__ = ["PER_TURN_USAGE", "kept", "record_replay", "usage_of"]
 
@@ -60,12 +61,8 @@ def usage_of(reading: Reading, registry: SessionRegistry, sid: str, *, made_here
         cost_nanos = amount - then if amount >= then else amount  # lower: the agent's count started again
     if reading.tokens is None and reading.cost is None and reading.context_used is None and reading.model is None:
         return None  # nothing reported
-    return Usage(
-        input_tokens=tokens[0],
-        output_tokens=tokens[1],
-        cached_read_tokens=tokens[2],
-        cached_write_tokens=tokens[3],
-        thought_tokens=tokens[4],
+    return with_tokens(
+        tokens,
         cost_nanos=cost_nanos,
         currency=currency,
         model=reading.model,

@@ -14,9 +14,8 @@ from events.sqlite import SqliteStore
 from registry.readmodel import ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.keys import HeldKey
-from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
-from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS, anchor_value
-from registry.readmodel.usage_tables import DayRow, UsageRow
+from registry.readmodel.schema import STORED_COLUMNS, TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
+from registry.readmodel.tables import anchor_value
 
 __all__ = [
     "SCHEMA",
@@ -77,12 +76,7 @@ def stored_meta(db: sqlite3.Connection) -> dict[str, int]:
 
 def stored_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[Any, ...]]:
     """Every row of ``rm_sessions`` or ``rm_past`` as stored, in the columns of the rows the fold writes."""
-    columns = {
-        "rm_sessions": CURRENT_COLUMNS,
-        "rm_past": PAST_COLUMNS,
-        "rm_usage": UsageRow._fields,
-        "rm_usage_days": DayRow._fields,
-    }[table]
+    columns = STORED_COLUMNS[table]
     yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
 
 
