@@ -15,7 +15,7 @@ import msgspec
 from events.codec import encode_record_json
 from events.model import RecordedEvent
 from registry.cli.ids import the_session
-from registry.cli.tables import HistoryTable
+from registry.cli.session_tables import HistoryTable
 from registry.cli.terminal import stdout_console, write_json_line
 from registry.model import format_time
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Final
 from events.model import SessionUpdated, Usage
 from registry.cli.errors import InputError
 from registry.cli.ids import add_session, the_session
-from registry.cli.tables import SessionTable, short_time
+from registry.cli.session_tables import SessionTable
+from registry.cli.tables import short_time
 from registry.cli.terminal import printable, stdout_console, write_json
 from registry.model import SessionInfo, format_time, session_info
 from registry.usage import turn_usage_text
