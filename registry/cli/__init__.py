@@ -25,6 +25,7 @@ from typing import Any, NoReturn, Protocol, cast
 from events.errors import CorruptEventError, RegistryError, StoreFormatError
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
+from registry import __version__
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
 from registry.cli.start import import_msgspec, pause, started
 from registry.cli.terminal import printable
@@ -149,8 +150,6 @@ def _module(name: str, prog: str) -> _Command:
 
 
 def _version() -> str:
-    from registry import __version__  # noqa: PLC0415
-
     return f"{_PROG} {__version__}"
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
+import time
+
+from registry.paths import normalise_cwd
 
 __all__ = ["cwd_option", "page_size", "position", "time_option"]
 
@@ -25,17 +29,12 @@ def page_size(text: str) -> int:
 
 def cwd_option(value: str | None) -> str | None:
     """``--cwd`` as the registry keeps cwds; a relative one is taken from the current directory."""
-    from registry.paths import normalise_cwd  # noqa: PLC0415
-
     return None if value is None else normalise_cwd(os.path.abspath(value), field="--cwd")
 
 
 def time_option(text: str) -> int:
     """A moment for ``--since`` / ``--until``, as epoch ns: an RFC 3339 time (``2026-12-01T09:30:00Z``; without a
     zone, UTC), a date (``2026-12-01``: its midnight, UTC), or how long ago (``90m``, ``12h``, ``7d``, ``2w``)."""
-    import datetime as dt  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     value = text.strip()
     unit = _UNITS.get(value[-1:].lower())
     if unit is not None and value[:-1].isdigit():

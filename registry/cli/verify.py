@@ -19,7 +19,8 @@ from registry.backends import backend_for
 from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
 from registry.cli.stores import open_log
-from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.tables import escaped
+from registry.cli.terminal import printable, progress, stdout_console, write_json
 from registry.cli.where import locate
 from registry.evidence import describe
 
@@ -75,9 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(result: VerifyResult) -> None:
     from rich.table import Table  # noqa: PLC0415
-
-    from registry.cli.tables import escaped  # noqa: PLC0415
-    from registry.cli.terminal import printable  # noqa: PLC0415
 
     console = stdout_console()
     console.print(
