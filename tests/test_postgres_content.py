@@ -20,7 +20,7 @@ from events.testing_content import turn
 from events.verify import verify_log
 from registry import SessionRegistry
 from tests.conftest import POSTGRES as SERVER
-from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
+from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout, fenced_after_upgrade
 
 MARKER = "zqx-pg-marker-51c2"
 
@@ -107,12 +107,4 @@ def test_the_commit_before_cannot_write_after_the_upgrade(schema: str, tmp_path:
     assert child.stdout is not None and child.stdin is not None
     assert child.stdout.readline().strip() == "1", child.stderr.read() if child.stderr else ""
     with open_store(_url(schema)) as store:  # this version upgrades the schema while the old one has it open
-        event, messages = turn("kept beside the log")
-        store.append("new", [event], content=[messages])
-        child.stdin.write("\n")
-        child.stdin.flush()
-        answer = child.stdout.readline()
-        child.wait(timeout=60)
-        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
-        assert [r.session_id for r in store.read()] == ["old", "new"]
-        assert verify_log(store).healthy
+        fenced_after_upgrade(store, child)

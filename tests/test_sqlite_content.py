@@ -15,7 +15,7 @@ from events import SessionCreated, SessionDeleted, SqliteStore, StoreError
 from events.schema import FENCE_MESSAGE, SCHEMA_VERSION
 from events.testing_content import turn
 from events.verify import verify_log
-from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
+from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout, fenced_after_upgrade
 
 MARKER = "zqx-marker-7f3a91"
 
@@ -95,15 +95,7 @@ def test_the_commit_before_cannot_write_after_the_upgrade(tmp_path: Path) -> Non
     assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
     with SqliteStore(path) as store:  # this version upgrades it while the old one still has it open
-        event, messages = turn("kept beside the log")
-        store.append("new", [event], content=[messages])
-        child.stdin.write("\n")
-        child.stdin.flush()
-        answer = child.stdout.readline()
-        child.wait(timeout=60)
-        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
-        assert [r.session_id for r in store.read()] == ["old", "new"]
-        assert verify_log(store).healthy
+        fenced_after_upgrade(store, child)
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()
