@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from events.store import EventStore
 from events.testing_content import turn
 from events.verify import verify_log
 
-__all__ = ["BEFORE_CONTENT", "OLD_WRITER", "checkout", "fenced_after_upgrade"]
+__all__ = ["BEFORE_CONTENT", "OLD_WRITER", "checkout", "fenced_after_upgrade", "old_writer"]
 
 REPO = Path(__file__).resolve().parent.parent
 BEFORE_CONTENT = "e20322d31ade7a9e6c844da81846a58683f97c86"
@@ -62,3 +64,20 @@ def fenced_after_upgrade(store: EventStore, child: subprocess.Popen[str]) -> Non
     assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
     assert [r.session_id for r in store.read()] == ["old", "new"]
     assert verify_log(store).healthy
+
+
+def old_writer(url: str, folder: Path) -> subprocess.Popen[str]:
+    """``OLD_WRITER`` of the commit before conversations, on the store ``url`` names, once it has appended."""
+    old = checkout(BEFORE_CONTENT, folder / "old")
+    child = subprocess.Popen(
+        [sys.executable, "-c", OLD_WRITER, url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(old)},
+        cwd=folder,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "1", child.stderr.read() if child.stderr else ""
+    return child
