@@ -3,7 +3,8 @@
 One module per command, named after it (``list_sessions`` for ``list`` and ``import_log`` for ``import``, whose
 names Python keeps for itself), each with ``add_arguments(parser)`` and ``run(args) -> int``. A command's module
 is imported only when that command is parsed, so ``import registry.cli`` and ``acp-registry --help`` stay fast.
-Shared pieces: ``stores`` (which store, and opening it), ``terminal`` (output), ``views`` (tables), ``options``
+Shared pieces: ``where`` (which store), ``stores`` (opening it), ``ids`` (which session), ``start`` (a short start),
+``terminal`` (output), ``tables`` and ``session_tables`` (tables), ``views`` (what they say), ``options``
 (argument types), ``timetravel`` (the fold behind ``replay``, ``stats`` and ``verify``) and ``errors``.
 
 Errors become exit codes here, in one place (``_run``): 0 ok, 1 a problem found in a store that opened

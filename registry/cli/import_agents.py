@@ -1,7 +1,7 @@
 """``acp-registry import-agents``: import other agents' histories once, or keep watching them.
 
 ``add_arguments(parser)`` declares the options; ``run(args)`` runs the command with ``args.store`` (a URL, or
-None for the usual lookup in ``registry.cli.stores``). Exit codes: 0 done (skips are reported, not failures;
+None for the usual lookup in ``registry.cli.where``). Exit codes: 0 done (skips are reported, not failures;
 Ctrl-C ends a watch with 0), 2 a usage or input error (a ``--root`` that is not a folder, an unknown agent, a
 store that cannot be opened, an import state that is a folder or a symlink), 1 the store failed while writing.
 Errors are raised as ``CommandError``s: ``registry.cli.main`` prints them as one line. ``--json`` summaries use
