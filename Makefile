@@ -30,11 +30,14 @@ lint: install
 	$(BIN)/mypy
 
 # The suite on every core (pytest-xdist), then the tests marked serial alone: one restarts the PostgreSQL server
-# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard, alone.
+# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard, alone, and
+# last, one by one, the tests marked idle: each asserts a time bound that only a machine the suite no longer loads
+# keeps for sure.
 test: lint
-	$(BIN)/pytest -n auto -m 'not real_agents and not serial'
+	$(BIN)/pytest -n auto -m 'not real_agents and not serial and not idle'
 	$(BIN)/pytest -m 'serial and not real_agents'
 	$(BIN)/pytest benchmarks/test_guard.py
+	$(BIN)/pytest -m 'idle and not real_agents'
 
 # The speed figures CI holds, each a ratio against a reference measured in the same run (benchmarks/guard.py).
 guard: install
@@ -57,7 +60,7 @@ agents:
 test-agents: install
 	$(BIN)/pytest -m real_agents
 
-# The bench extra (eventsourcing) on top of dev: the baselines need it.
+# The bench extra (eventsourcing, ripgrep) on top of dev: the baselines need it.
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@

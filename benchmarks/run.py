@@ -12,7 +12,9 @@ beside raw psycopg, at 1k and 100k sessions, 1M too with --full), which says it 
 --postgres-url; --no-postgres leaves it out.
 
 Writes ``benchmarks/results/<name>.json`` (figures and machine), ``<name>.md`` (ratio table) and
-``<name>-growth.png`` (each cost against history size). Scratch files go to ``$BENCH_DIR`` or
+``<name>-growth.png`` (each cost against history size). Last, the search part (``search.py``: a corpus of
+conversations, 100k sessions / ~2 M messages, 1 M / ~20 M with --full; --search-sessions N, --no-search), written to
+``<name>-search.json`` and ``<name>-search.md``. Scratch files go to ``$BENCH_DIR`` or
 ``benchmarks/.work`` and are removed afterwards.
 """
 
@@ -35,7 +37,7 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks import baselines, keys, postgres_registry, registry_bench, sqlite_stages
+from benchmarks import baselines, keys, postgres_registry, registry_bench, search, sqlite_stages
 from benchmarks.args import DEFAULT_POSTGRES, bench_parser
 from benchmarks.baselines import RawSqliteLog
 from benchmarks.event_log import EventLogBench, ImportBench, subscription_latency
@@ -63,16 +65,21 @@ class Settings:
     plot: bool = True
     notes: list[str] = field(default_factory=list)
     postgres: postgres_registry.PostgresSettings | None = None  # None: no PostgreSQL part
+    search: search.SearchSettings | None = None  # None: no search part (benchmarks/search.py)
 
 
 MODES = {
     "quick": Settings(
-        sizes=[10_000, 100_000], jsonl_sizes=[1_000, 10_000, 100_000], postgres=postgres_registry.MODES["quick"]
+        sizes=[10_000, 100_000],
+        jsonl_sizes=[1_000, 10_000, 100_000],
+        postgres=postgres_registry.MODES["quick"],
+        search=search.MODES["quick"],
     ),
     "full": Settings(
         sizes=[10_000, 100_000, 1_000_000],
         jsonl_sizes=[1_000, 10_000, 100_000],
         postgres=postgres_registry.MODES["full"],
+        search=search.MODES["full"],
     ),
 }
 
@@ -272,6 +279,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES, help="the PostgreSQL part's server")
     parser.add_argument("--no-postgres", action="store_true", help="leave the PostgreSQL part out")
     parser.add_argument("--postgres-sizes", type=_sizes, help="the PostgreSQL part's sizes (default: the mode's)")
+    parser.add_argument("--no-search", action="store_true", help="leave the search part out (benchmarks/search.py)")
+    parser.add_argument(
+        "--search-sessions", type=int, help="the search part's corpus in sessions (default: the mode's)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base = MODES[args.mode or "quick"]
@@ -286,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         else replace(
             base.postgres, url=args.postgres_url, seed=args.seed, sizes=args.postgres_sizes or base.postgres.sizes
         ),
+        search=None
+        if args.no_search or base.search is None
+        else replace(base.search, sessions=args.search_sessions or base.search.sessions),
     )
     name = args.name or ("custom" if args.sizes else args.mode or "quick")
     console = Console(stderr=True)
@@ -300,6 +314,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         progress.add_task("removing scratch files", total=None)
     for path in write_results(result, args.out, plot=settings.plot, console=console):
         print(path)
+    if settings.search is not None:  # its own corpus and stores: after the rest, alone on the machine
+        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+            found = search.measure(settings.search, Path(tmp), progress=lambda text: console.print(f"search: {text}"))
+        for path in search.write(found, args.out / f"{name}-search"):
+            print(path)
     took = time.perf_counter() - started
     print(f"measured for {result.wall_seconds:,.0f} s; {took:,.0f} s with scratch files removed", file=sys.stderr)
 

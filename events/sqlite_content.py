@@ -16,7 +16,7 @@ from events.errors import StoreError
 from events.model import SessionDeleted
 from events.sqlite_write import EraseHook
 
-__all__ = ["erase", "messages", "messages_at", "stored_messages"]
+__all__ = ["at_keys", "erase", "messages", "messages_at", "stored_messages"]
 
 _LAST_POSITION: Final = 2**63 - 1
 _WAIT: Final = 0.05  # seconds between two tries at emptying a WAL a reader holds
@@ -32,15 +32,25 @@ def messages(db: sqlite3.Connection, session_id: str, until: int | None) -> list
     return [kept(p, session_id, StoredMessage(q, r, a, b)) for p, q, r, a, b in rows]
 
 
+def at_keys(columns: str, keys: int) -> str:
+    """A query of ``columns`` (of ``messages m`` and ``streams s``) for the messages under ``keys`` ``(position,
+    seq)`` pairs, bound as ``?, ?`` each: the keys are a table the messages are looked up from, by their primary
+    key. (``(m.position, m.seq) IN (VALUES ...)`` reads the whole ``messages`` table instead: SQLite does not look
+    a row value list up in an index.)"""
+    marks = ",".join("(?, ?)" for _ in range(keys))
+    return (
+        f"WITH k(p, q) AS (VALUES {marks}) SELECT {columns} FROM k CROSS JOIN messages m"
+        " ON m.position = k.p AND m.seq = k.q JOIN streams s ON s.stream = m.stream"
+    )
+
+
 def messages_at(db: sqlite3.Connection, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], KeptMessage]:
     found: dict[tuple[int, int], KeptMessage] = {}
     wanted = list(keys)
     for start in range(0, len(wanted), 400):
         chunk = wanted[start : start + 400]
-        marks = ",".join("(?, ?)" for _ in chunk)
         rows = db.execute(
-            "SELECT m.position, m.seq, m.role, m.at, m.body, s.session_id FROM messages m"
-            f" JOIN streams s ON s.stream = m.stream WHERE (m.position, m.seq) IN (VALUES {marks})",
+            at_keys("m.position, m.seq, m.role, m.at, m.body, s.session_id", len(chunk)),
             [v for key in chunk for v in key],
         ).fetchall()
         for p, q, r, a, b, sid in rows:

@@ -136,7 +136,7 @@ def fingerprint(message: Message) -> bytes:
     return hashlib.blake2b(f"{message.role.value}\x00{text}".encode(), digest_size=12).digest()
 
 
-def unseen(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
+def unseen(stored: Sequence[Message], incoming: Sequence[Message], *, answers: bool = False) -> list[Message]:
     """The messages of ``incoming`` (an import of the agent's files, in order) that a session holding ``stored``
     does not have yet.
 
@@ -145,11 +145,16 @@ def unseen(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Messa
     nothing, even if the agent's file words its tool calls otherwise than the wire did; any other turn is added
     whole. Messages before the first user message are matched one by one. Repeats count: a user who said
     "continue" three times has three turns.
+
+    ``answers`` (a turn seen live, against what an import wrote meanwhile): a held user message that nothing
+    follows - an import that read the agent's file after the prompt was written and before the answer was - is
+    answered by the incoming turn: its other messages are added (the user message is not said twice).
     """
     if not stored:
         return list(incoming)
     held = Counter(fingerprint(m) for m in stored if m.role is Role.USER)
     loose = Counter(fingerprint(m) for m in stored)
+    bare = Counter(_unanswered(stored)) if answers else Counter[bytes]()
     out: list[Message] = []
     started = adding = False
     for message in incoming:
@@ -160,6 +165,9 @@ def unseen(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Messa
             held[key] -= 1
             if adding:
                 out.append(message)
+            elif bare[key] > 0:  # held without its answer: the answer is this turn's
+                bare[key] -= 1
+                adding = True
         elif started:
             if adding:
                 out.append(message)
@@ -170,3 +178,12 @@ def unseen(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Messa
             else:
                 out.append(message)
     return out
+
+
+def _unanswered(stored: Sequence[Message]) -> list[bytes]:
+    """The fingerprints of the user messages of ``stored`` that no other message follows before the next one."""
+    found = []
+    for n, message in enumerate(stored):
+        if message.role is Role.USER and (n + 1 == len(stored) or stored[n + 1].role is Role.USER):
+            found.append(fingerprint(message))
+    return found

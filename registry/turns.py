@@ -76,9 +76,9 @@ def turn_update(
     if kept and imported:
         # An import of the agent's files ran while the turn was under way and may have read this very turn: only
         # what the session does not hold is kept - the turn is one turn - and its usage goes with it: none when the
-        # import added the turn.
-        turn = unseen(held(), kept)
-        if not any(m.role is Role.USER for m in turn) and any(m.role is Role.USER for m in kept):
+        # import added the turn; the turn's when the import caught only its prompt.
+        turn = unseen(held(), kept, answers=True)
+        if not turn and any(m.role is Role.USER for m in kept):
             spent = None
     return messages_update(state, turn, at=at, added=added, usage=spent), turn
 

@@ -221,7 +221,7 @@ class Agent:
                     self.notify(known["sessionId"], {"sessionUpdate": kind, "content": content})
             return {}
         if method == "session/list" and self.args.list:
-            time.sleep(self.args.slow_list)
+            time.sleep(self.args.slow_list)  # an agent slow to list, on purpose: what the tests of it are about
             if self.args.keep:
                 listed = list(self.kept.values())
             elif self.args.past:  # as written, malformed entries included
@@ -307,7 +307,7 @@ class Agent:
         elif word == "slow":
             deadline = time.monotonic() + float(rest or 5)
             while time.monotonic() < deadline and session_id not in self.cancelled:
-                time.sleep(0.01)
+                time.sleep(0.01)  # a turn that lasts, on purpose, until its time is up or it is cancelled
             if session_id in self.cancelled:
                 self.cancelled.discard(session_id)
                 stop = "cancelled"
@@ -354,7 +354,7 @@ class Agent:
         self.keep(session_id)
         if word == "later":  # titled by the whole prompt, with its time, a moment after the answer (as claude does)
             self.send({"id": request_id, "result": {"stopReason": stop}})
-            time.sleep(0.5)
+            time.sleep(0.5)  # on purpose: the title comes a moment after the answer, as claude's does
             update = {"sessionUpdate": "session_info_update", "title": text, "updatedAt": "2026-12-01T10:00:00Z"}
             self.notify(session_id, update)
             return

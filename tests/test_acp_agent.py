@@ -18,6 +18,7 @@ from acp.interfaces import Client
 from acp.schema import SessionInfoUpdate
 
 from registry.commands import prompt_title
+from tests.waiting import async_wait_until, next_millisecond
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,6 +68,11 @@ async def agent(url: str, *extra: str) -> AsyncIterator[tuple[ClientSideConnecti
         yield conn, client
 
 
+async def _lists(conn: ClientSideConnection, session_id: str, listed: bool = True) -> bool:
+    """Whether the server behind ``conn`` lists ``session_id`` (or, with ``listed=False``, does not)."""
+    return (session_id in await _walk(conn)) == listed
+
+
 def _cleared(update: SessionInfoUpdate) -> bool:
     """A title sent as null: the SDK keeps that apart from "unchanged" only in ``model_fields_set``."""
     return update.title is None and "title" in update.model_fields_set
@@ -114,7 +120,7 @@ def test_sessions_pages_filters_errors_and_delete(tmp_path: Path) -> None:
             for n in range(8):
                 cwd = list(made)[n % 3]
                 made[cwd].append((await conn.new_session(cwd=cwd + "/", mcp_servers=[])).session_id)
-                await asyncio.sleep(0.002)  # each in its own millisecond: the list orders ties by id, not by creation
+                next_millisecond()  # each in its own millisecond: the list orders ties by id, not by creation
             everything = await _walk(conn)
             assert sorted(everything) == sorted(s for ids in made.values() for s in ids)
             assert everything == list(reversed([s for n in range(8) for s in [made[list(made)[n % 3]][n // 3]]]))
@@ -212,19 +218,11 @@ def test_two_servers_on_one_store_see_each_other(tmp_path: Path) -> None:
     async def main() -> None:
         async with agent(url) as (one, _), agent(url) as (two, watcher):
             sid = (await one.new_session(cwd="/work/shared", mcp_servers=[])).session_id
-            for _ in range(500):
-                if sid in await _walk(two):
-                    break
-                await asyncio.sleep(0.01)
-            assert sid in await _walk(two)
+            await async_wait_until(lambda: _lists(two, sid), 30, "the other server to list the session")
             await _raw_request(one, "_registry/rename", {"sessionId": sid, "title": "Renamed over there"})
             await watcher.wait_for(lambda c: any(u.title == "Renamed over there" for u in c.info_updates(sid)))
             await _raw_request(one, "session/delete", {"sessionId": sid})
-            for _ in range(500):
-                if sid not in await _walk(two):
-                    break
-                await asyncio.sleep(0.01)
-            assert sid not in await _walk(two)
+            await async_wait_until(lambda: _lists(two, sid, False), 30, "the other server to drop the session")
 
     asyncio.run(main())
 

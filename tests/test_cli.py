@@ -78,7 +78,7 @@ def test_version_suggestions_and_json_before_the_command(run: Cli, populated: Po
         ("--json", "list", "--page-size", str(PAGE)),
         ("list", "--json", "--page-size", str(PAGE)),
         ("--json", "export"),
-        ("serve", "--json", "--help"),
+        ("serve", "--help"),
         ("demo", "--json", "--help"),
         store=populated.path,
     )
@@ -88,6 +88,14 @@ def test_version_suggestions_and_json_before_the_command(run: Cli, populated: Po
     assert json.loads(before.stdout) == json.loads(after.stdout) == populated.final_pages[0]
     assert export.returncode == 0 and len(export.stdout.splitlines()) == populated.head
     assert serve.returncode == 0 and demo.returncode == 0
+    assert "--json" not in serve.stdout and "--json" in demo.stdout  # offered where it changes the output
+
+
+@pytest.mark.parametrize("command", ["export", "serve", "proxy"])
+def test_a_command_whose_output_is_json_anyway_offers_no_json_option(run: Cli, command: str) -> None:
+    shown = run(command, "--help")
+    assert shown.returncode == 0 and "--json" not in shown.stdout
+    assert "unrecognized arguments: --json" in one_error_line(run(command, "--json", store="memory://", stdin=""))
 
 
 # -- errors ----------------------------------------------------------------------------------------------

@@ -81,6 +81,8 @@ def test_fork_show_and_history_name_the_parent_and_the_forks(run: Cli, tmp_path:
     assert unknown.returncode == 2 and "no session 'nope'" in unknown.stderr
     late = run("fork", "a", "--at", "999", "--cwd", "/w", store=path)
     assert late.returncode == 2 and "past the log's head" in late.stderr
+    taken = run("fork", "a", "--id", "c", store=path)  # an id the user gave that is taken: an input error, as above
+    assert taken.returncode == 2 and taken.stderr == "acp-registry: session 'c' exists already\n", taken.stderr
 
 
 def test_export_import_verify_and_replay_understand_the_new_events(run: Cli, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Stores are not made by typos: which commands create a store, that they say so in one line, that the only folder
-they make is the default store's, that an agent which cannot start leaves nothing behind, and that ``tail`` may
+"""Stores are not made by typos unseen: which commands create a store, that they say so in one line (naming the
+folder they made for a named store), that an agent which cannot start leaves nothing behind, and that ``tail`` may
 start before its store exists (``registry.cli.stores``)."""
 
 from __future__ import annotations
@@ -49,17 +49,28 @@ def test_a_command_that_records_creates_the_default_store_and_says_so_once(
 
 
 @pytest.mark.parametrize("command", [*sorted(_RECORDING), "demo"])
-def test_a_named_store_in_a_folder_that_does_not_exist_is_a_typo_refused_naming_it(
+def test_a_named_store_in_a_folder_that_does_not_exist_is_created_with_it_naming_the_folder(
     command: str, run: Cli, tmp_path: Path
 ) -> None:
-    store = tmp_path / "nofolder" / "deeper" / "sessions.db"
-    argv = ("demo", "--store", f"sqlite://{store}") if command == "demo" else _RECORDING[command]
-    for env in ({}, {"ACP_REGISTRY_STORE": f"sqlite://{store}"}):  # named by --store, or by the variable
-        named = store if command != "demo" and not env else None
-        result = run(*argv, store=named, env=env, stdin="")
-        line = one_error_line(result)
-        assert f"no folder {tmp_path / 'nofolder'} for the store {store}" in line, line
-    assert not (tmp_path / "nofolder").exists() and not (tmp_path / "data").exists()
+    # docs/cli.md's first command names a store in /tmp/acp-demo/, which a fresh machine does not have.
+    for how, env_named in (("option", False), ("variable", True)):  # named by --store, or by the variable
+        store = tmp_path / how / "deeper" / "sessions.db"
+        argv = ("demo", "--store", f"sqlite://{store}") if command == "demo" else _RECORDING[command]
+        env = {"ACP_REGISTRY_STORE": f"sqlite://{store}"} if env_named else {}
+        named = store if command != "demo" and not env_named else None
+        result = run(*argv, store=named, env={**env, "CODEX_HOME": str(tmp_path / "no-codex")}, stdin="")
+        assert result.returncode == 0, result.stderr
+        said = [line for line in result.stderr.splitlines() if "created" in line]
+        assert said == [f"acp-registry: created a new store at {store} and its folder {tmp_path / how}"], said
+        assert stat.S_IMODE((tmp_path / how).stat().st_mode) == 0o700 and store.exists()
+    assert not (tmp_path / "data").exists()  # not the default store
+
+
+def test_a_store_whose_folder_cannot_be_made_is_refused_naming_it(run: Cli, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    store = tmp_path / "file" / "sessions.db"
+    line = one_error_line(run("import", "-", store=store, stdin=""))
+    assert f"cannot create the store's folder {tmp_path / 'file'}" in line, line
 
 
 def test_a_named_store_in_a_folder_that_exists_is_created_and_said(run: Cli, tmp_path: Path) -> None:

@@ -191,6 +191,26 @@ def test_list_writes_to_a_pipe_what_rich_draws_there(run: Cli, odd_store: str, o
         assert "\x1b" not in plain.stdout
 
 
+@pytest.mark.parametrize("session", ["s0-", "s1-漢", "s2-漢漢", "s3-漢漢漢"])
+def test_show_writes_to_a_pipe_what_rich_draws_there(run: Cli, odd_store: str, session: str) -> None:
+    """Piped, ``show`` writes its key/value table itself (no rich): the same characters rich draws."""
+    run.env.pop("COLUMNS", None)
+    for columns in (None, "17", "40", "61", "120"):
+        plain = run("show", session, store=odd_store, env={} if columns is None else {"COLUMNS": columns})
+        drawn = run("show", session, store=odd_store, env={"COLUMNS": columns or "200", "TTY_COMPATIBLE": "1"})
+        assert plain.returncode == drawn.returncode == 0, (plain.stderr, drawn.stderr)
+        assert plain.stdout == re.sub("\x1b\\[[0-9;]*m", "", drawn.stdout), (columns, session)  # rich's styles aside
+        assert "\x1b" not in plain.stdout
+
+
+def test_a_piped_show_does_not_load_rich_s_console(odd_store: str) -> None:
+    code = "import sys; from registry.cli import main; main(sys.argv[1:]); print(sorted(sys.modules), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--store", odd_store, "show", "s1-漢"], capture_output=True, text=True, check=True
+    )
+    assert "'rich.console'" not in done.stderr.strip()
+
+
 def test_a_piped_list_does_not_load_rich_s_console(odd_store: str) -> None:
     code = "import sys; from registry.cli import main; main(sys.argv[1:]); print(sorted(sys.modules), file=sys.stderr)"
     done = subprocess.run(

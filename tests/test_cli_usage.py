@@ -171,6 +171,8 @@ def test_show_and_history_show_usage_per_turn(run: Cli, store: Path) -> None:
         f"  #2  2025-11-28 09:00:00  {turn}",
         f"  #3  2025-11-29 09:00:00  {turn}",
     ]
+    drawn = run("show", "claude-code:one", store=store, env={"COLUMNS": "160", "TTY_COMPATIBLE": "1"})  # by rich
+    assert re.sub("\x1b\\[[0-9;]*m", "", drawn.stdout) == shown.stdout  # piped: the same characters, without rich
     history = run("history", "gemini:two", store=store, env={"COLUMNS": "100"})  # the block layout: no cell to wrap
     assert "used 550 tokens (500 in, 50 out), $0.25, gemini-2.5-pro" in " ".join(history.stdout.split())
 

@@ -22,6 +22,7 @@ from events.store import AppendRequest
 from tests.cli_runner import Cli, one_error_line
 from tests.importing import prompt, session_file, write_lines
 from tests.test_readme import _blocks, _env
+from tests.waiting import catches_signal, wait_until
 
 
 def test_demo_help_shows_no_phantom_positional(run: Cli) -> None:
@@ -71,11 +72,89 @@ def test_the_readmes_import_agents_lines_run_as_written_on_a_fresh_machine(tmp_p
     assert len(lines) == 3
     for line in lines:
         process = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, stdout=subprocess.PIPE, text=True)
+        first = ""
         if "--watch" in line:
-            time.sleep(2)
+            first = _first_line(process)  # its first pass is over: it watches now
             process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, (line, out)
+        assert process.returncode == 0, (line, first + out)
+
+
+def _first_line(process: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The first line the process writes on stdout (its readiness), waited for with a bound."""
+    out = process.stdout
+    assert out is not None
+    wait_until(lambda: select.select([out], [], [], 0)[0], timeout, "the command's first line on stdout")
+    return out.readline()
+
+
+_SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
+
+
+def _until_stopped(args: list[str], env: dict[str, str], name: str, moment: str) -> tuple[int, str]:
+    """Runs ``acp-registry ARGS``, sends it the signal ``name`` at ``moment`` - "at start", as soon as its ``main``
+    runs (it has taken SIGTERM: it has yet to parse its arguments), or "working", after its first line on stdout -
+    and returns its exit code and stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", *args],
+        env=env,
+        stdin=subprocess.PIPE,  # serve's input: open, so that only the signal ends it
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if moment == "at start":
+            wait_until(lambda: catches_signal(process.pid, signal.SIGTERM), 60, "the command's main to run")
+        else:
+            _first_line(process)
+        process.send_signal(_SIGNALS[name])
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    return process.returncode, err
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("moment", ["at start", "working"])
+def test_a_watch_stopped_at_any_moment_exits_0(run: Cli, tmp_path: Path, name: str, moment: str) -> None:
+    args = ["--store", f"sqlite://{tmp_path}/reg.db", "import-agents", "--agent", "claude-code", "--watch"]
+    code, err = _until_stopped(args, {**run.env, "HOME": str(tmp_path / "home")}, name, moment)
+    assert code == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("command", ["tail", "serve"])
+def test_tail_and_serve_stopped_while_they_start_exit_0(run: Cli, tmp_path: Path, name: str, command: str) -> None:
+    code, err = _until_stopped(["--store", f"sqlite://{tmp_path}/reg.db", command], run.env, name, "at start")
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_ctrl_c_stops_any_other_command_with_130_and_no_traceback(run: Cli, tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{tmp_path}/reg.db", "import", "-"],
+        env=run.env,
+        stdin=subprocess.PIPE,  # import reads its records from it: open and empty, it waits
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: _spooling(process.pid), 60, "import to spool its standard input")
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and "Traceback" not in err, err
+
+
+def _spooling(pid: int) -> bool:
+    """Whether the process holds an unlinked temporary file open (``import -`` spools its input to one)."""
+    try:
+        fds = [fd for fd in Path(f"/proc/{pid}/fd").iterdir() if int(fd.name) > 2]  # not stdout, a pytest capture
+        return any("(deleted)" in os.readlink(fd) for fd in fds)
+    except OSError:
+        return False
 
 
 @pytest.mark.slow
@@ -92,3 +171,16 @@ def test_a_slow_first_open_says_what_it_waits_for_on_a_terminal(run: Cli, tmp_pa
     result, shown = run.on_terminal("list", "--json", store=f"sqlite://{path}", columns=120, timeout=120)
     assert b"bringing the read model up to the log (60,000 events" in shown, shown
     assert len(json.loads(result.stdout)["sessions"]) == 50  # stdout holds only the answer
+
+
+def test_an_agent_filter_that_names_no_known_agent_suggests_the_nearest(run: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "reg.db"
+    assert run("import", "-", store=store, stdin="").returncode == 0
+    mistyped = run("list", "--agent", "codx", store=store)
+    assert mistyped.returncode == 0 and "0 sessions of codx" in mistyped.stdout  # the answer stays an empty list
+    assert mistyped.stderr == "acp-registry: no agent the registry knows is named 'codx'; did you mean 'codex'?\n"
+    unlike = run("list", "--agent", "zzz", "--json", store=store)
+    assert unlike.returncode == 0 and json.loads(unlike.stdout) == {"sessions": []}
+    assert "'zzz'; the agents known by name: claude-code, codex, gemini" in unlike.stderr
+    named = run("list", "--agent", "codex-acp", store=store)  # a name codex goes by: known, nothing to suggest
+    assert named.returncode == 0 and named.stderr == ""

@@ -147,6 +147,19 @@ def test_an_import_adds_only_the_turns_a_session_does_not_hold() -> None:
     assert fingerprint(Message(role=Role.USER, text=" a \n b ")) == fingerprint(Message(role=Role.USER, text="a b"))
 
 
+def test_a_prompt_held_without_its_answer_is_answered_once() -> None:
+    """An import that read the prompt before the answer was written holds a user message alone: the turn that
+    brings its answer adds the answer (and only where asked: a file's turn matched by its prompt adds nothing)."""
+    half = _said("fix it")
+    turn = [*_said("fix it", "done"), Message(role=Role.TOOL, text="edit (completed)")]
+    assert unseen(half, turn, answers=True) == turn[1:]
+    assert unseen(half, turn) == []
+    assert unseen([*half, *_said("later")], turn, answers=True) == turn[1:]
+    assert unseen(turn, turn, answers=True) == []  # answered already: nothing
+    twice = [*_said("continue"), *_said("continue", "went on")]
+    assert [m.text for m in unseen(twice, _said("continue", "again"), answers=True)] == ["again"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["hi", "fix", "why?", "ok", "continue"]), min_size=1, max_size=8), st.integers(0, 8))
 def test_live_then_import_and_import_then_live_keep_each_message_once(words: list[str], split: int) -> None:

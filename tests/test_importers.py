@@ -22,11 +22,18 @@ from events import MemoryStore, TitleSource
 from events.errors import RegistryError
 from events.store import EventStore
 from registry import SessionRegistry
+from registry.agents import META_SOURCE_GONE
 from registry.importers import Importer, ImportStateError, sources
 from registry.importers.databases import SchemaError
-from registry.importers.importer import META_AGENT_MESSAGES, META_GIT_BRANCH, META_PATH
+from registry.importers.importer import (
+    META_AGENT_ARCHIVED,
+    META_AGENT_MESSAGES,
+    META_AGENT_SESSION_ID,
+    META_GIT_BRANCH,
+    META_PATH,
+)
 from registry.importers.lines import GLUED
-from registry.model import META_MESSAGES, META_TITLE_SOURCE, parse_time
+from registry.model import META_AGENT, META_MESSAGES, META_TITLE_SOURCE, parse_time
 from tests.importing import PROJECT, SID, listing, only, prompt, reply, run_import, session_file, skipped, write_lines
 from tests.test_importers_codex import codex_tree
 from tests.test_importers_gemini import gemini_tree
@@ -284,6 +291,8 @@ def test_every_agent_at_once_with_default_roots_from_the_environment(tmp_path: P
         "opencode": 0,
     }
     assert {a.agent for a in summary.agents if a.unavailable} == {"kimi-code", "goose", "opencode"}
+    for session in listing(store):
+        _holds_the_meta_key_rule(session["_meta"])
     assert sorted(s["sessionId"].split(":")[0] for s in listing(store)) == [
         "claude-code",
         "codex",
@@ -291,3 +300,15 @@ def test_every_agent_at_once_with_default_roots_from_the_environment(tmp_path: P
         "kimi",
         "qwen",
     ]
+
+
+def _holds_the_meta_key_rule(meta: dict[str, Any]) -> None:
+    """docs/agent-histories.md: every imported session has the importer's four keys; the three others are there
+    only when what they say is so (never ``null`` or ``false``), which is why they are on some sessions only."""
+    always = {META_AGENT, META_AGENT_SESSION_ID, META_PATH, META_AGENT_MESSAGES}
+    assert always <= set(meta), meta
+    owned = {k for k in meta if k.startswith("acp-session-registry/")} - always
+    when_so = {META_GIT_BRANCH, META_AGENT_ARCHIVED, META_SOURCE_GONE}
+    assert owned - when_so <= {META_MESSAGES, META_TITLE_SOURCE, "acp-session-registry/archived"}, meta
+    assert meta.get(META_GIT_BRANCH, "branch") and isinstance(meta.get(META_GIT_BRANCH, ""), str), meta
+    assert meta.get(META_AGENT_ARCHIVED, True) is True and meta.get(META_SOURCE_GONE, True) is True, meta

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from events.memory import MemoryStore
-from events.model import TitleSource
+from events.model import Message, Role, TitleSource, Usage
 from registry.importers.importer import META_AGENT_MESSAGES, META_PATH
 from registry.model import META_TITLE_SOURCE, SessionState
 from registry.service import SessionRegistry
@@ -120,3 +121,36 @@ def test_a_record_the_importer_made_still_follows_the_files(tmp_path: Path) -> N
         assert (state.messages, state.title) == (4, "Orders")  # Claude Code's own order: its title, then prompts
         listed = msgspec.to_builtins(registry.list().sessions[0])
         assert listed["_meta"][META_TITLE_SOURCE] == "agent"
+
+
+@pytest.mark.parametrize("kept_state", [True, False])
+def test_a_turn_an_import_caught_half_way_is_answered_by_the_live_record_once(tmp_path: Path, kept_state: bool) -> None:
+    """An import reads the agent's file after the prompt was written and before the answer was (a proxy's history
+    import, or ``import-agents --watch``, in the middle of a turn): the proxy's turn then adds the answer and what it
+    used, and the import that reads the answer from the file afterwards - continuing where it stopped, or from the
+    start - adds neither again."""
+    root, state = tmp_path / "claude", (tmp_path / "import-state" if kept_state else None)
+    used = Usage(input_tokens=5, output_tokens=3)
+    with SessionRegistry(MemoryStore(), owns_store=True, follow=False) as registry:
+        registry.create(LIVE_CWD, session_id=STORED, agent="claude-code", at=AT)
+        began = registry.state(STORED)
+        write_lines(session_file(root), [prompt("2026-03-02T09:00:00.000Z", "turn 0", cwd=LIVE_CWD)])
+        run_import(registry.store, "claude-code", root, state=state)
+        said = [Message(role=Role.USER, text="turn 0"), Message(role=Role.AGENT, text="ok")]
+        registry.record_turn(STORED, messages=2, began=began, conversation=said, usage=used)
+        answer = reply("2026-03-02T09:00:01.000Z", "msg_0", cwd=LIVE_CWD, usage={"input_tokens": 5, "output_tokens": 3})
+        write_lines(session_file(root), [answer], mode="a")
+        run_import(registry.store, "claude-code", root, state=state)
+        assert [(line.role, line.text) for line in registry.transcript(STORED).lines()] == [
+            ("user", "turn 0"),
+            ("agent", "ok"),
+        ]
+        after = registry.state(STORED)
+        assert after is not None and after.usage is not None
+        assert (after.usage.input_tokens, after.usage.output_tokens) == (5, 3)
+        # The next turn is the import's again when the proxy did not see it: added once, with its answer.
+        write_lines(session_file(root), [prompt("2026-03-02T09:01:00.000Z", "turn 1", cwd=LIVE_CWD)], mode="a")
+        run_import(registry.store, "claude-code", root, state=state)
+        write_lines(session_file(root), [reply("2026-03-02T09:01:01.000Z", "msg_1", "done", cwd=LIVE_CWD)], mode="a")
+        run_import(registry.store, "claude-code", root, state=state)
+        assert [line.text for line in registry.transcript(STORED).lines()] == ["turn 0", "ok", "turn 1", "done"]

@@ -29,7 +29,9 @@ from events import (
     open_store,
 )
 from events.codec import decode_record_json
+from events.listener import FIRST_DELAY, MAX_DELAY
 from events.postgres import PostgresStore
+from events.postgres_sql import lock_key
 from events.testing import check_log
 from events.testing_processes import acknowledged_batches, assert_no_partial_batches
 from tests import test_postgres_store as base
@@ -63,10 +65,8 @@ class _LostAcknowledgement(PostgresStore):
 
 
 class _Unreachable(PostgresStore):
-    attempts = 0
-
     def _append_alone(self, *args: Any) -> list[int]:
-        self.attempts += 1
+        self.attempts: list[float] = [*getattr(self, "attempts", []), time.monotonic()]
         raise psycopg.OperationalError("connection to server failed: Connection refused")
 
 
@@ -90,10 +90,19 @@ def test_a_batch_whose_acknowledgement_was_lost_is_written_once(schema: str) -> 
 
 
 def test_retries_are_bounded(schema: str) -> None:
-    with _Unreachable(SERVER, schema=schema, retry_timeout=0.3) as store:
-        with pytest.raises(StoreError, match=r"Connection refused \(still failing after 0\.3 s of retries\)"):
+    """Retried with a doubling delay, and given up once the next delay would pass ``retry_timeout``. Checked by
+    what a loaded machine cannot break: it only makes each attempt and sleep longer, hence fewer attempts, each
+    gap no shorter than its delay (the bound is wide enough for three attempts however slow each is)."""
+    with _Unreachable(SERVER, schema=schema, retry_timeout=2) as store:
+        with pytest.raises(StoreError, match=r"Connection refused \(still failing after 2 s of retries\)"):
             store.append("s", [SessionUpdated(at=1)])
-        assert store.attempts > 2
+        gave_up = time.monotonic()
+        attempts = store.attempts
+        delays = [min(FIRST_DELAY * 2**n, MAX_DELAY) for n in range(len(attempts) - 1)]
+        fit = next(n for n in range(1, 100) if sum(min(FIRST_DELAY * 2**k, MAX_DELAY) for k in range(n)) > 2)
+        assert 3 <= len(attempts) <= fit, attempts  # retried, and no more often than the delays allow
+        assert all(b - a >= delay for a, b, delay in zip(attempts, attempts[1:], delays, strict=False)), attempts
+        assert gave_up - attempts[0] >= 2 - MAX_DELAY  # not given up early: only once the next delay did not fit
         assert store.head() == 0
 
 
@@ -178,7 +187,7 @@ from events import SessionUpdated, open_store
 
 def clock():  # the store asks for the time inside its transaction, holding the append lock
     print("inside", flush=True)
-    time.sleep(3600)
+    time.sleep(3600)  # holds the lock until the test kills it
     return 0
 
 open_store(sys.argv[1], clock=clock).append("victim", [SessionUpdated(at=n) for n in range(5)])
@@ -194,7 +203,12 @@ def test_a_writer_killed_inside_its_transaction_leaves_nothing_and_blocks_nobody
         done: list[list[int]] = []
         waiter = threading.Thread(target=lambda: done.append(store.append("victim", [SessionUpdated(at=99)], 1)))
         waiter.start()
-        time.sleep(0.3)
+        key = lock_key("append", schema)
+        waiting = (  # the waiter's backend, queued for the append lock the child holds
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s"
+        )
+        _wait_for(lambda: _admin(waiting, (key,)) == [(1,)], 30, "the waiter to queue for the append lock")
         assert not done, "an append went ahead while another writer held the lock"
         with (
             PostgresStore(SERVER, schema=schema, lock_timeout=0.2) as impatient,
@@ -278,7 +292,9 @@ def test_writers_and_tails_resume_after_the_server_restarts(schema: str) -> None
 _SILENT_SERVER = """
 import socket, sys
 from events.errors import StoreError
+from events.listener import FIRST_DELAY, MAX_DELAY
 from events.postgres import PostgresStore
+from events.postgres_sql import lock_key
 silent = socket.socket()
 silent.bind(("127.0.0.1", 0))
 silent.listen(1)  # connections are taken (the kernel's backlog) and never answered

@@ -11,7 +11,6 @@ import functools
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +36,7 @@ from events.testing import StoreContract, check_log, fake_clock
 from events.verify import verify_log
 from tests.conftest import POSTGRES as SERVER
 from tests.exchanges import round_trips
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -64,10 +64,7 @@ def _admin(statement: sql.Composed | LiteralString, params: tuple[object, ...] =
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
-        time.sleep(0.01)
+    wait_until(condition, timeout, what)
 
 
 class TestPostgresStore(StoreContract):

@@ -11,6 +11,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from registry.acp.methods import METHODS, Role
 from registry.importers import Importer, sources
 from registry.service import SessionRegistry
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
+from tests.waiting import wait_until
 
 FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 
@@ -320,11 +322,13 @@ def test_the_agents_past_from_its_history_files_is_one_session_with_what_it_does
     with ProxyProcess(command, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}) as proxy:
         meta = proxy.result(0, "initialize", {"protocolVersion": 1})["_meta"]["acp-session-registry/proxy"]
         assert meta["agent"] == "claude-code" and meta["history"] in ("importing", "ready")  # a small tree: quick
-        for attempt in range(200):
-            listed = proxy.result(10 + attempt, "session/list", {})
-            if listed["_meta"]["acp-session-registry/proxy"]["history"] != "importing":
-                break
-            time.sleep(0.05)
+        ids = iter(range(10, 1_000_000))
+
+        def imported() -> dict[str, Any] | None:
+            listed: dict[str, Any] = proxy.result(next(ids), "session/list", {})
+            return None if listed["_meta"]["acp-session-registry/proxy"]["history"] == "importing" else listed
+
+        listed = wait_until(imported, 60, "the history import")
         assert listed["_meta"]["acp-session-registry/proxy"]["history"] == "ready"
         assert {s["sessionId"]: s["cwd"] for s in listed["sessions"]} == {k: v.cwd for k, v in expected.items()}
         native = sorted(expected)[0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from registry.proxy.capture import Capture
 from registry.service import SessionRegistry
 from tests.proxy_wire import ROOT, prompt, proxy_command
 from tests.test_proxy_faults import locked, proxied_on_sqlite
+from tests.waiting import wait_until
 
 
 class RawClient:
@@ -169,10 +169,8 @@ def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> Non
             capture.updates(_update("s", cost))
             taken.append(capture.answered("s", msgspec.Raw(b'{"stopReason":"end_turn"}')))
             assert capture.held <= budget + slack
-            deadline = time.monotonic() + 30  # its thread reads a flood as it comes (else updates are refused)
-            while capture.unread >= budget // 8:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            # its thread reads a flood as it comes (else updates are refused)
+            wait_until(lambda: capture.unread < budget // 8, 30, "the capture's thread to read the flood")
         saids = [take() for take in taken]  # the recorder gets to them, in order
         assert capture.held == 0
     finally:
@@ -193,10 +191,7 @@ def test_turns_while_the_store_is_locked_are_written_in_order_when_it_is_back(tm
             for n in range(3):
                 client.result(3 + n, "session/prompt", prompt(session, f"rich locked{n}"))
             assert client.proxy.surface.capture.held > 0 or client.proxy.recorder.degraded is not None
-        deadline = time.monotonic() + 30
-        while not registry.search("locked2").hits:
-            assert time.monotonic() < deadline, "the turns were not written after the store came back"
-            time.sleep(0.05)
+        wait_until(lambda: registry.search("locked2").hits, 30, "the turns to be written after the store came back")
         assert client.end() == 0
     users = [text for role, text in _lines(f"sqlite://{path}", session) if role == "user"]
     assert users == ["rich locked0", "rich locked1", "rich locked2"]

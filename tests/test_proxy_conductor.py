@@ -15,7 +15,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from registry.proxy.chain import NOT_A_PROXY
 from registry.service import SessionRegistry
 from tests.conductor_standin import FORMS, StandIn
 from tests.proxy_wire import AGENT, ROOT, SIGTERM_IN_CLOSE, ProxyProcess, prompt
+from tests.waiting import wait_until
 
 FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 ENVELOPES = {
@@ -55,17 +55,15 @@ def chained(form: str, url: str, *agent_args: str, cwd: Path) -> tuple[StandIn, 
 def _when_history_read(conductor: StandIn) -> dict[str, Any]:
     """A ``session/list`` answered once the link has read the agent's past (in the background, so polled; the
     bound is a deadline only)."""
-    deadline = time.monotonic() + 60
-    request_id = 100
-    while time.monotonic() < deadline:
-        listed: dict[str, Any] = conductor.result(request_id, "session/list", {})
+    ids = iter(range(100, 1_000_000))
+
+    def read() -> dict[str, Any] | None:
+        listed: dict[str, Any] = conductor.result(next(ids), "session/list", {})
         history = listed["_meta"]["acp-session-registry/proxy"]["history"]
-        if history != "importing":
-            assert history == "ready", listed["_meta"]
-            return listed
-        request_id += 1
-        time.sleep(0.02)
-    raise AssertionError("the agent's past was still being read after 60 s")
+        assert history in ("importing", "ready"), listed["_meta"]
+        return listed if history == "ready" else None
+
+    return wait_until(read, 60, "the agent's past to be read")
 
 
 def _state(url: str, session_id: str) -> SessionState:

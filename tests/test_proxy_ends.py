@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.proxy_wire import ROOT, ProxyProcess, prompt, proxy_command
+from tests.waiting import wait_until
 
 
 def _with_a_turn_at_the_agent(url: str, tmp_path: Path) -> ProxyProcess:
@@ -27,10 +28,7 @@ def _with_a_turn_at_the_agent(url: str, tmp_path: Path) -> ProxyProcess:
     proxy.result(0, "initialize", {"protocolVersion": 1})
     session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
     proxy.send({"id": 2, "method": "session/prompt", "params": prompt(session, "slow 60")})
-    deadline = time.monotonic() + 30
-    while not log.exists() or b"slow 60" not in log.read_bytes():
-        assert time.monotonic() < deadline, "the prompt never reached the agent"
-        time.sleep(0.05)
+    wait_until(lambda: log.exists() and b"slow 60" in log.read_bytes(), 30, "the prompt to reach the agent")
     return proxy
 
 
@@ -71,9 +69,9 @@ def test_the_clients_end_is_named_when_it_is_why_the_agent_ended_before_answerin
         assert proxy.proc.stdin is not None
         proxy.proc.stdin.close()
         message = proxy.pump(2)["error"]["message"]
-        assert (
-            message == "the client's input ended; the agent scripted-agent (python) exited with code 0 before answering"
-        )
+        program = Path(sys.executable).name  # the agent's command, as started: python or python3, as the venv has it
+        ended = f"the agent scripted-agent ({program}) exited with code 0 before answering"
+        assert message == f"the client's input ended; {ended}"
         assert proxy.proc.wait(30) == 0
     assert [line for line in proxy.stderr_lines if "input ended" in line] == [
         f"acp-registry proxy: {message}; 1 requests were waiting for it, each was answered with an error"

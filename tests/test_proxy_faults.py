@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -20,6 +21,7 @@ from events.sqlite import SqliteStore
 from registry.proxy import Proxy
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
+from tests.waiting import children, ignores_signal, next_millisecond, wait_until
 
 
 @pytest.fixture
@@ -54,7 +56,8 @@ def test_client_eof_ends_an_agent_that_ignores_its_stdin(url: str, tmp_path: Pat
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
     ]
     with ProxyProcess(proxy_command(url, command=stubborn)) as proxy:
-        time.sleep(0.5)
+        pid = proxy.proc.pid
+        wait_until(lambda: any(ignores_signal(c, signal.SIGTERM) for c in children(pid)), 30, "the agent to start")
         started_at = time.monotonic()
         assert proxy.close(timeout=30) == 0
         assert time.monotonic() - started_at < 15
@@ -89,7 +92,7 @@ def _ended(marker: Path) -> bool:
     while not marker.exists() or not marker.read_text():
         if time.monotonic() > deadline:
             return True  # ended before it got to write
-        time.sleep(0.05)
+        time.sleep(0.05)  # the next look, bounded by the deadline
     try:
         os.kill(int(marker.read_text()), 0)
     except ProcessLookupError:
@@ -136,14 +139,13 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
             second = client.result(4, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
             listed = client.call(5, "session/list", {})
             assert _degraded(listed), listed
-        deadline = time.monotonic() + 30
-        while True:  # recording resumes: the second session arrives
+
+        def resumed() -> bool:  # recording resumes: the second session arrives
             listed = client.result(6, "session/list", {})
             ids = {s["sessionId"] for s in listed["sessions"]}
-            if "acp-session-registry/degraded" not in listed["_meta"] and second in ids:
-                break
-            assert time.monotonic() < deadline, listed
-            time.sleep(0.2)
+            return "acp-session-registry/degraded" not in listed["_meta"] and second in ids
+
+        wait_until(resumed, 30, "recording to resume with the second session")
         assert client.end() == 0
     messages = _said_once_and_kept(caplog, f"sqlite://{path}", f"scripted-agent:{session}")
     assert any("records again" in m for m in messages)
@@ -177,10 +179,7 @@ def test_postgresql_refusing_writes_degrades_the_list_never_the_conversation(
             listed = client.call(4, "session/list", {})
             assert _degraded(listed), listed
             blocker.rollback()
-        deadline = time.monotonic() + 30
-        while "acp-session-registry/degraded" in client.result(5, "session/list", {})["_meta"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_until(lambda: not _degraded(client.call(5, "session/list", {})), 30, "recording to resume")
         assert client.end() == 0
     finally:
         registry.close()
@@ -285,7 +284,7 @@ def test_two_proxies_one_agent_one_store(store_urls: Callable[[], str], tmp_path
     second, b = started(url, cwd=str(tmp_path))
     with first, second:
         first.result(2, "session/prompt", prompt(a, "window one"))
-        time.sleep(0.01)  # the list orders by updatedAt to the millisecond (then by id): two turns, two milliseconds
+        next_millisecond()  # the list orders by updatedAt to the millisecond (then by id): two turns, two milliseconds
         second.result(2, "session/prompt", prompt(b, "window two"))
         first.result(6, "session/list", {})  # each list waits for its own proxy's recorder: both have written
         second.result(6, "session/list", {})

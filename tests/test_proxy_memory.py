@@ -10,7 +10,6 @@ import gc
 import logging
 import random
 import sqlite3
-import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 from registry.session_commands import command
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command
+from tests.waiting import wait_until
 
 _MB = 1 << 20
 _BIG = 4 << 20
@@ -76,11 +76,14 @@ def test_a_flood_while_the_store_is_locked_does_not_grow_the_proxy(tmp_path: Pat
             bound = MAX_BACKLOG_BYTES + MAX_CAPTURE_BYTES + 32 * _MB
             assert bound * 2 < count * _BIG
             assert grown < bound, f"{grown / _MB:.0f} MB kept for a flood of {count} x 4 MB"
-        deadline = time.monotonic() + 60
-        while proxy.result(99, "session/list", {})["sessions"][0]["_meta"]["acp-session-registry/messageCount"] < 6:
-            assert time.monotonic() < deadline  # written once the lock is free
-            time.sleep(0.2)
+        wait_until(lambda: _messages(proxy) >= 6, 60, "the turns to be written once the lock is free")
         assert proxy.close() == 0
+
+
+def _messages(proxy: ProxyProcess) -> int:
+    """The message count of the session the proxy lists first."""
+    count: int = proxy.result(99, "session/list", {})["sessions"][0]["_meta"]["acp-session-registry/messageCount"]
+    return count
 
 
 def _recorder(registry: SessionRegistry) -> Recorder:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from events.model import TitleSource
+from events.model import Message, Role, TitleSource, Usage
 from registry.agents import agent_name, command_name
 from registry.service import SessionRegistry
 from tests.proxy_wire import ProxyProcess, prompt, proxy_command
@@ -95,6 +95,36 @@ def test_sessions_held_under_another_name_are_taken_over_once_with_what_the_user
         assert sorted(s.session_id for s in everything) == ["fast-agent:plain", "fast-agent:titled"]
         gone = registry.state("fast-agent:gone")
         assert gone is None or gone.deleted
+
+
+def test_a_taken_over_session_keeps_its_conversation_and_usage_under_the_one_name(url: str, tmp_path: Path) -> None:
+    """The conversation and what each turn used move with the record: the transcript reads the same under the new
+    name, a word said is found there once, and the usage totals are what they were."""
+    old = "fast-agent-acp:talked"
+    with SessionRegistry.open(url) as registry:
+        registry.create(str(tmp_path), session_id=old, agent="fast-agent-acp", at=OLD_AT)
+        for n in range(2):
+            said = [
+                Message(role=Role.USER, text=f"turn {n}: why is zorblax_handler slow", at=OLD_AT + 10 * n + 1),
+                Message(role=Role.AGENT, text=f"answer {n}", at=OLD_AT + 10 * n + 2),
+            ]
+            registry.record_messages(old, said, at=OLD_AT + 10 * n + 2, usage=Usage(input_tokens=100, output_tokens=7))
+        registry.record_activity(old, messages=1, at=OLD_AT + 50)  # counted without a turn of its own
+        before = registry.transcript(old).lines()
+        used = registry.state(old)
+        assert used is not None and used.usage is not None
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps([{"sessionId": "talked", "cwd": str(tmp_path)}]))
+    with ProxyProcess(proxy_command(url, "--name", "fast-agent-acp", "--list", "--past", str(past))) as proxy:
+        assert _agent(proxy) == "fast-agent"
+        assert proxy.close() == 0
+    with SessionRegistry.open(url) as registry:
+        assert registry.transcript("fast-agent:talked").lines() == before
+        found = registry.search("zorblax_handler").hits
+        assert [(h.session_id, h.agent) for h in found] == [("talked", "fast-agent")]
+        state = registry.state("fast-agent:talked")
+        assert state is not None
+        assert (state.messages, state.usage, state.updated_at) == (used.messages, used.usage, used.updated_at)
 
 
 def test_a_mismatch_between_agent_and_agent_info_is_resolved_once_and_said_once(url: str, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from acp.schema import AgentMessageChunk, SessionInfoUpdate
 
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ROOT
+from tests.waiting import async_wait_until
 
 
 class SdkClient:
@@ -73,11 +74,13 @@ def test_the_proxy_in_front_of_serve_lists_its_past_and_loads_it(tmp_path: Path)
         async with spawn_agent_process(cast(Client, client), command[0], *command[1:], cwd=ROOT) as (conn, _):
             init = await conn.initialize(protocol_version=1)
             assert init.agent_info is not None and init.agent_info.name == "acp-session-registry"
-            for _ in range(100):
+
+            async def ready() -> Any:
                 listed = await conn.list_sessions()
-                if listed.field_meta and listed.field_meta["acp-session-registry/proxy"]["history"] == "ready":
-                    break
-                await asyncio.sleep(0.05)
+                meta = listed.field_meta
+                return listed if meta and meta["acp-session-registry/proxy"]["history"] == "ready" else None
+
+            listed = await async_wait_until(ready, 30, "the agent's history to be read")
             assert [(s.session_id, s.title) for s in listed.sessions] == [("before-1", "An old session")]
             await conn.load_session(cwd=str(tmp_path), session_id="before-1", mcp_servers=[])
             assert any(isinstance(u, AgentMessageChunk) for _, u in client.updates)

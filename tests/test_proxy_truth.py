@@ -12,7 +12,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from registry.agents import META_SOURCE_GONE
 from registry.proxy import Proxy
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -332,11 +332,13 @@ def test_a_title_is_pushed_once_after_a_prompts_answer_when_the_agent_titles_it_
     proxy, session = started(url, cwd=str(tmp_path))
     with proxy:
         proxy.result(2, "session/prompt", prompt(session, "later Fix the login bug"))
-        deadline = time.monotonic() + 30
-        while not any("updatedAt" in u for u in proxy.updates("session_info_update")):  # the agent's, relayed
-            assert time.monotonic() < deadline, proxy.updates("session_info_update")
+        agents = "2026-12-01T10:00:00Z"  # the scripted agent's time (the registry's own diffs carry updatedAt too)
+
+        def relayed() -> bool:
             proxy.result(3, "session/list", {})  # reads what came meanwhile
+            return any(u.get("updatedAt") == agents for u in proxy.updates("session_info_update"))
+
+        wait_until(relayed, 30, f"the agent's updatedAt {agents} relayed to the client")
         updates = proxy.updates("session_info_update")
         assert [u.get("title") for u in updates].count("later Fix the login bug") == 1, updates
-        assert any(u.get("updatedAt") == "2026-12-01T10:00:00Z" for u in updates), updates
         assert proxy.close() == 0

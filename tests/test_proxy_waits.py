@@ -19,6 +19,7 @@ from registry.proxy.recorder import EARLY_TITLE_BYTES, Recorder
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 from tests.proxy_wire import AGENT, SIGTERM_IN_CLOSE, ProxyProcess, prompt, proxy_command, started
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -46,18 +47,23 @@ def test_with_the_stores_write_lock_held_elsewhere_no_answer_and_no_relayed_line
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
-        deadline = time.monotonic() + 60
-        while proxy.result(5, "session/list", {})["sessions"][0].get("title") != "Locked":
-            assert time.monotonic() < deadline  # written once the lock is free
-            time.sleep(0.2)
+        wait_until(lambda: _title(proxy) == "Locked", 60, "the title to be written once the lock is free")
         assert proxy.close() == 0
 
 
+def _title(proxy: ProxyProcess) -> str | None:
+    """The title of the session the proxy lists first."""
+    title: str | None = proxy.result(5, "session/list", {})["sessions"][0].get("title")
+    return title
+
+
 def test_ctrl_c_answers_the_waiting_request_with_an_error_and_says_so(url: str, tmp_path: Path) -> None:
-    proxy, session = started(url, cwd=str(tmp_path))
+    log = tmp_path / "agent.log"
+    proxy, session = started(url, "--log", str(log), cwd=str(tmp_path))
     with proxy:
         proxy.send({"id": 2, "method": "session/prompt", "params": prompt(session, "slow 60")})
-        time.sleep(0.5)  # the prompt is with the agent (its answer is a minute away)
+        # the prompt is with the agent (its answer is a minute away): seen in the agent's own log of what it got
+        wait_until(lambda: log.exists() and b"slow 60" in log.read_bytes(), 30, "the prompt to reach the agent")
         proxy.proc.send_signal(signal.SIGINT)
         error = proxy.pump(2)["error"]
         assert error["code"] == -32603 and "SIGINT" in error["message"]

@@ -242,7 +242,7 @@ def test_writers_killed_at_any_point_never_leave_tables_that_disagree_with_the_l
         assert child.stdout is not None
         for _ in range(3 + kill * 2):  # let it get going, then kill it wherever it is
             child.stdout.readline()
-        time.sleep(0.001 * kill)
+        time.sleep(0.001 * kill)  # not a wait: each kill lands a little later in the writer's work than the last
         child.send_signal(signal.SIGKILL)
         child.wait(30)
         with open_store(url) as store:  # look before anything catches up: behind is fine, wrong is not

@@ -8,14 +8,15 @@ fresh fake HOME and skips with one line when its agent is not installed. Run the
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.agents import peers
+from tests.agents.acp_client import AcpProcess
 from tests.agents.llm_stub import REPLY_PREFIX
 from tests.agents.scene import by_id, list_all, scene, wait_for_list
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.real_agents
 
@@ -199,9 +200,16 @@ def test_codex_acp_history_listed_and_loaded_and_its_new_turns_recorded(tmp_path
         assert proxy.close() == 0, proxy.stderr_tail()
 
         again = world.proxy()
-        time.sleep(3)  # the history import runs again in the background; the deleted session must stay deleted
+        # the history import runs again in the background; the deleted session must stay deleted once it is done
+        wait_until(lambda: _history(again) == "ready", 120, "the history import to finish")
         assert set(by_id(list_all(again))) == {new}
         with world.registry() as registry:
             stored = {s["sessionId"] for s in registry.handle("session/list", {})["sessions"]}
         assert stored == {f"codex:{new}"}
         again.close()
+
+
+def _history(proxy: AcpProcess) -> str:
+    """Where the proxy's import of the agent's history is (``importing``, ``ready``), as its list says."""
+    state: str = proxy.call("session/list", {})["_meta"]["acp-session-registry/proxy"]["history"]
+    return state

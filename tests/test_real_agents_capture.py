@@ -1,10 +1,15 @@
-"""What the proxy records of real agents' turns: claude-agent-acp against the LLM stub (its words found by search,
-its ``usage_update`` and the prompt answer's usage kept with the turn), and fast-agent with ``--model passthrough``
-(its echo found, a load's replay kept for a session the proxy's store held no message of). Run with
-``make test-agents``; each test skips with one line when its agent is not installed."""
+"""What the proxy records of real agents' turns: claude-agent-acp against the LLM stub (its words found by search, its
+``usage_update`` and the prompt answer's usage kept with the turn), codex-acp against the stub (found from another
+process while the proxy runs), and fast-agent with ``--model passthrough`` (its echo found, a load's replay kept for
+a session the proxy's store held no message of). Run with ``make test-agents``; each test skips with one line when
+its agent is not installed."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +82,31 @@ def test_fast_agent_echo_is_found_and_a_load_replay_is_kept(tmp_path: Path) -> N
         with world.registry() as registry:
             replayed = [(line.role, line.text) for line in registry.transcript(f"fast-agent:{sid}").lines()]
         assert replayed[0] == ("user", "the numbat manifest") and [r for r, _ in replayed] == [r for r, _ in lines]
+
+
+def test_codex_acp_turn_is_found_from_another_process_while_the_proxy_runs(tmp_path: Path) -> None:
+    """codex-acp against the LLM stub: a word of a turn is found - while the proxy still runs - by
+    ``acp-registry search`` in a process of its own, and by the proxy's ``session/list`` with the query key; the
+    transcript shows the turn in order."""
+    with scene(tmp_path, peers.CODEX_ACP, stub=True) as world:
+        proxy = world.proxy()
+        assert proxy.call("authenticate", {"methodId": "codex-api-key"}) == {}
+        sid = world.new_session(proxy)
+        world.turn(proxy, sid, "Port the bandicootqueue scheduler")
+        command = [sys.executable, "-m", "registry.cli", "--store", world.store_url, "search", "bandicootqueue"]
+        deadline = time.monotonic() + 30  # bounded: durable on the answer; the wait is for a loaded machine
+        while True:
+            found = subprocess.run([*command, "--json"], capture_output=True, text=True, check=False, timeout=60)
+            assert found.returncode == 0, found.stderr
+            hits = json.loads(found.stdout)["hits"]
+            if hits or time.monotonic() > deadline:
+                break
+        assert [(h["sessionId"], h["agent"]) for h in hits] == [(sid, "codex")], found.stdout
+        listed = proxy.call("session/list", {"_meta": {"acp-session-registry/query": "bandicootqueue"}})
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+        assert proxy.call("session/list", {"_meta": {"acp-session-registry/query": "wallabyqueue"}})["sessions"] == []
+        assert proxy.close() == 0, proxy.stderr_tail()
+        with world.registry() as registry:
+            lines = [(line.role, line.text) for line in registry.transcript(f"codex:{sid}").lines()]
+    assert lines[0] == ("user", "Port the bandicootqueue scheduler"), lines
+    assert any(role == "agent" and REPLY_PREFIX in text for role, text in lines[1:]), lines

@@ -45,7 +45,7 @@ def _left_after(token: str, bound: float = 30.0) -> list[str]:
     conductor's 250 ms and 500 ms steps)."""
     deadline = time.monotonic() + bound
     while (left := _carrying(token)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.1)  # the next look (the loop is bounded by the deadline; what is left is the caller's to judge)
     return left
 
 

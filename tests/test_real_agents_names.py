@@ -94,7 +94,7 @@ def test_claude_agent_acp_title_reaches_the_client_once_after_a_prompts_answer(t
         sid = world.new_session(proxy)
         world.turn(proxy, sid, "Fix the login bug")
         # claude-agent-acp titles the session by its first prompt, with its updatedAt, a moment after the answer
-        update = proxy.wait_for_update(sid, "session_info_update", timeout=30)
+        update = proxy.wait_for_update(sid, "session_info_update", timeout=30, titled=True)
         assert update.get("title") == "Fix the login bug", update
         world.turn(proxy, sid, "And the tests")
         proxy.call("session/list", {})

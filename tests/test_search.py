@@ -173,6 +173,7 @@ with SessionRegistry.open(sys.argv[1]) as r:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.idle  # a second from the write to the search in another process: a bound a busy machine may pass
 def test_a_message_recorded_in_another_process_is_found_within_a_second(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from events import SessionCreated, SessionDeleted, SqliteStore, StoreError
 from events.schema import FENCE_MESSAGE, SCHEMA_VERSION
+from events.sqlite_content import at_keys
 from events.testing_content import turn
 from events.verify import verify_log
 from tests.older import fenced_after_upgrade, old_writer
@@ -40,6 +41,27 @@ def test_an_erased_conversation_leaves_no_byte_of_its_text_in_the_files(tmp_path
         assert b"another conversation stays" in _raw(path)
         assert verify_log(store).healthy
         reader.close()
+
+
+def test_messages_are_looked_up_by_their_key_not_found_by_reading_the_table(tmp_path: Path) -> None:
+    """A search's hits and their passages are read by key: a page costs its hits, not the size of every kept
+    conversation (a row value ``IN (VALUES ...)`` made SQLite read the whole table)."""
+    path = tmp_path / "s.db"
+    with SqliteStore(path) as store:
+        for n in range(50):
+            event, messages = turn(f"question {n}", f"answer {n}", at=10 + n)
+            store.append(f"s{n}", [SessionCreated(cwd="/w", at=1), event], content=[None, messages])
+        keys = [(2 * n + 2, 1) for n in range(0, 50, 5)]  # session n's turn is the event at 2n + 2
+        found = store.messages_at(keys)
+        assert sorted(found) == keys
+        assert [found[k].message.text for k in keys] == [f"answer {n}" for n in range(0, 50, 5)]
+        db = sqlite3.connect(path)
+        plan = " / ".join(
+            row[3] for row in db.execute("EXPLAIN QUERY PLAN " + at_keys("m.body", 3), [2, 1, 6, 1, 10, 0])
+        )
+        db.close()
+        assert "SEARCH m USING PRIMARY KEY" in plan, plan
+        assert "SCAN m" not in plan, plan
 
 
 def test_erasing_waits_for_a_reader_and_then_says_what_it_could_not_do(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from events.schema import SCHEMA_VERSION
 from events.sqlite import APPLICATION_ID
 from events.testing import StoreContract, fake_clock
 from events.verify import verify_log
+from tests.waiting import wait_until
 
 
 class TestSqliteStore(StoreContract):
@@ -414,10 +415,7 @@ def test_appenders_waiting_on_a_commit_share_the_next_one(tmp_path: Path) -> Non
         assert first_call.wait(10)
         for t in threads[1:]:
             t.start()
-        deadline = time.monotonic() + 30
-        while len(store._group._queue) < 7:  # the seven queue behind the first commit
-            assert time.monotonic() < deadline, "the appenders did not queue"
-            time.sleep(0.001)
+        wait_until(lambda: len(store._group._queue) >= 7, 30, "the seven to queue behind the first commit")
         release.set()
         for t in threads:
             t.join(10)

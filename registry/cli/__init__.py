@@ -11,7 +11,7 @@ Errors become exit codes here, in one place (``_run``): 0 ok, 1 a problem found 
 (``verify``, a corrupt record, a store that failed mid-command), 2 usage or input error (a bad option, a bad or
 unusable store URL, a store that cannot be opened: a missing or foreign file, an unreachable or refusing
 server), each reported as one line on stderr; 130 after Ctrl-C where a command does not treat it as the way to
-stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0).
+stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0 on Ctrl-C or SIGTERM, from the start of ``main``).
 """
 
 from __future__ import annotations
@@ -19,18 +19,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, Final, NoReturn, Protocol, cast
 
 from events.errors import CorruptEventError, RegistryError, StoreFormatError
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
 from registry import __version__
-from registry.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
+from registry.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
 from registry.cli.start import import_msgspec, pause, started
 from registry.cli.terminal import printable
-from registry.errors import InvalidParams, SessionNotFound
+from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.session_commands import COMMANDS as SESSION_COMMANDS
 
 __all__ = ["COMMANDS", "main"]
@@ -67,6 +68,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 """command -> (its module, its one-line help)."""
+
+_OUTPUT_IS_JSON: Final = frozenset({"export", "proxy", "serve"})
+"""The commands whose stdout is JSON whatever is asked (JSON lines, JSON-RPC): no ``--json`` offered after their
+name (``acp-registry --json serve`` is still accepted, and changes nothing, as before any command)."""
 
 
 class _Command(Protocol):
@@ -211,7 +216,8 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
             # SUPPRESS: given after the command name it overrides the same option given before it, and only then.
             store, json = "the store (see acp-registry --help)", "exact JSON instead of tables"
             common.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help=store)
-            common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json)
+            if name not in _OUTPUT_IS_JSON:
+                common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json)
             del self._name_parser_map[name]  # add_parser makes it
             # "resolve": a command's module may define --store or --json itself (import-agents does).
             sub = self.add_parser(name, description=text, parents=[common], conflict_handler="resolve")
@@ -242,15 +248,50 @@ def _fail(message: str) -> None:
     print(f"{_PROG}: {printable(' '.join(message.split()))}", file=sys.stderr, flush=True)
 
 
+_STOPPED_BY_SIGNAL = ("tail", "serve")
+"""The commands that run until stopped, with ``import-agents --watch``: Ctrl-C or SIGTERM is how they end (0)."""
+
+
+def _stopped_by_signal(words: Sequence[str]) -> bool:
+    """Whether the command line names a command that runs until Ctrl-C or SIGTERM stops it - read from the words
+    before they are parsed, since a signal may come while they are (on a busy machine, for seconds)."""
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        at += 2 if words[at] == "--store" else 1
+    if at >= len(words):
+        return False
+    command, rest = words[at], words[at + 1 :]
+    return command in _STOPPED_BY_SIGNAL or (command == "import-agents" and "--watch" in rest)
+
+
+def _stop(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 1 problem found, 2 usage or input error). Without ``argv`` it
     runs the process's own command (``sys.argv``: the ``acp-registry`` script, ``python -m registry.cli``), its start
-    with the collector paused (``started``); a caller that passes ``argv`` keeps its collector as it is."""
+    with the collector paused (``started``); a caller that passes ``argv`` keeps its collector as it is.
+
+    A command that runs until stopped (``tail``, ``serve``, ``import-agents --watch``) ends with 0 on Ctrl-C or
+    SIGTERM at any moment from here on: while the arguments are parsed (on a busy machine, for seconds), while the
+    store opens, while it works, while it closes. (A signal while Python itself starts, before this runs, is
+    Python's own.) Any other command ends with 130 on Ctrl-C, without a traceback."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    stops = argv is None and _stopped_by_signal(words)
+    if stops:  # the process's own command: its main thread
+        signal.signal(signal.SIGTERM, _stop)
     if argv is None:
         pause()
     try:
-        return _main(sys.argv[1:] if argv is None else list(argv))
+        return _main(words)
+    except KeyboardInterrupt:
+        return EXIT_OK if stops else EXIT_INTERRUPTED
     finally:
+        if stops:
+            # Stopping already: a second Ctrl-C or SIGTERM must not interrupt what is left (closing, the exit).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         started()
 
 
@@ -287,7 +328,7 @@ def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
     except CommandError as exc:
         _fail(str(exc))
         return exc.exit_code
-    except (StoreFormatError, InvalidParams, SessionNotFound) as exc:
+    except (StoreFormatError, InvalidParams, SessionNotFound, SessionExists) as exc:  # what the user gave: input
         _fail(str(exc))
         return EXIT_USAGE
     except CorruptEventError as exc:
@@ -297,7 +338,8 @@ def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
         _fail(str(exc))
         return EXIT_PROBLEM
     except KeyboardInterrupt:
-        return 130
+        watching = args.command == "import-agents" and getattr(args, "watch", False)
+        return EXIT_OK if args.command in _STOPPED_BY_SIGNAL or watching else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `acp-registry export | head`): stop quietly, without a flush error at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -2,7 +2,7 @@
 that refers to kept messages carries them too, as ``"messages": [{"role", "text", "at"}, ...]`` (``at`` in epoch
 ns, as the log keeps times), left out where a delete erased them. ``import`` reads both back.
 
-The output is JSON already, so ``--json`` changes nothing. A corrupt record ends the export with exit 1, after
+The output is JSON already, so it offers no ``--json``. A corrupt record ends the export with exit 1, after
 every record before it was written; ``acp-registry verify`` lists every problem.
 """
 

@@ -1,22 +1,25 @@
-"""Plain box tables drawn line by line: the sessions tables of ``list`` and ``replay``, at any number of rows.
+"""Plain box tables drawn line by line: the sessions tables of ``list`` and ``replay``, at any number of rows, and
+``show``'s key/value table.
 
 rich's ``Table`` measures and renders every cell through its whole layout machinery: ``replay --all`` over many
 sessions spent far longer drawing than ``--json`` spent encoding (docs/benchmarks.md). Session rows are
 simple - short fixed columns and two that fold - so they are laid out here once per table and each row is
 formatted with string operations, in the same look (rich's heavy-head box) and by the same rules: no line wider
-than the width, folded columns folded at word boundaries (a word longer than its column is cut), columns never
-narrower than their header.
+than the width, folded columns folded where rich's wrap folds them (a word longer than its column is cut),
+columns never narrower than their header.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator, Sequence
 from typing import Final, NamedTuple
 
 from registry.cli.terminal import cells as _cells
 from registry.cli.terminal import narrow
 
-__all__ = ["Column", "grid_lines"]
+__all__ = ["Column", "fold", "grid_lines"]
 
 _TOP: Final = ("┏", "━", "┳", "┓")
 _HEAD: Final = "┃"
@@ -24,6 +27,9 @@ _UNDER_HEAD: Final = ("┡", "━", "╇", "┩")
 _BODY: Final = "│"
 _SECTION: Final = ("├", "─", "┼", "┤")
 _BOTTOM: Final = ("└", "─", "┴", "┘")
+_LIGHT_TOP: Final = ("┌", "─", "┬", "┐")
+_WORD: Final = r"\s*\S+\s*"
+"""A word as rich's wrap sees it: the spaces before it (at the start of a line) and after it."""
 
 
 class Column(NamedTuple):
@@ -46,18 +52,25 @@ def grid_lines(
     *,
     title: str | None = None,
     sections: frozenset[int] = frozenset(),
+    headless: bool = False,
 ) -> Iterator[str]:
     """The table's lines (no newlines): ``title``, the header, each row (a cell's ``\\n`` starts a line of its
-    own), a rule after each row index in ``sections``. Cells are plain text, already escaped."""
+    own), a rule after each row index in ``sections``. Cells are plain text, already escaped. ``headless``: no
+    header, a light top rule, and the title padded to the table's width (as rich draws a key/value table)."""
     widths = _widths(columns, rows, width)
     if title is not None:
-        yield title
-    yield _rule(widths, _TOP)
-    yield _HEAD + _HEAD.join(f" {_pad(c.header, w, c.right)} " for c, w in zip(columns, widths, strict=True)) + _HEAD
-    yield _rule(widths, _UNDER_HEAD)
+        yield _pad(title, sum(widths) + 3 * len(widths) + 1, False) if headless else title
+    if headless:
+        yield _rule(widths, _LIGHT_TOP)
+    else:
+        yield _rule(widths, _TOP)
+        yield (
+            _HEAD + _HEAD.join(f" {_pad(c.header, w, c.right)} " for c, w in zip(columns, widths, strict=True)) + _HEAD
+        )
+        yield _rule(widths, _UNDER_HEAD)
     for number, row in enumerate(rows):
         cells = [
-            _fold(cell, w) if c.ratio else cell.split("\n") for c, cell, w in zip(columns, row, widths, strict=True)
+            fold(cell, w) if c.ratio else cell.split("\n") for c, cell, w in zip(columns, row, widths, strict=True)
         ]
         for line in range(max(map(len, cells))):
             parts = (
@@ -104,26 +117,44 @@ def _pad(text: str, width: int, right: bool) -> str:
     return (" " * gap + text if right else text + " " * gap) if gap > 0 else text
 
 
-def _fold(text: str, width: int) -> list[str]:
-    """Lines of at most ``width`` cells: words kept whole where they fit, longer words cut."""
+def fold(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` cells, broken where rich's wrap breaks them (``rich._wrap.divide_line``): a word
+    with the spaces after it goes whole to the next line when it does not fit, a word longer than a line is cut,
+    spaces at the start of a paragraph are kept, spaces at a break are not."""
     lines: list[str] = []
     for paragraph in text.split("\n"):
-        line = ""
-        for word in paragraph.split(" "):
-            candidate = f"{line} {word}" if line else word
-            if _cells(candidate) <= width:
-                line = candidate
-                continue
-            if line:
-                lines.append(line)
-            rest = word
-            while _cells(rest) > width:
-                cut = _cut(rest, width)
-                lines.append(rest[:cut])
-                rest = rest[cut:]
-            line = rest
-        lines.append(line)
+        breaks: list[int] = []
+        used = 0
+        for match in re.finditer(_WORD, paragraph):
+            start, word = match.start(), match.group()
+            size = _cells(word.rstrip())
+            if width - used >= size:
+                used += _cells(word)
+            elif size > width:
+                chunks = _chop(word, width)
+                for chunk in chunks[:-1]:
+                    if start:
+                        breaks.append(start)
+                    start += len(chunk)
+                if start:
+                    breaks.append(start)
+                used = _cells(chunks[-1])
+            elif used and start:
+                breaks.append(start)
+                used = _cells(word)
+        bounds = [0, *breaks, len(paragraph)]
+        lines += [paragraph[a:b].rstrip() for a, b in itertools.pairwise(bounds)]
     return lines
+
+
+def _chop(word: str, width: int) -> list[str]:
+    """``word`` in pieces of at most ``width`` cells (at least one character each)."""
+    pieces: list[str] = []
+    while _cells(word) > width:
+        cut = _cut(word, width)
+        pieces.append(word[:cut])
+        word = word[cut:]
+    return [*pieces, word]
 
 
 def _cut(word: str, width: int) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from events.errors import StoreError
 from registry.cli.errors import EXIT_OK, InputError, ProblemFound
+from registry.cli.options import add_keep_secrets
 from registry.cli.stores import catch_up_read_model, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
 from registry.cli.where import locate
@@ -76,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the importer's incremental state (default: <store file>.import-state beside a SQLite store)",
     )
+    add_keep_secrets(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     store = open_log(location, create=True)
     bars = _Bars()
     state: Path | Literal["default"] = Path(args.state).expanduser().absolute() if args.state else "default"
-    importer = Importer(store, chosen, roots=roots, state_path=state, progress=bars)
+    importer = Importer(store, chosen, roots=roots, state_path=state, progress=bars, keep_secrets=args.keep_secrets)
     out = stdout_console()
     try:
         summary = importer.run()

@@ -12,7 +12,7 @@ from typing import cast
 
 from msgspec import UNSET
 
-from registry.cli.options import cwd_option, page_size
+from registry.cli.options import cwd_option, hint_unknown_agent, page_size
 from registry.cli.stores import open_registry
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         while args.all and page.next_cursor is not UNSET:
             page = registry.list(cwd=cwd, cursor=page.next_cursor, **filters)
             pages.append(page.sessions)
+        if not any(pages):
+            hint_unknown_agent(args.agent)
         total = sum(map(len, pages))  # the read model counts by cwd and archived, not by the other filters
         counted = not any(value is not None and name != "archived" for name, value in filters.items())
         if not args.json and counted:

@@ -1,15 +1,17 @@
-"""Argument types the commands share: log positions, page sizes, ``--cwd``."""
+"""Argument types the commands share: log positions, page sizes, ``--cwd``; the hint for an unknown ``--agent``."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import os
+import sys
 import time
 
+from registry.agents import KNOWN, known_name
 from registry.paths import normalise_cwd
 
-__all__ = ["cwd_option", "page_size", "position", "time_option"]
+__all__ = ["add_keep_secrets", "cwd_option", "hint_unknown_agent", "page_size", "position", "time_option"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 
@@ -25,6 +27,16 @@ def page_size(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r} is not a page size from 1 to 1000")
     return int(text)
+
+
+def add_keep_secrets(parser: argparse.ArgumentParser) -> None:
+    """``--keep-secrets``: the commands that record conversations keep API keys and tokens as they were said."""
+    parser.add_argument(
+        "--keep-secrets",
+        action="store_true",
+        help="keep API keys, tokens and private keys in recorded messages as they were said (default: masked before "
+        "they are stored or indexed)",
+    )
 
 
 def cwd_option(value: str | None) -> str | None:
@@ -49,3 +61,18 @@ def time_option(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def hint_unknown_agent(agent: str | None) -> None:
+    """When ``--agent`` named no agent the registry knows and nothing matched: one line on stderr saying so, with
+    the nearest known names (``codx``: did you mean 'codex'?). An agent it does not know by name may still have
+    sessions (a proxy records any agent under its own name): the caller asks only when nothing matched."""
+    names = [name for known in KNOWN for name in (known.name, *known.aliases)]
+    if agent is None or agent in names:
+        return
+    import difflib  # noqa: PLC0415 - only for a name no agent goes by
+
+    close = list(dict.fromkeys(map(known_name, difflib.get_close_matches(agent.lower(), names, n=3, cutoff=0.6))))
+    known = ", ".join(known.name for known in KNOWN)
+    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"the agents known by name: {known}"
+    print(f"acp-registry: no agent the registry knows is named {agent!r}; {hint}", file=sys.stderr, flush=True)

@@ -34,7 +34,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from registry.cli.errors import InputError
-from registry.cli.options import page_size
+from registry.cli.options import add_keep_secrets, page_size
 from registry.cli.stores import open_log
 from registry.cli.where import locate
 from registry.proxy.signals import StopSignals
@@ -67,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long the first session/list waits for an import of the agent's past (5; its own list, one "
         "request: up to 30; later lists never wait)",
     )
+    add_keep_secrets(parser)
     parser.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
@@ -155,7 +156,9 @@ def _open_registry(args: argparse.Namespace) -> tuple[SessionRegistry, str]:
     from registry.service import SessionRegistry  # noqa: PLC0415
 
     try:
-        return SessionRegistry(store, owns_store=True, page_size=args.page_size), location.url
+        return SessionRegistry(
+            store, owns_store=True, page_size=args.page_size, keep_secrets=args.keep_secrets
+        ), location.url
     except (RegistryError, OSError) as exc:
         store.close()
         raise InputError(f"cannot open the store {location.url}: {exc}") from None

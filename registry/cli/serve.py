@@ -1,6 +1,6 @@
 """``serve``: speak ACP over stdio, a reference agent backed by the registry (``registry.acp.agent``).
 
-stdout carries only JSON-RPC (so ``--json`` changes nothing); logs go to stderr. The store is opened here first,
+stdout carries only JSON-RPC (so it offers no ``--json``); logs go to stderr. The store is opened here first,
 through ``registry.cli.stores`` like every command's, so a bad or unusable store is one line on stderr and exit 2
 before the agent starts, and a new SQLite store's folder is created (0700).
 """
@@ -11,7 +11,7 @@ import argparse
 import importlib
 
 from registry.cli.errors import InputError
-from registry.cli.options import page_size
+from registry.cli.options import add_keep_secrets, page_size
 from registry.cli.stores import open_log
 from registry.cli.where import locate
 
@@ -22,6 +22,7 @@ _AGENT_MODULE = "registry.acp.agent"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=page_size, default=50, metavar="N", help="sessions per page (50)")
+    add_keep_secrets(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,4 +33,4 @@ def run(args: argparse.Namespace) -> int:
         agent = importlib.import_module(_AGENT_MODULE)
     except ImportError as exc:
         raise InputError(f"serve is not available: {_AGENT_MODULE} could not be loaded ({exc})") from None
-    return int(agent.serve(location.url, page_size=args.page_size))
+    return int(agent.serve(location.url, page_size=args.page_size, keep_secrets=args.keep_secrets))

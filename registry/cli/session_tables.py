@@ -1,6 +1,6 @@
 """One session's tables: ``show``'s card of its info and ``history``'s events, laid out as ``tables.py`` says.
 
-rich is imported only when a table is drawn (``show --json`` and ``history --json`` never load it).
+rich is imported only when a table is drawn (``show --json``, and ``show`` into a pipe, never load it).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Final
 from msgspec import UNSET
 
 from events.model import RecordedEvent, SessionCreated, TitleSource
+from registry.cli.grid import Column, fold, grid_lines
 from registry.cli.tables import escaped, overhead, short_time
-from registry.cli.terminal import printable
+from registry.cli.terminal import cells, printable
 from registry.cli.views import describe_event, event_meta, meta_lines
-from registry.fold import fold
+from registry.fold import fold as fold_event
 from registry.model import SessionInfo, SessionState, format_time
 from registry.usage import total_usage_text
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-__all__ = ["HistoryTable", "SessionTable", "meta_fits", "meta_text"]
+__all__ = ["HistoryTable", "SessionTable", "meta_fits", "meta_plain", "meta_text"]
 
 _TIME: Final = len("2026-12-02 10:00:00")
 _WIDE_HISTORY: Final = 120
@@ -37,18 +38,13 @@ class SessionTable:
         self.state = state
         self.forks = forks
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.table import Table  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
-
+    def _rows(self, cell: int) -> list[tuple[str, str | None]]:
+        """Each row's name and value (None: none); ``_meta``'s value is the key ``"_meta"`` when its lines fit
+        a ``cell`` wide, for the renderer to lay out, else ``(below)``."""
         info, state = self.info, self.state
-        table = Table(show_header=False, title="session", title_justify="left")
-        table.add_column(style="bold", no_wrap=True)
-        table.add_column(overflow="fold")
         title = None if state.title is None else f"{state.title}  ({_source(state.title_source)})"
-        cell = max(options.max_width - len("additionalDirectories") - overhead(2), 20)
         meta = {} if info.meta is UNSET else info.meta
-        rows: list[tuple[str, str | Text | None]] = [
+        return [
             ("sessionId", info.session_id),
             ("cwd", info.cwd),
             ("title", title),
@@ -68,11 +64,49 @@ class SessionTable:
                 or None,
             ),
             ("usage", None if state.usage is None else total_usage_text(state.usage)),
-            ("_meta", None if not meta else meta_text(meta, cell) if meta_fits(meta, cell) else "(below)"),
+            ("_meta", None if not meta else "_meta" if meta_fits(meta, cell) else "(below)"),
             ("version", f"{state.version} (last event at position {state.position})"),
         ]
-        for name, value in rows:
-            table.add_row(name, value if not isinstance(value, str | None) else escaped(value, missing="-"))
+
+    @property
+    def _meta(self) -> dict[str, Any]:
+        return {} if self.info.meta is UNSET else self.info.meta
+
+    @staticmethod
+    def draws_plain(width: int) -> bool:
+        """Whether ``lines`` draws what rich would at ``width``: not below a few cells for the values (there rich
+        narrows the names' column too, and rich draws it)."""
+        return width >= len("additionalDirectories") + overhead(2) + 4
+
+    def lines(self, width: int) -> Iterator[str]:
+        """The table's lines where there is no terminal, ``width`` columns wide (``draws_plain``): the characters
+        rich writes for ``__rich_console__`` (its box, its folding), drawn without loading rich."""
+
+        cell = _meta_cell(width)
+        meta = self._meta
+        rows = [
+            [name, meta_plain(meta, cell) if name == value == "_meta" else "-" if value is None else printable(value)]
+            for name, value in self._rows(cell)
+        ]
+        yield from grid_lines([Column(""), Column("", ratio=1)], rows, width, title="session", headless=True)
+        if meta and not meta_fits(meta, cell):  # a full-width block, rather than values cut in a narrow cell
+            yield "_meta"
+            yield from (_pad_to("  " + line, width) for line in fold(meta_plain(meta, width - 2), width - 2))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        table = Table(show_header=False, title="session", title_justify="left")
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        cell = _meta_cell(options.max_width)
+        meta = self._meta
+        for name, value in self._rows(cell):
+            if name == value == "_meta":
+                table.add_row(name, meta_text(meta, cell))
+            else:
+                table.add_row(name, escaped(value, missing="-"))
         yield table
         if meta and not meta_fits(meta, cell):  # a full-width block, rather than values cut in a narrow cell
             from rich.padding import Padding  # noqa: PLC0415
@@ -81,15 +115,35 @@ class SessionTable:
             yield Padding(meta_text(meta, options.max_width - 2), (0, 0, 0, 2))
 
 
+def _pad_to(line: str, width: int) -> str:
+    """``line`` padded with spaces to ``width`` cells, as rich pads a padded block's lines."""
+
+    return line + " " * (width - cells(line))
+
+
+def _meta_cell(width: int) -> int:
+    """The width of ``show``'s value cell for ``_meta`` in a table ``width`` wide."""
+    return max(width - len("additionalDirectories") - overhead(2), 20)
+
+
 def meta_fits(meta: dict[str, Any], width: int) -> bool:
     """Whether each key, and each value below its key, fits ``width`` characters."""
 
     return all(len(key) + 1 <= width and len(value) + 2 <= width for key, value in meta_lines(meta))
 
 
+def meta_plain(meta: dict[str, Any], width: int) -> str:
+    """``meta_text``'s characters, without styles (and without rich)."""
+
+    return "\n".join(
+        key + ":" + (" " if len(key) + 2 + len(value) <= width else "\n  ") + value for key, value in meta_lines(meta)
+    )
+
+
 def meta_text(meta: dict[str, Any], width: int) -> Text:
     """``_meta`` as key/value lines for a cell (or a block) ``width`` characters wide (see the module docstring)."""
     from rich.text import Text  # noqa: PLC0415
+
 
     text = Text()
     for number, (key, value) in enumerate(meta_lines(meta)):
@@ -115,6 +169,7 @@ class HistoryTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.text import Text  # noqa: PLC0415
 
+
         title = Text(f"session {printable(self.session_id)}: {len(self.records)} events")
         cell = options.max_width - len("position") - len("version") - _TIME - len("SessionInfoChanged") - overhead(5)
         metas = [meta for record in self.records if (meta := event_meta(record))]
@@ -128,9 +183,10 @@ class HistoryTable:
         """Each record with its kind, what it changed (``_meta`` apart) and the ``_meta`` it set."""
         from rich.text import Text  # noqa: PLC0415
 
+
         state = None
         for record in self.records:
-            after = fold(state, record)
+            after = fold_event(state, record)
             kind = Text(type(record.event).__name__, style="bold" if isinstance(record.event, SessionCreated) else "")
             what = escaped(describe_event(record, state, after, with_meta=False))
             if after is None:

@@ -8,6 +8,7 @@ prefix of either.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from events.model import SessionUpdated, Usage
@@ -15,7 +16,7 @@ from registry.cli.errors import InputError
 from registry.cli.ids import add_session, the_session
 from registry.cli.session_tables import SessionTable
 from registry.cli.tables import short_time
-from registry.cli.terminal import printable, stdout_console, write_json
+from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
 from registry.model import SessionInfo, format_time, session_info
 from registry.usage import turn_usage_text
 
@@ -48,8 +49,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(info)
         return 0
+    table = SessionTable(info, state, forks)
+    width = plain_width()
+    if width is not None and table.draws_plain(width):  # a pipe or a file: rich's characters, without rich
+        write_lines(table.lines(width), width)
+        if turns:
+            print("\n".join(TurnsUsage(turns).lines()), flush=True)
+        return 0
     console = stdout_console()
-    console.print(SessionTable(info, state, forks))
+    console.print(table)
     if turns:
         console.print(TurnsUsage(turns), soft_wrap=True)
     return 0
@@ -71,15 +79,27 @@ class TurnsUsage:
     def __init__(self, turns: list[tuple[int, int, Usage]]) -> None:
         self.turns = turns
 
+    def _parts(self) -> Iterator[tuple[str, str]]:
+        """Each line as (its dim part, the rest); the first is the heading."""
+        shown = self.turns[-_SHOWN:]
+        earlier = len(self.turns) - len(shown)
+        yield "", f"usage by turn ({len(self.turns):,})"
+        if earlier:
+            yield f"  ... {earlier:,} earlier turns (acp-registry history shows every one)", ""
+        for position, at, usage in shown:
+            yield f"  #{position}  {short_time(format_time(at))}  ", printable(turn_usage_text(usage))
+
+    def lines(self) -> list[str]:
+        """The lines without styles (where there is no terminal)."""
+        return [dim + rest for dim, rest in self._parts()]
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.text import Text  # noqa: PLC0415
 
-        shown = self.turns[-_SHOWN:]
-        earlier = len(self.turns) - len(shown)
-        yield Text(f"usage by turn ({len(self.turns):,})", style="bold")
-        if earlier:
-            yield Text(f"  ... {earlier:,} earlier turns (acp-registry history shows every one)", style="dim")
-        for position, at, usage in shown:
-            line = Text(f"  #{position}  {short_time(format_time(at))}  ", style="dim")
-            line.append(printable(turn_usage_text(usage)))
-            yield line
+        for number, (dim, rest) in enumerate(self._parts()):
+            if number == 0:
+                yield Text(rest, style="bold")
+            else:
+                line = Text(dim, style="dim")
+                line.append(rest)
+                yield line

@@ -3,9 +3,8 @@
 Commands that only read never create or initialise a store: a SQLite file that does not exist, or
 one that is empty (0 bytes: a truncated file, or one another program just created), is refused with one line,
 and nothing is written. The commands that record (``CREATES_STORE``, and ``demo --store``) create a store that
-is not there, and say so in one line on stderr; the only folder they create is the default store's, private
-(0700): a store named by a URL whose folder does not exist is a typo until shown otherwise, refused naming the
-folder.
+is not there, and its missing folders (private, 0700), and say so in one line on stderr - naming the folder too
+when they made one for a store named by a URL, so that a typo in its path is seen at once.
 
 Every way a store can fail to open - a bad URL, a missing psycopg, a file that is not a registry store, a server
 that cannot be reached or refuses - is an ``InputError`` (exit 2) or ``StoreFormatError`` naming the store.
@@ -58,28 +57,17 @@ def _make_private_dirs(folder: str) -> list[str]:
 
 
 def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
-    """The checks made before opening: a SQLite file is there and not empty, or ``create`` finds its folder - and
-    makes the default store's (the folders created are returned, to be removed again if the store then fails to
+    """The checks made before opening: a SQLite file is there and not empty, or ``create`` makes its folder when it
+    is missing (the folders created are returned, to be named and removed again if the store then fails to
     open)."""
     path = sqlite_file(location.url)
     if path is None:
         return []
     if create:
         folder = os.path.dirname(path)
-        if location.origin == "default":
-            return _make_private_dirs(folder)
-        if not os.path.isdir(folder):
-            check_url(location)  # a bad URL is said as such, before its folder
-            missing = folder
-            while not os.path.isdir(os.path.dirname(missing)) and os.path.dirname(missing) != missing:
-                missing = os.path.dirname(missing)
-            if os.path.lexists(missing):
-                raise InputError(f"cannot create the store's folder {missing}: a file of that name exists")
-            raise InputError(
-                f"no folder {missing} for the store {path} ({location.origin} names it): a store is created only "
-                "in a folder that exists (create it first, or check the path)"
-            )
-        return []
+        if not os.path.isdir(folder) and location.origin != "default":
+            check_url(location)  # a bad URL is said as such, before a folder is made for it
+        return _make_private_dirs(folder)
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
@@ -121,7 +109,8 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
         settle_logging()  # a driver loaded for the store (psycopg) logs through logging by itself: set up now
         started()
         if new and location.origin in _ANNOUNCED:
-            print(f"acp-registry: created a new store at {new}", file=sys.stderr, flush=True)
+            folder = f" and its folder {created[0]}" if created and location.origin != "default" else ""
+            print(f"acp-registry: created a new store at {new}{folder}", file=sys.stderr, flush=True)
         return store
     except ModuleNotFoundError as exc:
         raise InputError(str(exc)) from exc

@@ -25,17 +25,21 @@ rich is imported only when a table is drawn.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec import UNSET
 
+from events.model import RecordedEvent, SessionCreated, TitleSource
 from registry.agents import native_id
 from registry.cli.grid import Column, grid_lines
 from registry.cli.terminal import printable
-from registry.model import META_MESSAGES, SessionInfo
+from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
+from registry.usage import total_usage_text
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+    from rich.table import Table
     from rich.text import Text
 
 __all__ = ["SessionsTable", "escaped", "overhead", "short_time"]

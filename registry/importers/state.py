@@ -45,10 +45,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT: Final = 3
-"""3: what was read of each session's conversation (``threads``; a state of format 2 was made before conversations
-were read: it is read afresh, so every file's conversation is imported); 2: line counts in each file's tail (1 had
-none)."""
+FORMAT: Final = 4
+"""4: how many messages the import added to each session's turn under way (``Thread.tail``; a state of format 3 is read
+afresh, as below); 3: what was read of each session's conversation (``threads``; a state of format 2 was made before
+conversations were read: it is read afresh, so every file's conversation is imported); 2: line counts in each file's
+tail (1 had none)."""
 _MAX_STATE: Final = 1 << 30
 
 

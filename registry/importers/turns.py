@@ -47,10 +47,13 @@ _USER: Final = Role.USER  # looked up once: an enum member's lookup is an attrib
 
 class Thread(msgspec.Struct, array_like=True):
     """What the importer remembers of a session's file between passes: the fingerprints of the user messages read
-    from it so far, and whether the turn under way was added by the import (None: no turn read yet)."""
+    from it so far, whether the turn under way was added by the import (None: no turn read yet), and how many
+    messages the import added after that turn's user message (``tail``: a proxy that answered the turn since adds
+    more, and the turn is then the proxy's)."""
 
     users: bytes = b""
     ours: bool | None = None
+    tail: int = 0
 
 
 class Group(NamedTuple):
@@ -76,7 +79,9 @@ def added(stored: Sequence[Message], thread: Thread | None, said: Said, *, keep_
     users = base.users + b"".join(fingerprint(m)[:_FINGERPRINT] for m in messages if m.role is _USER)
     if not stored:  # nothing held (a first import): every turn is added, with all its usage
         ours = True if any(m.role is _USER for m in messages) else base.ours
-        return Turns(_groups(messages, anchors), Thread(users=users, ours=ours))
+        return Turns(_groups(messages, anchors), Thread(users=users, ours=ours, tail=_tail(messages, base)))
+    if base.ours and _answered_since(stored, base):
+        base = Thread(users=base.users, ours=False)  # a proxy answered the turn under way: the rest is its
     read = Counter(base.users[i : i + _FINGERPRINT] for i in range(0, len(base.users), _FINGERPRINT))
     held: list[Message] = []
     for message in stored:
@@ -88,26 +93,44 @@ def added(stored: Sequence[Message], thread: Thread | None, said: Said, *, keep_
         held.append(message)
     first = next((i for i, m in enumerate(messages) if m.role is _USER), len(messages))
     if base.ours is None:
-        kept = unseen(held, messages)
+        kept = unseen(held, messages, answers=True)
     else:
-        kept = (messages[:first] if base.ours else []) + unseen(held, messages[first:])
+        kept = (messages[:first] if base.ours else []) + unseen(held, messages[first:], answers=True)
     taken = {id(m) for m in kept}
     prefix_ours = base.ours if base.ours is not None else (not stored or any(id(m) in taken for m in messages[:first]))
     turn = [0] * len(messages)  # which turn each message is in (0: the one under way when the pass began)
     counted_turns = {0} if prefix_ours else set()
     number = 0
     for i, message in enumerate(messages):
-        if message.role is _USER:
-            number += 1
-            if id(message) in taken:
-                counted_turns.add(number)
+        number += message.role is _USER
+        if number and id(message) in taken:  # a turn added, or the answer of one held without it
+            counted_turns.add(number)
         turn[i] = number
     before = [0]  # added messages among the first n
     for message in messages:
         before.append(before[-1] + (id(message) in taken))
     usage = [(before[n], spent) for n, spent in anchors if (turn[n - 1] if n else 0) in counted_turns]
     ours = (number in counted_turns) if number else base.ours
-    return Turns(_groups(kept, usage), Thread(users=users, ours=ours))
+    return Turns(_groups(kept, usage), Thread(users=users, ours=ours, tail=_tail(kept, base) if ours else 0))
+
+
+def _tail(kept: Sequence[Message], base: Thread) -> int:
+    """The messages the import added after the user message of the turn under way, once ``kept`` is added."""
+    last = next((n for n in range(len(kept) - 1, -1, -1) if kept[n].role is _USER), None)
+    return base.tail + len(kept) if last is None else len(kept) - last - 1
+
+
+def _answered_since(stored: Sequence[Message], base: Thread) -> bool:
+    """Whether the session holds more messages after the user message of the turn under way than the import added
+    there: a proxy recorded the turn's answer (``registry.conversation.unseen(answers=True)``) after the import
+    read only its prompt."""
+    key = base.users[-_FINGERPRINT:]
+    for n in range(len(stored) - 1, -1, -1):
+        if stored[n].role is _USER:
+            if fingerprint(stored[n])[:_FINGERPRINT] != key:
+                return False
+            return len(stored) - n - 1 > base.tail
+    return False
 
 
 def _prepared(said: Said, keep_secrets: bool) -> tuple[list[Message], list[tuple[int, Usage]]]:

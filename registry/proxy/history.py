@@ -180,7 +180,7 @@ class History:
         from registry.importers import Importer, sources  # noqa: PLC0415 - only on this thread
 
         try:
-            summary = Importer(self._registry.store, sources([agent])).run()
+            summary = Importer(self._registry.store, sources([agent]), keep_secrets=self._registry.keep_secrets).run()
         except Exception as exc:
             log.warning("reading %s's past sessions failed: %s", agent, exc)
             return None

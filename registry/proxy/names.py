@@ -1,12 +1,12 @@
 """One agent, one name: sessions an older proxy recorded under another name of the agent are taken over.
 
-An agent has one registry name (``registry.proxy.identity``), but a store written before that name was settled
-may hold its sessions under another one - an alias the registry did not know then (``fast-agent-acp``), or the
-other side of an ``--agent`` / ``agentInfo`` mismatch (``Identity.others``). At start each such live record
-``O:<id>`` becomes the record ``R:<id>`` under the agent's name: made from it when there is none (cwd, title and
-who set it, count, times, archive flag, ``_meta``, its fork's parent), else given what the user set on it (their
-title, the archive flag); the old record is then retired as ``moved`` (``registry.agents.Retired``), so it is
-listed once, under one name. A user's deletion under the old name holds under the new one without a copy: the
+An agent has one registry name (``registry.proxy.identity``), but a store written before that name was settled may hold
+its sessions under another one - an alias the registry did not know then (``fast-agent-acp``), or the other side of an
+``--agent`` / ``agentInfo`` mismatch (``Identity.others``). At start each such live record ``O:<id>`` becomes the
+record ``R:<id>`` under the agent's name: made from it when there is none (cwd, title and who set it, count, times,
+archive flag, ``_meta``, its fork's parent, and each turn with its conversation and usage), else given what the user
+set on it (their title, the archive flag); the old record is then retired as ``moved`` (``registry.agents.Retired``),
+so it is listed once, under one name. A user's deletion under the old name holds under the new one without a copy: the
 book looks there (``Book``).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from events.model import ForkRef, TitleSource
+from events.model import ForkRef, Message, SessionUpdated, TitleSource
 from registry.agents import META_RETIRED, Retired, split_id, stored_id
 from registry.errors import SessionExists
 from registry.filters import list_filter
@@ -65,8 +65,7 @@ def _move(registry: SessionRegistry, old: SessionState, new_id: str, agent: str,
             agent=agent,
             parent=_parent(registry, old, agent, other),
         )
-        if old.messages or (old.updated_at or 0) > old.created_at:
-            registry.record_activity(new_id, messages=old.messages, at=old.updated_at or old.created_at)
+        _carry(registry, old, new_id)
     except SessionExists:  # recorded under the agent's name already: what the user set on the old one is kept
         state = registry.state(new_id)
         if state is None or state.deleted:
@@ -77,6 +76,24 @@ def _move(registry: SessionRegistry, old: SessionState, new_id: str, agent: str,
         registry.archive(new_id)
     registry.change_info(old.session_id, meta={**(old.meta or {}), META_RETIRED: Retired.MOVED.value})
     registry.delete(old.session_id, reason=f"taken over as {new_id}: {other!r} is a name of {agent!r}", erase=False)
+
+
+def _carry(registry: SessionRegistry, old: SessionState, new_id: str) -> None:
+    """The old record's activity, as the new one's own: each turn with its messages, its usage and its time (so the
+    conversation stays readable and findable under the one name, and usage by day stays where it was), then what
+    was counted without a turn of its own."""
+    said: dict[int, list[Message]] = {}
+    for kept in registry.store.messages(old.session_id):
+        said.setdefault(kept.position, []).append(kept.message)
+    counted, last = 0, old.created_at
+    for record in registry.store.read_stream(old.session_id):
+        event = record.event
+        if isinstance(event, SessionUpdated) and (record.position in said or event.usage is not None):
+            messages = said.get(record.position, [])
+            registry.record_messages(new_id, messages, at=event.at, usage=event.usage, count=event.messages)
+            counted, last = counted + event.messages, max(last, event.at)
+    if old.messages > counted or (old.updated_at or 0) > last:
+        registry.record_activity(new_id, messages=old.messages - counted, at=old.updated_at or old.created_at)
 
 
 def _parent(registry: SessionRegistry, old: SessionState, agent: str, other: str) -> ForkRef | None:

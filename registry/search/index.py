@@ -23,6 +23,7 @@ from typing import Final, NamedTuple
 
 from events.content import KeptMessage, decode_body
 from events.logger import Logger
+from events.sqlite_content import at_keys
 from events.store import EventStore
 from registry.search.query import Query, indexed
 
@@ -39,6 +40,12 @@ SHARD_FROM: Final = 50_000
 """Messages from which the index is split into ``SHARDS`` tables (the catch-up that passes it rebuilds it so)."""
 _SEQ_BITS: Final = 20
 _BATCH: Final = 5_000
+_REBUILD_MESSAGES: Final = 50_000
+_REBUILD_CHARS: Final = 64 << 20
+"""A rebuild indexes up to this many messages, or of text, a transaction (batches of ``_BATCH`` read in turn, none
+kept after its insert): each of a large index's tables then gets rows in larger runs, so FTS5 writes fewer, larger
+segments and merges them less, and fewer commits wait for the disk. A catch-up commits every batch (a writer of
+the store waits for no more than one)."""
 _TOKENIZER: Final = "unicode61 remove_diacritics 2"
 
 
@@ -172,7 +179,7 @@ class SqliteSearchIndex(SearchIndex):
                 db.execute("ROLLBACK")
         self._shards = shards
         self._ready = True
-        return self._index_after()
+        return self._index_after(_REBUILD_MESSAGES, _REBUILD_CHARS)
 
     # -- indexing -------------------------------------------------------------------------------------
 
@@ -213,29 +220,39 @@ class SqliteSearchIndex(SearchIndex):
             return [(p, sid, q, decode_body(b)) for p, sid, q, b in rows]
         return [(p, sid, m.seq, decode_body(m.body)) for p, sid, m in self._store.stored_messages(after, _BATCH)]
 
-    def _index_after(self) -> int:
-        """Index the messages kept after the checkpoint, a batch a transaction; returns how many."""
+    def _index_after(self, messages: int = 0, chars: int = 0) -> int:
+        """Index the messages kept after the checkpoint, a batch a transaction - or, given ``messages`` and
+        ``chars``, batches until a transaction holds that many messages or characters of text; returns how many."""
         added = 0
+        shards = self._shards
         while True:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 after = self._checkpoint()
-                rows = self._pending(after)
-                if not rows:
-                    db.execute("COMMIT")
-                    return added
-                by_shard: dict[int, list[tuple[int, str]]] = {}
-                shards = self._shards
-                for position, session_id, seq, text in rows:
-                    k = shard_of(session_id, shards)
-                    by_shard.setdefault(k, []).append((row_id(position, seq), indexed(text)))
-                for k, values in by_shard.items():
-                    db.executemany(f"INSERT INTO search_{k} (rowid, body) VALUES (?, ?)", values)
-                db.execute("UPDATE search_meta SET value = ? WHERE key = 'checkpoint'", (rows[-1][0],))
-                db.execute("UPDATE search_meta SET value = value + ? WHERE key = 'count'", (len(rows),))
+                held = size = 0
+                while True:
+                    rows = self._pending(after)
+                    if not rows:
+                        break
+                    by_shard: list[list[tuple[int, str]]] = [[] for _ in range(shards)]
+                    for position, session_id, seq, text in rows:
+                        by_shard[shard_of(session_id, shards)].append((row_id(position, seq), indexed(text)))
+                        size += len(text)
+                    for k, values in enumerate(by_shard):
+                        if values:
+                            db.executemany(f"INSERT INTO search_{k} (rowid, body) VALUES (?, ?)", values)
+                    after = rows[-1][0]
+                    held += len(rows)
+                    if held >= messages or size >= chars:
+                        break
+                if held:
+                    db.execute("UPDATE search_meta SET value = ? WHERE key = 'checkpoint'", (after,))
+                    db.execute("UPDATE search_meta SET value = value + ? WHERE key = 'count'", (held,))
                 db.execute("COMMIT")
-                added += len(rows)
+                added += held
+                if not rows:
+                    return added
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -304,11 +321,8 @@ class SqliteSearchIndex(SearchIndex):
         with self._lock:
             for start in range(0, len(keys), 400):
                 chunk = keys[start : start + 400]
-                marks = ",".join("(?, ?)" for _ in chunk)
                 rows = self._db.execute(
-                    "SELECT m.position, m.seq, s.session_id, m.at FROM messages m JOIN streams s"
-                    f" ON s.stream = m.stream WHERE (m.position, m.seq) IN (VALUES {marks})",
-                    [v for key in chunk for v in key],
+                    at_keys("m.position, m.seq, s.session_id, m.at", len(chunk)), [v for key in chunk for v in key]
                 ).fetchall()
                 found.update(((p, q), (sid, at)) for p, q, sid, at in rows)
         return found

@@ -25,6 +25,7 @@ MIN_PREFIX: Final = 2
 _TOKEN: Final = re.compile(r"[^\W_]+")  # letters and digits: what the index's unicode61 tokenizer keeps
 _PART: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")  # the humps of a CamelCase word
 _PIECE: Final = re.compile(r'"([^"]*)"?|(\S+)')
+_INNER_CAPITAL: Final = re.compile(r"[^\W_][A-Z]")  # in ASCII text: what every word ``indexed`` splits holds
 
 
 def _fold(token: str) -> str:
@@ -44,6 +45,8 @@ def indexed(text: str) -> str:
     """What the index holds for a message: its text, then the parts of each word that mixes cases (``CamelCase``:
     ``camel case``; ``HTTPServer``: ``http server``), so that a part finds the word. Deterministic: the index takes
     a message out again by indexing the same text."""
+    if text.isascii() and _INNER_CAPITAL.search(text) is None:
+        return text  # no word has a capital after its first letter: nothing to split (most messages)
     parts: list[str] = []
     for word in _TOKEN.findall(text):
         if not word.islower() and not word.isupper() and not word.isdigit() and word[1:] != word[1:].lower():

@@ -131,7 +131,7 @@ def wait_for_list(
         sessions = list_all(process, **params)
         if done(sessions) or time.monotonic() > deadline:
             return sessions
-        time.sleep(0.5)
+        time.sleep(0.5)  # the next look (bounded by the deadline; the caller asserts on what it returns)
 
 
 def by_id(sessions: list[Message]) -> dict[str, Message]:
