@@ -279,10 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Python's own.) Any other command ends with 130 on Ctrl-C, without a traceback."""
     words = sys.argv[1:] if argv is None else list(argv)
     stops = argv is None and _stopped_by_signal(words)
-    if stops:  # the process's own command: its main thread
-        signal.signal(signal.SIGTERM, _stop)
     if argv is None:
         pause()
+    if stops:  # the process's own command: its main thread (the last call before the try: nothing runs between)
+        signal.signal(signal.SIGTERM, _stop)
     try:
         return _main(words)
     except KeyboardInterrupt:

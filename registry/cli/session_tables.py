@@ -144,7 +144,6 @@ def meta_text(meta: dict[str, Any], width: int) -> Text:
     """``_meta`` as key/value lines for a cell (or a block) ``width`` characters wide (see the module docstring)."""
     from rich.text import Text  # noqa: PLC0415
 
-
     text = Text()
     for number, (key, value) in enumerate(meta_lines(meta)):
         if number:
@@ -169,7 +168,6 @@ class HistoryTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.text import Text  # noqa: PLC0415
 
-
         title = Text(f"session {printable(self.session_id)}: {len(self.records)} events")
         cell = options.max_width - len("position") - len("version") - _TIME - len("SessionInfoChanged") - overhead(5)
         metas = [meta for record in self.records if (meta := event_meta(record))]
@@ -182,7 +180,6 @@ class HistoryTable:
     def _events(self) -> Iterator[tuple[RecordedEvent, Text, Text, dict[str, Any] | None]]:
         """Each record with its kind, what it changed (``_meta`` apart) and the ``_meta`` it set."""
         from rich.text import Text  # noqa: PLC0415
-
 
         state = None
         for record in self.records:

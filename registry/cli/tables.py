@@ -25,21 +25,17 @@ rich is imported only when a table is drawn.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgspec
 from msgspec import UNSET
 
-from events.model import RecordedEvent, SessionCreated, TitleSource
 from registry.agents import native_id
 from registry.cli.grid import Column, grid_lines
 from registry.cli.terminal import printable
-from registry.model import META_MESSAGES, SessionInfo, SessionState, format_time
-from registry.usage import total_usage_text
+from registry.model import META_MESSAGES, SessionInfo
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
-    from rich.table import Table
+    from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
 __all__ = ["SessionsTable", "escaped", "overhead", "short_time"]
