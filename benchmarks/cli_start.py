@@ -72,7 +72,7 @@ sys.stdout.write("\\n".join(lines) + "\\n")
 
 def floor_program() -> str:
     from registry.model import SessionState  # noqa: PLC0415
-    from registry.readmodel.tables import PLACE, SEAL  # noqa: PLC0415
+    from registry.readmodel.keys import PLACE, SEAL  # noqa: PLC0415
 
     fields = "\n".join(f"    {name}: object" for name in SessionState.__struct_fields__)
     return FLOOR.format(fields=fields, seal=SEAL, outside=1 + PLACE)

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.machine import CpuMeter, describe_machine
-from benchmarks.proxy_relay import _AGENT, Client, _percentile, round_trips
+from benchmarks.proxy_relay import _AGENT, Client, _percentile, paced_latencies, round_trips
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -49,15 +49,7 @@ def _turn(client: Client, text: str) -> int:
 
 
 def paced_in_a_turn(client: Client, count: int) -> list[float]:
-    request = _turn(client, f"paced {count}")
-    latencies: list[float] = []
-    while True:
-        for line in client.lines():
-            now = time.monotonic_ns()
-            message = json.loads(line)
-            if message.get("id") == request:
-                return latencies
-            latencies.append((now - int(message["params"]["update"]["content"]["text"])) / 1e6)
+    return paced_latencies(client, _turn(client, f"paced {count}"))
 
 
 def flood_in_a_turn(client: Client, count: int) -> tuple[float, float]:

@@ -144,7 +144,11 @@ def round_trips(client: Client, count: int) -> list[float]:
 
 
 def one_way(client: Client, count: int) -> list[float]:
-    request = client.send("_bench/paced", {"count": count})
+    return paced_latencies(client, client.send("_bench/paced", {"count": count}))
+
+
+def paced_latencies(client: Client, request: int) -> list[float]:
+    """Milliseconds from each paced update's send time (its text) to its reading, until ``request``'s answer."""
     latencies: list[float] = []
     while True:
         for line in client.lines():

@@ -45,7 +45,7 @@ import msgspec
 from benchmarks.corpus import DEFAULT_SEED, QUERIES, Conversation, iter_corpus
 from benchmarks.figures import interleave
 from benchmarks.machine import CpuMeter, describe_machine
-from benchmarks.search_children import cli, quantiles, run_child, store_url
+from benchmarks.search_children import Built, cli, quantiles, run_child, store_url
 from benchmarks.search_index import byte_figures, index_figures
 from benchmarks.search_report import write
 from benchmarks.search_twins import twin_figures
@@ -78,16 +78,6 @@ MODES: Final = {
 
 
 # -- the stores and files ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Built:
-    store: Path
-    jsonl: Path | None
-    sessions: int = 0
-    messages: int = 0
-    text_bytes: int = 0
-    seconds: float = 0.0
 
 
 def _requests(conversation: Conversation, content: bool) -> AppendRequest:

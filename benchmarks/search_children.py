@@ -10,9 +10,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["cli", "quantiles", "run_child", "run_child_rss", "store_url"]
+__all__ = ["Built", "cli", "quantiles", "run_child", "run_child_rss", "store_url"]
+
+
+@dataclass
+class Built:
+    """A benchmark store as ``benchmarks.search`` built it: its file, its conversations as JSON lines, what it holds."""
+
+    store: Path
+    jsonl: Path | None
+    sessions: int = 0
+    messages: int = 0
+    text_bytes: int = 0
+    seconds: float = 0.0
 
 
 def store_url(path: Path) -> str:

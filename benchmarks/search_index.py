@@ -16,7 +16,7 @@ from benchmarks.search_children import cli, run_child_rss, store_url
 from events.content import decode_body
 
 if TYPE_CHECKING:
-    from benchmarks.search import Built
+    from benchmarks.search_children import Built
 
 __all__ = ["TOKENIZER", "byte_figures", "index_figures", "raw_insert"]
 

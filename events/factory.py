@@ -11,7 +11,10 @@ from typing import Final, cast
 from events.sqlite import SqliteStore, Synchronous
 from events.store import Clock, EventStore
 
-__all__ = ["open_store", "split_url", "sqlite_file"]
+__all__ = ["ENV_STORE", "open_store", "split_url", "sqlite_file"]
+
+ENV_STORE: Final = "ACP_REGISTRY_STORE"
+"""The environment variable that names a process's store URL (``acp-registry``'s, and a child the proxy starts)."""
 
 _SQLITE_OPTIONS = {"synchronous": ("full", "normal", "off")}
 _PLAIN: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-")

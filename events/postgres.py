@@ -48,8 +48,9 @@ from events.group_commit import GroupCommit, GroupCommitStore
 from events.listener import FIRST_DELAY, MAX_DELAY, Listener
 from events.logger import Logger
 from events.model import Event, LogEntry, RecordedEvent
+from events.postgres_commit import CommitMode
 from events.postgres_sql import Statements, lock_key, one, transient
-from events.postgres_write import CommitHook, CommitMode, EraseHook, Unit, Writer
+from events.postgres_write import CommitHook, EraseHook, Unit, Writer
 from events.schema import (
     CHAIN_SINCE,
     POSTGRES_CONTENT_SINCE,

@@ -22,46 +22,30 @@ What bounds writers on different sessions is that lock, held for the server's wo
 COMMIT and (by default) its WAL flush: what the lock's holder spends its time on is measured by
 ``benchmarks.postgres_writers`` (figures in ``docs/scale.md``).
 
-Commit modes (``PostgresStore(commit=...)``):
-
-- ``in-lock`` (the default): COMMIT waits for its WAL flush with the lock held. An event is visible to anyone
-  only once it is durable.
-- ``flush-barrier``: the append transaction commits with ``synchronous_commit = off`` - the lock is released
-  without waiting for the flush - and a second transaction in the same exchange (a logical message, committed
-  with the session's ``synchronous_commit``) waits for a flush that covers it; the caller hears of the append
-  only then. Concurrent barriers share flushes, and a durable later commit implies every earlier one (WAL order),
-  so no acknowledged append is ever lost. The price: between the COMMIT and the flush, other processes and hosts
-  can read the event (and are NOTIFYed of it, NOTIFY goes at COMMIT); a server crash in that window loses it
-  although it was seen. After the restart its positions are given to other events, so a subscriber elsewhere
-  that had passed them skips those (it asks for ``> last``), a kept snapshot taken past them is reported as a
-  log shorter than seen (``registry.evidence``), and a walk or cursor as of such a position reads other events
-  there. The read model, in the same database, loses the same tail and stays consistent with the log. It pays
-  where the flush is most of the time the lock is held (a slow disk), which is not the default's case
-  (``docs/scale.md``).
+How the transaction goes to the server, and the commit modes: ``events.postgres_commit``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Final, TypeVar
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from events.chain import GENESIS, ChainRule
 from events.errors import ConcurrencyError, StoreError
 from events.group_commit import Unit
 from events.model import Event, LogEntry
+from events.postgres_commit import CommitMode, Committer
 from events.postgres_hooks import AtEnd, CommitHook, Connection, EraseHook, KnownPart
 from events.postgres_sql import Statements, one
 from events.postgres_units import message_columns, write_unit
 from events.store import ANY, PreparedAppend, Tip, record_from_row, retried_positions
 
-__all__ = ["COMMIT_MODES", "CommitHook", "CommitMode", "Connection", "EraseHook", "Unit", "Writer"]
+__all__ = ["CommitHook", "Connection", "EraseHook", "Unit", "Writer"]
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +57,6 @@ _KNOWN_STREAMS: Final = 10_000  # sessions whose stream a process remembers betw
 _QUIET: Final = 8
 """A lone writer goes from the log's end it knows after this many appends in a row found nobody else had appended."""
 
-CommitMode = Literal["flush-barrier", "in-lock"]
-COMMIT_MODES: Final[tuple[CommitMode, ...]] = ("flush-barrier", "in-lock")
-
 
 class Writer:
     """Appends for one store: the transaction's statements, in as few round trips as they can go."""
@@ -83,10 +64,9 @@ class Writer:
     def __init__(
         self, statements: Statements, clock: Callable[[], int], location: str, commit: CommitMode = "in-lock"
     ) -> None:
-        if commit not in COMMIT_MODES:
-            raise ValueError(f"commit must be one of {', '.join(COMMIT_MODES)}, not {commit!r}")
         self._sql = statements
-        self._barrier = commit == "flush-barrier"
+        self._commit = Committer(statements, commit)
+        self._barrier = self._commit.barrier
         self._clock = clock
         self._location = location
         self.hooks: tuple[CommitHook, ...] = ()
@@ -97,74 +77,6 @@ class Writer:
     def forget(self) -> None:
         """Another writer may have appended: the next append reads the log's end first."""
         self._known = None
-
-    @contextlib.contextmanager
-    def _committing(self, conn: Connection, *, implicit: bool = False) -> Iterator[psycopg.Pipeline]:
-        """The append's transaction in one pipeline: BEGIN, what the block queues and COMMIT go out together, and
-        the pipeline's end is the only sync - one round trip unless the block fetches a result on the way (psycopg's
-        own transaction block syncs on entering and on leaving a pipeline: a lone append took four). A
-        ``psycopg.Rollback`` raised in the block rolls back instead. psycopg learns that a transaction is open only
-        from a sync: sync the pipeline it yields before opening ``conn.transaction()`` (a savepoint) in the block,
-        or psycopg takes it for the outer transaction and commits it there.
-
-        ``implicit`` (a block that fetches nothing on the way; not with the flush barrier): no BEGIN and COMMIT -
-        on the pool's autocommit connections the statements a pipeline sends before its sync are one implicit
-        transaction, which the server commits at the sync or rolls back whole at the first error: two messages fewer
-        an append (the time that saves: ``benchmarks/bounds.toml``).
-
-        The server's error, met in the block or at the pipeline's end, is raised once the pipeline is left (so
-        psycopg does not log the aborted pipeline's own error as a warning on the way out), after a ROLLBACK: it
-        ends an aborted transaction, and psycopg's rollback also forgets the statements it meant to prepare in the
-        messages the server skipped (else "prepared statement _pg3_9 does not exist" on their next use - after an
-        implicit transaction too, which leaves the connection idle: a BEGIN first gives the rollback something to
-        end; caught by the concurrent writers test).
-
-        With the flush barrier, the transaction commits without waiting for its WAL flush (the append lock is
-        released at once), and a second transaction in the same exchange waits for a flush that covers it
-        (``_flush``): the caller hears of the append only once it is durable."""
-        assert not (implicit and self._barrier), "the flush barrier needs its explicit COMMIT"
-        failed: psycopg.Error | None = None  # the server's error, met by a statement of the block or at the sync
-        try:
-            with conn.pipeline() as pipeline:
-                if not implicit:
-                    conn.execute(b"BEGIN", prepare=False)
-                    if self._barrier:
-                        conn.execute(self._sql.commit_unflushed, prepare=False)
-                try:
-                    yield pipeline
-                except psycopg.Rollback:
-                    conn.execute(b"ROLLBACK", prepare=False)
-                    return
-                except psycopg.Error as exc:
-                    failed = exc
-                else:
-                    if not implicit:
-                        conn.execute(b"COMMIT", prepare=False)
-                        self._flush(conn)
-        except psycopg.Error as exc:
-            if failed is None:
-                failed = exc
-        finally:
-            if not conn.closed:
-                status = conn.info.transaction_status
-                if failed is not None and status == TransactionStatus.IDLE:
-                    conn.execute(b"BEGIN", prepare=False)
-                    status = TransactionStatus.INTRANS
-                if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):  # not a broken connection
-                    conn.rollback()
-        if failed is not None:
-            raise failed
-
-    def _flush(self, conn: Connection) -> None:
-        """The flush barrier: a transaction that writes a WAL record (a logical message, no table) and commits
-        with the session's ``synchronous_commit`` (on, unless the user chose otherwise), so it returns once the
-        WAL up to its commit record is flushed - and with it every commit before it, this connection's append
-        too. Concurrent barriers share one flush. Queued in the caller's pipeline, if any."""
-        if self._barrier:
-            with conn.pipeline():
-                conn.execute(b"BEGIN", prepare=False)
-                conn.execute(self._sql.flush)
-                conn.execute(b"COMMIT", prepare=False)
 
     def append_alone(self, conn: Connection, request: PreparedAppend, blobs: list[bytes]) -> list[int]:
         """A lone append (the common case: no other thread of this process appending). A lone event goes in one
@@ -219,7 +131,7 @@ class Writer:
             params |= part.params
         statement = self._sql.at_end(tuple((part.guard, part.writes, part.answer) for part in parts))
         try:
-            with self._committing(conn, implicit=not self._barrier):
+            with self._commit.committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
                 inserted = conn.execute(statement, params)
         except psycopg.errors.UniqueViolation as exc:
@@ -276,7 +188,7 @@ class Writer:
         parts = [hook.known_part() for hook in hooks]
         known_parts = None if None in parts else [part for part in parts if part is not None]
         try:
-            with self._committing(conn, implicit=not self._barrier):
+            with self._commit.committing(conn, implicit=not self._barrier):
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
                 inserted = self._insert(
                     conn, request, blobs, known.head, (stream, new_stream), actual, at, chain, known_parts
@@ -334,7 +246,7 @@ class Writer:
         try:
             # Two round trips: the pipeline sends BEGIN, the lock (with the NOTIFY) and the look-ups together, then
             # the writes, the hooks' writes and COMMIT together.
-            with self._committing(conn):
+            with self._commit.committing(conn):
                 # READ COMMITTED: the look-ups' snapshots are taken after the lock is granted, so they see every
                 # append committed before; positions are therefore assigned and committed in one order.
                 conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
@@ -368,7 +280,7 @@ class Writer:
         self._known = None
         retried = self._stored_positions(conn, session_id, events, request.event_ids)
         if retried is not None:
-            self._flush(conn)  # stored by an attempt whose answer was lost: maybe before its barrier
+            self._commit.flush(conn)  # stored by an attempt whose answer was lost: maybe before its barrier
             return retried
         if conflict is not None:
             raise conflict
@@ -416,7 +328,7 @@ class Writer:
         outcomes: list[list[list[int]] | BaseException] = []
         hooks = self._active
         # The pipeline sends the statements whose results are not needed at once with the next that is.
-        with self._committing(conn) as pipeline:
+        with self._commit.committing(conn) as pipeline:
             conn.execute(self._sql.lock_and_notify, (self._sql.append_key,))
             session_ids = list({request.session_id for unit in units for request, _ in unit})
             looked_up = [hook.look_up(conn, session_ids) for hook in hooks]

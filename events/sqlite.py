@@ -437,7 +437,8 @@ class SqliteStore(GroupCommitStore):
     def _wait_for_change(self, token: object, timeout: float | None) -> None:
         """Sleep on the doorbell (this process's appends), looking every ``poll_interval`` at ``PRAGMA
         data_version``, which moves when any other connection commits. A look is one cheap statement on this
-        thread's connection, where a read of the log each time made an idle subscription cost 2.5 % of a core."""
+        thread's connection, where a read of the log each time made an idle subscription cost CPU for nothing (its
+        figure: docs/benchmarks.md)."""
         generation, version = cast(tuple[int, int], token)
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = self.poll_interval or 0.01

@@ -6,14 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Self
+from typing import Protocol, Self
 
 from events.model import RecordedEvent
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-
-__all__ = ["Doorbell", "Subscription"]
+__all__ = ["Doorbell", "Followed", "Subscription"]
 
 
 class Doorbell:
@@ -38,6 +35,21 @@ class Doorbell:
                 self._cond.wait(timeout)
 
 
+class Followed(Protocol):
+    """What a subscription reads of its store (``events.store.EventStore`` is one)."""
+
+    _doorbell: Doorbell
+
+    @property
+    def closed(self) -> bool: ...
+
+    def read(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]: ...
+
+    def _change_token(self) -> object: ...
+
+    def _wait_for_change(self, token: object, timeout: float | None) -> None: ...
+
+
 class Subscription:
     """Catch-up then live: pulls the log after the last position seen whenever the doorbell rings.
 
@@ -46,7 +58,7 @@ class Subscription:
     called from any thread.
     """
 
-    def __init__(self, store: EventStore, after: int, batch: int) -> None:
+    def __init__(self, store: Followed, after: int, batch: int) -> None:
         self._store = store
         self._position = after
         self._batch = batch

@@ -1,7 +1,9 @@
 """What is derived from the log, and how it is served: the ``SessionRegistry`` facade, its read model, the ACP
 shapes it answers with, the change stream's items, and the errors.
 
-The public surface is ``__all__`` below (a test lists it, so a change to it is a visible decision). Modules not
+The public surface is the ``from ... import NAME as NAME`` lines of the ``TYPE_CHECKING`` block below, declared
+once: a type checker reads them, and at run time ``__all__`` and each name's module follow from them
+(``events.exports``); ``tests/public_api.txt`` lists them, so a change to them is a visible decision. Modules not
 re-exported here (``registry.readmodel``, ``registry.projection``, ``registry.cursor``, ``registry.snapshot``,
 ...) are importable on their own and documented, but their insides may change between versions.
 ``import registry`` stays light: its names load when first read (``from registry import SessionRegistry``
@@ -20,94 +22,40 @@ if getattr(_events, "__distribution__", None) != "acp-session-registry":  # prag
         "virtual environment of its own, or remove the other one (pip uninstall Events)"
     )
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
-from events.exports import lazy_names
+from events.exports import lazy_names as _lazy_names
 
-if TYPE_CHECKING:
-    from events.errors import RegistryError
-    from registry.diffs import Added, ListChange, Removed, SessionInfoUpdate, SessionNotification, Updated
-    from registry.errors import (
-        InvalidCursor,
-        InvalidParams,
-        MethodNotFound,
-        RpcError,
-        SessionDeletedError,
-        SessionExists,
-        SessionNotFound,
-        SubscriberTooSlow,
-        rpc_error,
-    )
-    from registry.follow import Following
-    from registry.model import ListSessionsResult, SessionInfo, SessionState
-    from registry.paths import normalise_cwd
-    from registry.projection import Change
-    from registry.search.hits import SearchHit, SearchPage, Snippet
-    from registry.service import SessionRegistry
-    from registry.transcripts import Transcript
-
-__all__ = [
-    "Added",
-    "Change",
-    "Following",
-    "InvalidCursor",
-    "InvalidParams",
-    "ListChange",
-    "ListSessionsResult",
-    "MethodNotFound",
-    "RegistryError",
-    "Removed",
-    "RpcError",
-    "SearchHit",
-    "SearchPage",
-    "SessionDeletedError",
-    "SessionExists",
-    "SessionInfo",
-    "SessionInfoUpdate",
-    "SessionNotFound",
-    "SessionNotification",
-    "SessionRegistry",
-    "SessionState",
-    "Snippet",
-    "SubscriberTooSlow",
-    "Transcript",
-    "Updated",
-    "normalise_cwd",
-    "rpc_error",
-]
-
-_HOMES = {
-    "Added": "registry.diffs",
-    "Change": "registry.projection",
-    "Following": "registry.follow",
-    "InvalidCursor": "registry.errors",
-    "InvalidParams": "registry.errors",
-    "ListChange": "registry.diffs",
-    "ListSessionsResult": "registry.model",
-    "MethodNotFound": "registry.errors",
-    "RegistryError": "events.errors",
-    "Removed": "registry.diffs",
-    "RpcError": "registry.errors",
-    "SearchHit": "registry.search.hits",
-    "SearchPage": "registry.search.hits",
-    "SessionDeletedError": "registry.errors",
-    "SessionExists": "registry.errors",
-    "SessionInfo": "registry.model",
-    "SessionInfoUpdate": "registry.diffs",
-    "SessionNotFound": "registry.errors",
-    "SessionNotification": "registry.diffs",
-    "SessionRegistry": "registry.service",
-    "SessionState": "registry.model",
-    "Snippet": "registry.search.hits",
-    "SubscriberTooSlow": "registry.errors",
-    "Transcript": "registry.transcripts",
-    "Updated": "registry.diffs",
-    "normalise_cwd": "registry.paths",
-    "rpc_error": "registry.errors",
-}
-"""Each public name -> the module it lives in, imported when the name is first read (PEP 562): ``import
-registry.cli`` (every ``acp-registry`` command) or ``import registry.errors`` does not pay for the whole facade,
-and ``acp-registry proxy`` starts its agent before it loads what only the relay needs."""
-
-
-__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)
+if _typing.TYPE_CHECKING:
+    __all__: list[str]  # the names below, in ruff's order (events.exports)
+    from events.errors import RegistryError as RegistryError
+    from registry.diffs import Added as Added
+    from registry.diffs import ListChange as ListChange
+    from registry.diffs import Removed as Removed
+    from registry.diffs import SessionInfoUpdate as SessionInfoUpdate
+    from registry.diffs import SessionNotification as SessionNotification
+    from registry.diffs import Updated as Updated
+    from registry.errors import InvalidCursor as InvalidCursor
+    from registry.errors import InvalidParams as InvalidParams
+    from registry.errors import MethodNotFound as MethodNotFound
+    from registry.errors import RpcError as RpcError
+    from registry.errors import SessionDeletedError as SessionDeletedError
+    from registry.errors import SessionExists as SessionExists
+    from registry.errors import SessionNotFound as SessionNotFound
+    from registry.errors import SubscriberTooSlow as SubscriberTooSlow
+    from registry.errors import rpc_error as rpc_error
+    from registry.fold import Change as Change
+    from registry.follow import Following as Following
+    from registry.model import ListSessionsResult as ListSessionsResult
+    from registry.model import SessionInfo as SessionInfo
+    from registry.model import SessionState as SessionState
+    from registry.paths import normalise_cwd as normalise_cwd
+    from registry.search.hits import SearchHit as SearchHit
+    from registry.search.hits import SearchPage as SearchPage
+    from registry.search.hits import Snippet as Snippet
+    from registry.service import SessionRegistry as SessionRegistry
+    from registry.transcripts import Transcript as Transcript
+else:  # each name loads its module when first read (events.exports): ``import registry.cli`` (every command) or
+    # ``import registry.errors`` does not pay for the whole facade, and ``acp-registry proxy`` starts its agent
+    # before it loads what only the relay needs
+    __getattr__, __dir__ = _lazy_names(__name__, __file__, globals())

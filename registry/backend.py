@@ -93,7 +93,7 @@ class Backend:
         return SqliteSearchIndex(self._store)
 
     def seal_key(self) -> bytes:
-        """The key the tables' rows are sealed with (``readmodel.tables.Seal``). Here: derived from the store's own
+        """The key the tables' rows are sealed with (``readmodel.keys.Seal``). Here: derived from the store's own
         secret - tables every host shares must be checked by every host, so the key lives with the store."""
         return hashlib.blake2b(self._store.identity.secret, digest_size=32, person=b"acp-rm-seal-key").digest()
 

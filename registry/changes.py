@@ -48,8 +48,8 @@ from registry.diffs import (
     shown_as,
 )
 from registry.errors import SubscriberTooSlow
+from registry.fold import Change, fold
 from registry.model import SessionState
-from registry.projection import Change, fold
 
 if TYPE_CHECKING:
     from events.store import EventStore

@@ -18,12 +18,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from registry.model import MetaField, SessionState
+__all__ = ["MetaDeclaration", "page_check", "shown_in_meta"]
 
-__all__ = ["page_check", "shown_in_meta"]
+
+State = TypeVar("State")
+"""The state type whose fields the written-out functions read (``registry.model.SessionState``)."""
+_Read_contra = TypeVar("_Read_contra", contravariant=True)
+
+
+class MetaDeclaration(Protocol[_Read_contra]):
+    """What ``shown_in_meta`` reads of a ``_meta`` field's declaration (``registry.model.MetaField`` is one)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def reads(self) -> tuple[str, ...]: ...
+    @property
+    def shown(self) -> Callable[[_Read_contra], Any] | str | None: ...
+    @property
+    def follows(self) -> bool: ...
+    def value(self, state: _Read_contra, /) -> Any: ...
 
 
 def _compiled(source: str, name: str, names: dict[str, Any]) -> dict[str, Any]:
@@ -32,8 +48,8 @@ def _compiled(source: str, name: str, names: dict[str, Any]) -> dict[str, Any]:
 
 
 def shown_in_meta(
-    fields: tuple[MetaField, ...], state_fields: Iterable[str]
-) -> tuple[Callable[[SessionState], dict[str, Any]], Callable[[SessionState, SessionState], bool]]:
+    fields: tuple[MetaDeclaration[State], ...], state_fields: Iterable[str]
+) -> tuple[Callable[[State], dict[str, Any]], Callable[[State, State], bool]]:
     """``visible_meta`` and ``meta_changed`` for ``fields`` (``SHOWN_IN_META``), whose ``reads`` must be of
     ``state_fields``: while every field it reads is set (not None or False), a field's value is the first one it
     reads, that value's attribute ``shown``, or ``shown`` of the state, and it is shown unless None or False; the
@@ -44,7 +60,7 @@ def shown_in_meta(
     build = ["def visible_meta(state):", "    meta = dict(state.meta) if state.meta else {}"]
     for n, field in enumerate(fields):
         if not field.reads or not set(field.reads) <= known:
-            raise TypeError(f"{field.key}: reads {field.reads!r}, not fields of SessionState")
+            raise TypeError(f"{field.key}: reads {field.reads!r}, not fields of the state")
         if isinstance(field.shown, str) and not field.shown.isidentifier():
             raise TypeError(f"{field.key}: shown {field.shown!r} is not an attribute name")
         names[f"key{n}"], names[f"shown{n}"] = field.key, field.shown
@@ -76,7 +92,7 @@ def shown_in_meta(
     return written["visible_meta"], written["meta_changed"]
 
 
-PageCheck = Callable[..., "SessionState | None"]
+PageCheck = Callable[..., Any]
 """``check(*values, states)``: the first of ``states`` that is deleted or whose compared fields are not ``values``."""
 
 

@@ -23,7 +23,7 @@ from msgspec import UNSET, UnsetType
 from registry.model import SessionInfo, SessionState, format_time, meta_changed, session_info, visible_meta
 
 if TYPE_CHECKING:
-    from registry.projection import Change
+    from registry.fold import Change
 
 __all__ = [
     "Added",

@@ -7,15 +7,15 @@ event onto the session's previous state, which it remembers for recently touched
 the read model for ("the session as of the position I have folded to"), or, past the read model's window, folds
 from the session's own stream. It runs only while someone listens.
 
-Writers never call listeners and never wait for the follower: a write only rings the doorbell. The follower's
-thread wakes at the first write of a burst, then sleeps until the writes pause (``SETTLE_QUIET``, 2 ms, looking
-only at the store's change token) or ``SETTLE_LIMIT`` (100 ms) passed, and folds and fans out what came in one
-batch: a burst costs its writer no fold, no fan-out and no subscriber wake-up per write, however many listen.
-A write that stands alone reaches listeners ~2 ms after its commit. Under writes without a pause, folding and
-delivering every change still shares the interpreter (and its GIL) with the writer (``benchmarks/change_stream.py``,
-the writer rows). Its thread is joined when the last listener leaves and on ``close``, outside its lock; listeners
-registered with ``on_close`` hear of the close. With ``live=False`` (deterministic tests and benchmarks) there is
-no thread: ``pump()`` folds whatever the log holds, in the caller's thread.
+Writers never call listeners and never wait for the follower: a write only rings the doorbell. The follower's thread
+wakes at the first write of a burst, then sleeps until the writes pause (``SETTLE_QUIET``, 2 ms, looking only at the
+store's change token) or ``SETTLE_LIMIT`` (100 ms) passed, and folds and fans out what came in one batch: a burst
+costs its writer no fold, no fan-out and no subscriber wake-up per write, however many listen. A write that stands
+alone reaches listeners about ``SETTLE_QUIET`` after its commit. Under writes without a pause, folding and delivering
+every change still shares the interpreter (and its GIL) with the writer (``benchmarks/change_stream.py``, the writer
+rows). Its thread is joined when the last listener leaves and on ``close``, outside its lock; listeners registered
+with ``on_close`` hear of the close. With ``live=False`` (deterministic tests and benchmarks) there is no thread:
+``pump()`` folds whatever the log holds, in the caller's thread.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Final
 
 from events.errors import StoreError
 from events.logger import Logger
+from registry.fold import Change, Entry, fold
 from registry.model import SessionState
-from registry.projection import Change, Entry, fold
 from registry.readmodel import PastWindow, ReadModel
 
 if TYPE_CHECKING:

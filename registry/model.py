@@ -6,7 +6,7 @@ fields a client sees in ``_meta`` (``visible_meta`` builds the object from it, `
 ``SessionInfo`` and ``ListSessionsResult`` are the exact ACP wire shapes: absent optional fields are omitted,
 never sent as null.
 
-Adding a state field: add it here (with a default), make the fold (``registry.projection.fold``) set it, add a
+Adding a state field: add it here (with a default), make the fold (``registry.fold.fold``) set it, add a
 ``SHOWN_IN_META`` entry if clients see it, and bump ``STATE_VERSION`` (a test pins the fields to it; the read
 model's version and the snapshot format follow it).
 """
@@ -101,7 +101,7 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
 
     The fold changes a state with ``msgspec.structs.replace`` (only what an event changes); the read models
     store it encoded (array-like, new fields with defaults before ``position``, which stays last: a stored state's
-    last eight bytes are its position, which the server writes when it alone knows it - ``readmodel.tables.Seal``).
+    last eight bytes are its position, which the server writes when it alone knows it - ``readmodel.keys.Seal``).
     Its fields are pinned to ``STATE_VERSION`` (which the read-model and snapshot format versions follow) by
     ``tests/test_session_shape.py``.
     """

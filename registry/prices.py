@@ -33,6 +33,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from events.logger import Logger
 from registry.errors import InvalidParams
 
 __all__ = [
@@ -274,8 +275,6 @@ def current() -> PriceTable:
         try:
             _current = load_prices(price_file())
         except InvalidParams as exc:
-            from events.logger import Logger  # noqa: PLC0415
-
             Logger(__name__).warning("%s; estimating with the shipped prices", exc)
             _current = SHIPPED
     return _current

@@ -9,7 +9,8 @@ Changes reach listeners through the follower (``registry.follow``), which runs o
 Where the rest lives: ``model.py`` (the session's shape), ``commands.py`` (checks and decisions),
 ``writing.py`` (appending a command's events, retries, read-your-writes), ``forks.py`` (a fork's parent and
 history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``session/list`` pages and cursors),
-``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/`` (JSON-RPC).
+``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/`` (JSON-RPC); what a turn
+writes (``turns.py``); the reads of what sessions said and spent (``said_and_spent.py``).
 """
 
 from __future__ import annotations
@@ -18,25 +19,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
-import msgspec
 from msgspec import UNSET, UnsetType
 
 from events.codec import now_ns
-from events.content import content_ref
 from events.factory import open_store
-from events.model import (
-    Event,
-    ForkRef,
-    Message,
-    Role,
-    SessionCreated,
-    SessionUpdated,
-    TitleSource,
-    Usage,
-)
+from events.model import Event, ForkRef, Message, SessionCreated, SessionUpdated, TitleSource, Usage
 from events.store import Clock, EventStore
 from registry import forks
-from registry.agents import known_name
 from registry.backend import Backend
 from registry.backends import backend_for
 from registry.commands import (
@@ -51,26 +40,20 @@ from registry.commands import (
     info_change,
     json_type,
 )
-from registry.conversation import counted, prepare, unseen
+from registry.conversation import counted
 from registry.cursor import CursorCodec
-from registry.errors import InvalidParams, SessionNotFound
+from registry.errors import InvalidParams
 from registry.filters import Filters, list_filter
 from registry.follow import Follower, Following, Listener
-from registry.limits import MAX_PAGE_SIZE, MAX_SEARCH_HITS
-from registry.model import (
-    META_AGENT_MESSAGES,
-    META_SNIPPETS,
-    ListSessionsResult,
-    SessionInfo,
-    SessionState,
-    parse_time,
-    session_info,
-)
+from registry.limits import MAX_PAGE_SIZE
+from registry.model import ListSessionsResult, SessionInfo, SessionState
 from registry.pages import Renderer, list_page
 from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
+from registry.said_and_spent import SaidAndSpent
 from registry.session_commands import Events, SessionCommands
+from registry.turns import kept_messages, messages_update, turn_update
 from registry.usage import check_usage
 from registry.writing import CommandWriter
 
@@ -79,10 +62,7 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 
     from registry.changes import StreamOptions
     from registry.diffs import ListChange, SessionNotification
-    from registry.prices import PriceTable
-    from registry.search.hits import Searcher, SearchPage
-    from registry.transcripts import Transcript
-    from registry.usage_report import UsageReport
+    from registry.search.hits import Searcher
 
 __all__ = ["RegistryOptions", "SessionRegistry"]
 
@@ -100,7 +80,7 @@ class RegistryOptions(TypedDict, total=False):
     keep_secrets: bool
 
 
-class SessionRegistry(SessionCommands):
+class SessionRegistry(SessionCommands, SaidAndSpent):
     """Session history as an event log, answering ACP ``session/list`` from a read model.
 
     Its session commands (``set_title``, ``rename``, ``archive``, ``unarchive``, ``delete``) are
@@ -254,14 +234,13 @@ class SessionRegistry(SessionCommands):
         beside the log, where ``delete`` erases it; ``transcript`` reads it back and ``search`` finds it."""
         when = check_time(self._clock() if at is None else at, "at")
         usage = check_usage(usage)
-        kept = prepare(_messages(messages, when), keep_secrets=self.keep_secrets)
+        kept = kept_messages(messages, when, keep_secrets=self.keep_secrets)
         added = counted(kept) if count is None else check_messages(count)
-        ref = content_ref(kept) if kept else None
-
-        def events(state: SessionState) -> list[Event]:
-            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=usage)]
-
-        self._writer.write(session_id, events, content=[kept] if kept else None)
+        self._writer.write(
+            session_id,
+            lambda state: [messages_update(state, kept, at=when, added=added, usage=usage)],
+            content=[kept] if kept else None,
+        )
         return self._writer.written(session_id)
 
     def record_turn(
@@ -286,25 +265,21 @@ class SessionRegistry(SessionCommands):
         check_messages(messages)
         when = check_time(self._clock() if at is None else at, "at")
         usage = check_usage(usage)
-        kept = prepare(_messages(conversation, when), keep_secrets=self.keep_secrets)
+        kept = kept_messages(conversation, when, keep_secrets=self.keep_secrets)
         box: list[Sequence[Message] | None] = [kept or None]  # the messages the event keeps, as decided
 
         def events(state: SessionState) -> list[Event]:
-            added = messages
-            imported = began is not None and _imported_count(state) != _imported_count(began)
-            if began is not None and imported:
-                added = max(0, began.messages + messages - state.messages)
-            turn, spent = kept, usage
-            if kept and imported:
-                # An import of the agent's files ran while the turn was under way and may have read this very turn:
-                # only what the session does not hold is kept - the turn is one turn - and its usage goes with it:
-                # none when the import added the turn; the turn's when the import caught only its prompt.
-                turn = unseen([m.message for m in self._store.messages(session_id)], kept, answers=True)
-                if not turn and any(m.role is Role.USER for m in kept):
-                    spent = None
-            box[0] = turn or None
-            ref = content_ref(turn) if turn else None
-            return [SessionUpdated(at=max(when, state.updated_at or 0), messages=added, content=ref, usage=spent)]
+            update, box[0] = turn_update(
+                state,
+                began=began,
+                messages=messages,
+                kept=kept,
+                usage=usage,
+                at=when,
+                held=lambda: [m.message for m in self._store.messages(session_id)],
+            )
+            box[0] = box[0] or None
+            return [update]
 
         self._writer.write(session_id, events, content=box if kept else None)
         return self._writer.written(session_id)
@@ -421,55 +396,6 @@ class SessionRegistry(SessionCommands):
         self._read_model.catch_up()
         return forks.forks_of(self._read_model, session_id)
 
-    def transcript(self, session_id: str) -> Transcript:
-        """A session's conversation in order (a fork's starts with its source's up to the fork): every message kept
-        for it, with its role and time; [] for a session with none recorded, or whose conversation a delete erased.
-        An unknown id -> ``SessionNotFound``."""
-        from registry.transcripts import transcript  # noqa: PLC0415 - reading conversations: not what a list loads
-
-        check_session_id(session_id)
-        if self.state(session_id) is None:
-            raise SessionNotFound(session_id)
-        return transcript(self._store, session_id)
-
-    def search(
-        self,
-        query: str,
-        *,
-        agent: str | None = None,
-        cwd: str | None = None,
-        archived: str | None = "exclude",
-        since: Any = None,
-        until: Any = None,
-        limit: int = 20,
-        cursor: str | None = None,
-    ) -> SearchPage:
-        """The sessions whose conversations match ``query`` - words, ``"exact phrases"``, ``prefix*``, code-shaped
-        terms - best first (relevance, then recency), each with the passages that matched; across every agent.
-        ``agent``, ``cwd`` (absolute), ``archived`` and ``since``/``until`` (the matching message's time: epoch ns,
-        an aware datetime or RFC 3339) narrow it before pagination; ``cursor`` continues a walk (bound to the query
-        and filters: another -> ``InvalidCursor``). A message recorded in any process is found at once: the index
-        is caught up first. See ``registry.search``."""
-        return self.searcher.search(
-            query,
-            agent=None if agent is None else known_name(agent),
-            cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
-            archived=archived,
-            since=None if since is None else parse_time(since, field="since"),
-            until=None if until is None else parse_time(until, field="until"),
-            limit=limit,
-            cursor=cursor,
-        )
-
-    @property
-    def searcher(self) -> Searcher:
-        """The search over this store's kept conversations (made on first use)."""
-        if self._searcher is None:
-            from registry.search.hits import Searcher  # noqa: PLC0415 - search loads only where it is used
-
-            self._searcher = Searcher(self._store, self._read_model, self._search_index)
-        return self._searcher
-
     def list(
         self, cwd: str | None = None, cursor: str | None = None, *, query: str | None = None, **filters: Unpack[Filters]
     ) -> ListSessionsResult:
@@ -490,48 +416,6 @@ class SessionRegistry(SessionCommands):
         return list_page(
             self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render
         )
-
-    def _searched(
-        self, query: str, cwd: str | None, cursor: str | None, archived: str | None, agent: str | None
-    ) -> ListSessionsResult:
-        page = self.search(
-            query, agent=agent, cwd=cwd, archived=archived, limit=min(self.page_size, MAX_SEARCH_HITS), cursor=cursor
-        )
-        sessions = []
-        for state, hit in zip(page.states, page.hits, strict=True):
-            info = session_info(state, additional_directories=self._additional_directories)
-            meta = dict(info.meta) if info.meta is not UNSET else {}
-            meta[META_SNIPPETS] = [{"role": s.role, "text": s.text} for s in hit.snippets]
-            sessions.append(msgspec.structs.replace(info, meta=meta))
-        return ListSessionsResult(sessions, UNSET if page.next_cursor is None else page.next_cursor)
-
-    def usage(
-        self,
-        *,
-        by: str = "day",
-        since: Any = None,
-        until: Any = None,
-        agent: str | None = None,
-        cwd: str | None = None,
-        prices: PriceTable | None = None,
-    ) -> UsageReport:
-        """What the sessions' turns used, totalled ``by`` day, week, month, agent, cwd or model, from the UTC day
-        ``since`` to the UTC day ``until`` (both included; a date, ``YYYY-MM-DD``, or a time - epoch ns, an aware
-        datetime, RFC 3339 - standing for its day), of one ``agent`` and one ``cwd`` (absolute): tokens, and costs
-        per currency - as the agents reported them, else estimated with ``prices`` (default: the user's price file
-        over the shipped table, ``registry.prices``) and marked so. Deleted and archived sessions count: what was
-        spent, was spent. From the read model's daily totals, caught up first: no scan of the log."""
-        from registry.prices import current  # noqa: PLC0415 - usage loads only where it is asked for
-        from registry.usage_report import day_bound, query_of, report  # noqa: PLC0415
-
-        first, last = day_bound(since, "since"), day_bound(until, "until")
-        name = None if agent is None else known_name(agent)
-        where = None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks)
-        query = query_of(by, first, last, name, where)
-        self._read_model.catch_up()
-        groups = self._read_model.usage(query)
-        table = current() if prices is None else prices
-        return report(groups, by=by, prices=table, since=first, until=last, agent=name, cwd=where)
 
     def __len__(self) -> int:
         """Live sessions."""
@@ -611,24 +495,3 @@ class SessionRegistry(SessionCommands):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _messages(messages: object, at: int) -> list[Message]:
-    """``messages`` checked as a sequence of ``events.Message`` (``InvalidParams`` naming what is wrong), those
-    without a time given ``at`` (when the activity that keeps them happened)."""
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise InvalidParams(f"messages must be a sequence of Message, not {type(messages).__name__}")
-    out = []
-    for n, message in enumerate(messages):
-        if not isinstance(message, Message):
-            raise InvalidParams(f"messages[{n}] is a {type(message).__name__}, not a Message")
-        if not isinstance(message.role, Role) or not isinstance(message.text, str):
-            raise InvalidParams(f"messages[{n}] needs a Role and a str text")
-        if message.at is not None:
-            check_time(message.at, f"messages[{n}].at")
-        out.append(message if message.at is not None else msgspec.structs.replace(message, at=at))
-    return out
-
-
-def _imported_count(state: SessionState) -> object:
-    return (state.meta or {}).get(META_AGENT_MESSAGES)

@@ -15,7 +15,8 @@ from itertools import islice
 from typing import TYPE_CHECKING, NamedTuple
 
 from registry.backend import Backend
-from registry.projection import Entry, Projection, paused_gc
+from registry.fold import Entry
+from registry.projection import Projection, paused_gc
 from registry.snapshot import EVERY, SnapshotError, kept_positions, load_snapshot, save_snapshot
 
 if TYPE_CHECKING:

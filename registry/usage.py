@@ -2,7 +2,7 @@
 what a turn adds to the read model's daily totals, and a turn's usage in words.
 
 Each turn's ``events.Usage`` is what the turn added (disjoint token counts, the cost the agent reported, the model);
-a session's totals are their sum, folded with the session's state (``registry.projection.fold``), so the list shows
+a session's totals are their sum, folded with the session's state (``registry.fold.fold``), so the list shows
 them without reading the log. Costs are kept per currency, never added across currencies; a turn that reported no
 cost keeps its tokens by model (``unpriced``), which a price table prices when they are shown (``registry.prices``):
 such a cost is an estimate and says so wherever it appears.
@@ -15,7 +15,7 @@ it is deleted or archived: what was spent, was spent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -45,6 +45,7 @@ __all__ = [
     "meta_value",
     "total_usage_text",
     "turn_usage_text",
+    "with_tokens",
 ]
 
 DAY_NS: Final = 86_400_000_000_000
@@ -139,6 +140,31 @@ def _tokens(usage: Usage) -> tuple[int, int, int, int, int]:
         usage.cached_read_tokens,
         usage.cached_write_tokens,
         usage.thought_tokens,
+    )
+
+
+def with_tokens(
+    tokens: Sequence[int],
+    *,
+    cost_nanos: int | None,
+    currency: str | None,
+    model: str | None,
+    context_used: int | None,
+    context_size: int | None,
+) -> Usage:
+    """A turn's ``Usage`` from its five token counts in ``SessionUsage``'s order (input, output, cached read, cached
+    write, thought) and what else it reported."""
+    return Usage(
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        cached_read_tokens=tokens[2],
+        cached_write_tokens=tokens[3],
+        thought_tokens=tokens[4],
+        cost_nanos=cost_nanos,
+        currency=currency,
+        model=model,
+        context_used=context_used,
+        context_size=context_size,
     )
 
 

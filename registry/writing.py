@@ -20,9 +20,9 @@ from events.model import Event, SessionCreated
 from events.store import NO_STREAM, Content, EventStore
 from registry.commands import check_session_id
 from registry.errors import SessionDeletedError, SessionExists, SessionNotFound
+from registry.fold import fold, restorable
 from registry.follow import Follower
 from registry.model import SessionInfo, SessionState, session_info
-from registry.projection import fold, restorable
 from registry.readmodel import ReadModel
 
 __all__ = ["RETRIES", "CommandWriter", "retried"]
@@ -107,7 +107,7 @@ class CommandWriter:
         retried(attempt)
 
     def restore(self, session_id: str, event: SessionCreated) -> bool:
-        """Append ``event`` to a session a proxy retired as not kept (``registry.projection.restorable``), which the
+        """Append ``event`` to a session a proxy retired as not kept (``registry.fold.restorable``), which the
         fold reads as its restoration; False when there was nothing to restore (live already: another writer was
         first). A user's deletion is never undone: ``SessionDeletedError``; no session: ``SessionNotFound``."""
         check_session_id(session_id)

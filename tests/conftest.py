@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from registry import SessionRegistry
 from tests.cli_runner import Cli, Populated, populate
 from tests.importing import session_file, spec_session, write_lines
 
@@ -101,6 +102,20 @@ def store_urls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         return lambda: f"sqlite://{folder}/s{next(names)}.db?synchronous=off"
     made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
     return made
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionRegistry]:
+    """A registry on a new store of each backend: memory, SQLite, PostgreSQL (a module may define its own)."""
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite://{tmp_path}/s.db"
+    else:
+        made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
+        url = made()
+    with SessionRegistry.open(url) as opened:
+        yield opened
 
 
 # -- the command line ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from events.urls import postgres_location, split_postgres_url
 from registry import SessionRegistry
 from registry.cli import COMMANDS
-from registry.cli.stores import CREATES_STORE
+from registry.cli.where import CREATES_STORE
 from tests.cli_runner import Cli, one_error_line
 
 # How each command that records is run for a moment: stdin is empty, so serve and the proxy meet EOF and stop.

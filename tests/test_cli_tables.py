@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
-from registry.cli.tables import HistoryTable, SessionsTable, SessionTable
+from registry.cli.session_tables import HistoryTable, SessionTable
+from registry.cli.tables import SessionsTable
 from registry.cli.terminal import printable
 from registry.cli.views import change_text
 from registry.diffs import Added

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,6 @@ from registry import SessionRegistry
 from registry.conversation import SECRET_KINDS, cut, fingerprint, mask_secrets, prepare, unseen
 from registry.errors import InvalidParams, SessionNotFound
 from registry.limits import MAX_STORED_MESSAGE_BYTES, MAX_TOOL_OUTPUT_BYTES
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionRegistry]:
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite://{tmp_path}/s.db"
-    else:
-        made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
-        url = made()
-    with SessionRegistry.open(url) as opened:
-        yield opened
 
 
 def _said(*texts: str) -> list[Message]:

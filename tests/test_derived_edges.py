@@ -21,7 +21,7 @@ from events import NO_STREAM, SessionCreated
 from events.factory import open_store
 from registry import SessionRegistry, SessionState
 from registry.backend import Backend
-from registry.readmodel.tables import SEAL, Seal
+from registry.readmodel.keys import SEAL, Seal
 
 
 def _resealed(blob: bytes, how: str, path: Path) -> bytes:

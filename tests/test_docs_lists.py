@@ -19,7 +19,7 @@ import pytest
 
 from registry.acp.methods import Role, capabilities, served
 from registry.cli import COMMANDS
-from registry.cli.stores import CREATES_STORE
+from registry.cli.where import CREATES_STORE
 from registry.model import IMPORTED_AGENTS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,9 +3,6 @@ and a process of the version before format 4 still running after the upgrade can
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +17,7 @@ from events.testing_content import turn
 from events.verify import verify_log
 from registry import SessionRegistry
 from tests.conftest import POSTGRES as SERVER
-from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
+from tests.older import fenced_after_upgrade, old_writer
 
 MARKER = "zqx-pg-marker-51c2"
 
@@ -94,25 +91,6 @@ def test_a_users_delete_erases_the_words_from_the_search_index_too(schema: str) 
 
 
 def test_the_commit_before_cannot_write_after_the_upgrade(schema: str, tmp_path: Path) -> None:
-    old = checkout(BEFORE_CONTENT, tmp_path / "old")
-    child = subprocess.Popen(
-        [sys.executable, "-c", OLD_WRITER, _url(schema)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(old)},
-        cwd=tmp_path,
-    )
-    assert child.stdout is not None and child.stdin is not None
-    assert child.stdout.readline().strip() == "1", child.stderr.read() if child.stderr else ""
+    child = old_writer(_url(schema), tmp_path)
     with open_store(_url(schema)) as store:  # this version upgrades the schema while the old one has it open
-        event, messages = turn("kept beside the log")
-        store.append("new", [event], content=[messages])
-        child.stdin.write("\n")
-        child.stdin.flush()
-        answer = child.stdout.readline()
-        child.wait(timeout=60)
-        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
-        assert [r.session_id for r in store.read()] == ["old", "new"]
-        assert verify_log(store).healthy
+        fenced_after_upgrade(store, child)

@@ -17,7 +17,7 @@ from registry import SessionRegistry
 from registry.backends import backend_for
 from registry.readmodel.check import check_read_model
 from registry.readmodel.guard import open_read_model
-from registry.readmodel.tables import Seal
+from registry.readmodel.keys import Seal
 from tests.exchanges import parsed, round_trips
 from tests.postgres_schema import Schema, tables_of
 

@@ -374,7 +374,7 @@ _KILLED_BETWEEN_COMMIT_AND_BARRIER = """
 import os, signal, sys, uuid
 from events import SessionCreated, SessionUpdated
 from events.postgres import PostgresStore
-from events.postgres_write import Writer
+from events.postgres_commit import Committer
 
 def die(self, conn):
     conn.execute(b"SELECT 1").fetchone()  # in the pipeline: a sync, so the server has run the append's COMMIT
@@ -382,7 +382,7 @@ def die(self, conn):
 
 store = PostgresStore(sys.argv[1], schema=sys.argv[2], commit="flush-barrier")
 store.append("s", [SessionCreated(cwd="/w", at=1)])
-Writer._flush = die
+Committer.flush = die
 store.append("s", [SessionUpdated(at=2, messages=1)], 1, event_ids=[uuid.UUID(sys.argv[3])])
 """
 

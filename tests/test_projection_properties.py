@@ -232,7 +232,7 @@ def test_past_the_window_a_walk_goes_on_without_repeating_a_session(
 
 _FOREIGN_KIND = """
 import msgspec, events
-from registry.projection import fold
+from registry.fold import fold
 class Pinned(msgspec.Struct, frozen=True, tag="pinned"):
     pinned: bool = True
 created = events.LogEntry(1, "s", 1, events.SessionCreated(cwd="/w", at=1))

@@ -33,7 +33,7 @@ def url(tmp_path: Path) -> str:
 def test_the_proxy_never_loads_rich_reactivex_platformdirs_or_the_importers(url: str, tmp_path: Path) -> None:
     """What makes the agent wait for the proxy at start is what the proxy imports: a whole conversation (initialize,
     a session, a turn, a title, the list, the agent's own list walked for its past) loads none of these."""
-    heavy = ("rich", "reactivex", "platformdirs", "psycopg", "registry.importers", "registry.cli.terminal")
+    heavy = ("rich", "reactivex", "platformdirs", "psycopg", "registry.importers")  # (cli.terminal loads rich late)
     code = (
         "import atexit, sys, registry.cli\n"
         f"heavy = {heavy!r}\n"

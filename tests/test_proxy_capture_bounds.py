@@ -5,21 +5,18 @@ gives a bounded, correct record - never a traceback, never memory that grows wit
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from events.sqlite import SqliteStore
 from registry.limits import MAX_STORED_MESSAGE_BYTES, MAX_TURN_MESSAGES
 from registry.proxy.capture import Capture
 from registry.service import SessionRegistry
-from tests.proxy_wire import AGENT, ROOT, prompt, proxy_command
-from tests.test_proxy_faults import InProcessClient
+from tests.proxy_wire import ROOT, prompt, proxy_command
+from tests.test_proxy_faults import locked, proxied_on_sqlite
 from tests.waiting import wait_until
 
 
@@ -189,24 +186,12 @@ def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> Non
 
 def test_turns_while_the_store_is_locked_are_written_in_order_when_it_is_back(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
-    registry = SessionRegistry(SqliteStore(path, busy_timeout=0.3), owns_store=True)
-    client = InProcessClient(registry, [sys.executable, AGENT])
-    try:
-        client.result(0, "initialize", {"protocolVersion": 1})
-        session = client.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
-        client.result(2, "session/list", {})
-        blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
-        blocker.execute("BEGIN EXCLUSIVE")
-        try:
+    with proxied_on_sqlite(path, tmp_path) as (registry, client, session):
+        with locked(path):
             for n in range(3):
                 client.result(3 + n, "session/prompt", prompt(session, f"rich locked{n}"))
             assert client.proxy.surface.capture.held > 0 or client.proxy.recorder.degraded is not None
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
         wait_until(lambda: registry.search("locked2").hits, 30, "the turns to be written after the store came back")
         assert client.end() == 0
-    finally:
-        registry.close()
     users = [text for role, text in _lines(f"sqlite://{path}", session) if role == "user"]
     assert users == ["rich locked0", "rich locked1", "rich locked2"]

@@ -3,13 +3,14 @@ a corrupt store, a store that refuses writes mid-session, two proxies on one SQL
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,22 +133,12 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
     """The library piece in a host's process: a real SQLite store whose writers give up after 0.3 s, locked by
     another connection mid-session, then released."""
     path = tmp_path / "sessions.db"
-    registry = SessionRegistry(SqliteStore(path, busy_timeout=0.3), owns_store=True)
-    client = InProcessClient(registry, [sys.executable, AGENT])
-    try:
-        client.result(0, "initialize", {"protocolVersion": 1})
-        session = client.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
-        assert client.result(2, "session/list", {})["sessions"]
-        blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
-        blocker.execute("BEGIN EXCLUSIVE")  # every writer now gets SQLITE_BUSY (readers of the WAL go on)
-        try:
+    with proxied_on_sqlite(path, tmp_path) as (_, client, session):
+        with locked(path):  # every writer now gets SQLITE_BUSY (readers of the WAL go on)
             assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
             second = client.result(4, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
             listed = client.call(5, "session/list", {})
             assert _degraded(listed), listed
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
 
         def resumed() -> bool:  # recording resumes: the second session arrives
             listed = client.result(6, "session/list", {})
@@ -156,8 +147,6 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
 
         wait_until(resumed, 30, "recording to resume with the second session")
         assert client.end() == 0
-    finally:
-        registry.close()
     messages = _said_once_and_kept(caplog, f"sqlite://{path}", f"scripted-agent:{session}")
     assert any("records again" in m for m in messages)
 
@@ -212,6 +201,33 @@ def _said_once_and_kept(caplog: pytest.LogCaptureFixture, url: str, session_id: 
         state = reopened.state(session_id)
         assert state is not None and state.messages == 2  # the turn made while the store refused
     return messages
+
+
+@contextlib.contextmanager
+def proxied_on_sqlite(path: Path, cwd: Path) -> Iterator[tuple[SessionRegistry, InProcessClient, str]]:
+    """A proxy in this process in front of the scripted agent, on a SQLite store whose writers give up after 0.3 s:
+    the registry, the client, and a session made and listed."""
+    registry = SessionRegistry(SqliteStore(path, busy_timeout=0.3), owns_store=True)
+    client = InProcessClient(registry, [sys.executable, AGENT])
+    try:
+        client.result(0, "initialize", {"protocolVersion": 1})
+        session = client.result(1, "session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
+        assert client.result(2, "session/list", {})["sessions"]
+        yield registry, client, session
+    finally:
+        registry.close()
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Another connection holds the SQLite store's write lock for the block."""
+    blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
 
 
 class InProcessClient:

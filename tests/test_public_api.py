@@ -32,6 +32,42 @@ def test_the_registry_exports_exactly_its_public_api() -> None:
     assert all(hasattr(registry, name) for name in registry.__all__)
 
 
+@pytest.mark.parametrize("package", ["events", "registry"])
+def test_all_is_checked_both_ways(package: str) -> None:
+    """As httpx checks its ``__all__``: every name in it imports from the package, and every public name the
+    package holds once each was read is in it (nothing public but what its declaration exports). A fresh process:
+    the package as a user first meets it."""
+    code = f"""
+import types, {package} as package
+for name in package.__all__:
+    exec(f"from {package} import {{name}}", {{}})
+held = sorted(
+    name for name, value in vars(package).items()
+    if not name.startswith("_") and not isinstance(value, types.ModuleType)  # its submodules, once imported
+)
+assert held == sorted(package.__all__), (held, package.__all__)
+assert sorted(dir(package)) == sorted({{*vars(package), *package.__all__}})
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_misspelled_public_name_is_a_type_error(tmp_path: Path) -> None:
+    """The declarations are what a type checker reads: a name the packages do not export is an error under mypy
+    (a package ``__getattr__`` visible to it would make any name ``Any``), and an exported one has its real type."""
+    from mypy import api  # noqa: PLC0415 - only this test runs the type checker
+
+    program = tmp_path / "typo.py"
+    program.write_text(
+        "import events\nimport registry\n"
+        "events.SessionCreatd\nregistry.SessionRegistri\n"
+        "count: int = events.SessionCreated\n"
+    )
+    out, _, status = api.run(["--strict", "--no-incremental", "--follow-imports=silent", str(program)])
+    assert status == 1
+    assert 'Module has no attribute "SessionCreatd"' in out and 'Module has no attribute "SessionRegistri"' in out
+    assert 'expression has type "type[SessionCreated]"' in out, out
+
+
 def test_every_all_is_sorted_and_true() -> None:
     for name in _modules():
         module = importlib.import_module(name)

@@ -26,16 +26,8 @@ from tests.test_real_agents_sdk import PROMPTS, typescript_client
 pytestmark = pytest.mark.real_agents
 
 
-def _node() -> str:
-    peers.CONDUCTOR.require()
-    node = peers.node()
-    if node is None:
-        pytest.skip("no node to run the conductor (run `make agents`)")
-    return node
-
-
 def test_typescript_sdk_client_through_the_conductor_with_the_registry_in_front_of_fast_agent(tmp_path: Path) -> None:
-    node = _node()
+    node = peers.conductor_node()
     peers.TS_SDK.require()
     with scene(tmp_path, peers.FAST_AGENT) as world:
         link = peers.link_command(world.store_url, "--page-size", "2")
@@ -75,7 +67,7 @@ def test_typescript_sdk_client_through_the_conductor_with_the_registry_in_front_
 
 
 def test_the_session_surface_and_the_agents_past_through_the_conductor(tmp_path: Path) -> None:
-    node = _node()
+    node = peers.conductor_node()
     with scene(tmp_path, peers.FAST_AGENT) as world:
         direct = world.direct()
         old = world.new_session(direct)
@@ -112,7 +104,7 @@ def test_the_session_surface_and_the_agents_past_through_the_conductor(tmp_path:
 
 
 def test_two_registries_in_one_real_chain(tmp_path: Path) -> None:
-    node = _node()
+    node = peers.conductor_node()
     with scene(tmp_path, peers.FAST_AGENT) as world:
         second = f"sqlite://{tmp_path / 'second.db'}"
         links = [peers.link_command(world.store_url), peers.link_command(second, "--agent", "behind")]
@@ -132,7 +124,7 @@ def test_two_registries_in_one_real_chain(tmp_path: Path) -> None:
 
 
 def test_claude_agent_acp_history_a_turn_and_a_forwarded_delete_through_the_conductor(tmp_path: Path) -> None:
-    node = _node()
+    node = peers.conductor_node()
     with scene(tmp_path, peers.CLAUDE_AGENT_ACP, stub=True) as world:
         kept, doomed = _history(world, "Refactor the parser", "Write the changelog")
         command = peers.chain_command(node, peers.link_command(world.store_url), peers.CLAUDE_AGENT_ACP.command())

@@ -24,14 +24,6 @@ pytestmark = pytest.mark.real_agents
 _TOKEN = "ACP_REGISTRY_TEST_CHAIN"
 
 
-def _node() -> str:
-    peers.CONDUCTOR.require()
-    node = peers.node()
-    if node is None:
-        pytest.skip("no node to run the conductor (run `make agents`)")
-    return node
-
-
 def _carrying(token: str) -> list[str]:
     """The processes whose environment holds ``token`` (their pid and command line)."""
     found = []
@@ -60,7 +52,7 @@ def _left_after(token: str, bound: float = 30.0) -> list[str]:
 def _chain(tmp_path: Path, agent: list[str], env: dict[str, str]) -> tuple[AcpProcess, str]:
     token = uuid.uuid4().hex
     link = peers.link_command(f"sqlite://{tmp_path / 'sessions.db'}")
-    command = peers.chain_command(_node(), link, agent)
+    command = peers.chain_command(peers.conductor_node(), link, agent)
     chain = AcpProcess(command, env=peers.conductor_env(env) | {_TOKEN: token}, cwd=tmp_path)
     chain.init_result = chain.call("initialize", INITIALIZE, timeout=120)
     return chain, token

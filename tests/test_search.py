@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,19 +19,6 @@ from registry.search.query import indexed, parse
 
 HOUR = 3_600_000_000_000
 T0 = 1_800_000_000_000_000_000
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionRegistry]:
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite://{tmp_path}/s.db"
-    else:
-        made: Callable[[], str] = request.getfixturevalue("postgres_schemas")
-        url = made()
-    with SessionRegistry.open(url) as opened:
-        yield opened
 
 
 def _session(

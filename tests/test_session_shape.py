@@ -25,6 +25,7 @@ import pytest
 import events
 from events.model import Usage
 from registry.diffs import Updated, diff, shown
+from registry.fold import Change, fold
 from registry.model import (
     SHOWN_IN_META,
     STATE_VERSION,
@@ -34,7 +35,6 @@ from registry.model import (
     session_info,
     visible_meta,
 )
-from registry.projection import Change, fold
 from registry.readmodel.tables import READ_MODEL_VERSION
 from registry.snapshot import _FORMAT
 from registry.usage import SessionUsage
@@ -83,7 +83,7 @@ def test_the_state_fields_are_pinned_to_the_read_model_and_snapshot_versions() -
 
 def test_the_position_is_the_last_field() -> None:
     # A stored state's last eight bytes are its position, outside the seal, so that the server can write them
-    # (``registry.readmodel.tables.Seal``): a field added after it would be sealed as part of the position.
+    # (``registry.readmodel.keys.Seal``): a field added after it would be sealed as part of the position.
     assert msgspec.structs.fields(SessionState)[-1].name == "position"
 
 

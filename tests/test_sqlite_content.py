@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from events.schema import FENCE_MESSAGE, SCHEMA_VERSION
 from events.sqlite_content import at_keys
 from events.testing_content import turn
 from events.verify import verify_log
-from tests.older import BEFORE_CONTENT, OLD_WRITER, checkout
+from tests.older import fenced_after_upgrade, old_writer
 
 MARKER = "zqx-marker-7f3a91"
 
@@ -100,32 +98,13 @@ def test_an_insert_that_names_no_format_is_refused_with_the_fence_message(tmp_pa
 
 
 def test_the_commit_before_cannot_write_after_the_upgrade(tmp_path: Path) -> None:
-    old = checkout(BEFORE_CONTENT, tmp_path / "old")
     path = tmp_path / "s.db"
-    child = subprocess.Popen(
-        [sys.executable, "-c", OLD_WRITER, f"sqlite://{path}"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(old)},
-        cwd=tmp_path,
-    )
-    assert child.stdout is not None and child.stdin is not None
-    assert child.stdout.readline().strip() == "1"  # the old writer made a format-2 store and wrote to it
+    child = old_writer(f"sqlite://{path}", tmp_path)  # it made a format-2 store and wrote to it
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
     with SqliteStore(path) as store:  # this version upgrades it while the old one still has it open
-        event, messages = turn("kept beside the log")
-        store.append("new", [event], content=[messages])
-        child.stdin.write("\n")
-        child.stdin.flush()
-        answer = child.stdout.readline()
-        child.wait(timeout=60)
-        assert answer.startswith("StoreError") and "upgraded by a newer acp-session-registry" in answer, answer
-        assert [r.session_id for r in store.read()] == ["old", "new"]
-        assert verify_log(store).healthy
+        fenced_after_upgrade(store, child)
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()

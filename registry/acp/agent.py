@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, Final
 import msgspec
 
 from events.model import Message, Role, TitleSource
+from registry import __version__
 from registry.acp.content import ContentBlock, TextContent, blocks_text, prompt_blocks
 from registry.acp.jsonrpc import (
     Incoming,
@@ -62,8 +63,8 @@ from registry.errors import (
     SessionNotFound,
     rpc_error,
 )
+from registry.fold import Change
 from registry.follow import Following
-from registry.projection import Change
 from registry.service import SessionRegistry
 
 __all__ = ["AGENT_NAME", "PROTOCOL_VERSION", "ReferenceAgent", "serve"]
@@ -79,8 +80,6 @@ _EXPECTED: Final = (InvalidParams, SessionNotFound, MethodNotFound, SessionExist
 
 
 def _version() -> str:
-    from registry import __version__  # noqa: PLC0415 - the package is imported already; the name is read late
-
     return __version__
 
 

@@ -3,7 +3,8 @@
 One module per command, named after it (``list_sessions`` for ``list`` and ``import_log`` for ``import``, whose
 names Python keeps for itself), each with ``add_arguments(parser)`` and ``run(args) -> int``. A command's module
 is imported only when that command is parsed, so ``import registry.cli`` and ``acp-registry --help`` stay fast.
-Shared pieces: ``stores`` (which store, and opening it), ``terminal`` (output), ``views`` (tables), ``options``
+Shared pieces: ``where`` (which store), ``stores`` (opening it), ``ids`` (which session), ``start`` (a short start),
+``terminal`` (output), ``tables`` and ``session_tables`` (tables), ``views`` (what they say), ``options``
 (argument types), ``timetravel`` (the fold behind ``replay``, ``stats`` and ``verify``) and ``errors``.
 
 Errors become exit codes here, in one place (``_run``): 0 ok, 1 a problem found in a store that opened
@@ -16,7 +17,6 @@ stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0 on Ctrl-C or SIGT
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import signal
@@ -24,12 +24,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn, Protocol, cast
 
+from events.errors import CorruptEventError, RegistryError, StoreFormatError
 from events.logger import configure as configure_logging
 from events.logger import settle as settle_logging
+from registry import __version__
 from registry.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError, InputError
+from registry.cli.start import import_msgspec, pause, started
+from registry.cli.terminal import printable
+from registry.errors import InvalidParams, SessionExists, SessionNotFound
 from registry.session_commands import COMMANDS as SESSION_COMMANDS
 
-__all__ = ["COMMANDS", "main", "started"]
+__all__ = ["COMMANDS", "main"]
 
 _PROG = "acp-registry"
 
@@ -151,8 +156,6 @@ def _module(name: str, prog: str) -> _Command:
 
 
 def _version() -> str:
-    from registry import __version__  # noqa: PLC0415
-
     return f"{_PROG} {__version__}"
 
 
@@ -176,7 +179,7 @@ class _TopParser(_Parser):
 
 
 def _epilog() -> str:
-    from registry.cli.stores import CREATES_STORE, ENV_STORE, default_store_url  # noqa: PLC0415
+    from registry.cli.where import CREATES_STORE, ENV_STORE, default_store_url  # noqa: PLC0415 - only for help
 
     default = default_store_url()
     env = os.environ.get(ENV_STORE)
@@ -242,40 +245,7 @@ def _build_parser() -> _Parser:
 
 
 def _fail(message: str) -> None:
-    from registry.cli.terminal import printable  # noqa: PLC0415
-
     print(f"{_PROG}: {printable(' '.join(message.split()))}", file=sys.stderr, flush=True)
-
-
-def _import_msgspec() -> None:
-    """msgspec without typing_extensions, in a process that has neither yet. msgspec imports it for type hints this
-    package never uses (Python's own ``typing`` has what it needs on 3.11+), and with it inspect, ast and dis: a
-    large part of a command's start (docs/benchmarks.md). Only msgspec's import is spared it:
-    whatever imports typing_extensions later (reactivex: ``tail``, ``serve``) gets it as usual."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment] # None: the import raises ImportError
-    try:
-        import msgspec  # noqa: F401, PLC0415
-    finally:
-        del sys.modules["typing_extensions"]
-
-
-class _Start:
-    collector_paused = False
-    """Whether the process's command is starting with the cyclic collector paused (``started`` ends it)."""
-
-
-def started() -> None:
-    """The command's start is over (``stores.open_log`` says so once the store is open). When ``main`` runs the
-    process's own command it starts with the cyclic collector paused: the start - imports, the parser, the open -
-    allocates tens of thousands of objects that live to the end (modules, classes, functions), which the collector
-    walked some 30 times in a ``list`` and once more at exit. They are frozen out of its walks now (``gc.freeze``)
-    and it runs again for the command's own work (what it saves: docs/benchmarks.md)."""
-    if _Start.collector_paused:
-        _Start.collector_paused = False
-        gc.freeze()
-        gc.enable()
 
 
 _STOPPED_BY_SIGNAL = ("tail", "serve")
@@ -309,11 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Python's own.) Any other command ends with 130 on Ctrl-C, without a traceback."""
     words = sys.argv[1:] if argv is None else list(argv)
     stops = argv is None and _stopped_by_signal(words)
-    if stops:  # the process's own command: its main thread
+    if argv is None:
+        pause()
+    if stops:  # the process's own command: its main thread (the last call before the try: nothing runs between)
         signal.signal(signal.SIGTERM, _stop)
-    if argv is None and gc.isenabled():
-        gc.disable()
-        _Start.collector_paused = True
     try:
         return _main(words)
     except KeyboardInterrupt:
@@ -327,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    _import_msgspec()
+    import_msgspec()
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
@@ -347,16 +316,13 @@ def _main(argv: list[str]) -> int:
 
 def _log_lines() -> None:
     """Warnings as one line each on stderr, like the errors (applied when something first logs)."""
-    import logging  # noqa: PLC0415 - only once something logs
+    import logging  # noqa: PLC0415 - only once something logs (its import is a part of a command's start)
 
     logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
 
 
 def _run(handler: Callable[[argparse.Namespace], int], args: Any) -> int:
     """The one place errors become exit codes and one line on stderr."""
-    from events.errors import CorruptEventError, RegistryError, StoreFormatError  # noqa: PLC0415
-    from registry.errors import InvalidParams, SessionExists, SessionNotFound  # noqa: PLC0415
-
     try:
         return handler(args)
     except CommandError as exc:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.ids import add_session, the_session
 from registry.cli.terminal import printable, stdout_console, write_json
 from registry.search.hits import wire_id
 
@@ -15,14 +14,11 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", metavar="SESSION", help="the session id, the agent's own id, or a unique prefix of either"
-    )
+    add_session(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         before = registry.state(session_id)
         erased = len(registry.store.messages(session_id))
         registry.delete(session_id)

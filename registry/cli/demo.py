@@ -26,11 +26,12 @@ from reactivex.scheduler.scheduler import Scheduler
 from events.model import Message, Role, TitleSource
 from events.verify import verify_log
 from registry.cli.errors import InputError
-from registry.cli.stores import StoreLocation, open_registry, sqlite_url
+from registry.cli.stores import open_registry
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import stdout_console, write_json_line
 from registry.cli.timetravel import fold_log, list_pages
 from registry.cli.views import change_json
+from registry.cli.where import StoreLocation, sqlite_url
 from registry.cursor import CursorCodec
 from registry.diffs import ListChange
 from registry.model import SessionInfo

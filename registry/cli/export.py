@@ -21,8 +21,9 @@ from events.model import RecordedEvent, SessionUpdated
 from events.store import EventStore
 from registry.cli.errors import InputError, ProblemFound
 from registry.cli.options import position
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
 from registry.cli.terminal import progress
+from registry.cli.where import locate
 
 __all__ = ["add_arguments", "run"]
 

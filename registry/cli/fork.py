@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from registry.cli.ids import resolve_session
+from registry.cli.ids import add_session, the_session
 from registry.cli.options import cwd_option
-from registry.cli.stores import locate, open_registry
 from registry.cli.terminal import printable, stdout_console, write_json
 
 __all__ = ["add_arguments", "run"]
@@ -23,9 +22,7 @@ def _position(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", metavar="SESSION", help="the session to fork: its id, the agent's own id, or a unique prefix"
-    )
+    add_session(parser, "the session to fork: its id, the agent's own id, or a unique prefix")
     parser.add_argument("--cwd", metavar="DIR", help="the fork's cwd (default: the source's; relative: from here)")
     parser.add_argument("--id", dest="new_id", metavar="ID", help="the fork's session id (default: a new UUID)")
     parser.add_argument(
@@ -35,8 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        source = resolve_session(registry, args.session)
+    with the_session(args) as (registry, source):
         cwd = cwd_option(args.cwd)
         if cwd is None:
             cwd = registry.get(source).cwd

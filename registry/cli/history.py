@@ -14,9 +14,8 @@ import msgspec
 
 from events.codec import encode_record_json
 from events.model import RecordedEvent
-from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
-from registry.cli.tables import HistoryTable
+from registry.cli.ids import the_session
+from registry.cli.session_tables import HistoryTable
 from registry.cli.terminal import stdout_console, write_json_line
 from registry.model import format_time
 
@@ -34,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         records = registry.store.read_stream(session_id)
     if args.json:
         for record in records:

@@ -17,23 +17,39 @@ only a prefix or a miss walks the read model's ids.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import difflib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Iterable, Iterator
+from typing import Final
 
 from registry.agents import KNOWN, spellings, split_id, stored_id
 from registry.cli.errors import InputError
+from registry.cli.stores import open_registry
+from registry.cli.where import locate
 from registry.errors import InvalidParams
+from registry.service import SessionRegistry
 
-if TYPE_CHECKING:
-    from registry.service import SessionRegistry
+__all__ = ["MIN_PREFIX", "SESSION_HELP", "add_session", "resolve_session", "the_session"]
 
-__all__ = ["MIN_PREFIX", "resolve_session"]
+SESSION_HELP: Final = "the session id, the agent's own id, or a unique prefix of either"
 
 _AGENTS: Final = tuple(known.name for known in KNOWN)
 MIN_PREFIX: Final = 4
 """The shortest prefix taken for an id (as ``git`` takes abbreviated commits)."""
 _SHOWN: Final = 5
+
+
+def add_session(parser: argparse.ArgumentParser, help: str = SESSION_HELP) -> None:
+    """The ``SESSION`` argument of a command that works on one session."""
+    parser.add_argument("session", metavar="SESSION", help=help)
+
+
+@contextlib.contextmanager
+def the_session(args: argparse.Namespace) -> Iterator[tuple[SessionRegistry, str]]:
+    """The registry on the command's store (read, never created) and the stored id of the session ``SESSION`` names."""
+    with open_registry(locate(args.store), create=False, follow=False) as registry:
+        yield registry, resolve_session(registry, args.session)
 
 
 def resolve_session(registry: SessionRegistry, text: str) -> str:

@@ -1,7 +1,7 @@
 """``acp-registry import-agents``: import other agents' histories once, or keep watching them.
 
 ``add_arguments(parser)`` declares the options; ``run(args)`` runs the command with ``args.store`` (a URL, or
-None for the usual lookup in ``registry.cli.stores``). Exit codes: 0 done (skips are reported, not failures;
+None for the usual lookup in ``registry.cli.where``). Exit codes: 0 done (skips are reported, not failures;
 Ctrl-C ends a watch with 0), 2 a usage or input error (a ``--root`` that is not a folder, an unknown agent, a
 store that cannot be opened, an import state that is a folder or a symlink), 1 the store failed while writing.
 Errors are raised as ``CommandError``s: ``registry.cli.main`` prints them as one line. ``--json`` summaries use
@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
+from events.errors import StoreError
 from registry.cli.errors import EXIT_OK, InputError, ProblemFound
 from registry.cli.options import add_keep_secrets
-from registry.cli.stores import catch_up_read_model, locate, open_log
+from registry.cli.stores import catch_up_read_model, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.where import locate
+from registry.importers import AGENTS, Importer, ImportStateError, sources
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,8 +48,6 @@ _DEBOUNCE_MS: Final = 200
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``import-agents``."""
-    from registry.importers import AGENTS  # noqa: PLC0415 - only when the command is asked for
-
     parser.add_argument(
         "--agent",
         action="append",
@@ -81,8 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code (errors are raised as ``CommandError``)."""
-    from registry.importers import Importer, ImportStateError, sources  # noqa: PLC0415
-
     logging.basicConfig(level=logging.WARNING, format="acp-registry import-agents: %(message)s")
     if args.interval <= 0:
         raise InputError("--interval must be a positive number of seconds")
@@ -147,15 +146,11 @@ def _skips(summary: Summary) -> set[tuple[str, str, int]]:
 
 
 def _store_errors() -> type[Exception]:
-    from events.errors import StoreError  # noqa: PLC0415
-
     return StoreError
 
 
 def _roots(values: list[str]) -> dict[str, Path]:
     """``--root AGENT=PATH`` values; a root that is not an existing folder is refused before anything is read."""
-    from registry.importers import AGENTS  # noqa: PLC0415
-
     roots: dict[str, Path] = {}
     for value in values:
         agent, sep, path = value.partition("=")

@@ -34,8 +34,9 @@ from events.errors import ConcurrencyError, EventIdConflict
 from events.model import Message, RecordedEvent, SessionUpdated
 from events.store import AppendRequest, EventStore
 from registry.cli.errors import InputError
-from registry.cli.stores import catch_up_read_model, locate, open_log
+from registry.cli.stores import catch_up_read_model, open_log
 from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.where import locate
 from registry.commands import check_event, check_session_id
 from registry.errors import InvalidParams
 

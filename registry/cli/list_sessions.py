@@ -13,9 +13,10 @@ from typing import cast
 from msgspec import UNSET
 
 from registry.cli.options import cwd_option, hint_unknown_agent, page_size
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
+from registry.cli.where import locate
 from registry.filters import FILTERS, Filters
 
 __all__ = ["add_arguments", "run"]

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
+import time
+
+from registry.agents import KNOWN, known_name
+from registry.paths import normalise_cwd
 
 __all__ = ["add_keep_secrets", "cwd_option", "hint_unknown_agent", "page_size", "position", "time_option"]
 
@@ -36,17 +41,12 @@ def add_keep_secrets(parser: argparse.ArgumentParser) -> None:
 
 def cwd_option(value: str | None) -> str | None:
     """``--cwd`` as the registry keeps cwds; a relative one is taken from the current directory."""
-    from registry.paths import normalise_cwd  # noqa: PLC0415
-
     return None if value is None else normalise_cwd(os.path.abspath(value), field="--cwd")
 
 
 def time_option(text: str) -> int:
     """A moment for ``--since`` / ``--until``, as epoch ns: an RFC 3339 time (``2026-12-01T09:30:00Z``; without a
     zone, UTC), a date (``2026-12-01``: its midnight, UTC), or how long ago (``90m``, ``12h``, ``7d``, ``2w``)."""
-    import datetime as dt  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     value = text.strip()
     unit = _UNITS.get(value[-1:].lower())
     if unit is not None and value[:-1].isdigit():
@@ -67,8 +67,6 @@ def hint_unknown_agent(agent: str | None) -> None:
     """When ``--agent`` named no agent the registry knows and nothing matched: one line on stderr saying so, with
     the nearest known names (``codx``: did you mean 'codex'?). An agent it does not know by name may still have
     sessions (a proxy records any agent under its own name): the caller asks only when nothing matched."""
-    from registry.agents import KNOWN, known_name  # noqa: PLC0415 - only when a filter found nothing
-
     names = [name for known in KNOWN for name in (known.name, *known.aliases)]
     if agent is None or agent in names:
         return

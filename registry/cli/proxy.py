@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING
 
 from registry.cli.errors import InputError
 from registry.cli.options import add_keep_secrets, page_size
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
+from registry.cli.where import locate
 from registry.proxy.signals import StopSignals
 
 if TYPE_CHECKING:

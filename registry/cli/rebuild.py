@@ -16,8 +16,9 @@ import msgspec
 
 from events.errors import RegistryError
 from registry.backends import backend_for
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
 from registry.cli.terminal import stdout_console, write_json
+from registry.cli.where import locate
 from registry.readmodel import ReadModel
 from registry.readmodel.guard import open_read_model
 

@@ -18,10 +18,11 @@ import msgspec
 from registry.backends import backend_for
 from registry.cli.errors import InputError
 from registry.cli.options import cwd_option, page_size
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
 from registry.cli.tables import SessionsTable
 from registry.cli.terminal import progress, stdout_console
 from registry.cli.timetravel import list_pages
+from registry.cli.where import locate
 from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
 from registry.model import ListSessionsResult, format_time, parse_time

@@ -15,8 +15,9 @@ import sys
 
 from registry.agents import known_name
 from registry.cli.options import cwd_option, time_option
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json
+from registry.cli.where import locate
 from registry.filters import ARCHIVED_FILTERS
 from registry.limits import MAX_SEARCH_HITS
 

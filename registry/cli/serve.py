@@ -12,7 +12,8 @@ import importlib
 
 from registry.cli.errors import InputError
 from registry.cli.options import add_keep_secrets, page_size
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
+from registry.cli.where import locate
 
 __all__ = ["add_arguments", "run"]
 

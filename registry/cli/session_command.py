@@ -13,8 +13,7 @@ from typing import Any
 
 import msgspec
 
-from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.ids import add_session, the_session
 from registry.cli.terminal import printable, stdout_console, write_json
 from registry.session_commands import COMMANDS, SessionCommand, wire_params
 
@@ -39,9 +38,7 @@ def _boolean(text: str) -> bool:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     row = command_of(parser.prog.split()[-1])
     assert row.command_line is not None
-    parser.add_argument(
-        "session", metavar="SESSION", help="the session id, the agent's own id, or a unique prefix of either"
-    )
+    add_session(parser)
     for field in msgspec.structs.fields(wire_params(row))[1:]:
         kind = bool if field.type is bool else None
         parser.add_argument(
@@ -57,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
     row = command_of(args.command)
     assert row.command_line is not None
     params = {field.name: getattr(args, field.name) for field in msgspec.structs.fields(wire_params(row))[1:]}
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         returned: Any = row.run(registry, session_id, params)
         answer = row.answer(returned) or registry.get(session_id)
     if args.json:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Final
 
 from events.model import SessionUpdated, Usage
 from registry.cli.errors import InputError
-from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
-from registry.cli.tables import SessionTable, short_time
+from registry.cli.ids import add_session, the_session
+from registry.cli.session_tables import SessionTable
+from registry.cli.tables import short_time
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
 from registry.model import SessionInfo, format_time, session_info
 from registry.usage import turn_usage_text
@@ -31,14 +31,11 @@ _SHOWN: Final = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", metavar="SESSION", help="the session id, the agent's own id, or a unique prefix of either"
-    )
+    add_session(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         state = registry.state(session_id)
         assert state is not None  # resolved: it exists
         if state.deleted:

@@ -8,9 +8,11 @@ import msgspec
 
 from registry.backends import backend_for
 from registry.cli.derived import ReadModelInfo, describe_derived
-from registry.cli.stores import locate, open_log
+from registry.cli.stores import open_log
+from registry.cli.tables import escaped
 from registry.cli.terminal import human_size, progress, stdout_console, write_json
 from registry.cli.timetravel import fold_log
+from registry.cli.where import locate
 from registry.evidence import IntegrityEvent, describe
 
 __all__ = ["StoreStats", "add_arguments", "run"]
@@ -87,8 +89,6 @@ def _read_model_line(model: ReadModelInfo) -> str:
 
 def _print(result: StoreStats) -> None:
     from rich.table import Table  # noqa: PLC0415
-
-    from registry.cli.tables import escaped  # noqa: PLC0415
 
     summary = Table(show_header=False, title=escaped(result.store), title_justify="left")
     summary.add_column(style="bold")

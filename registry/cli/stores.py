@@ -1,7 +1,6 @@
-"""Which store a command works on, and the one place every command opens it.
+"""The one place every command opens its store (which store: ``registry.cli.where``).
 
-The store is ``--store URL``, else ``$ACP_REGISTRY_STORE``, else an embedded SQLite file in the user's data
-directory. Commands that only read never create or initialise a store: a SQLite file that does not exist, or
+Commands that only read never create or initialise a store: a SQLite file that does not exist, or
 one that is empty (0 bytes: a truncated file, or one another program just created), is refused with one line,
 and nothing is written. The commands that record (``CREATES_STORE``, and ``demo --store``) create a store that
 is not there, and its missing folders (private, 0700), and say so in one line on stderr - naming the folder too
@@ -16,71 +15,24 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Final, NamedTuple, Unpack
+from typing import Final, Unpack
 
+from events.errors import StoreError, StoreFormatError
+from events.factory import open_store, sqlite_file
 from events.logger import settle as settle_logging
+from events.store import EventStore
+from registry.backends import backend_for
 from registry.cli.errors import InputError
+from registry.cli.start import started
+from registry.cli.terminal import waiting
+from registry.cli.where import CREATES_STORE, ENV_STORE, StoreLocation
+from registry.readmodel.guard import open_read_model
+from registry.service import RegistryOptions, SessionRegistry
 
-if TYPE_CHECKING:
-    from events.store import EventStore
-    from registry.service import RegistryOptions, SessionRegistry
-
-__all__ = [
-    "CREATES_STORE",
-    "ENV_STORE",
-    "StoreLocation",
-    "catch_up_read_model",
-    "check_url",
-    "default_store_url",
-    "locate",
-    "open_log",
-    "open_registry",
-    "sqlite_file",
-    "sqlite_url",
-]
-
-ENV_STORE = "ACP_REGISTRY_STORE"
-
-CREATES_STORE: Final = ("import", "import-agents", "proxy", "serve")
-"""The commands that create the default store when there is none (``demo --store`` creates only the one named)."""
+__all__ = ["catch_up_read_model", "check_url", "open_log", "open_registry"]
 
 _ANNOUNCED: Final = ("--store", f"${ENV_STORE}", "default")
 """The origins of stores that are kept, hence worth a line when a command creates one (not the demo's own)."""
-
-
-class StoreLocation(NamedTuple):
-    url: str
-    origin: str
-    """Where the URL came from: ``--store``, ``$ACP_REGISTRY_STORE`` or ``default``."""
-
-
-def sqlite_url(path: str | os.PathLike[str]) -> str:
-    """The ``sqlite://`` URL of an absolute file path (characters a URL reserves are quoted)."""
-    import urllib.parse  # noqa: PLC0415
-
-    return "sqlite://" + urllib.parse.quote(os.fspath(path))
-
-
-def default_store_url() -> str:
-    import platformdirs  # noqa: PLC0415 - only when the default is needed
-
-    return sqlite_url(os.path.join(platformdirs.user_data_dir("acp-registry"), "sessions.db"))
-
-
-def locate(option: str | None) -> StoreLocation:
-    if option is not None:
-        return StoreLocation(option, "--store")
-    env = os.environ.get(ENV_STORE)
-    if env:
-        return StoreLocation(env, f"${ENV_STORE}")
-    return StoreLocation(default_store_url(), "default")
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file a ``sqlite://`` URL names (as ``events.factory.open_store`` reads it); None for other URLs."""
-    from events.factory import sqlite_file as file_of  # noqa: PLC0415 - the store's own module reads its URLs
-
-    return file_of(url)
 
 
 def _make_private_dirs(folder: str) -> list[str]:
@@ -133,8 +85,6 @@ def _prepare(location: StoreLocation, *, create: bool) -> list[str]:
 def check_url(location: StoreLocation) -> None:
     """``InputError`` when the URL itself is bad (its scheme, path form or options), whether or not its store is
     there; creates and opens nothing."""
-    from events.errors import StoreError  # noqa: PLC0415
-    from events.factory import open_store  # noqa: PLC0415
 
     if sqlite_file(location.url) is None:
         return  # the other kinds are checked by opening them
@@ -149,7 +99,6 @@ def check_url(location: StoreLocation) -> None:
 def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     """Open the store; ``create=False`` (a command that only reads) never creates or initialises one, and
     ``create=True`` says on stderr when it did create one."""
-    from events.errors import StoreError, StoreFormatError  # noqa: PLC0415
 
     try:
         created = _prepare(location, create=create)
@@ -158,8 +107,6 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
     try:
         store, new = _open(location, create=create)  # a read never creates a store (nor a PostgreSQL schema)
         settle_logging()  # a driver loaded for the store (psycopg) logs through logging by itself: set up now
-        from registry.cli import started  # noqa: PLC0415 - the package, loaded before any command runs
-
         started()
         if new and location.origin in _ANNOUNCED:
             folder = f" and its folder {created[0]}" if created and location.origin != "default" else ""
@@ -184,8 +131,6 @@ def open_log(location: StoreLocation, *, create: bool) -> EventStore:
 
 def _open(location: StoreLocation, *, create: bool) -> tuple[EventStore, str | None]:
     """The store, and where it was created when this open created it (None: it was there)."""
-    from events.errors import StoreError  # noqa: PLC0415
-    from events.factory import open_store  # noqa: PLC0415
 
     path = sqlite_file(location.url)
     if not create or location.url.lower().startswith("memory:"):
@@ -199,13 +144,11 @@ def _open(location: StoreLocation, *, create: bool) -> tuple[EventStore, str | N
         if "no store in schema" not in str(exc):  # not a missing store (no server, refused): said once, as met
             raise
     store = open_store(location.url, create=True)
-    return store, str(getattr(store, "location", location.url))
+    return store, backend_for(store).location
 
 
 def open_registry(location: StoreLocation, *, create: bool, **options: Unpack[RegistryOptions]) -> SessionRegistry:
     """A ``SessionRegistry`` on the store (it closes the store when it closes)."""
-    from registry.service import SessionRegistry  # noqa: PLC0415
-
     store = open_log(location, create=create)
     try:
         with _building(store):
@@ -218,16 +161,12 @@ def open_registry(location: StoreLocation, *, create: bool, **options: Unpack[Re
 def _building(store: EventStore) -> contextlib.AbstractContextManager[None]:
     """What a terminal shows while an open folds the log into the read model (a first open, after an import or an
     upgrade: seconds on a large store); nothing when the open is quick."""
-    from registry.cli.terminal import waiting  # noqa: PLC0415
-
     return waiting(lambda: f"bringing the read model up to the log ({store.head():,} events; the first open builds it)")
 
 
 def catch_up_read_model(store: EventStore) -> None:
     """Fold what a command appended straight to the log (``import``, ``import-agents``) into the store's read model
     now, so that the next ``session/list`` of any process does not pay for it."""
-    from registry.backends import backend_for  # noqa: PLC0415
-    from registry.readmodel.guard import open_read_model  # noqa: PLC0415
 
     if store.read_only:
         return

@@ -20,11 +20,13 @@ import time
 from typing import TYPE_CHECKING
 
 from events.errors import RegistryError
+from events.factory import sqlite_file
 from registry.cli.errors import InputError, ProblemFound
 from registry.cli.options import position
-from registry.cli.stores import StoreLocation, check_url, locate, open_registry, sqlite_file
+from registry.cli.stores import check_url, open_registry
 from registry.cli.terminal import write_json_line
 from registry.cli.views import change_json, change_text
+from registry.cli.where import StoreLocation, locate
 from registry.diffs import ListChange
 
 if TYPE_CHECKING:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from registry.cli.ids import resolve_session
-from registry.cli.stores import locate, open_registry
+from registry.cli.ids import add_session, the_session
 from registry.cli.terminal import printable, stdout_console, write_json
 from registry.model import SessionState
 from registry.search.hits import wire_id
@@ -22,9 +21,7 @@ _HEADINGS = {"user": "User", "agent": "Agent", "thought": "Thought", "tool": "To
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", metavar="SESSION", help="the session id, the agent's own id, or a unique prefix of either"
-    )
+    add_session(parser)
     parser.add_argument("--markdown", action="store_true", help="a Markdown document of the conversation")
 
 
@@ -46,8 +43,7 @@ def markdown(state: SessionState, lines: list[TranscriptLine]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.json and args.markdown:
         raise SystemExit(_usage("--json and --markdown cannot be given together"))
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
-        session_id = resolve_session(registry, args.session)
+    with the_session(args) as (registry, session_id):
         state = registry.state(session_id)
         assert state is not None  # resolved: it exists
         found: Transcript = registry.transcript(session_id)

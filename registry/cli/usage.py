@@ -15,17 +15,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from registry.agents import known_name
+from registry.cli.grid import Column, grid_lines
 from registry.cli.options import cwd_option
-from registry.cli.stores import locate, open_registry
+from registry.cli.stores import open_registry
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
+from registry.cli.where import locate
 from registry.prices import load_prices, price_file
 from registry.usage import amount_text
 from registry.usage_report import BY, UsageLine, UsageReport
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
-
-    from registry.cli.grid import Column
 
 __all__ = ["UsageTable", "add_arguments", "compact", "run"]
 
@@ -111,8 +111,6 @@ class UsageTable:
         return float(sum(cost.nanos for cost in line.costs if cost.currency == currency))
 
     def lines(self, width: int) -> Iterator[str]:
-        from registry.cli.grid import Column  # noqa: PLC0415
-
         report = self.report
         yield from self._heading()
         if not report.lines:
@@ -192,8 +190,6 @@ def _table(columns: list[Column], rows: list[list[str]], width: int) -> Iterator
     """The rows, the last one (the total) ruled off: drawn here when every cell is one line of ASCII (or a bar) and
     the table fits the width - a report by day is hundreds of rows of dates and numbers, which the general table
     (``registry.cli.grid``) measures and folds cell by cell - else by ``grid_lines``, in the same look."""
-    from registry.cli.grid import grid_lines  # noqa: PLC0415
-
     widths = [len(column.header) for column in columns]
     plain = True
     for row in rows:

@@ -18,8 +18,10 @@ from events.verify import verify_log
 from registry.backends import backend_for
 from registry.cli.derived import Problem, check_derived
 from registry.cli.errors import EXIT_OK, EXIT_PROBLEM
-from registry.cli.stores import locate, open_log
-from registry.cli.terminal import progress, stdout_console, write_json
+from registry.cli.stores import open_log
+from registry.cli.tables import escaped
+from registry.cli.terminal import printable, progress, stdout_console, write_json
+from registry.cli.where import locate
 from registry.evidence import describe
 
 __all__ = ["VerifyResult", "add_arguments", "run"]
@@ -74,9 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(result: VerifyResult) -> None:
     from rich.table import Table  # noqa: PLC0415
-
-    from registry.cli.tables import escaped  # noqa: PLC0415
-    from registry.cli.terminal import printable  # noqa: PLC0415
 
     console = stdout_console()
     console.print(

@@ -53,17 +53,8 @@ import msgspec
 
 from events.model import Role, TitleSource
 from registry.importers.base import Activity, Draft, agent_time, is_uuid
-from registry.importers.files import (
-    Discovery,
-    FileSource,
-    Found,
-    Group,
-    NoExtra,
-    Reading,
-    folder_files,
-    is_dir,
-    quiet,
-)
+from registry.importers.files import FileSource, Group, NoExtra, Reading
+from registry.importers.folders import Discovery, Found, folder_files, is_dir, quiet
 from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["ClaudeCode"]

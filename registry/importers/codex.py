@@ -42,7 +42,8 @@ from registry.importers.base import (
     clean_title,
     prompt_title,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, Index, Reading, quiet, refresh_index
+from registry.importers.files import FileSource, Group, Reading
+from registry.importers.folders import Discovery, Found, Index, quiet, refresh_index
 from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Codex"]

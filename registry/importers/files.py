@@ -33,14 +33,6 @@ from registry.importers.base import Draft, ScanContext, ScanResult, SessionFacts
 from registry.importers.folders import (
     Discovery,
     Found,
-    Index,
-    folder_files,
-    follow_index,
-    is_dir,
-    quiet,
-    refresh_index,
-    scandir,
-    session_folder,
 )
 from registry.importers.lines import (
     GLUED,
@@ -55,22 +47,12 @@ from registry.importers.lines import (
 from registry.importers.said import Said
 
 __all__ = [
-    "Discovery",
     "FileEntry",
     "FileSource",
     "FileState",
-    "Found",
     "Group",
-    "Index",
     "NoExtra",
     "Reading",
-    "folder_files",
-    "follow_index",
-    "is_dir",
-    "quiet",
-    "refresh_index",
-    "scandir",
-    "session_folder",
 ]
 
 F = TypeVar("F", bound=msgspec.Struct)

@@ -49,7 +49,8 @@ from registry.importers.base import (
     home,
     prompt_title,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, Reading, folder_files, is_dir, scandir
+from registry.importers.files import FileSource, Group, Reading
+from registry.importers.folders import Discovery, Found, folder_files, is_dir, scandir
 from registry.importers.lines import open_regular
 from registry.importers.said import arguments_summary, result_text, tool_text, usage
 

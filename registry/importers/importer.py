@@ -38,6 +38,7 @@ from events.store import AppendRequest, EventStore
 from registry.agents import current_id
 from registry.backends import backend_for
 from registry.errors import InvalidParams
+from registry.fold import fold, restorable
 from registry.importers.base import SAID_BUDGET, ScanContext, ScanResult, SessionFacts, Source, session_id
 from registry.importers.plan import (
     META_AGENT_ARCHIVED,
@@ -53,7 +54,6 @@ from registry.importers.state import ImportState, SourceRecord, load_state, lock
 from registry.importers.summary import AgentSummary, SkipGroup, Summary
 from registry.importers.turns import Group, Thread, added
 from registry.model import META_AGENT_MESSAGES, SessionState
-from registry.projection import fold, restorable
 from registry.readmodel.guard import open_read_model
 from registry.writing import retried
 

@@ -57,17 +57,8 @@ from registry.importers.base import (
     is_uuid,
     prompt_title,
 )
-from registry.importers.files import (
-    Discovery,
-    FileEntry,
-    FileSource,
-    Found,
-    Group,
-    Reading,
-    folder_files,
-    is_dir,
-    session_folder,
-)
+from registry.importers.files import FileEntry, FileSource, Group, Reading
+from registry.importers.folders import Discovery, Found, folder_files, is_dir, session_folder
 from registry.importers.lines import open_regular
 from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 

@@ -48,19 +48,8 @@ from registry.importers.base import (
     epoch_ns,
     first_text,
 )
-from registry.importers.files import (
-    Discovery,
-    FileEntry,
-    FileSource,
-    Found,
-    Group,
-    Index,
-    Reading,
-    folder_files,
-    is_dir,
-    refresh_index,
-    session_folder,
-)
+from registry.importers.files import FileEntry, FileSource, Group, Reading
+from registry.importers.folders import Discovery, Found, Index, folder_files, is_dir, refresh_index, session_folder
 from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["KimiCode"]

@@ -36,7 +36,8 @@ from registry.importers.base import (
     first_text,
     prompt_title,
 )
-from registry.importers.files import Discovery, FileSource, Found, Group, NoExtra, Reading, folder_files, is_dir
+from registry.importers.files import FileSource, Group, NoExtra, Reading
+from registry.importers.folders import Discovery, Found, folder_files, is_dir
 from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
 
 __all__ = ["Qwen"]

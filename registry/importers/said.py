@@ -27,6 +27,7 @@ from typing import Final
 import msgspec
 
 from events.model import Message, Role, Usage
+from registry.usage import with_tokens
 
 __all__ = [
     "MAX_PENDING_CALLS",
@@ -185,12 +186,8 @@ def usage(
         nanos = round(cost * 1_000_000_000)  # NaN fails the comparison; infinity is out of the range
     if not any(tokens) and not nanos:
         return None
-    return Usage(
-        input_tokens=tokens[0],
-        output_tokens=tokens[1],
-        cached_read_tokens=tokens[2],
-        cached_write_tokens=tokens[3],
-        thought_tokens=tokens[4],
+    return with_tokens(
+        tokens,
         cost_nanos=nanos,
         currency=currency if nanos is not None else None,
         model=model if isinstance(model, str) and model else None,

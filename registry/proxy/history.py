@@ -30,7 +30,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from events.factory import split_url
+from events.factory import ENV_STORE, split_url
 from registry.agents import IMPORTED, keeps_unprompted, known, native_id
 from registry.errors import InvalidParams
 from registry.filters import list_filter
@@ -191,8 +191,6 @@ class History:
     def _import_apart(self, agent: str, url: str) -> Evidence | None:
         """``acp-registry import-agents --agent AGENT`` on the same store, in a process of its own (the URL goes in
         the environment, not on a command line others can read); ended when the proxy closes first."""
-        from registry.cli.stores import ENV_STORE  # noqa: PLC0415 - the command line's own name for it
-
         command = [sys.executable, "-m", "registry.cli", "import-agents", "--agent", agent, "--json"]
         try:
             child = subprocess.Popen(

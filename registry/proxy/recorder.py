@@ -36,9 +36,9 @@ from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
 from registry.proxy.assembly import Said
 from registry.proxy.book import Book, Status
-from registry.proxy.capture import kept
 from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
+from registry.proxy.turn_usage import kept
 from registry.service import SessionRegistry
 from registry.session_commands import SessionCommand
 

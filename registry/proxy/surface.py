@@ -35,8 +35,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET
@@ -44,22 +44,22 @@ from msgspec import UNSET
 from events.codec import now_ns
 from events.model import TitleSource
 from registry.acp.jsonrpc import Incoming, RequestId, encode_result
-from registry.acp.methods import METHODS, Context, Method
+from registry.acp.methods import METHODS, Method
 from registry.acp.methods import capabilities as capabilities_of
-from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id, split_id
+from registry.agents import META_SOURCE_GONE, keeps_unprompted, native_id
 from registry.commands import check_session_id, prompt_title
 from registry.diffs import SessionInfoUpdate, SessionNotification, Updated, encode_session_update, shown
 from registry.errors import InvalidParams, RpcError, SessionNotFound, rpc_error
-from registry.model import META_NAMESPACE, META_PARENT, SessionInfo, SessionState
-from registry.projection import Change
+from registry.fold import Change
+from registry.model import META_NAMESPACE, META_PARENT
 from registry.proxy import versions
-from registry.proxy.book import Status
-from registry.proxy.capture import Capture, record_replay
+from registry.proxy.capture import Capture
+from registry.proxy.context import Conversation, FromMemory, ProxyContext
 from registry.proxy.history import History, HistoryState
 from registry.proxy.kept import KeptCheck
 from registry.proxy.recorder import Recorder
+from registry.proxy.turn_usage import record_replay
 from registry.proxy.wire import AgentLine, TitleUpdate, encode_error
-from registry.session_commands import Events, SessionCommand, SessionCommands
 
 __all__ = ["LIST_WAIT", "META_DEGRADED", "META_PROXY", "Conversation", "Pending", "Surface"]
 
@@ -78,14 +78,6 @@ _OBSERVED: Final = frozenset(
 )
 
 
-class Conversation(Protocol):
-    """What the surface needs of the relay."""
-
-    def send_client(self, line: bytes) -> None: ...
-
-    def request_agent(self, method: str, params: Any, on_answer: Callable[[AgentLine | None], None]) -> None: ...
-
-
 class Pending(msgspec.Struct):
     """A request sent to the agent, waiting for its answer: the client's (its id, what to observe in the answer)
     or the proxy's own (``own`` gets the answer; None when the agent ended first)."""
@@ -94,75 +86,6 @@ class Pending(msgspec.Struct):
     method: str
     params: Any = None
     own: Callable[[AgentLine | None], None] | None = None
-
-
-class _ProxyContext(Context):
-    """The table's context in front of an agent: ids mapped by the book (stored forms and later generations
-    included), and closing a session (before archiving it) closes it at the agent too when it advertises close."""
-
-    surface: Surface | None = None
-
-    def store_id(self, wire_id: str) -> str:
-        assert self.surface is not None
-        return self.surface.book.stored(wire_id)
-
-    def wire_id(self, store_id: str) -> str:
-        return native_id(self.agent or "", store_id) or store_id
-
-    def close(self, wire_id: str) -> None:
-        was_open = wire_id in self.open_sessions
-        super().close(wire_id)
-        surface = self.surface
-        if was_open and surface is not None and surface.advertised("session/close"):
-            surface.conversation.request_agent("session/close", {"sessionId": wire_id}, lambda _answer: None)
-
-    def command(self, row: SessionCommand, store_id: str, params: Mapping[str, Any]) -> Any:
-        """The command checked and answered from memory (``_FromMemory``), what it changes noted in the proxy's
-        memory, and the command queued for the recorder, which runs it on the store's current id of the session."""
-        surface = self.surface
-        assert surface is not None
-        returned = row.run(surface.checks, store_id, params)
-        native = _native(store_id)
-        if "deleted" in row.changes:
-            surface.book.deleted(native)
-        if "title" in row.changes and params.get("title") is not None:
-            surface.titles.user_titled(native)  # the user's title outranks the agent's from now on
-        held = (native, *(value for value in params.values() if isinstance(value, str)))
-        ticket = surface.recorder.put(lambda r: r.command(native, row, params), held=held)
-        if "deleted" in row.changes:
-            # A user's delete erases the conversation: written (and erased) before the client is told it is done.
-            surface.recorder.durable(ticket)
-        return returned
-
-
-class _FromMemory(SessionCommands):
-    """The registry as the table's handlers see it in front of an agent: reads from the registry; a session command
-    run here checks without writing - the session against the book (a live one) or the read model, the command's own
-    checks - and answers at once (``_ProxyContext.command`` then queues it for the recorder)."""
-
-    def __init__(self, surface: Surface) -> None:
-        self._surface = surface
-        self._registry = surface.registry
-        self.list = surface.registry.list  # lists are the registry's as they are
-
-    def state(self, session_id: str) -> SessionState | None:
-        return self._registry.read_model.get(session_id)
-
-    def fork(self, source_id: str, cwd: str, **_: Any) -> SessionInfo:
-        raise SessionNotFound(source_id, "the proxy relays session/fork to its agent")  # pragma: no cover
-
-    def _write(self, session_id: str, events: Events, *, missing_ok: bool = False) -> None:
-        check_session_id(session_id)
-        if missing_ok or self._surface.book.entry(_native(session_id)).status is Status.LIVE:
-            return
-        state = self._registry.read_model.get(session_id)
-        if state is None or state.deleted:
-            raise SessionNotFound(session_id)
-
-
-def _native(store_id: str) -> str:
-    parts = split_id(store_id)
-    return store_id if parts is None else parts[2]
 
 
 class Surface:
@@ -179,9 +102,9 @@ class Surface:
         self.history = history
         self.conversation = conversation
         self.list_wait = list_wait
-        self.checks = _FromMemory(self)
-        self.context = _ProxyContext(self.checks, agent=self.identity.name)
-        self.context.surface = self
+        self.checks = FromMemory(recorder)
+        self.context = ProxyContext(self.checks, agent=self.identity.name)
+        self.context.front = self
         self.agent_capabilities: dict[str, Any] = {}
         self._answered_once = False
         self._jobs: queue.SimpleQueue[Incoming | None] = queue.SimpleQueue()
@@ -373,7 +296,9 @@ class Surface:
                 )
             )
         if replay is not None and native == loaded:
-            self.recorder.put(lambda r: record_replay(r, native, replay()), held=(native,))
+            self.recorder.put(
+                lambda r: record_replay(r.registry, r.book.entry(native).stored, replay()), held=(native,)
+            )
         return None
 
     def agent_title(self, line: bytes, update: TitleUpdate) -> bytes | None:

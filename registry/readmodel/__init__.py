@@ -14,7 +14,7 @@ A read model is caught up, never trusted: ``catch_up()`` folds whatever the log 
 (another process's appends, a writer killed between its append and its fold, an older version of this library
 that appended without folding) before an answer is given, in one transaction with the checkpoint. The tables are
 checked at the boundary - their schema against the one declared in ``schema.py`` when they open, each row and
-blob when it is read (``tables.Seal``, ``guard.py``) - and a fault rebuilds them from the log or folds the
+blob when it is read (``keys.Seal``, ``guard.py``) - and a fault rebuilds them from the log or folds the
 log in memory instead (``guard.GuardedReadModel``); ``check.py`` compares everything they hold with the log for
 ``verify``. Which read model a store keeps is its backend's answer (``registry.backend``), and
 ``guard.open_read_model(backend)`` opens it.

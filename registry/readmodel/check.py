@@ -31,7 +31,8 @@ from registry.filters import ListFilter
 from registry.model import SessionState
 from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault, StoredTables
-from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS, VALID_TO, Row, Seal, current_row, past_row
+from registry.readmodel.keys import Seal
+from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS, VALID_TO, Row, current_row, past_row
 from registry.readmodel.usage_tables import DAYS_KEY, day_rows, usage_rows
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots

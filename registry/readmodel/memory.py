@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from registry.backend import Backend
 from registry.filters import ListFilter
 from registry.model import SessionState
 from registry.projection import Page, Projection, paused_gc
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.readmodel.usage_tables import UsageFold, UsageGroup, UsageQuery, grouped, usage_rows
 from registry.snapshot import load_snapshot
-
-if TYPE_CHECKING:
-    from registry.readmodel.usage_tables import UsageFold, UsageGroup, UsageQuery
 
 __all__ = ["MemoryReadModel"]
 
@@ -107,8 +104,6 @@ class MemoryReadModel(ReadModel):
 
     def usage(self, query: UsageQuery) -> list[UsageGroup]:
         """Folded from the log on first use, then from where it left off (``usage_tables.UsageFold``)."""
-        from registry.readmodel.usage_tables import UsageFold, grouped, usage_rows  # noqa: PLC0415
-
         with self._lock:
             if self._usage is None:
                 self._usage = UsageFold()

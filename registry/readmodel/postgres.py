@@ -34,15 +34,12 @@ from registry.model import SessionState
 from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
+from registry.readmodel.keys import Keyed, Seal
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold
 from registry.readmodel.postgres_sql import DESCRIBE, PageShape, Statements
 from registry.readmodel.postgres_usage import UsageStatements
-from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
+from registry.readmodel.schema import STORED_COLUMNS, TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
-    CURRENT_COLUMNS,
-    PAST_COLUMNS,
-    Keyed,
-    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
@@ -53,7 +50,7 @@ from registry.readmodel.tables import (
     merge_pages,
     record_log_shorter,
 )
-from registry.readmodel.usage_tables import DayRow, UsageGroup, UsageQuery, UsageRow
+from registry.readmodel.usage_tables import UsageGroup, UsageQuery
 from registry.snapshot import save_encoded_snapshot
 
 if TYPE_CHECKING:
@@ -447,12 +444,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         return int(self._store.run(lambda conn: conn.execute(query, params).fetchone())[0])  # type: ignore[index]
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        columns = {
-            "rm_sessions": CURRENT_COLUMNS,
-            "rm_past": PAST_COLUMNS,
-            "rm_usage": UsageRow._fields,
-            "rm_usage_days": DayRow._fields,
-        }[table]
+        columns = STORED_COLUMNS[table]
         query = sql.SQL("SELECT {} FROM {}.{}").format(
             sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(self._store.schema), sql.Identifier(table)
         )

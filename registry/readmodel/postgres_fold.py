@@ -4,7 +4,7 @@ hook (``events.postgres_hooks.CommitHook``), and how a fold's rows are written, 
 
 A lone event (every command's append) folds in the append's own statement (``at_end``): the state is folded from
 the session's state as this process last saw it, without the event's position - the state blob is sealed without
-its last eight bytes, the position's (``tables.Seal``) - and the server writes the rows, ``valid_from`` and
+its last eight bytes, the position's (``keys.Seal``) - and the server writes the rows, ``valid_from`` and
 ``valid_to``, the window's floor, the checkpoint and its chain anchor from the position the event's insert got.
 Its guard: no catch-up holds the read model, the checkpoint is the log's end before the append, and the session's
 row is the version folded from; when it fails, nothing is written and the append reads first. There, the hook's
@@ -25,18 +25,17 @@ import msgspec
 
 from events.model import Event, LogEntry, SessionUpdated
 from events.postgres_hooks import AtEnd, KnownPart
+from registry.fold import fold
 from registry.model import SessionState
-from registry.projection import fold
 from registry.readmodel import ReadModelFault
+from registry.readmodel.keys import PLACE, Seal
 from registry.readmodel.postgres_sql import AT_END, CURRENT_NAMES, FLOOR_STEP, PAST_NAMES
 from registry.readmodel.postgres_usage import usage_params
 from registry.readmodel.tables import (
     CURRENT_COLUMNS,
     PAST_COLUMNS,
-    PLACE,
     STATE,
     Fold,
-    Seal,
     SnapshotPlan,
     anchor_value,
     counted,

@@ -26,13 +26,22 @@ from typing import Final, Literal, NamedTuple
 from events.errors import StoreFormatError
 from events.logger import Logger
 from registry.filters import FILTERS
-from registry.readmodel.tables import COUNTED, FILTER_COLUMNS, READ_MODEL_VERSION, CurrentRow, PastRow
+from registry.readmodel.tables import (
+    COUNTED,
+    CURRENT_COLUMNS,
+    FILTER_COLUMNS,
+    PAST_COLUMNS,
+    READ_MODEL_VERSION,
+    CurrentRow,
+    PastRow,
+)
 from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
 
 __all__ = [
     "INDEXES",
     "META_KEYS",
+    "STORED_COLUMNS",
     "TABLES",
     "Dialect",
     "FoundObject",
@@ -122,7 +131,16 @@ forks and the pruning of past versions read."""
 META_KEYS: Final = ("version", "checkpoint", "floor", "live", "archived", "anchor", "seal")
 """The rows of ``rm_meta``: the version, the log position folded and its chain link (``anchor``), the window's
 floor, the live sessions and how many of them are archived, the key the rows are sealed with
-(``tables.Seal.key_id``)."""
+(``keys.Seal.key_id``)."""
+
+STORED_COLUMNS: Final = {
+    "rm_sessions": CURRENT_COLUMNS,
+    "rm_past": PAST_COLUMNS,
+    "rm_usage": UsageRow._fields,
+    "rm_usage_days": DayRow._fields,
+}
+"""Each table's columns as ``verify`` reads its rows back (``StoredTables.stored``): those of the rows the fold
+writes."""
 
 
 # -- rendering ------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import heapq
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import Final
 
 from events.errors import StoreFormatError
 from events.logger import Logger
@@ -27,17 +27,14 @@ from registry.projection import Page
 from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.guard import as_they_are
-from registry.readmodel.keys import HeldKey
-from registry.readmodel.schema import FoundSchema, prepare_tables
-from registry.readmodel.sqlite_schema import create, describe, problems, storage_problems, stored_meta, stored_rows
+from registry.readmodel.keys import HeldKey, Keyed, Seal, checked_states
+from registry.readmodel.schema import prepare_tables
+from registry.readmodel.sqlite_schema import SqliteStoredTables, create
 from registry.readmodel.tables import (
-    Keyed,
-    Seal,
     SnapshotPlan,
     anchor_value,
     checked_meta,
     checked_positions,
-    checked_states,
     chunks,
     fold_stretch,
     initial_meta,
@@ -63,12 +60,12 @@ def _known_page(rows: list[Keyed], limit: int, seal: Seal) -> Page:
     return Page(checked_states(rows[:limit], seal), len(rows) > limit, True)
 
 
-class SqliteReadModel(ReadModel, StoredTables):
+class SqliteReadModel(ReadModel):
     """``rm_*`` tables in a SQLite store's file. Use ``open`` (it may decline for a read-only file)."""
 
     @property
     def tables(self) -> StoredTables:
-        return self
+        return self._tables
 
     @property
     def _seal(self) -> Seal:
@@ -82,6 +79,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         self._writer = writer
         self._write_lock = threading.Lock()
         self._readers = ThreadReaders(store.connect)
+        self._tables = SqliteStoredTables(store, self._reader, self._key)
         self._position = 0
         self._head = 0
         self._pending: int | None = None
@@ -102,8 +100,7 @@ class SqliteReadModel(ReadModel, StoredTables):
         model = cls(backend, store, writer, window=window)
         try:
             if writer is None:
-                reader = model._reader()
-                if model._problems(model._describe(reader)) or not model._matches_log(reader) or model._behind():
+                if model._tables.schema_problems() or not model._tables.checkpoint_matches_log() or model._behind():
                     log.warning(
                         "%s is read-only and its read model is missing or behind its log; folding the log"
                         " in memory instead",
@@ -129,27 +126,6 @@ class SqliteReadModel(ReadModel, StoredTables):
 
     # -- schema ---------------------------------------------------------------------------------------
 
-    def _describe(self, db: sqlite3.Connection) -> FoundSchema:
-        with self._store.translate_errors():
-            return describe(db)
-
-    def _problems(self, found: FoundSchema) -> list[str]:
-        return problems(found, self._seal.key_id)
-
-    def schema_problems(self) -> list[str]:
-        return self._problems(self._describe(self._reader()))
-
-    def _matches_log(self, db: sqlite3.Connection) -> bool:
-        """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
-        meta = dict(db.execute(sql.META).fetchall())  # as stored: the rows of an older version's tables too
-        checkpoint = meta.get("checkpoint")
-        if type(checkpoint) is not int:
-            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
-        if checkpoint == 0:
-            return True
-        row = db.execute(sql.CHAIN, (checkpoint,)).fetchone()
-        return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
-
     def _prepare(self, *, repair: bool = True) -> None:
         """Create, rebuild or refuse the tables (``tables.prepare_tables``) under the database's write lock."""
         db = self._writer
@@ -168,9 +144,9 @@ class SqliteReadModel(ReadModel, StoredTables):
 
         prepare_tables(
             self._store.path,
-            describe=lambda: self._describe(db),
-            problems=self._problems,
-            matches_log=lambda: self._matches_log(db),
+            describe=lambda: self._tables.describe(db),
+            problems=self._tables.problems,
+            matches_log=lambda: self._tables.matches_log(db),
             exclusively=exclusively,
             create=lambda: self._create(db),
             repair=repair,
@@ -480,27 +456,6 @@ class SqliteReadModel(ReadModel, StoredTables):
                 )
         finally:
             db.close()
-
-    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        db = self._store.connect()
-        try:
-            with self._store.translate_errors():
-                yield from stored_rows(db, table)
-        finally:
-            db.close()
-
-    def stored_meta(self) -> dict[str, int]:
-        with self._store.translate_errors():
-            return stored_meta(self._reader())
-
-    def checkpoint_matches_log(self) -> bool:
-        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
-        with self._store.translate_errors():
-            return self._matches_log(self._reader())
-
-    def storage_problems(self) -> list[str]:
-        with self._store.translate_errors():
-            return storage_problems(self._reader())
 
     def states(self) -> Iterator[SessionState]:
         db = self._store.connect()  # its own connection: a long read that other calls must not interleave with

@@ -1,20 +1,32 @@
 """The SQLite read model's tables as made and as found: made by the statements ``schema.py`` renders, found by one
 query of ``sqlite_master`` - the text every object on an ``rm_*`` table was made by, which is exactly the rendered
-statement when the object is this version's - and what ``verify`` reads of them as they are (``sqlite.py`` serves
-from them).
+statement when the object is this version's - and what ``verify`` reads of them as they are
+(``SqliteStoredTables``; ``sqlite.py`` serves from them).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from registry.readmodel.schema import TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
-from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS
-from registry.readmodel.usage_tables import DayRow, UsageRow
+from events.sqlite import SqliteStore
+from registry.readmodel import ReadModelFault, StoredTables
+from registry.readmodel import sqlite_sql as sql
+from registry.readmodel.keys import HeldKey
+from registry.readmodel.schema import STORED_COLUMNS, TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
+from registry.readmodel.tables import anchor_value
 
-__all__ = ["SCHEMA", "create", "describe", "problems", "storage_problems", "stored_meta", "stored_rows"]
+__all__ = [
+    "SCHEMA",
+    "SqliteStoredTables",
+    "create",
+    "describe",
+    "problems",
+    "storage_problems",
+    "stored_meta",
+    "stored_rows",
+]
 
 SCHEMA: Final = tuple(sqlite_ddl())
 _ON_RM: Final = "(name LIKE 'rm\\_%' ESCAPE '\\' OR tbl_name LIKE 'rm\\_%' ESCAPE '\\')"
@@ -64,12 +76,7 @@ def stored_meta(db: sqlite3.Connection) -> dict[str, int]:
 
 def stored_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[Any, ...]]:
     """Every row of ``rm_sessions`` or ``rm_past`` as stored, in the columns of the rows the fold writes."""
-    columns = {
-        "rm_sessions": CURRENT_COLUMNS,
-        "rm_past": PAST_COLUMNS,
-        "rm_usage": UsageRow._fields,
-        "rm_usage_days": DayRow._fields,
-    }[table]
+    columns = STORED_COLUMNS[table]
     yield from db.execute(f"SELECT {', '.join(columns)} FROM {table}")
 
 
@@ -81,3 +88,54 @@ def storage_problems(db: sqlite3.Connection) -> list[str]:
             if line != "ok":
                 found.append(f"{table.name}: {line}")
     return found
+
+
+class SqliteStoredTables(StoredTables):
+    """The tables in a SQLite store's file as they are stored (``StoredTables``): read, never repaired."""
+
+    def __init__(self, store: SqliteStore, reader: Callable[[], sqlite3.Connection], key: HeldKey) -> None:
+        self._store = store
+        self._reader = reader
+        self._key = key
+
+    def describe(self, db: sqlite3.Connection) -> FoundSchema:
+        with self._store.translate_errors():
+            return describe(db)
+
+    def problems(self, found: FoundSchema) -> list[str]:
+        return problems(found, self._key.seal.key_id)
+
+    def schema_problems(self) -> list[str]:
+        return self.problems(self.describe(self._reader()))
+
+    def matches_log(self, db: sqlite3.Connection) -> bool:
+        """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
+        meta = dict(db.execute(sql.META).fetchall())  # as stored: the rows of an older version's tables too
+        checkpoint = meta.get("checkpoint")
+        if type(checkpoint) is not int:
+            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
+        if checkpoint == 0:
+            return True
+        row = db.execute(sql.CHAIN, (checkpoint,)).fetchone()
+        return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
+
+    def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
+        db = self._store.connect()
+        try:
+            with self._store.translate_errors():
+                yield from stored_rows(db, table)
+        finally:
+            db.close()
+
+    def stored_meta(self) -> dict[str, int]:
+        with self._store.translate_errors():
+            return stored_meta(self._reader())
+
+    def checkpoint_matches_log(self) -> bool:
+        """Whether the checkpoint is a position of this log with the chain link the tables recorded there."""
+        with self._store.translate_errors():
+            return self.matches_log(self._reader())
+
+    def storage_problems(self) -> list[str]:
+        with self._store.translate_errors():
+            return storage_problems(self._reader())

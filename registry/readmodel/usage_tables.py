@@ -27,7 +27,7 @@ from registry.usage import UsageKey, fold_usage
 if TYPE_CHECKING:
     import sqlite3
 
-    from registry.projection import Entry
+    from registry.fold import Entry
 
 __all__ = [
     "DAYS_KEY",

@@ -161,6 +161,15 @@ def conductor_env(env: dict[str, str]) -> dict[str, str]:
     return env | {"THINKWELL_CONDUCTOR": str(CONDUCTOR.folder / CONDUCTOR.executable)}
 
 
+def conductor_node() -> str:
+    """The Node that runs the conductor (skips the test when the conductor or a Node is missing)."""
+    CONDUCTOR.require()
+    found = node()
+    if found is None:
+        pytest.skip("no node to run the conductor (run `make agents`)")
+    return found
+
+
 def node() -> str | None:
     """A Node >= 20 for the TypeScript SDK client: the agents cache's Node 22, else the one on PATH."""
     bundled = node22_bin() / "node"
