@@ -66,8 +66,10 @@ def _section(page: str, heading: str) -> str:
 
 
 def _lines(block: str) -> list[str]:
-    """A shell block's commands, without their comments."""
-    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+    """A shell block's commands, without their comments (a line that is only a comment is none)."""
+    return [
+        line.split("  #")[0].strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def _env(home: Path) -> dict[str, str]:
