@@ -7,6 +7,7 @@ Real proxy processes in front of the scripted agent (``tests/proxy_agent.py``) o
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -236,9 +237,15 @@ def test_after_a_users_title_the_agents_title_is_recorded_but_not_shown(url: str
         assert proxy.result(2, "session/set_title", {"sessionId": session, "title": "Mine"}) == {"title": "Mine"}
         proxy.result(3, "session/prompt", prompt(session, "title The agent's"))
         proxy.result(4, "session/prompt", prompt(session, "titled The agent's again"))
-        proxy.result(5, "session/list", {})
+        ids = itertools.count(100)
+
+        def agents_time() -> list[dict[str, Any]]:
+            proxy.result(next(ids), "session/list", {})  # reads what came meanwhile
+            times = [u for u in proxy.updates("session_info_update") if u.get("updatedAt") == "2026-12-01T10:00:00Z"]
+            return times if times and proxy.titles() else []
+
+        agents = wait_until(agents_time, 30, "the user's title and the agent's updatedAt")
         assert proxy.titles() == ["Mine"]  # the user's (as serve tells it); the agent's two, never
-        agents = [u for u in proxy.updates("session_info_update") if u.get("updatedAt") == "2026-12-01T10:00:00Z"]
         assert len(agents) == 1 and "title" not in agents[0]  # only the second update, without its title
         assert proxy.result(6, "session/list", {})["sessions"][0]["title"] == "Mine"
         assert proxy.close() == 0

@@ -17,6 +17,7 @@ stop (``tail``, ``serve`` and ``import-agents --watch`` exit 0 on Ctrl-C or SIGT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -281,18 +282,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     stops = argv is None and _stopped_by_signal(words)
     if argv is None:
         pause()
-    if stops:  # the process's own command: its main thread (the last call before the try: nothing runs between)
-        signal.signal(signal.SIGTERM, _stop)
+    stopped = False
     try:
-        return _main(words)
-    except KeyboardInterrupt:
+        try:
+            if stops:  # the process's own command, on its main thread; inside the try: a signal that comes as the
+                signal.signal(signal.SIGTERM, _stop)  # handler is set is raised where this try catches it
+            return _main(words)
+        except KeyboardInterrupt:
+            stopped = True
+            return EXIT_OK if stops else EXIT_INTERRUPTED
+        finally:
+            if stops:
+                # Stopping already: a second Ctrl-C or SIGTERM must not interrupt what is left (closing, the exit).
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            started()
+    except KeyboardInterrupt:  # one more came while the handlers were being put aside
+        stopped = True
         return EXIT_OK if stops else EXIT_INTERRUPTED
     finally:
-        if stops:
-            # Stopping already: a second Ctrl-C or SIGTERM must not interrupt what is left (closing, the exit).
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        started()
+        if stops and stopped:
+            _end_stopped()
+
+
+def _end_stopped() -> NoReturn:
+    """End a command stopped as it should be (Ctrl-C or SIGTERM), its own clean-up done, with exit 0 - now.
+    CPython remembers a KeyboardInterrupt that passed through code run from a string (``exec``/``eval`` of text:
+    how a dataclass or a named tuple is made while modules load) even when it was caught, and at its exit then
+    kills the process with SIGINT whatever ``main`` returned; ``os._exit`` ends it before that exit runs."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+            stream.flush()
+    os._exit(EXIT_OK)
 
 
 def _main(argv: list[str]) -> int:
