@@ -22,7 +22,7 @@ from registry.readmodel import ReadModel
 if TYPE_CHECKING:
     from registry.prices import PriceTable
     from registry.search.hits import Searcher, SearchPage
-    from registry.search.index import SearchIndex
+    from registry.search.on_demand import IndexOnDemand
     from registry.transcripts import Transcript
     from registry.usage_report import UsageReport
 
@@ -34,7 +34,7 @@ class SaidAndSpent:
 
     _store: EventStore
     _read_model: ReadModel
-    _search_index: SearchIndex
+    _search: IndexOnDemand
     _searcher: Searcher | None
     _additional_directories: bool
     resolve_symlinks: bool
@@ -89,7 +89,7 @@ class SaidAndSpent:
         if self._searcher is None:
             from registry.search.hits import Searcher  # noqa: PLC0415 - search loads only where it is used
 
-            self._searcher = Searcher(self._store, self._read_model, self._search_index)
+            self._searcher = Searcher(self._store, self._read_model, self._search.index)
         return self._searcher
 
     def _searched(

@@ -52,6 +52,7 @@ from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
 from registry.said_and_spent import SaidAndSpent
+from registry.search.on_demand import IndexOnDemand
 from registry.session_commands import Events, SessionCommands
 from registry.turns import kept_messages, messages_update, turn_update
 from registry.usage import check_usage
@@ -123,8 +124,8 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
             store, self._read_model, self._follower, additional_directories=additional_directories
         )
         self.keep_secrets = keep_secrets
-        self._search_index = self._backend.search_index()
-        self._unhook = store.add_erase_hook(self._search_index)  # a user's delete takes the words out of it too
+        self._search = IndexOnDemand(self._backend.search_index)
+        self._unhook = store.add_erase_hook(self._search)  # a user's delete takes the words out of it too
         self._searcher: Searcher | None = None
         self._closed = False
 
@@ -483,7 +484,7 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         self._closed = True
         try:
             self._unhook()
-            self._search_index.close()
+            self._search.close()
             self._follower.close()
             self._read_model.close()
         finally:
