@@ -146,11 +146,12 @@ class SqliteStore(GroupCommitStore):
         self._readers = ThreadReaders(self._connect_reader)
         self._chained = True  # False only for a version-1 store opened read-only (not upgraded)
         self._kept = True  # False for a store older than version 3 opened read-only (no messages table)
-        try:
-            self._writer = self._open(create)
-        except BaseException:
-            found.remove_created()
-            raise
+        with found.made_alone():
+            try:
+                self._writer = self._open(create)
+            except BaseException:
+                found.remove_created()
+                raise
         try:
             self._identity = self._load_identity()
         except BaseException:

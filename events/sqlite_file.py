@@ -19,8 +19,10 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from events.errors import StoreError, StoreFormatError
@@ -46,6 +48,27 @@ class StoreFile(NamedTuple):
     immutable: bool  # read-only with no -shm to be had: SQLite must treat the file as unchanging
     shared_mode: int | None  # the mode of a file of ours that others may read (made before files were 0600)
     created: tuple[str, ...]  # the files made here: removed again (while empty) when the open fails
+
+    @contextlib.contextmanager
+    def made_alone(self) -> Iterator[None]:
+        """While an empty file becomes a store, no other process makes it one at the same time: two that do (two
+        proxies started at once on a new store) would have SQLite refuse one's switch to WAL at once ("database is
+        locked"), or take away files the other uses (``remove_created``). An advisory lock (``flock``) on the
+        store's folder holds the second until the first is done; it then finds a store. The folder, not the file:
+        closing any descriptor of the file would drop the locks SQLite holds on it in this process."""
+        if not self.empty or self.read_only is not None:
+            yield
+            return
+        try:
+            fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:  # a folder this user may enter but not read: made without the lock, as before
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def remove_created(self) -> None:
         """Take back the files made here that are still empty: a refused open leaves the directory as it was."""

@@ -421,3 +421,33 @@ def test_appenders_waiting_on_a_commit_share_the_next_one(tmp_path: Path) -> Non
             t.join(10)
         assert statements.count("COMMIT") == 2
         assert sorted(r.session_id for r in store.read()) == [f"s{n}" for n in range(8)]
+
+
+def test_two_processes_making_one_new_store_at_once_both_open_it(tmp_path: Path) -> None:
+    """Two proxies started at once on a store not made yet: each opens it (one makes it, the other waits and finds
+    it) - neither is refused with "database is locked" nor loses the -wal and -shm files the other made."""
+    code = (
+        "import sys; from events.sqlite import SqliteStore; print('ready', flush=True); sys.stdin.readline(); "
+        "SqliteStore(sys.argv[1]).close(); print('ok')"
+    )
+    for n in range(12):
+        path = str(tmp_path / f"new-{n}.db")
+        openers = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
+        for opener in openers:  # every one imported and waiting: then all are let go at once
+            assert opener.stdout is not None and opener.stdout.readline() == "ready\n"
+        for opener in openers:
+            assert opener.stdin is not None
+            opener.stdin.write("go\n")
+            opener.stdin.flush()
+        for opener in openers:
+            out, err = opener.communicate(timeout=60)
+            assert (opener.returncode, out) == (0, "ok\n"), err
