@@ -6,18 +6,28 @@ disturbed run can be told apart (and left uncommitted).
 
 from __future__ import annotations
 
+import compileall
 import importlib.metadata
 import os
 import platform
 import resource
 import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 
 import msgspec
 
-__all__ = ["DISTURBED_CORES", "BusyMeter", "CpuMeter", "Machine", "describe_machine"]
+__all__ = ["DISTURBED_CORES", "BusyMeter", "CpuMeter", "Machine", "compile_bytecode", "describe_machine"]
 
 DISTURBED_CORES = 0.5  # CPU that others used, on average, beyond which a run says it was disturbed
+
+
+def compile_bytecode() -> None:
+    """The package's modules compiled to bytecode, as an installed wheel has them, before any command is timed as a
+    process: with ``PYTHONDONTWRITEBYTECODE`` set (as it is on the development machine) no run writes it, and every
+    child would compile every module again (about 70 ms of an 80 ms ``acp-registry list``)."""
+    for package in ("events", "registry"):
+        compileall.compile_dir(Path(__file__).parents[1] / package, quiet=2)
 
 
 class Machine(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,6 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import compile_bytecode
+
 _AGENT = r"""
 import json, os, sys, time
 out = sys.stdout.buffer
@@ -330,10 +332,7 @@ def starts(folder: Path, direct: list[str], count: int) -> dict[str, dict[str, f
     proxy's store is one per agent, made by an untimed first run (a proxy's store outlives its runs); so is
     serve's."""
     served = [sys.executable, "-m", "registry.cli", "serve", "--store", f"sqlite://{folder}/start-served.db"]
-    import compileall  # noqa: PLC0415
-
-    for package in ("events", "registry"):
-        compileall.compile_dir(Path(__file__).parents[1] / package, quiet=2)
+    compile_bytecode()
     results = {}
     for name, agent in (("start_s", direct), ("start_serve_s", served)):
         proxied = [sys.executable, "-m", "registry.cli", "proxy", "--store", f"sqlite://{folder}/{name}.db", "--"]

@@ -39,6 +39,7 @@ import msgspec
 from benchmarks.args import DEFAULT_POSTGRES, bench_parser, postgres_unreachable
 from benchmarks.figures import interleave
 from benchmarks.generate import HISTORY_SPAN_NS, HISTORY_START_NS, History, iter_histories
+from benchmarks.machine import compile_bytecode
 from benchmarks.stdio_pages import _Server
 from events import Event, SessionCreated, SessionUpdated, SqliteStore
 from events.model import Usage
@@ -129,7 +130,8 @@ def _processes(commands: dict[str, list[str]], rounds: int) -> dict[str, list[fl
     """Each command as whole processes taking turns: wall times, and CPU times under ``<name> (CPU)``."""
     cpu: dict[str, list[float]] = {f"{name} (CPU)": [] for name in commands}
     timers = {name: _process(argv, cpu[f"{name} (CPU)"]) for name, argv in commands.items()}
-    _taking_turns(timers, 2)  # the page cache warmed, the bytecode compiled
+    compile_bytecode()
+    _taking_turns(timers, 2)  # the page cache warmed
     for samples in cpu.values():
         samples.clear()
     return _taking_turns(timers, rounds) | cpu
