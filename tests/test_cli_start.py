@@ -90,6 +90,7 @@ LEFT_OUT = (
     "registry.snapshot",  # a catch-up that keeps a snapshot loads it
     "registry.readmodel.memory",  # the fold a fault falls back to
     "registry.search.index",  # made by a search or a user's delete (registry.search.on_demand)
+    "typing_extensions",  # msgspec imported without it (registry.cli.start)
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 

@@ -1,6 +1,9 @@
 """The start of an ``acp-registry`` process, kept short: msgspec imported without typing_extensions, and the cyclic
 collector paused while the command starts (``pause``) until its store is open (``started``). ``main`` (in the
-package) pauses it; ``stores.open_log`` says when the start is over."""
+package) pauses it; ``stores.open_log`` says when the start is over.
+
+Importing this module imports msgspec so (``import_msgspec``): the package imports it before any module of its own
+that imports msgspec at its head (``terminal``, ``stores``, the commands); ``tests/test_cli_start.py`` holds that."""
 
 from __future__ import annotations
 
@@ -47,3 +50,6 @@ def pause() -> None:
     if gc.isenabled():
         gc.disable()
         _Start.collector_paused = True
+
+
+import_msgspec()  # before the package's modules that import msgspec at their heads (the module's docstring)
