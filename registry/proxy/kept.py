@@ -8,9 +8,11 @@ asked for that cwd, and it opens it only with that cwd). So for an agent that ad
 asks it, after a session's answered turn here, for that session's cwd (one request, its pages walked; again after
 each turn until it shows the session): a list read whole that does not show the session after its last turn is
 the agent's word that it did not keep it, and the session is retired when this connection ends
-(``Recorder.retire_unkept``; restored, the same record, if the agent has it after all). Whatever fails - an error,
-a page bound, no answer - proves nothing and changes nothing. The answers come on the agent's reader thread;
-nothing here waits on them.
+(``Recorder.retire_unkept``; restored, the same record, if the agent has it after all). Only a list asked for after
+the session's latest turn says so: a later turn takes back what an earlier list said (an agent may save a session
+only at a later turn - claude-agent-acp after a cancelled one - and the connection may end before the list asked
+after that turn answers). Whatever fails - an error, a page bound, no answer - proves nothing and changes nothing.
+The answers come on the agent's reader thread; nothing here waits on them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class KeptCheck:
         self._request_agent = request_agent
         self._lock = threading.Lock()
         self._cwds: dict[str, str] = {}  # sessions opened here, by the agent's id: their cwd
+        self._turns: dict[str, int] = {}  # turns answered here, by the agent's id: which list is about the latest
         self.kept: set[str] = set()
         self.unkept: set[str] = set()
 
@@ -66,13 +69,15 @@ class KeptCheck:
             cwd = self._cwds.get(native)
             if cwd is None or native in self.kept:
                 return
-        self._ask(native, cwd, None, 0)
+            turn = self._turns[native] = self._turns.get(native, 0) + 1
+            self.unkept.discard(native)  # what a list said before this turn no longer holds
+        self._ask(native, cwd, turn, None, 0)
 
-    def _ask(self, native: str, cwd: str, cursor: str | None, pages: int) -> None:
+    def _ask(self, native: str, cwd: str, turn: int, cursor: str | None, pages: int) -> None:
         params: dict[str, str] = {"cwd": cwd} if cursor is None else {"cwd": cwd, "cursor": cursor}
-        self._request_agent("session/list", params, lambda answer: self._answered(native, cwd, answer, pages + 1))
+        self._request_agent("session/list", params, lambda answer: self._answered(native, cwd, turn, answer, pages + 1))
 
-    def _answered(self, native: str, cwd: str, answer: AgentLine | None, pages: int) -> None:
+    def _answered(self, native: str, cwd: str, turn: int, answer: AgentLine | None, pages: int) -> None:
         if answer is None or not len(answer.result):
             return  # an error, or the agent ended: no evidence
         try:
@@ -86,8 +91,10 @@ class KeptCheck:
             return
         cursor = page.next_cursor if isinstance(page.next_cursor, str) and page.next_cursor else None
         if cursor is not None and pages < _PAGES:
-            self._ask(native, cwd, cursor, pages)
+            self._ask(native, cwd, turn, cursor, pages)
         elif cursor is None:
-            log.info("the agent's own list for %s does not show session %s after its turn: not offered", cwd, native)
             with self._lock:
+                if self._turns.get(native) != turn:
+                    return  # a list asked before the session's latest turn: that turn's own list decides
                 self.unkept.add(native)
+            log.info("the agent's own list for %s does not show session %s after its turn: not offered", cwd, native)
