@@ -14,7 +14,7 @@ from events.codec import decode_event, encode_event
 from events.content import KeptMessage, StoredMessage, kept
 from events.errors import ConcurrencyError
 from events.model import Event, RecordedEvent, SessionDeleted
-from events.store import ANY, Clock, EventStore, PreparedAppend, StoreIdentity, retried_positions
+from events.store import ANY, Clock, EventStore, PreparedAppend, StoreIdentity, added_hook, retried_positions
 
 __all__ = ["MemoryStore"]
 
@@ -158,15 +158,7 @@ class MemoryStore(EventStore):
     def add_erase_hook(self, hook: Any) -> Callable[[], None]:
         """Call ``hook.erasing(None, session_id, messages)`` before a session's messages are erased (an index
         derived from them takes them out). Returns the remover."""
-        with self._lock:
-            self._erase_hooks.append(hook)
-
-        def remove() -> None:
-            with self._lock:
-                if hook in self._erase_hooks:
-                    self._erase_hooks.remove(hook)
-
-        return remove
+        return added_hook(self._erase_hooks, self._lock, hook)
 
     def _erase(self, session_id: str) -> int:
         with self._lock:

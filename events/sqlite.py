@@ -43,6 +43,7 @@ from events.store import (
     StoreIdentity,
     Tip,
     _check_position,
+    added_hook,
     record_from_row,
 )
 
@@ -263,15 +264,7 @@ class SqliteStore(GroupCommitStore):
         and ``scan(after)``, which reads the log on it (the transaction's own rows included); it runs in a
         savepoint, and a hook that fails is rolled back to it and logged while the appends still commit (derived
         data can always catch up later). ``hook.committed()`` follows a successful commit. Returns the remover."""
-        with self._write_lock:
-            self._hooks.append(hook)
-
-        def remove() -> None:
-            with self._write_lock:
-                if hook in self._hooks:
-                    self._hooks.remove(hook)
-
-        return remove
+        return added_hook(self._hooks, self._write_lock, hook)
 
     def _reader(self) -> sqlite3.Connection:
         self._check_open()
@@ -416,15 +409,7 @@ class SqliteStore(GroupCommitStore):
         """Run ``hook.erasing(db, session_id, messages)`` in every erasure's transaction, before the messages'
         rows go: indexes derived from them in this file take their text out in the same transaction. Returns the
         remover."""
-        with self._write_lock:
-            self._erase_hooks.append(hook)
-
-        def remove() -> None:
-            with self._write_lock:
-                if hook in self._erase_hooks:
-                    self._erase_hooks.remove(hook)
-
-        return remove
+        return added_hook(self._erase_hooks, self._write_lock, hook)
 
     def _erase(self, session_id: str) -> int:
         with self._write_lock, self._translate():

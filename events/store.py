@@ -13,7 +13,8 @@ import abc
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, Self, cast
+from contextlib import AbstractContextManager
+from typing import Any, Final, Self, TypeVar, cast
 
 import msgspec
 
@@ -32,6 +33,7 @@ __all__ = [
     "PreparedAppend",
     "StoreIdentity",
     "Tip",
+    "added_hook",
     "check_session_id",
     "record_from_row",
     "retried_positions",
@@ -321,6 +323,23 @@ class EventStore(abc.ABC):
     def _check_writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self!r} is open read-only; nothing was appended")
+
+
+_H = TypeVar("_H")
+
+
+def added_hook(hooks: list[_H], lock: AbstractContextManager[object], hook: _H) -> Callable[[], None]:
+    """Add ``hook`` to a backend's ``hooks`` under the ``lock`` its writes hold to run them; the remover returned
+    takes it out again (calling it twice is harmless)."""
+    with lock:
+        hooks.append(hook)
+
+    def remove() -> None:
+        with lock:
+            if hook in hooks:
+                hooks.remove(hook)
+
+    return remove
 
 
 def check_session_id(session_id: str) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -69,6 +71,19 @@ from registry.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """
 """``python -c SIGTERM_IN_CLOSE proxy ...``: ``acp-registry``, sending itself SIGTERM as ``Proxy.close`` begins."""
+
+
+@contextlib.contextmanager
+def write_locked(path: Path | str) -> Iterator[None]:
+    """Another process's writer, as SQLite sees it: a connection of its own holds the store file's write lock for
+    the block (the store's writers wait for it, readers of the WAL go on)."""
+    blocker = sqlite3.connect(path, timeout=30, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
 
 
 def piped(command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

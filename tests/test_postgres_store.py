@@ -179,25 +179,7 @@ def test_an_empty_schema_becomes_a_store(schema: str) -> None:
         assert store.append("s", [SessionUpdated(at=1)], NO_STREAM) == [1]
 
 
-# -- URLs ---------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("url", "message"),
-    [
-        ("postgresql://db.example/app?cache=big", "unknown option 'cache'"),
-        ("postgresql://db.example/app?cache=big&mode=x", "unknown options 'cache', 'mode'"),
-        ("postgresql://db.example/app?schema=Sessions", "schema must be a lowercase SQL identifier"),
-        ("postgresql://db.example/app?schema=pg_sessions", "not starting with a digit or pg_"),
-        ("postgresql://db.example/app?schema=a%3Bdrop", "got 'a;drop'"),
-        ("postgresql://db.example/app?schema=", "got ''"),
-        ("postgresql://db.example/app?schema=a&schema=b", "schema is given 2 times"),
-        ("postgresql://db.example/app#main", "takes no #fragment"),
-    ],
-)
-def test_bad_postgres_urls_say_what_is_wrong(url: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        open_store(url)
+# -- URLs (the bad ones every store URL is held to: ``tests/test_sqlite_store.py``) --------------------------
 
 
 def test_messages_never_show_the_password() -> None:

@@ -15,8 +15,8 @@ import msgspec
 from registry.limits import MAX_STORED_MESSAGE_BYTES, MAX_TURN_MESSAGES
 from registry.proxy.capture import Capture
 from registry.service import SessionRegistry
-from tests.proxy_wire import ROOT, prompt, proxy_command
-from tests.test_proxy_faults import locked, proxied_on_sqlite
+from tests.proxy_wire import ROOT, prompt, proxy_command, write_locked
+from tests.test_proxy_faults import proxied_on_sqlite
 from tests.waiting import wait_until
 
 
@@ -187,7 +187,7 @@ def test_what_waits_for_the_store_is_bounded_in_bytes_oldest_text_first() -> Non
 def test_turns_while_the_store_is_locked_are_written_in_order_when_it_is_back(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     with proxied_on_sqlite(path, tmp_path) as (registry, client, session):
-        with locked(path):
+        with write_locked(path):
             for n in range(3):
                 client.result(3 + n, "session/prompt", prompt(session, f"rich locked{n}"))
             assert client.proxy.surface.capture.held > 0 or client.proxy.recorder.degraded is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ import pytest
 from events.sqlite import SqliteStore
 from registry.proxy import Proxy
 from registry.service import SessionRegistry
-from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
+from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started, write_locked
 from tests.waiting import children, ignores_signal, next_millisecond, wait_until
 
 
@@ -134,7 +133,7 @@ def test_a_store_that_refuses_writes_degrades_the_list_never_the_conversation(
     another connection mid-session, then released."""
     path = tmp_path / "sessions.db"
     with proxied_on_sqlite(path, tmp_path) as (_, client, session):
-        with locked(path):  # every writer now gets SQLITE_BUSY (readers of the WAL go on)
+        with write_locked(path):  # every writer now gets SQLITE_BUSY (readers of the WAL go on)
             assert client.result(3, "session/prompt", prompt(session, "while locked")) == {"stopReason": "end_turn"}
             second = client.result(4, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
             listed = client.call(5, "session/list", {})
@@ -216,18 +215,6 @@ def proxied_on_sqlite(path: Path, cwd: Path) -> Iterator[tuple[SessionRegistry, 
         yield registry, client, session
     finally:
         registry.close()
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Another connection holds the SQLite store's write lock for the block."""
-    blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
-    blocker.execute("BEGIN EXCLUSIVE")
-    try:
-        yield
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
 
 
 class InProcessClient:

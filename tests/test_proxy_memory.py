@@ -5,13 +5,10 @@ in process the bytes the recorder's queue holds (``tracemalloc``)."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import random
-import sqlite3
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,23 +21,11 @@ from registry.proxy.recorder import MAX_BACKLOG_BYTES, Recorder
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
 from registry.session_commands import command
-from tests.proxy_wire import ProxyProcess, prompt, proxy_command
+from tests.proxy_wire import ProxyProcess, prompt, proxy_command, write_locked
 from tests.waiting import wait_until
 
 _MB = 1 << 20
 _BIG = 4 << 20
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Another process's writer, as SQLite sees it: a connection of its own holding the file's write lock."""
-    blocker = sqlite3.connect(path, timeout=30, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
 
 
 def _resident(pid: int) -> int:
@@ -64,7 +49,7 @@ def test_a_flood_while_the_store_is_locked_does_not_grow_the_proxy(tmp_path: Pat
         session = proxy.result(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
         proxy.result(2, "session/prompt", prompt(session, "before the lock"))
         before = _resident(proxy.proc.pid)
-        with _locked(path):
+        with write_locked(path):
             proxy.result(3, "session/prompt", prompt(session, "while locked"))  # the recorder waits on its turn
             count = 60
             if flood == "agent titles":
@@ -116,7 +101,7 @@ def test_the_recorders_queue_is_bounded_in_bytes_under_a_real_lock(
             registry.create("/w", session_id="agent:first", agent="agent")
             recorder = _recorder(registry)
             recorder.start()
-            with _locked(path):
+            with write_locked(path):
                 title = command("session/set_title")
                 assert title is not None
                 recorder.put(lambda r: r.command("first", title, {"title": "Waits on the lock"}), held=("first",))

@@ -49,16 +49,27 @@ def test_fast_agent_is_one_name_however_it_is_started(url: str, given: str | Non
         ("@zed-industries/claude-code-acp", "claude-code"),
         ("@zed-industries/claude-agent-acp", "claude-code"),
         ("claude-agent-acp@0.101.0", "claude-code"),
+        ("claude-code-acp", "claude-code"),
         ("fast-agent-acp", "fast-agent"),
+        ("fast-agent", "fast-agent"),
         ("@mistralai/mistral-vibe", "mistral-vibe"),
         ("vibe-acp", "mistral-vibe"),
-        ("Kimi Code CLI", "kimi"),
+        ("Kimi CLI", "kimi"),
+        ("Kimi Code CLI", "kimi"),  # kimi-cli 1.x's agentInfo.name; its history is kimi's (~/.kimi)
+        ("kimi-code", "kimi-code"),  # the separate Kimi Code product keeps its own name
         ("@zed-industries/codex-acp", "codex"),
+        ("codex-acp", "codex"),
+        ("codex-acp@0.16.0", "codex"),
+        ("/usr/local/bin/codex-acp", "codex"),
         ("@google/gemini-cli", "gemini"),
+        ("gemini-cli", "gemini"),
         ("@qwen-code/qwen-code", "qwen"),
+        ("qwen-code", "qwen"),
+        ("opencode", "opencode"),
     ],
 )
 def test_the_names_known_agents_go_by_map_to_their_one_name(name: str, known: str) -> None:
+    """As ``agentInfo.name`` says it, and as the program or package a command starts."""
     assert agent_name(name) == known
     assert command_name(["npx", "-y", name]) == known
 

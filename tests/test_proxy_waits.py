@@ -4,7 +4,6 @@ real SQLite write lock held by another connection, and the recorder's memory bou
 from __future__ import annotations
 
 import signal
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.recorder import EARLY_TITLE_BYTES, Recorder
 from registry.proxy.titles import TitlePolicy
 from registry.service import SessionRegistry
-from tests.proxy_wire import AGENT, SIGTERM_IN_CLOSE, ProxyProcess, prompt, proxy_command, started
+from tests.proxy_wire import AGENT, SIGTERM_IN_CLOSE, ProxyProcess, prompt, proxy_command, started, write_locked
 from tests.waiting import wait_until
 
 
@@ -35,18 +34,13 @@ def test_with_the_stores_write_lock_held_elsewhere_no_answer_and_no_relayed_line
     proxy, session = started(url, cwd=str(tmp_path))
     with proxy:
         proxy.result(2, "session/prompt", prompt(session, "before the lock"))
-        blocker = sqlite3.connect(f"{tmp_path}/sessions.db", timeout=30, isolation_level=None)
-        blocker.execute("BEGIN EXCLUSIVE")  # every writer now waits for the lock (readers of the WAL go on)
-        try:
+        with write_locked(tmp_path / "sessions.db"):  # every writer now waits for the lock (readers of the WAL go on)
             began = time.monotonic()
             proxy.send({"id": 3, "method": "session/set_title", "params": {"sessionId": session, "title": "Locked"}})
             proxy.send({"id": 4, "method": "session/prompt", "params": prompt(session, "while locked")})
             assert proxy.pump(4)["result"] == {"stopReason": "end_turn"}  # the prompt reached the agent at once
             assert proxy.pump(3)["result"] == {"title": "Locked"}  # answered from memory
             assert time.monotonic() - began < 10
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
         wait_until(lambda: _title(proxy) == "Locked", 60, "the title to be written once the lock is free")
         assert proxy.close() == 0
 

@@ -229,20 +229,6 @@ def test_the_first_screen_gets_a_newcomer_through_the_proxy_to_acp_registry_list
     store = tmp_path / "home" / ".local" / "share" / "acp-registry" / "sessions.db"
     assert f"created a new store at {store}" in stderr  # the first time, one line says so
 
-    after = subprocess.run(
-        ["bash", "-c", f". .venv/bin/activate && {list_line}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert after.returncode == 0, after.stderr
-    assert "Fix the login bug" in after.stdout and f"acp-session-registry:{session}" in after.stdout
-    search_line, transcript_line, usage_line = commands[4:7]
-    assert search_line.startswith("acp-registry search ") and transcript_line.startswith("acp-registry transcript ")
-    assert usage_line == "acp-registry usage"
-
     def run(line: str) -> str:
         done = subprocess.run(
             ["bash", "-c", f". .venv/bin/activate && {line}"],
@@ -254,6 +240,12 @@ def test_the_first_screen_gets_a_newcomer_through_the_proxy_to_acp_registry_list
         )
         assert done.returncode == 0, (line, done.stderr)
         return done.stdout
+
+    after = run(list_line)
+    assert "Fix the login bug" in after and f"acp-session-registry:{session}" in after
+    search_line, transcript_line, usage_line = commands[4:7]
+    assert search_line.startswith("acp-registry search ") and transcript_line.startswith("acp-registry transcript ")
+    assert usage_line == "acp-registry usage"
 
     found = run(search_line)  # the words of the prompt pasted above, as the proxy recorded them
     assert found.startswith(f"{session}  acp-session-registry") and "**login** **bug**" in found, found

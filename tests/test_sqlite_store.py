@@ -124,6 +124,14 @@ def test_missing_directory_and_directory_paths_are_clear_errors(tmp_path: Path) 
         ("memory://x", "take nothing after the scheme"),
         ("redis://localhost", "unknown store URL scheme"),
         ("/tmp/x.db", "unknown store URL scheme"),
+        ("postgresql://db.example/app?cache=big", "unknown option 'cache'"),
+        ("postgresql://db.example/app?cache=big&mode=x", "unknown options 'cache', 'mode'"),
+        ("postgresql://db.example/app?schema=Sessions", "schema must be a lowercase SQL identifier"),
+        ("postgresql://db.example/app?schema=pg_sessions", "not starting with a digit or pg_"),
+        ("postgresql://db.example/app?schema=a%3Bdrop", "got 'a;drop'"),
+        ("postgresql://db.example/app?schema=", "got ''"),
+        ("postgresql://db.example/app?schema=a&schema=b", "schema is given 2 times"),
+        ("postgresql://db.example/app#main", "takes no #fragment"),
     ],
 )
 def test_bad_store_urls_say_what_is_wrong(url: str, message: str) -> None:

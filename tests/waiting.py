@@ -86,21 +86,22 @@ def children(pid: int) -> list[int]:
 
 def ignores_signal(pid: int, signum: int) -> bool:
     """Whether process ``pid`` has set ``signum`` to be ignored (Linux: its SigIgn mask in /proc)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigIgn:"))
-    return bool(mask >> (signum - 1) & 1)
+    return _in_signal_mask(pid, "SigIgn:", signum)
 
 
 def catches_signal(pid: int, signum: int) -> bool:
     """Whether process ``pid`` has a handler of its own for ``signum`` (Linux: its SigCgt mask in /proc)."""
+    return _in_signal_mask(pid, "SigCgt:", signum)
+
+
+def _in_signal_mask(pid: int, mask_line: str, signum: int) -> bool:
+    """Whether ``signum`` is set in the mask that ``/proc/<pid>/status`` gives on its ``mask_line`` (False for a
+    process that is gone)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
-    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith(mask_line))
     return bool(mask >> (signum - 1) & 1)
 
 

@@ -55,7 +55,7 @@ from events.model import Role, TitleSource
 from registry.importers.base import Activity, Draft, agent_time, is_uuid
 from registry.importers.files import FileSource, Group, NoExtra, Reading
 from registry.importers.folders import Discovery, Found, folder_files, is_dir, quiet
-from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
+from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
 
 __all__ = ["ClaudeCode"]
 
@@ -284,18 +284,11 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
         self._prompt(fold, "\n\n".join(real), at)
 
     def _prompt(self, fold: _Fold, text: str, at: int | None) -> None:
-        for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
-            self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
-        fold.calls.clear()
+        say_unanswered(fold.calls, self.say)
         self.say(Role.USER, text, at)
 
     def _result(self, fold: _Fold, block: _Block, at: int | None) -> None:
-        call = fold.calls.pop(block.tool_use_id, None) if isinstance(block.tool_use_id, str) else None
-        result = result_text(block.content)
-        if call is None:
-            self.say(Role.TOOL, tool_text("tool", "", result), at)
-        else:
-            self.say(Role.TOOL, tool_text(call.name, call.summary, result), call.at)
+        say_result(fold.calls, block.tool_use_id, result_text(block.content), at, self.say)
 
     def _assistant(self, fold: _Fold, message: _AssistantMessage, at: int | None) -> None:
         """Count an API reply once, though it is split over several lines sharing ``message.id``; say its
@@ -312,10 +305,8 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
             elif block.type == "thinking":
                 self.say(Role.THOUGHT, block.thinking, at)
             elif block.type == "tool_use" and isinstance(block.id, str):
-                if len(fold.calls) >= MAX_PENDING_CALLS:
-                    call = fold.calls.pop(next(iter(fold.calls)))
-                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
-                fold.calls[block.id] = Call(str(block.name or "tool"), arguments_summary(block.input), at)
+                call = Call(str(block.name or "tool"), arguments_summary(block.input), at)
+                hold_call(fold.calls, block.id, call, self.say)
 
     def _usage(self, fold: _Fold, record: _Record, message: _AssistantMessage, at: int | None) -> None:
         """A reply's usage, once per ``message.id``: what its lines report beyond what was counted."""

@@ -44,7 +44,16 @@ from registry.importers.base import (
 )
 from registry.importers.files import FileSource, Group, Reading
 from registry.importers.folders import Discovery, Found, Index, quiet, refresh_index
-from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
+from registry.importers.said import (
+    Call,
+    arguments_summary,
+    hold_call,
+    result_text,
+    say_result,
+    say_unanswered,
+    tool_text,
+    usage,
+)
 
 __all__ = ["Codex"]
 
@@ -193,9 +202,7 @@ class Codex(FileSource[_Fold, _Names]):
                 fold.messages += 1
                 if fold.prompt is None:
                     fold.prompt = _prompt(event)
-                for call in fold.calls.values():  # calls whose outputs never came (an interrupted turn)
-                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
-                fold.calls.clear()
+                say_unanswered(fold.calls, self.say)
                 self.say(Role.USER, _user_text(event), at)
             elif event.type == "agent_message":
                 fold.messages += 1
@@ -212,19 +219,14 @@ class Codex(FileSource[_Fold, _Names]):
             if item.type == "local_shell_call" and isinstance(item.action, dict):
                 arguments = item.action
             name = item.name if isinstance(item.name, str) else "shell"
-            if len(fold.calls) >= MAX_PENDING_CALLS:
-                oldest = fold.calls.pop(next(iter(fold.calls)))
-                self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
-            fold.calls[item.call_id] = Call(name, arguments_summary(arguments), at)
+            hold_call(fold.calls, item.call_id, Call(name, arguments_summary(arguments), at), self.say)
         elif item.type in _OUTPUTS and isinstance(item.call_id, str):
             output = item.output
             if isinstance(output, str) and output.startswith("{"):  # often JSON: {"output": ..., "metadata": ...}
                 with contextlib.suppress(msgspec.DecodeError):
                     decoded = msgspec.json.decode(output)
                     output = decoded if isinstance(decoded, dict) else output
-            call = fold.calls.pop(item.call_id) if item.call_id in fold.calls else None
-            name, summary, when = (call.name, call.summary, call.at) if call is not None else ("tool", "", at)
-            self.say(Role.TOOL, tool_text(name, summary, result_text(output)), when)
+            say_result(fold.calls, item.call_id, result_text(output), at, self.say)
         elif item.type == "web_search_call":
             self.say(Role.TOOL, tool_text("web_search", arguments_summary(item.action)), at)
 

@@ -60,7 +60,7 @@ from registry.importers.base import (
 from registry.importers.files import FileEntry, FileSource, Group, Reading
 from registry.importers.folders import Discovery, Found, folder_files, is_dir, session_folder
 from registry.importers.lines import open_regular
-from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
+from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
 
 __all__ = ["Kimi"]
 
@@ -239,20 +239,14 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             self.say(Role(role), text, at)
             fold.chunk = None
         if calls:
-            for call in fold.calls.values():
-                self.say(Role.TOOL, tool_text(call.name, arguments_summary(call.summary)), call.at)
-            fold.calls.clear()
+            say_unanswered(fold.calls, self.say, summary=arguments_summary)
 
     def _call(self, fold: _Fold, key: str, name: object, arguments: str, at: int | None) -> None:
-        if len(fold.calls) >= MAX_PENDING_CALLS:
-            oldest = fold.calls.pop(next(iter(fold.calls)))
-            self.say(Role.TOOL, tool_text(oldest.name, arguments_summary(oldest.summary)), oldest.at)
-        fold.calls[key] = Call(name if isinstance(name, str) else "tool", arguments, at)
+        call = Call(name if isinstance(name, str) else "tool", arguments, at)
+        hold_call(fold.calls, key, call, self.say, summary=arguments_summary)
 
     def _result(self, fold: _Fold, key: str, output: object, at: int | None) -> None:
-        call = fold.calls.pop(key) if key in fold.calls else None
-        name, summary, when = (call.name, arguments_summary(call.summary), call.at) if call else ("tool", "", at)
-        self.say(Role.TOOL, tool_text(name, summary, result_text(output)), when)
+        say_result(fold.calls, key, result_text(output), at, self.say, summary=arguments_summary)
 
     def _usage(self, fold: _Fold, payload: _Payload, at: int | None) -> None:
         spent = payload.token_usage

@@ -50,7 +50,7 @@ from registry.importers.base import (
 )
 from registry.importers.files import FileEntry, FileSource, Group, Reading
 from registry.importers.folders import Discovery, Found, Index, folder_files, is_dir, refresh_index, session_folder
-from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
+from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
 
 __all__ = ["KimiCode"]
 
@@ -166,9 +166,7 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
                 fold.prompts += 1
                 if fold.prompt is None:
                     fold.prompt = clean_title(first_text(message.content))
-                for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
-                    self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
-                fold.calls.clear()
+                say_unanswered(fold.calls, self.say)
                 self.say(Role.USER, first_text(message.content), at)
             elif message.role == "assistant" and origin != "hook_result":
                 fold.replies += 1
@@ -188,15 +186,10 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
         elif event.type == "content.part":
             self._part(event.part, at)
         elif event.type == "tool.call" and isinstance(event.tool_call_id, str):
-            if len(fold.calls) >= MAX_PENDING_CALLS:
-                oldest = fold.calls.pop(next(iter(fold.calls)))
-                self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
             name = event.name if isinstance(event.name, str) else "tool"
-            fold.calls[event.tool_call_id] = Call(name, arguments_summary(event.args), at)
+            hold_call(fold.calls, event.tool_call_id, Call(name, arguments_summary(event.args), at), self.say)
         elif event.type == "tool.result" and isinstance(event.tool_call_id, str):
-            call = fold.calls.pop(event.tool_call_id) if event.tool_call_id in fold.calls else None
-            name, summary, when = (call.name, call.summary, call.at) if call else ("tool", "", at)
-            self.say(Role.TOOL, tool_text(name, summary, result_text(event.result)), when)
+            say_result(fold.calls, event.tool_call_id, result_text(event.result), at, self.say)
 
     def _part(self, part: object, at: int | None) -> None:
         if isinstance(part, str):

@@ -38,7 +38,7 @@ from registry.importers.base import (
 )
 from registry.importers.files import FileSource, Group, NoExtra, Reading
 from registry.importers.folders import Discovery, Found, folder_files, is_dir
-from registry.importers.said import MAX_PENDING_CALLS, Call, arguments_summary, result_text, tool_text, usage
+from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
 
 __all__ = ["Qwen"]
 
@@ -132,9 +132,7 @@ class Qwen(FileSource[_Fold, NoExtra]):
         if record.is_sidechain is True:
             return
         if record.type == "user":
-            for call in fold.calls.values():  # calls whose results never came (an interrupted turn)
-                self.say(Role.TOOL, tool_text(call.name, call.summary), call.at)
-            fold.calls.clear()
+            say_unanswered(fold.calls, self.say)
             self.say(Role.USER, _texts(parts), at)
         else:
             self._reply(fold, parts, at)
@@ -147,10 +145,8 @@ class Qwen(FileSource[_Fold, NoExtra]):
             if isinstance(call, dict):
                 key = call.get("id") or call.get("name")
                 if isinstance(key, str):
-                    if len(fold.calls) >= MAX_PENDING_CALLS:
-                        oldest = fold.calls.pop(next(iter(fold.calls)))
-                        self.say(Role.TOOL, tool_text(oldest.name, oldest.summary), oldest.at)
-                    fold.calls[key] = Call(str(call.get("name") or "tool"), arguments_summary(call.get("args")), at)
+                    held = Call(str(call.get("name") or "tool"), arguments_summary(call.get("args")), at)
+                    hold_call(fold.calls, key, held, self.say)
             elif isinstance(part.get("text"), str):
                 self.say(Role.THOUGHT if part.get("thought") is True else Role.AGENT, part["text"], at)
 
@@ -160,11 +156,9 @@ class Qwen(FileSource[_Fold, NoExtra]):
             if not isinstance(response, dict):
                 continue
             key = response.get("id") or response.get("name")
-            call = fold.calls.pop(key) if isinstance(key, str) and key in fold.calls else None
             display = shown.get("resultDisplay") if isinstance(shown, dict) else None
             result = display if isinstance(display, str) and display.strip() else result_text(response.get("response"))
-            name = call.name if call is not None else response.get("name")
-            self.say(Role.TOOL, tool_text(name, call.summary if call else "", result), call.at if call else at)
+            say_result(fold.calls, key, result, at, self.say, name=response.get("name"))
 
     def draft(self, native_id: str, files: Group, extra: NoExtra | None) -> Reading:
         rel, entry = min(files, key=lambda item: ("/chats/archive/" in item[0], -(item[1].fold.last or 0)))

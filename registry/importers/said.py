@@ -7,7 +7,8 @@ reported among them - one shape for every agent, which the importer turns into a
   began at the session's start (a first read, or a file rewritten), not where the last pass stopped.
 - A tool call is one ``Role.TOOL`` message: the tool's name, a one-line summary of its input, then what it gave
   back (``tool_text``; ``registry.conversation.prepare`` bounds it). A parser holds a call (``Call``) until its
-  result is read, so the call and its result are one message, in the call's place among the replies.
+  result is read, so the call and its result are one message, in the call's place among the replies
+  (``hold_call``, ``say_result``; ``say_unanswered`` at a new prompt, for the calls whose results never came).
 - Token counts are ``events.Usage``, whose five counts are disjoint (``events.model.Usage``): a parser passes
   ``usage`` every token the model produced as ``output_tokens`` - its reasoning included - and the part of that
   the source names as reasoning as ``thought``, and ``usage`` keeps the reasoning in ``thought_tokens`` alone
@@ -21,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import msgspec
@@ -36,7 +37,10 @@ __all__ = [
     "add_usage",
     "anchor",
     "arguments_summary",
+    "hold_call",
     "result_text",
+    "say_result",
+    "say_unanswered",
     "tool_text",
     "usage",
 ]
@@ -106,6 +110,51 @@ class Call(msgspec.Struct, array_like=True, frozen=True):
     name: str
     summary: str
     at: int | None
+
+
+_Say = Callable[[Role, object, int | None], None]
+"""Where a parser says a message (``FileSource.say``)."""
+
+
+def _as_is(summary: str) -> str:
+    return summary
+
+
+def hold_call(
+    calls: dict[str, Call], key: str, call: Call, say: _Say, *, summary: Callable[[str], str] = _as_is
+) -> None:
+    """Hold ``call`` under ``key`` until its result is read; beyond ``MAX_PENDING_CALLS`` held, the oldest is said
+    without one. ``summary`` makes a held call's ``summary`` the one said (a parser that holds raw arguments)."""
+    if len(calls) >= MAX_PENDING_CALLS:
+        oldest = calls.pop(next(iter(calls)))
+        say(Role.TOOL, tool_text(oldest.name, summary(oldest.summary)), oldest.at)
+    calls[key] = call
+
+
+def say_result(
+    calls: dict[str, Call],
+    key: object,
+    result: str,
+    at: int | None,
+    say: _Say,
+    *,
+    name: object = "tool",
+    summary: Callable[[str], str] = _as_is,
+) -> None:
+    """The held call ``key`` names, said with its ``result`` as one tool message at the call's time; a result whose
+    call is not held is said alone, as ``name``'s, at its own time ``at``."""
+    call = calls.pop(key, None) if isinstance(key, str) else None
+    if call is None:
+        say(Role.TOOL, tool_text(name, "", result), at)
+    else:
+        say(Role.TOOL, tool_text(call.name, summary(call.summary), result), call.at)
+
+
+def say_unanswered(calls: dict[str, Call], say: _Say, *, summary: Callable[[str], str] = _as_is) -> None:
+    """Say the held calls whose results never came (an interrupted turn), each without one, and forget them."""
+    for call in calls.values():
+        say(Role.TOOL, tool_text(call.name, summary(call.summary)), call.at)
+    calls.clear()
 
 
 def tool_text(name: object, summary: str = "", result: str = "") -> str:

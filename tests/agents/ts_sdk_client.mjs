@@ -5,30 +5,9 @@
 //   node ts_sdk_client.mjs SDK_ENTRY_JS CONFIG_JSON
 // SDK_ENTRY_JS: the SDK's stable v1 entry point (a file path); CONFIG_JSON: {"command": [...], "cwd": "...",
 // "env": {...}, "prompts": ["...", ...], "authenticate": "methodId" | null}.
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
-import { pathToFileURL } from "node:url";
+import { runEditor } from "./ts_sdk_editor.mjs";
 
-const [entry, configText] = process.argv.slice(2);
-const acp = await import(pathToFileURL(entry).href);
-const config = JSON.parse(configText);
-
-const child = spawn(config.command[0], config.command.slice(1), {
-  cwd: config.cwd,
-  env: config.env,
-  stdio: ["pipe", "pipe", "inherit"],
-});
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-
-const updates = [];
-const app = acp
-  .client()
-  .onNotification("session/update", ({ params }) => {
-    updates.push({ sessionId: params.sessionId, kind: params.update.sessionUpdate, update: params.update });
-  })
-  .onRequest("session/request_permission", () => ({ outcome: { outcome: "cancelled" } }));
-
-const report = await app.connectWith(stream, async (agent) => {
+await runEditor(async (agent, acp, config) => {
   const init = await agent.request("initialize", {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
@@ -78,6 +57,3 @@ const report = await app.connectWith(stream, async (agent) => {
   return { init, sessions, pagesBefore, badCursor, deleted, deleteResult, pagesAfter };
 });
 
-child.stdin.end();
-const exitCode = await new Promise((resolve) => child.on("exit", (code, signal) => resolve(signal ?? code)));
-process.stdout.write(JSON.stringify({ ...report, updates, exitCode }) + "\n");

@@ -5,28 +5,7 @@
 // with what the SDK client observed; tests/test_real_agents_v2.py checks it. Usage:
 //   node ts_sdk_v2_client.mjs SDK_V2_ENTRY_JS CONFIG_JSON
 // CONFIG_JSON: {"command": [...], "cwd": "...", "env": {...}, "prompt": "..."}.
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
-import { pathToFileURL } from "node:url";
-
-const [entry, configText] = process.argv.slice(2);
-const acp = await import(pathToFileURL(entry).href);
-const config = JSON.parse(configText);
-
-const child = spawn(config.command[0], config.command.slice(1), {
-  cwd: config.cwd,
-  env: config.env,
-  stdio: ["pipe", "pipe", "inherit"],
-});
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-
-const updates = [];
-const app = acp
-  .client()
-  .onNotification("session/update", ({ params }) => {
-    updates.push({ sessionId: params.sessionId, kind: params.update.sessionUpdate, update: params.update });
-  })
-  .onRequest("session/request_permission", () => ({ outcome: { outcome: "cancelled" } }));
+import { runEditor } from "./ts_sdk_editor.mjs";
 
 const attempt = async (call) => {
   try {
@@ -36,7 +15,7 @@ const attempt = async (call) => {
   }
 };
 
-const report = await app.connectWith(stream, async (agent) => {
+await runEditor(async (agent, acp, config) => {
   const init = await agent.request("initialize", {
     protocolVersion: acp.PROTOCOL_VERSION,
     info: { name: "ts-sdk-v2-e2e", version: "1" },
@@ -69,6 +48,3 @@ const report = await app.connectWith(stream, async (agent) => {
     archived, listedArchived };
 });
 
-child.stdin.end();
-const exitCode = await new Promise((resolve) => child.on("exit", (code, signal) => resolve(signal ?? code)));
-process.stdout.write(JSON.stringify({ ...report, updates, exitCode }) + "\n");
