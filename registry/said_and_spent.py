@@ -5,7 +5,8 @@ registry that only lists never does."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from msgspec import UNSET
@@ -13,7 +14,7 @@ from msgspec import UNSET
 from events.store import EventStore
 from registry.agents import known_name
 from registry.commands import check_session_id
-from registry.errors import SessionNotFound
+from registry.errors import InvalidParams, SessionNotFound
 from registry.limits import MAX_SEARCH_HITS
 from registry.model import META_SNIPPETS, ListSessionsResult, SessionState, parse_time, session_info
 from registry.paths import normalise_cwd
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
     from registry.transcripts import Transcript
     from registry.usage_report import UsageReport
 
-__all__ = ["SaidAndSpent"]
+__all__ = ["SEARCHED_FILTERS", "SaidAndSpent"]
+
+SEARCHED_FILTERS: Final = frozenset({"archived", "agent"})
+"""The list filters (``registry.filters``) a list with a query applies, beside its cwd (``search``'s keywords); a
+list with a query refuses the others rather than drop them."""
 
 
 class SaidAndSpent:
@@ -93,10 +98,21 @@ class SaidAndSpent:
         return self._searcher
 
     def _searched(
-        self, query: str, cwd: str | None, cursor: str | None, archived: str | None, agent: str | None
+        self, query: str, cwd: str | None, cursor: str | None, filters: Mapping[str, Any]
     ) -> ListSessionsResult:
+        """A list with a query: the search's page, with the list filters the search applies (``SEARCHED_FILTERS``);
+        another filter given (not None) is refused, never dropped."""
+        for name, value in filters.items():
+            if value is not None and name not in SEARCHED_FILTERS:
+                searched = ", ".join(sorted(SEARCHED_FILTERS))
+                raise InvalidParams(f"{name}: a list with a query is filtered by cwd, {searched} only", field=name)
         page = self.search(
-            query, agent=agent, cwd=cwd, archived=archived, limit=min(self.page_size, MAX_SEARCH_HITS), cursor=cursor
+            query,
+            agent=filters.get("agent"),
+            cwd=cwd,
+            archived=filters.get("archived", "exclude"),
+            limit=min(self.page_size, MAX_SEARCH_HITS),
+            cursor=cursor,
         )
         sessions = []
         for state, hit in zip(page.states, page.hits, strict=True):

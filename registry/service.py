@@ -410,7 +410,7 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
         if query is not None:
-            return self._searched(query, cwd, cursor, filters.get("archived", "exclude"), filters.get("agent"))
+            return self._searched(query, cwd, cursor, filters)
         where = list_filter(
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters
         )

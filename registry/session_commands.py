@@ -34,7 +34,16 @@ from events.model import Event, SessionDeleted, TitleSource
 from registry.commands import archive_change, check_session_id, check_title, check_user_title, info_change
 from registry.model import SessionState
 
-__all__ = ["COMMANDS", "CommandLine", "SessionCommand", "SessionCommands", "command", "wire_params"]
+__all__ = [
+    "COMMANDS",
+    "USERS_MARKS",
+    "CommandLine",
+    "SessionCommand",
+    "SessionCommands",
+    "command",
+    "marked_by_user",
+    "wire_params",
+]
 
 Events = Callable[[SessionState], list[Event]]
 """What a command appends, decided from the session's state (``[]``: nothing: it is so already)."""
@@ -188,6 +197,22 @@ COMMANDS: Final[tuple[SessionCommand, ...]] = (
 """Every session command, in the order the method table lists them."""
 
 _BY_METHOD: Final = {row.method: row for row in COMMANDS}
+
+USERS_MARKS: Final = frozenset(name for row in COMMANDS for name in row.changes) - {"deleted", "title"}
+"""The state fields only a user's command sets (``archived``), beside the title (whose source says whose it is) and
+the deletion: what the proxy never retires (``Recorder.touched``) and carries to the agent's one name."""
+
+_UNMARKED: Final = {
+    name: field.default for field in msgspec.structs.fields(SessionState) if (name := field.name) in USERS_MARKS
+}
+
+
+def marked_by_user(state: SessionState) -> bool:
+    """Whether a user's command left a mark on ``state``: a title of theirs, or a field of ``USERS_MARKS`` away
+    from its default (archived)."""
+    if state.title_source is TitleSource.USER and state.title is not None:
+        return True
+    return any(getattr(state, name) != default for name, default in _UNMARKED.items())
 
 
 def command(method: str) -> SessionCommand | None:

@@ -40,7 +40,7 @@ from registry.proxy.identity import Identity
 from registry.proxy.titles import TitlePolicy
 from registry.proxy.turn_usage import kept
 from registry.service import SessionRegistry
-from registry.session_commands import SessionCommand
+from registry.session_commands import SessionCommand, marked_by_user
 
 __all__ = [
     "ACK_WAIT",
@@ -331,11 +331,9 @@ class Recorder:
         self.book.set(native, sid, Status.UNKEPT)
 
     def touched(self, state: SessionState) -> bool:
-        """Whether the user did something with a session that a retirement would take from the list: a title of
-        theirs, an archive, a turn, a fork (of it, or from it)."""
-        if state.title_source is TitleSource.USER and state.title is not None:
-            return True
-        if state.archived or state.messages > 0 or state.parent is not None:
+        """Whether the user did something with a session that a retirement would take from the list: a mark of a
+        user's command (a title of theirs, an archive: ``marked_by_user``), a turn, a fork (of it, or from it)."""
+        if marked_by_user(state) or state.messages > 0 or state.parent is not None:
             return True
         return bool(self.registry.forks(state.session_id))
 
