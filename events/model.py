@@ -32,6 +32,7 @@ __all__ = [
     "SessionCreated",
     "SessionDeleted",
     "SessionInfoChanged",
+    "SessionPinned",
     "SessionUnarchived",
     "SessionUpdated",
     "TitleSource",
@@ -176,7 +177,21 @@ class SessionUnarchived(msgspec.Struct, frozen=True, kw_only=True, tag="unarchiv
     """The session is back in default lists."""
 
 
-Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted | SessionArchived | SessionUnarchived
+class SessionPinned(msgspec.Struct, frozen=True, kw_only=True, tag="pinned", omit_defaults=True):
+    """The user pinned the session (``pinned``), or unpinned it (``pinned=False``): a mark a client can list by."""
+
+    pinned: bool = True
+
+
+Event = (
+    SessionCreated
+    | SessionUpdated
+    | SessionInfoChanged
+    | SessionDeleted
+    | SessionArchived
+    | SessionUnarchived
+    | SessionPinned
+)
 """Everything a session's stream can hold (a tagged union; the tag field is ``type``)."""
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -186,6 +201,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SessionDeleted,
     SessionArchived,
     SessionUnarchived,
+    SessionPinned,
 )
 
 

@@ -316,6 +316,8 @@ def check_event(event: events.Event, field: str = "event") -> events.Event:
                 check_title(event.reason, f"{field}.reason")
         case events.SessionArchived() | events.SessionUnarchived():
             pass  # nothing in them to check
+        case events.SessionPinned():
+            pass  # its one field is a boolean, which the decoder has checked
         case _:
             assert_never(event)
     return event

@@ -96,6 +96,8 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
         case events.SessionArchived() | events.SessionUnarchived():
             archived = isinstance(event, events.SessionArchived)
             return replace(state, archived=archived, version=record.version, position=record.position)
+        case events.SessionPinned():
+            return replace(state, pinned=event.pinned, version=record.version, position=record.position)
         case events.SessionDeleted():
             return replace(state, deleted=True, version=record.version, position=record.position)
         case _:

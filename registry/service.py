@@ -403,13 +403,17 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
 
         The list filters (``registry.filters``) by keyword: ``archived``: ``"exclude"`` (the default; None is the
-        same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions. They apply before pagination,
-        and a cursor is bound to them and to ``cwd`` (another value -> ``InvalidCursor``). ``query``: only the
-        sessions whose conversations match it, best first (``search``), each with the passages that matched in its
-        ``_meta`` (``META_SNIPPETS``); the cursor is then bound to the query too."""
+        same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions; ``pinned``: True only the pinned
+        sessions, False the others (None: all). They apply before pagination, and a cursor is bound to them and to
+        ``cwd`` (another value -> ``InvalidCursor``). ``query``: only the sessions whose conversations match it, best
+        first (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the cursor is
+        then bound to the query too (``pinned`` does not narrow a search: ``InvalidParams``)."""
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
         if query is not None:
+            for name, value in filters.items():  # a filter the search does not take is refused, never dropped
+                if value is not None and name not in ("archived", "agent"):
+                    raise InvalidParams(f"{name} does not narrow a search (query): list without it", field=name)
             return self._searched(query, cwd, cursor, filters.get("archived", "exclude"), filters.get("agent"))
         where = list_filter(
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters

@@ -135,6 +135,10 @@ def describe_event(
             parts.append("archived" if before is None or not before.archived else "archived (it already was)")
         case events.SessionUnarchived():
             parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
+        case events.SessionPinned() if event.pinned:
+            parts.append("pinned" if before is None or not before.pinned else "pinned (it already was)")
+        case events.SessionPinned():
+            parts.append("unpinned" if before is not None and before.pinned else "unpinned (it was not pinned)")
         case events.SessionUpdated():
             parts.append(f"activity: updatedAt {format_time(event.at)}")
             if event.messages:

@@ -332,10 +332,10 @@ class Recorder:
 
     def touched(self, state: SessionState) -> bool:
         """Whether the user did something with a session that a retirement would take from the list: a title of
-        theirs, an archive, a turn, a fork (of it, or from it)."""
+        theirs, an archive, a pin, a turn, a fork (of it, or from it)."""
         if state.title_source is TitleSource.USER and state.title is not None:
             return True
-        if state.archived or state.messages > 0 or state.parent is not None:
+        if state.archived or state.pinned or state.messages > 0 or state.parent is not None:
             return True
         return bool(self.registry.forks(state.session_id))
 
