@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from events import MemoryStore, TitleSource
-from registry import SessionRegistry
+from registry import SessionRegistry, said_and_spent
 from registry.errors import InvalidParams
 from registry.filters import Filters
 from registry.model import SessionState
@@ -45,6 +45,19 @@ def test_a_list_with_a_query_applies_or_refuses_every_filter(registry: SessionRe
     for name in sorted(set(Filters.__annotations__) - SEARCHED_FILTERS):
         with pytest.raises(InvalidParams, match=name):
             registry.list(query="anything", **{name: True})  # type: ignore[arg-type]
+
+
+def test_a_filter_the_search_does_not_apply_is_refused_by_name(
+    registry: SessionRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every filter is searched today, so the loop above checks none: here the search stops applying ``agent``, as a
+    new filter would start, and a list with a query names it in its refusal rather than list every agent's."""
+    monkeypatch.setattr(said_and_spent, "SEARCHED_FILTERS", frozenset({"archived"}))
+    registry.create("/work")
+    with pytest.raises(InvalidParams, match="agent: a list with a query is filtered by cwd, archived only") as refused:
+        registry.list(query="anything", agent="codex")
+    assert refused.value.field == "agent"
+    assert registry.list(query="anything", agent=None).sessions == []  # not given: nothing to refuse
 
 
 def _state(registry: SessionRegistry, session_id: str) -> SessionState:
