@@ -1,228 +1,78 @@
-"""The speed figures CI holds, each a ratio against a reference measured in the same run, on the CPU clock.
+"""The speed figures CI holds, each a ratio of instructions counted by valgrind against a reference in the same run.
 
-A machine's speed changes from run to run (a shared CI host, a laptop on battery), so no figure here is a time:
-each is what the registry costs divided by what a fixed reference costs in the same process run, the two measured
-in turn, several times, the least of each kept (the run the rest of the machine disturbed least).
+A time moves with whatever else the machine does (a shared CI host, eight busy loops beside the suite); the
+instructions a process executes do not: valgrind's counter (``cachegrind``, no cache simulation) gives the same
+count for the same interpreter, code and input whatever the load, within 0.3% here. So each figure is a count of
+the registry's own work divided by a reference's count in the same run, and its bound can sit just above it: a
+1.5x regression of any figure goes over, busy machine or not, which ``benchmarks/test_guard.py`` shows each run by
+adding half as much work again to each figure's own.
 
-* ``stream_1`` / ``stream_10``: the change stream's CPU per change (the follower's fold, the diff, the hand-off
-  to each subscriber's thread; ``benchmarks/change_stream.py``'s diffs/s) with 1 and 10 subscribers, divided by
-  the CPU of one round of a fixed pure-Python loop (``reference_loop``).
+* ``stream_1`` / ``stream_10``: the change stream's instructions per change (the follower's fold, the diff, the
+  hand-off to each subscriber's thread; ``benchmarks/change_stream.py``'s path) with 1 and 10 subscribers, divided
+  by one round of a fixed pure-Python loop (``benchmarks.guard_work.reference_loop``).
 * ``list``: ``acp-registry list`` (the table, piped) as a whole process, divided by ``python -c pass``.
 * ``show``: ``acp-registry show SESSION`` as a whole process, divided by ``show --json SESSION`` on the same
   store of ``SHOW_SESSIONS`` sessions (a session with three forks: ``show`` lists them, ``--json`` does not).
-* ``search``: ``SessionRegistry.search``'s first page of 20 hits in process, divided by the raw FTS5 query of the
-  same words on the same index tables (``benchmarks.search.raw_search``), summed over ``SEARCH_QUERIES``, on a store
-  of ``SEARCH_SESSIONS`` sessions of ``benchmarks.corpus``'s conversations.
+* ``search``: ``SessionRegistry.search``'s first pages of 20 hits in process, divided by the raw FTS5 queries of
+  the same words on the same index tables (``benchmarks.search.raw_search``), over ``guard_work.SEARCH_QUERIES``, on
+  a store of ``SEARCH_SESSIONS`` sessions of ``benchmarks.corpus``'s conversations.
 
-Child processes run with their bytecode cached (``PYTHONPYCACHEPREFIX`` in a scratch folder, warmed first), as an
-installed wheel has it: ``PYTHONDONTWRITEBYTECODE`` would recompile every module in every process.
+A whole process is counted by cachegrind; a figure measured in process by callgrind, in a child that starts its
+instrumentation only around that work (``benchmarks/guard_work.py``: its set-up runs uninstrumented, faster).
+Children run with their bytecode cached (``PYTHONPYCACHEPREFIX``, warmed by a first run), as an installed wheel
+has it, and ``PYTHONHASHSEED=0``; one child per core at a time (the counts do not care). Instructions are not time:
+a regression that waits (a sleep, an fsync) is not seen here - that is ``benchmarks/``'s work, measured in seconds.
 
-    python -m benchmarks.guard [--rounds 15] [--json out.json]
+    python -m benchmarks.guard [--slow stream_1,list:1.25] [--json out.json]
 
-prints the ratios; ``benchmarks/test_guard.py`` holds them to the bounds CI checks (``make guard``).
-``ACP_REGISTRY_GUARD_SLOWDOWN=stream,list,show,search`` doubles the CPU the named figures measure (their own work spends
-as much again), to see the bounds catch a 2x regression; ``stream:1.5,show:1.5`` multiplies them by 1.5.
-
-Steadiness: each figure is the least of many short rounds (the stream's 25, each process's 15), on the CPU clock (what
-the process itself spent: another process's load moves it far less than the wall clock, and the least of many
-is the round it moved least), so that a bound can sit above the noise and below 1.5x the lowest figure.
+prints the figures, and with ``--slow`` the named figures again with their own work made that many times larger
+(2 when no factor is given).
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import resource
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from benchmarks.args import bench_parser
-from benchmarks.figures import interleave
 from benchmarks.store_throughput import print_results
 
-__all__ = [
-    "SEARCH_QUERIES",
-    "SEARCH_SESSIONS",
-    "SHOW_SESSIONS",
-    "SLOWDOWN",
-    "cli_ratios",
-    "make_store",
-    "measure",
-    "reference_loop",
-    "search_ratio",
-    "stream_ratio",
-]
+__all__ = ["FIGURES", "SEARCH_SESSIONS", "SHOW_SESSIONS", "Guard", "Measured", "ValgrindMissing", "make_store"]
 
 SHOW_SESSIONS: Final = 40_000
 """Sessions in the store ``list`` and ``show`` run on: enough for ``show``'s way of finding forks to show in its
-figure (today it decodes every session's state: ~1.6 ms a thousand sessions), few enough to write in seconds."""
-
+figure (it decodes every session's state), few enough to write in seconds."""
 SEARCH_SESSIONS: Final = 2_000
 """Sessions of the store ``search`` runs on (about 40k messages: one index table; written and indexed in seconds)."""
-SEARCH_QUERIES: Final = ("error", "migrat*", "Handler", "config timeout", '"most recent call"')
-"""What ``search`` searches for: words found in hundreds of messages, a prefix, a CamelCase part, two words, a
-phrase (a page then has its 20 sessions to fetch and show)."""
+FIGURES: Final = ("stream_1", "stream_10", "list", "show", "search")
 
-SLOWDOWN: Final = "ACP_REGISTRY_GUARD_SLOWDOWN"
-"""Figures named here (comma-separated: stream, list, show, search; ``NAME:FACTOR`` for another factor than 2) spend
-their measured CPU that many times: a regression of that factor."""
-
-
-def _slowdowns(text: str) -> dict[str, float]:
-    """``stream,show:1.5`` -> {"stream": 2.0, "show": 1.5}."""
-    named = (part.partition(":") for part in text.split(",") if part)
-    return {name: float(factor) if factor else 2.0 for name, _, factor in named}
-
-
-_SLOWED: Final = _slowdowns(os.environ.get(SLOWDOWN, ""))
-
-_REFERENCE_ROUNDS: Final = 20_000
-_ROOT: Final = Path(__file__).resolve().parents[1]  # a slowed child imports benchmarks.guard from the checkout
+_STREAMS: Final = {"stream_1": (1, 2_000), "stream_10": (10, 600)}
+"""Each stream figure's subscribers and the changes it folds."""
+_REFERENCE_ROUNDS: Final = 5_000
+_ROOT: Final = Path(__file__).resolve().parents[1]
+_WHOLE: Final = ("valgrind", "-q", "--tool=cachegrind", "--cache-sim=no", "--branch-sim=no", "--cachegrind-out-file=")
+_SECTION: Final = ("valgrind", "-q", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=")
+_COUNTED: Final = {
+    "cachegrind": re.compile(rb"^summary: (\d+)$", re.M),
+    "callgrind": re.compile(rb"^totals: (\d+)$", re.M),
+}
+"""The line of the instruction count in each tool's file (callgrind's summary is 0 when a client request started
+its instrumentation)."""
+_MAIN: Final = "import sys; from registry.cli import main; code = main(); {pad}sys.exit(code)"  # as the script does
+_PAD: Final = "from benchmarks.guard_work import pad; pad({rounds}); "
 
 
-def reference_loop(rounds: int = _REFERENCE_ROUNDS) -> int:
-    """A fixed pure-Python workload of the kinds the stream does (calls, attribute and dict look-ups, small tuples
-    and strings made and dropped): how fast this interpreter runs Python on this machine now."""
-    table: dict[tuple[int, str], int] = {}
-    total = 0
-    for n in range(rounds):
-        key = (n & 1023, "key")
-        table[key] = table.get(key, 0) + len(str(n))
-        total += _step(n)
-    return total + len(table)
-
-
-def _step(n: int) -> int:
-    return n % 7
-
-
-def _spend(seconds: float) -> None:
-    """Spend ``seconds`` of this process's CPU (the injected slowdown)."""
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        reference_loop(100)
-
-
-# -- the change stream --------------------------------------------------------------------------------------
-
-
-class _Counter:
-    """A subscriber that counts what it receives and says when it has had ``target`` items."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.target = 0
-        self.done = threading.Event()
-
-    def expect(self, more: int) -> None:
-        self.done.clear()
-        self.target = self.count + more
-
-    def __call__(self, _item: object) -> None:
-        self.count += 1
-        if self.count >= self.target:
-            self.done.set()
-
-
-class _Stream:
-    """A registry on a memory store with ``subscribers`` subscribers of ``list_changes`` (each on its own thread,
-    as by default), fed ``changes`` turns a round: ``benchmarks.change_stream.sync_seconds``'s path."""
-
-    def __init__(self, subscribers: int, changes: int, sessions: int = 1000, slowdown: float | None = None) -> None:
-        from events import ANY, AppendRequest, MemoryStore, SessionCreated, SessionUpdated  # noqa: PLC0415
-        from registry import SessionRegistry  # noqa: PLC0415
-
-        self.store = MemoryStore()
-        self.registry = SessionRegistry(self.store, follow=False)
-        self.store.append_batch(
-            [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)], ANY) for n in range(sessions)]
-        )
-        self.registry.sync()
-        self.counters = [_Counter() for _ in range(subscribers)]
-        for counter in self.counters:
-            self.registry.list_changes().subscribe(counter)
-        self.changes = changes
-        self.slowdown = slowdown
-        self.turns = [
-            AppendRequest(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)], ANY) for n in range(changes)
-        ]
-
-    def cpu_per_change(self, _round: int = 0) -> float:
-        """CPU seconds per change from the follower's fold of a round's logged turns until every subscriber has
-        received every item (the log written and the read model caught up beforehand, off the clock)."""
-        self.store.append_batch(self.turns)
-        self.registry.read_model.catch_up()
-        for counter in self.counters:
-            counter.expect(self.changes)
-        start = time.process_time()
-        self.registry.sync()
-        for counter in self.counters:
-            if not counter.done.wait(300):
-                raise RuntimeError("the change stream did not deliver every change within 300 s")
-        spent = time.process_time() - start
-        if self.slowdown is not None:
-            extra = spent * (self.slowdown - 1)
-            _spend(extra)
-            spent += extra
-        return spent / self.changes
-
-    def close(self) -> None:
-        self.registry.close()
-
-
-def stream_ratio(subscribers: int, changes: int, rounds: int, slowdown: float | None = None) -> float:
-    """The stream's least CPU per change ÷ the reference loop's least CPU per round, the two taken in turn, with
-    every thread of the stream on one core: a subscriber's thread woken on the other core cost a process more CPU
-    by chance (stream_1 8.0-10.5 in six processes in a row, idle; on one core 5.8-6.7)."""
-
-    def reference(_round: int) -> float:
-        start = time.process_time()
-        reference_loop()
-        return time.process_time() - start
-
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(allowed)})  # this thread, and the threads it starts from now on
-    try:
-        stream = _Stream(subscribers, changes, slowdown=slowdown)
-        try:
-            samples = interleave({"reference": reference, "stream": stream.cpu_per_change}, range(rounds))
-        finally:
-            stream.close()
-    finally:
-        os.sched_setaffinity(0, allowed)
-    return min(samples["stream"]) / (min(samples["reference"]) / _REFERENCE_ROUNDS)
-
-
-# -- whole processes --------------------------------------------------------------------------------------------
-
-_MAIN = "import sys; from registry.cli import main; code = main(); {slow}sys.exit(code)"  # as the script calls it
-_SLOW = "import time; from benchmarks.guard import _spend; _spend(time.process_time() * {extra}); "
-
-
-def _command(args: Sequence[str], factor: float | None) -> list[str]:
-    """The process running ``acp-registry ARGS``; with ``factor``, it spends that many times its CPU."""
-    slow = "" if factor is None else _SLOW.format(extra=factor - 1)
-    return [sys.executable, "-c", _MAIN.format(slow=slow), *args]
-
-
-def _child_cpu(argv: Sequence[str], env: Mapping[str, str]) -> float:
-    """User plus system CPU seconds of one child process (its output read and dropped)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(
-        argv, env=env, cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120
-    )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-
-
-def _timed_child(argv: Sequence[str], env: Mapping[str, str], _round: int) -> float:
-    return _child_cpu(argv, env)
+class ValgrindMissing(RuntimeError):
+    """valgrind is not installed: the guard counts instructions with it."""
 
 
 def make_store(folder: Path, sessions: int = SHOW_SESSIONS) -> tuple[str, str]:
@@ -255,97 +105,151 @@ def make_store(folder: Path, sessions: int = SHOW_SESSIONS) -> tuple[str, str]:
     return url, "s000000"
 
 
-def cli_ratios(
-    url: str, session: str, rounds: int, scratch: Path, slowdowns: Mapping[str, float] = _SLOWED
-) -> dict[str, float]:
-    """``list`` ÷ ``python -c pass`` and ``show`` ÷ ``show --json``, whole processes taken in turn."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPYCACHEPREFIX=str(scratch / "bytecode"), COLUMNS="120")
-    commands = {
-        "pass": [sys.executable, "-c", "pass"],
-        "list": _command(["--store", url, "list"], slowdowns.get("list")),
-        "show": _command(["--store", url, "show", session], slowdowns.get("show")),
-        "show --json": _command(["--store", url, "show", "--json", session], None),
-    }
-    for argv in commands.values():  # compiles and caches the bytecode, warms the file's pages
-        _child_cpu(argv, env)
-    timers = {name: functools.partial(_timed_child, argv, env) for name, argv in commands.items()}
-    least = {name: min(samples) for name, samples in interleave(timers, range(rounds)).items()}
-    return {"list": least["list"] / least["pass"], "show": least["show"] / least["show --json"]}
-
-
-# -- search -----------------------------------------------------------------------------------------------------
-
-
-def search_ratio(folder: Path, rounds: int, slowdown: float | None = None) -> float:
-    """The search's least CPU for a page of each query ÷ the raw FTS5 query's least, summed over the queries, the
-    two taken in turn in this process; ``slowdown`` makes the search's own work spend that many times its CPU."""
-    import sqlite3  # noqa: PLC0415
-
-    from benchmarks.search import build, raw_search  # noqa: PLC0415
+def _search_store(folder: Path) -> Path:
+    """The corpus's ``SEARCH_SESSIONS`` sessions with their messages, the search index made (as a first search does)."""
+    from benchmarks.search import build  # noqa: PLC0415
     from events import SqliteStore  # noqa: PLC0415
     from registry import SessionRegistry  # noqa: PLC0415
-    from registry.search.query import parse  # noqa: PLC0415
 
     path = folder / "guard-search.db"
     build(path, SEARCH_SESSIONS, seed=41)
-    db = sqlite3.connect(path)
-    ours = raw = 0.0
     with SessionRegistry(SqliteStore(str(path)), follow=False) as registry:
-        registry.search(SEARCH_QUERIES[0])  # the index made
-        tables = [
-            name
-            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name GLOB 'search_[0-9]*'")
-            if name.removeprefix("search_").isdigit()
-        ]
-        for text in SEARCH_QUERIES:
-            expression = parse(text).fts5()
-
-            def page(_round: int, text: str = text) -> float:
-                start = time.process_time()
-                for _ in range(10):
-                    registry.search(text, limit=20)
-                spent = time.process_time() - start
-                if slowdown is not None:
-                    _spend(spent * (slowdown - 1))
-                    spent *= slowdown
-                return spent
-
-            def fts(_round: int, expression: str = expression) -> float:
-                start = time.process_time()
-                for _ in range(10):
-                    raw_search(db, tables, expression)
-                return time.process_time() - start
-
-            samples = interleave({"ours": page, "raw": fts}, range(rounds))
-            ours += min(samples["ours"])
-            raw += min(samples["raw"])
-    db.close()
-    return ours / raw
+        registry.search("error")
+    return path
 
 
-def measure(
-    rounds: int = 15, folder: Path | None = None, slowdowns: Mapping[str, float] = _SLOWED, stream_rounds: int = 25
-) -> dict[str, float]:
-    """Every figure of the module docstring; ``slowdowns`` (default: ``$ACP_REGISTRY_GUARD_SLOWDOWN``) makes the
-    named ones (stream, list, show, search) spend that many times their CPU."""
-    stream = slowdowns.get("stream")
-    figures = {
-        "stream_1": stream_ratio(1, 2_000, rounds=stream_rounds, slowdown=stream),
-        "stream_10": stream_ratio(10, 600, rounds=stream_rounds, slowdown=stream),
-    }
-    with tempfile.TemporaryDirectory(dir=folder) as scratch:
-        url, session = make_store(Path(scratch))
-        figures.update(cli_ratios(url, session, rounds, Path(scratch), slowdowns))
-        figures["search"] = search_ratio(Path(scratch), rounds, slowdowns.get("search"))
-    return figures
+@dataclass(frozen=True)
+class Measured:
+    """The instruction counts of one run of every child, and the figures they make."""
+
+    counts: Mapping[str, int]
+
+    def figures(self, padded: Mapping[str, int] | None = None) -> dict[str, float]:
+        """Each figure; ``padded`` replaces the counts of the named children (the slowed runs)."""
+        count = {**self.counts, **(padded or {})}
+        figures = {name: count[name] / changes / self.reference_round for name, (_, changes) in _STREAMS.items()}
+        figures["list"] = count["list"] / count["pass"]
+        figures["show"] = count["show"] / count["show --json"]
+        figures["search"] = count["search"] / count["search raw"]
+        return figures
+
+    @property
+    def reference_round(self) -> float:
+        """The instructions of one round of the reference loop."""
+        return self.counts["reference"] / _REFERENCE_ROUNDS
+
+
+@dataclass(frozen=True)
+class _Child:
+    tool: str  # cachegrind: the whole process; callgrind: its section
+    argv: list[str]
+
+    def padded(self, rounds: int) -> _Child:
+        """The same child with ``rounds`` more rounds of the reference loop in what is counted."""
+        if self.tool == "cachegrind":  # an acp-registry process: [python, -c, _MAIN, *args]
+            return _Child(self.tool, _cli(self.argv[3:], rounds))
+        return _Child(self.tool, [*self.argv[:3], "--pad", str(rounds), *self.argv[3:]])
+
+
+def _cli(args: Sequence[str], pad: int = 0) -> list[str]:
+    return [sys.executable, "-c", _MAIN.format(pad=_PAD.format(rounds=pad) if pad else ""), *args]
+
+
+class Guard:
+    """The stores the figures are measured on (made once, in ``folder``) and the child processes that measure them."""
+
+    def __init__(self, folder: Path, workers: int | None = None) -> None:
+        if shutil.which("valgrind") is None:
+            raise ValgrindMissing(
+                "the speed guard counts instructions with valgrind: install it (apt install valgrind)"
+            )
+        self.folder = folder
+        self.workers = workers or max(1, len(os.sched_getaffinity(0)))
+        self.env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+        self.env.update(PYTHONPYCACHEPREFIX=str(folder / "bytecode"), PYTHONHASHSEED="0", COLUMNS="120")
+        url, session = make_store(folder)
+        search = str(_search_store(folder))
+        work = [sys.executable, "-m", "benchmarks.guard_work"]
+        self.children: dict[str, _Child] = {
+            "reference": _Child("callgrind", [*work, "reference", str(_REFERENCE_ROUNDS)]),
+            "pass": _Child("cachegrind", [sys.executable, "-c", "pass"]),
+            "list": _Child("cachegrind", _cli(["--store", url, "list"])),
+            "show": _Child("cachegrind", _cli(["--store", url, "show", session])),
+            "show --json": _Child("cachegrind", _cli(["--store", url, "show", "--json", session])),
+            "search": _Child("callgrind", [*work, "search", search, "ours"]),
+            "search raw": _Child("callgrind", [*work, "search", search, "raw"]),
+        }
+        for name, (subscribers, changes) in _STREAMS.items():
+            self.children[name] = _Child("callgrind", [*work, "stream", str(subscribers), str(changes)])
+        for name in ("reference", "list", "show", "search", "stream_1"):  # the others import no other module
+            argv = self.children[name].argv  # run once as they are: their bytecode compiled and cached
+            subprocess.run(argv, env=self.env, cwd=_ROOT, stdout=subprocess.DEVNULL, check=True, timeout=600)
+
+    def _count(self, child: _Child) -> int:
+        """The instructions one child executes (its section's, or the whole process's), counted by valgrind."""
+        with tempfile.NamedTemporaryFile(dir=self.folder, suffix=f".{child.tool}") as out:
+            tool = _WHOLE if child.tool == "cachegrind" else _SECTION
+            done = subprocess.run(
+                [*tool[:-1], tool[-1] + out.name, *child.argv],
+                env=self.env,
+                cwd=_ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=1200,
+                check=False,
+            )
+            command = " ".join(child.argv)
+            if done.returncode != 0:
+                raise RuntimeError(f"{command} under valgrind exited {done.returncode}: {done.stderr.decode()}")
+            found = _COUNTED[child.tool].search(Path(out.name).read_bytes())
+        if found is None or int(found.group(1)) == 0:
+            raise RuntimeError(f"valgrind counted no instruction of {command}")
+        return int(found.group(1))
+
+    def _counts(self, children: Mapping[str, _Child]) -> dict[str, int]:
+        with ThreadPoolExecutor(self.workers) as pool:
+            counted = {name: pool.submit(self._count, child) for name, child in children.items()}
+            return {name: future.result() for name, future in counted.items()}
+
+    def measure(self) -> Measured:
+        """Every child counted once."""
+        return Measured(self._counts(self.children))
+
+    def slowed(self, measured: Measured, factors: Mapping[str, float]) -> dict[str, float]:
+        """The figures with each named figure's own work made ``factor`` times larger: the child that does it runs
+        as many more reference-loop rounds as that work's instructions times ``factor - 1``."""
+        padded = {
+            figure: self.children[figure].padded(
+                round(measured.counts[figure] * (factor - 1) / measured.reference_round)
+            )
+            for figure, factor in factors.items()
+        }
+        return measured.figures(self._counts(padded))
+
+
+def _factors(text: str) -> dict[str, float]:
+    """``stream_1,show:1.5`` -> {"stream_1": 2.0, "show": 1.5}."""
+    named = (part.partition(":") for part in text.split(",") if part)
+    factors = {name: float(factor) if factor else 2.0 for name, _, factor in named}
+    unknown = set(factors) - set(FIGURES)
+    if unknown:
+        raise SystemExit(f"--slow: no figure {', '.join(sorted(unknown))} (the figures: {', '.join(FIGURES)})")
+    return factors
 
 
 def main() -> None:
     parser = bench_parser(__doc__)
-    parser.add_argument("--rounds", type=int, default=15, help="whole processes of each command (15)")
+    parser.add_argument("--slow", default="", help="figures to measure again slowed, e.g. stream_1,list:1.25")
     args = parser.parse_args()
-    print_results(measure(args.rounds), args.json)
+    factors = _factors(args.slow)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as scratch:
+        guard = Guard(Path(scratch))
+        measured = guard.measure()
+        results = measured.figures()
+        if factors:
+            slowed = guard.slowed(measured, factors)
+            results.update({f"{name} slowed {factors[name]}x": slowed[name] for name in factors})
+    print_results(results, args.json)
 
 
 if __name__ == "__main__":
