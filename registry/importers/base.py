@@ -38,7 +38,7 @@ from registry.commands import (
     one_line,
     prompt_title,
 )
-from registry.errors import InvalidParams
+from registry.errors import InvalidParams, accepts
 from registry.importers.said import Said
 from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
@@ -204,7 +204,7 @@ def settle(
         break
     directories: tuple[str, ...] = ()
     if draft.directories:
-        absolute = [d for d in draft.directories if _is_absolute(d)][:MAX_DIRECTORIES]
+        absolute = [d for d in draft.directories if accepts(normalise_cwd, d)][:MAX_DIRECTORIES]
         try:
             directories = tuple(d for d in dict.fromkeys(check_directories(absolute)) if d != cwd)
         except InvalidParams:
@@ -234,14 +234,6 @@ def _checked_time(value: int | None) -> int | None:
         return check_time(value, "time")
     except InvalidParams:
         return None
-
-
-def _is_absolute(path: object) -> bool:
-    try:
-        normalise_cwd(path)
-    except InvalidParams:
-        return False
-    return True
 
 
 def _short(value: object) -> str:
