@@ -21,7 +21,6 @@ target: added latency within 1.2x).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.machine import CpuMeter, describe_machine
-from benchmarks.proxy_relay import _AGENT, Client, _percentile, paced_latencies, round_trips
+from benchmarks.proxy_relay import _AGENT, Client, _percentile, paced_latencies, publish, round_trips
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -140,14 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = msgspec.to_builtins(
         msgspec.structs.replace(machine, load_after=os.getloadavg(), others_cpu_cores=meter.others(elapsed))
     )
-    for name, figures in results.items():
-        if name in ("runs", "machine"):
-            continue
-        shown = figures if not isinstance(figures, dict) else ", ".join(f"{k} {v:,.4f}" for k, v in figures.items())
-        print(f"{name:32} {shown}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return publish(results, args.json, width=32, digits=4, hidden=("runs", "machine"))
 
 
 if __name__ == "__main__":

@@ -356,6 +356,25 @@ def starts(folder: Path, direct: list[str], count: int) -> dict[str, dict[str, f
     return results
 
 
+def publish(
+    results: dict[str, Any], json_file: str | None, *, width: int, digits: int, hidden: tuple[str, ...] = ()
+) -> int:
+    """Prints a line per figure (its floats to ``digits`` places), except the ``hidden`` ones, and writes every
+    figure to ``json_file`` when one is named: what the proxy's benchmarks end with."""
+    for name, figures in results.items():
+        if name in hidden:
+            continue
+        shown = figures
+        if isinstance(figures, dict):
+            shown = ", ".join(
+                f"{k} {v:,.{digits}f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+            )
+        print(f"{name:{width}} {shown}")
+    if json_file:
+        Path(json_file).write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pings", type=int, default=2000)
@@ -378,12 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         results = starts(folder, [sys.executable, str(folder / "agent.py")], args.starts)
     else:
         results = run(args)
-    for name, figures in results.items():
-        shown = ", ".join(f"{k} {v:,.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items())
-        print(f"{name:28} {shown}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return publish(results, args.json, width=28, digits=3)
 
 
 if __name__ == "__main__":
