@@ -24,7 +24,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.machine import CpuMeter, describe_machine
-from benchmarks.proxy_relay import _AGENT, Client, _percentile, paced_latencies, publish, round_trips
+from benchmarks.proxy_relay import Client, _percentile, bench_agent, paced_latencies, publish, round_trips
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -88,10 +87,7 @@ def _measure(command: list[str], env: dict[str, str] | None, args: argparse.Name
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix="proxy-capture-"))
-    agent = folder / "agent.py"
-    agent.write_text(_AGENT)
-    direct = [sys.executable, str(agent)]
+    folder, direct = bench_agent("proxy-capture-")
     stores = iter(range(1_000_000))
     # Each proxy imports its own tree: -P keeps the working directory off sys.path, PYTHONPATH names the tree.
     trees = {"before": Path(args.baseline).resolve(), "after": Path(__file__).resolve().parents[1]}

@@ -85,6 +85,13 @@ for raw in sys.stdin.buffer:
 _PROXY = [sys.executable, "-m", "registry.cli", "proxy"]
 
 
+def bench_agent(prefix: str) -> tuple[Path, list[str]]:
+    """A new temporary folder (its name begins with ``prefix``) holding the bench agent, and the agent's command."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "agent.py").write_text(_AGENT)
+    return folder, [sys.executable, str(folder / "agent.py")]
+
+
 class Client:
     """A client of one agent process (direct, or the proxy in front of it)."""
 
@@ -284,10 +291,7 @@ def start_time(command: list[str]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix="proxy-relay-"))
-    agent_file = folder / "agent.py"
-    agent_file.write_text(_AGENT)
-    direct = [sys.executable, str(agent_file)]
+    folder, direct = bench_agent("proxy-relay-")
     stores = iter(range(1_000_000))
 
     def proxied() -> list[str]:
@@ -388,13 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-history", action="store_true", help="measure only --history's figures")
     args = parser.parse_args(argv)
     if args.only_history:
-        folder = Path(tempfile.mkdtemp(prefix="proxy-history-"))
-        (folder / "agent.py").write_text(_AGENT)
-        results = with_history(folder, [sys.executable, str(folder / "agent.py")], args.history or 1000, args.pings)
+        folder, direct = bench_agent("proxy-history-")
+        results = with_history(folder, direct, args.history or 1000, args.pings)
     elif args.only_start:
-        folder = Path(tempfile.mkdtemp(prefix="proxy-start-"))
-        (folder / "agent.py").write_text(_AGENT)
-        results = starts(folder, [sys.executable, str(folder / "agent.py")], args.starts)
+        folder, direct = bench_agent("proxy-start-")
+        results = starts(folder, direct, args.starts)
     else:
         results = run(args)
     return publish(results, args.json, width=28, digits=3)
