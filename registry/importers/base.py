@@ -22,7 +22,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Final, NamedTuple, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -52,6 +52,7 @@ __all__ = [
     "SessionFacts",
     "Skip",
     "Source",
+    "TranscriptRecord",
     "agent_time",
     "clean_title",
     "env_path",
@@ -99,6 +100,21 @@ class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
     archived: bool = False
     additional_directories: tuple[str, ...] = ()
     gone: str | None = None
+
+
+class TranscriptRecord(msgspec.Struct, rename="camel"):
+    """The fields of a JSONL transcript's record that Claude Code writes and Qwen Code writes as it does (each adds
+    its own): its kind, its own and its session's ids, its time and cwd, whether a subagent wrote it, the git
+    branch, and its ``message``, decoded only where it is read. Any JSON value decodes: the fold judges it."""
+
+    type: Any = None
+    uuid: Any = None
+    timestamp: Any = None
+    cwd: Any = None
+    session_id: Any = None
+    is_sidechain: Any = None
+    git_branch: Any = None
+    message: msgspec.Raw = msgspec.Raw()
 
 
 class Activity(msgspec.Struct, kw_only=True):
