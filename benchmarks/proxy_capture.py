@@ -21,11 +21,9 @@ target: added latency within 1.2x).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.machine import CpuMeter, describe_machine
-from benchmarks.proxy_relay import _AGENT, Client, _percentile, paced_latencies, round_trips
+from benchmarks.proxy_relay import Client, _percentile, bench_agent, paced_latencies, publish, round_trips
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -89,10 +87,7 @@ def _measure(command: list[str], env: dict[str, str] | None, args: argparse.Name
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix="proxy-capture-"))
-    agent = folder / "agent.py"
-    agent.write_text(_AGENT)
-    direct = [sys.executable, str(agent)]
+    folder, direct = bench_agent("proxy-capture-")
     stores = iter(range(1_000_000))
     # Each proxy imports its own tree: -P keeps the working directory off sys.path, PYTHONPATH names the tree.
     trees = {"before": Path(args.baseline).resolve(), "after": Path(__file__).resolve().parents[1]}
@@ -140,14 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = msgspec.to_builtins(
         msgspec.structs.replace(machine, load_after=os.getloadavg(), others_cpu_cores=meter.others(elapsed))
     )
-    for name, figures in results.items():
-        if name in ("runs", "machine"):
-            continue
-        shown = figures if not isinstance(figures, dict) else ", ".join(f"{k} {v:,.4f}" for k, v in figures.items())
-        print(f"{name:32} {shown}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return publish(results, args.json, width=32, digits=4, hidden=("runs", "machine"))
 
 
 if __name__ == "__main__":

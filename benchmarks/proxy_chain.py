@@ -24,12 +24,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from benchmarks.proxy_relay import _AGENT, Client
+from benchmarks.proxy_relay import Client, bench_agent
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _NOTIFICATION = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": {"text": "x" * 120}}}
@@ -100,9 +99,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="proxy-chain-"))
-    agent = folder / "agent.py"
-    agent.write_text(_AGENT)
+    folder, direct = bench_agent("proxy-chain-")
     samples: dict[str, dict[str, list[float]]] = {
         part: {"standalone": [], "chain": []} for part in ("flood_us", "ping_us")
     }
@@ -112,7 +109,7 @@ def main() -> None:
             chain = setup == "chain"
             store = f"sqlite://{folder}/{setup}-{round_}.db"
             command = [sys.executable, "-m", "registry.cli", "proxy", "--store", store, "--no-history"]
-            client = Client(command if chain else [*command, "--", sys.executable, str(agent)])
+            client = Client(command if chain else [*command, "--", *direct])
             _initialize(client, chain)
             samples["flood_us"][setup].append(flood(client, args.flood, chain) / args.flood * 1e6)
             samples["ping_us"][setup].append(pings(client, args.pings, chain) / args.pings * 1e6)

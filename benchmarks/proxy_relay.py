@@ -85,6 +85,13 @@ for raw in sys.stdin.buffer:
 _PROXY = [sys.executable, "-m", "registry.cli", "proxy"]
 
 
+def bench_agent(prefix: str) -> tuple[Path, list[str]]:
+    """A new temporary folder (its name begins with ``prefix``) holding the bench agent, and the agent's command."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "agent.py").write_text(_AGENT)
+    return folder, [sys.executable, str(folder / "agent.py")]
+
+
 class Client:
     """A client of one agent process (direct, or the proxy in front of it)."""
 
@@ -284,10 +291,7 @@ def start_time(command: list[str]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix="proxy-relay-"))
-    agent_file = folder / "agent.py"
-    agent_file.write_text(_AGENT)
-    direct = [sys.executable, str(agent_file)]
+    folder, direct = bench_agent("proxy-relay-")
     stores = iter(range(1_000_000))
 
     def proxied() -> list[str]:
@@ -356,6 +360,25 @@ def starts(folder: Path, direct: list[str], count: int) -> dict[str, dict[str, f
     return results
 
 
+def publish(
+    results: dict[str, Any], json_file: str | None, *, width: int, digits: int, hidden: tuple[str, ...] = ()
+) -> int:
+    """Prints a line per figure (its floats to ``digits`` places), except the ``hidden`` ones, and writes every
+    figure to ``json_file`` when one is named: what the proxy's benchmarks end with."""
+    for name, figures in results.items():
+        if name in hidden:
+            continue
+        shown = figures
+        if isinstance(figures, dict):
+            shown = ", ".join(
+                f"{k} {v:,.{digits}f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+            )
+        print(f"{name:{width}} {shown}")
+    if json_file:
+        Path(json_file).write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pings", type=int, default=2000)
@@ -369,21 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-history", action="store_true", help="measure only --history's figures")
     args = parser.parse_args(argv)
     if args.only_history:
-        folder = Path(tempfile.mkdtemp(prefix="proxy-history-"))
-        (folder / "agent.py").write_text(_AGENT)
-        results = with_history(folder, [sys.executable, str(folder / "agent.py")], args.history or 1000, args.pings)
+        folder, direct = bench_agent("proxy-history-")
+        results = with_history(folder, direct, args.history or 1000, args.pings)
     elif args.only_start:
-        folder = Path(tempfile.mkdtemp(prefix="proxy-start-"))
-        (folder / "agent.py").write_text(_AGENT)
-        results = starts(folder, [sys.executable, str(folder / "agent.py")], args.starts)
+        folder, direct = bench_agent("proxy-start-")
+        results = starts(folder, direct, args.starts)
     else:
         results = run(args)
-    for name, figures in results.items():
-        shown = ", ".join(f"{k} {v:,.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items())
-        print(f"{name:28} {shown}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return publish(results, args.json, width=28, digits=3)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ not exceptions: a line is answered with them, using the constants defined here.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -55,6 +56,7 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "SubscriberTooSlow",
+    "accepts",
     "rpc_error",
 ]
 
@@ -67,6 +69,8 @@ RESOURCE_NOT_FOUND = -32002
 READ_MODEL_FAULT = -32010
 """A server error of the implementation-defined range: the read model (derived data) cannot answer now."""
 
+_T = TypeVar("_T")
+
 
 class InvalidParams(RegistryError, ValueError):
     """Params of a command or request are wrong; the message says which and why, ``field`` names the field as the
@@ -76,6 +80,15 @@ class InvalidParams(RegistryError, ValueError):
         super().__init__(message)
         self.field = field
         self.data: dict[str, Any] = {"field": field, **(data or {})}
+
+
+def accepts(check: Callable[[_T], object], value: _T) -> bool:
+    """Whether ``check`` takes ``value``: raises no ``InvalidParams`` (a value left out, not refused with the rest)."""
+    try:
+        check(value)
+    except InvalidParams:
+        return False
+    return True
 
 
 class InvalidCursor(InvalidParams):

@@ -127,6 +127,12 @@ def run(tmp_path: Path) -> Cli:
     return Cli(tmp_path / "data")
 
 
+@pytest.fixture
+def kept(tmp_path: Path) -> str:
+    """Where the scripted agent (``tests/proxy_agent.py --keep FILE``) keeps its sessions, in this test's folder."""
+    return str(tmp_path / "kept.json")
+
+
 @pytest.fixture(scope="module")
 def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
     """The story of ``populate``, written once a module: read it, never change it (``copy`` is for that)."""

@@ -259,6 +259,21 @@ def _kimi_text(content: object) -> str:
     return "".join(p.get("text", "") for p in content) if isinstance(content, list) else ""
 
 
+_KIMI_USAGE = {
+    "input": "input_other",
+    "output": "output",
+    "cache_read": "input_cache_read",
+    "cache_write": "input_cache_creation",
+}
+"""Our totals -> kimi's token usage counts (kimi-cli's wire spells them so; Kimi Code's in camel case)."""
+
+
+def _add_kimi_usage(usage: Totals, spent: dict[str, int], *, camel: bool = False) -> None:
+    for total, key in _KIMI_USAGE.items():
+        first, *rest = key.split("_")
+        usage[total] += spent[first + "".join(word.title() for word in rest) if camel else key]
+
+
 def _kimi_wire(path: Path) -> Conversation:
     said: list[Said] = []
     usage = totals()
@@ -281,14 +296,7 @@ def _kimi_wire(path: Path) -> Conversation:
             said.append(("tool", names[payload["tool_call_id"]], payload["return_value"]["output"]))
         elif kind == "StatusUpdate" and payload["message_id"] not in counted:
             counted.add(payload["message_id"])
-            spent = payload["token_usage"]
-            add(
-                usage,
-                input=spent["input_other"],
-                output=spent["output"],
-                cache_read=spent["input_cache_read"],
-                cache_write=spent["input_cache_creation"],
-            )
+            _add_kimi_usage(usage, payload["token_usage"])
         previous = kind
     return said, usage
 
@@ -312,14 +320,7 @@ def kimi_code(root: Path) -> dict[str, Conversation]:
             elif kind == "context.append_loop_event" and record["event"]["type"] == "content.part":
                 said.append(("agent", record["event"]["part"]["text"]))
             elif kind == "usage.record":
-                spent = record["usage"]
-                add(
-                    usage,
-                    input=spent["inputOther"],
-                    output=spent["output"],
-                    cache_read=spent["inputCacheRead"],
-                    cache_write=spent["inputCacheCreation"],
-                )
+                _add_kimi_usage(usage, record["usage"], camel=True)
         out[path.parents[2].name] = (said, usage)
     return out
 

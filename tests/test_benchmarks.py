@@ -5,6 +5,7 @@ Only the smoke test lives here; the long runs are ``make bench`` and ``make benc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import uuid
@@ -119,8 +120,7 @@ def test_the_limit_baselines_give_positive_figures(tmp_path: Path) -> None:
 
 def test_our_event_log_measurements(tmp_path: Path) -> None:
     histories = list(iter_histories(60))
-    bench = EventLogBench(tmp_path / "ours.db")
-    try:
+    with contextlib.closing(EventLogBench(tmp_path / "ours.db")) as bench:
         bench.load(histories[:40])
         assert bench.loaded.rate().per_s > 0
         with bench.durable_batches() as append_batch:
@@ -128,8 +128,6 @@ def test_our_event_log_measurements(tmp_path: Path) -> None:
         with bench.durable_appends() as append:
             assert append((histories[0][0], SessionUpdated(at=10**19))) > 0
         assert bench.read_all() == sum(len(events) for _, events in histories) + 1
-    finally:
-        bench.close()
 
 
 def test_the_eventsourcing_baseline(tmp_path: Path) -> None:
@@ -137,8 +135,7 @@ def test_the_eventsourcing_baseline(tmp_path: Path) -> None:
     from benchmarks.eventsourcing_baseline import EventsourcingLog  # noqa: PLC0415  (imported where it is used)
 
     histories = list(iter_histories(60))
-    library = EventsourcingLog(tmp_path / "es.db")
-    try:
+    with contextlib.closing(EventsourcingLog(tmp_path / "es.db")) as library:
         library.load(histories[:40])
         with library.saves() as save, library.commands() as command:
             assert all(save(history) > 0 for history in histories[40:])
@@ -146,8 +143,6 @@ def test_the_eventsourcing_baseline(tmp_path: Path) -> None:
         total = sum(len(events) for _, events in histories) + 1
         assert library.read_notifications(batch=25) == total
         assert library.reconstruct([histories[0][0]]) == len(histories[0][1]) + 1
-    finally:
-        library.close()
 
 
 def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:

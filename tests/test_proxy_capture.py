@@ -6,6 +6,7 @@ client."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
@@ -137,24 +138,12 @@ def test_usage_is_recorded_per_turn_as_what_the_turn_added(tmp_path: Path) -> No
         assert proxy.close() == 0
     with SessionRegistry.open(url) as registry:
         used = [e.usage for e in registry.activity(_stored(session))]
+    # The scripted agent's costs are in dollars and its context holds 200,000 tokens.
+    spent = functools.partial(Usage, currency="USD", context_size=200000)
     assert used == [
-        Usage(
-            input_tokens=1000,
-            output_tokens=200,
-            cost_nanos=250_000_000,
-            currency="USD",
-            context_used=1200,
-            context_size=200000,
-        ),
+        spent(input_tokens=1000, output_tokens=200, cost_nanos=250_000_000, context_used=1200),
         None,
-        Usage(
-            input_tokens=500,
-            output_tokens=50,
-            cost_nanos=125_000_000,
-            currency="USD",
-            context_used=1750,
-            context_size=200000,
-        ),
+        spent(input_tokens=500, output_tokens=50, cost_nanos=125_000_000, context_used=1750),
     ]
 
 

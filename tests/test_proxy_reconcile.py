@@ -124,9 +124,8 @@ def test_a_retired_session_the_agent_lists_again_comes_back_as_the_same_record_w
 
 
 def test_a_session_retired_at_close_that_the_agent_has_after_all_is_restored_not_copied(
-    url: str, tmp_path: Path
+    url: str, tmp_path: Path, kept: str
 ) -> None:
-    kept = str(tmp_path / "kept.json")
     proxy, session = started(url, "--keep", kept, cwd=str(tmp_path))
     with proxy:
         assert proxy.close() == 0  # no turn: retired, as the agent forgets it
@@ -148,9 +147,8 @@ def test_a_session_retired_at_close_that_the_agent_has_after_all_is_restored_not
 
 @pytest.mark.parametrize("what", ["title", "archive", "fork"])
 def test_a_session_without_a_turn_that_the_user_titled_archived_or_forked_is_not_retired_at_close(
-    url: str, tmp_path: Path, what: str
+    url: str, tmp_path: Path, what: str, kept: str
 ) -> None:
-    kept = str(tmp_path / "kept.json")
     proxy, session = started(url, "--keep", kept, "--fork", cwd=str(tmp_path))
     with proxy:
         if what == "title":
@@ -166,12 +164,12 @@ def test_a_session_without_a_turn_that_the_user_titled_archived_or_forked_is_not
 
 
 def test_a_session_the_agents_own_list_does_not_show_after_its_turn_is_not_offered_once_the_connection_ends(
-    url: str, tmp_path: Path
+    url: str, tmp_path: Path, kept: str
 ) -> None:
     """An agent that did not save a session although it had a turn (its own list, asked for that cwd after the
     turn, does not show it): listed while live, then not offered - not listed, no status - and it comes back as
     the same record if the agent has it after all."""
-    kept, elsewhere = str(tmp_path / "kept.json"), tmp_path / "elsewhere"
+    elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     agent = ("--keep", kept, "--list", "--forget-cwd", str(elsewhere))
     proxy, here = started(url, *agent, cwd=str(tmp_path))

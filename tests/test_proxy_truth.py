@@ -43,9 +43,8 @@ def _forwarded(log: Path, method: str) -> list[dict[str, object]]:
 
 
 def test_a_session_the_agent_keeps_only_after_a_turn_is_listed_while_live_and_never_after(
-    url: str, tmp_path: Path
+    url: str, tmp_path: Path, kept: str
 ) -> None:
-    kept = str(tmp_path / "kept.json")
     proxy, talked = started(url, "--keep", kept, cwd=str(tmp_path))
     with proxy:
         proxy.result(2, "session/prompt", prompt(talked, "hello"))
@@ -262,10 +261,11 @@ def test_a_forks_parent_is_named_by_the_id_the_client_knows(url: str, tmp_path: 
         assert proxy.close() == 0
 
 
-def test_what_a_killed_proxy_had_not_written_comes_back_from_the_agents_own_list(url: str, tmp_path: Path) -> None:
+def test_what_a_killed_proxy_had_not_written_comes_back_from_the_agents_own_list(
+    url: str, tmp_path: Path, kept: str
+) -> None:
     """SIGKILL right after the answers: the recorder's queue is lost, the agent's own list still has the sessions
     it kept, and the next proxy brings them back before its first list answers."""
-    kept = str(tmp_path / "kept.json")
     proxy = ProxyProcess(proxy_command(url, "--keep", kept, "--list"))
     with proxy:
         proxy.result(0, "initialize", {"protocolVersion": 1})

@@ -7,7 +7,6 @@ are in ``tests/test_real_agents_v2.py``."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,8 @@ import pytest
 
 from registry import SessionRegistry
 from registry.proxy import versions
-from tests.proxy_wire import AGENT, ROOT, ProxyProcess, prompt, proxy_command
+from tests.cli_runner import Cli
+from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command
 
 V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "a-v2-client", "version": "1"}, "capabilities": {}}
 PROXY_METHODS = {"delete", "title", "archive", "status"}
@@ -73,21 +73,13 @@ def test_a_launchers_variables_are_never_the_agents_name(tmp_path: Path, version
     assert "acp-registry proxy: recording as agent 'proxy_agent' (from command)" in proxy.stderr_lines
 
 
-def test_serve_answers_a_v2_initialize_with_version_1(tmp_path: Path) -> None:
+def test_serve_answers_a_v2_initialize_with_version_1(tmp_path: Path, run: Cli) -> None:
     """``serve`` speaks v1 (an agent answers with the highest version it has at or below the client's)."""
     lines = [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": V2_INITIALIZE},
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 7}},
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "--store", f"sqlite://{tmp_path}/s.db", "serve"],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=ROOT,
-    )
+    done = run("serve", store=tmp_path / "s.db", stdin="".join(json.dumps(line) + "\n" for line in lines))
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["result"]["protocolVersion"] for a in answers] == [1, 1]

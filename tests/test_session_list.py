@@ -39,28 +39,25 @@ def registry() -> Iterator[SessionRegistry]:
         yield registry
 
 
+_SPEC_SESSIONS: list[tuple[str, str, str, str | None, dict[str, Any] | None]] = [
+    ("/home/user/project", "sess_uvw345rst678", "2025-10-27T15:30:00Z", None, None),
+    ("/home/user/another-project", "sess_xyz789ghi012", "2025-10-28T16:45:30Z", "Debug authentication flow", None),
+    (
+        "/home/user/project",
+        "sess_abc123def456",
+        "2025-10-29T14:22:15Z",
+        "Implement session list API",
+        {"messageCount": 12, "hasErrors": False},
+    ),
+]
+"""The three sessions of the ACP session-list page's example, oldest first: cwd, id, time, title (the agent's), the
+agent's own ``_meta``."""
+
+
 def _spec_sessions(registry: SessionRegistry) -> None:
-    """The three sessions of the ACP session-list page's example."""
-    registry.create(
-        "/home/user/project",
-        session_id="sess_uvw345rst678",
-        at=parse_time("2025-10-27T15:30:00Z"),
-    )
-    registry.create(
-        "/home/user/another-project",
-        session_id="sess_xyz789ghi012",
-        title="Debug authentication flow",
-        title_source=TitleSource.AGENT,
-        at=parse_time("2025-10-28T16:45:30Z"),
-    )
-    registry.create(
-        "/home/user/project",
-        session_id="sess_abc123def456",
-        title="Implement session list API",
-        title_source=TitleSource.AGENT,
-        meta={"messageCount": 12, "hasErrors": False},
-        at=parse_time("2025-10-29T14:22:15Z"),
-    )
+    for cwd, session_id, at, title, meta in _SPEC_SESSIONS:
+        source = TitleSource.USER if title is None else TitleSource.AGENT  # as create's default when untitled
+        registry.create(cwd, session_id=session_id, title=title, title_source=source, meta=meta, at=parse_time(at))
 
 
 def _meta(source: str | None, messages: int = 0, **own: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Final, NamedTuple, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -38,7 +38,7 @@ from registry.commands import (
     one_line,
     prompt_title,
 )
-from registry.errors import InvalidParams
+from registry.errors import InvalidParams, accepts
 from registry.importers.said import Said
 from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
@@ -52,6 +52,7 @@ __all__ = [
     "SessionFacts",
     "Skip",
     "Source",
+    "TranscriptRecord",
     "agent_time",
     "clean_title",
     "env_path",
@@ -99,6 +100,21 @@ class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
     archived: bool = False
     additional_directories: tuple[str, ...] = ()
     gone: str | None = None
+
+
+class TranscriptRecord(msgspec.Struct, rename="camel"):
+    """The fields of a JSONL transcript's record that Claude Code writes and Qwen Code writes as it does (each adds
+    its own): its kind, its own and its session's ids, its time and cwd, whether a subagent wrote it, the git
+    branch, and its ``message``, decoded only where it is read. Any JSON value decodes: the fold judges it."""
+
+    type: Any = None
+    uuid: Any = None
+    timestamp: Any = None
+    cwd: Any = None
+    session_id: Any = None
+    is_sidechain: Any = None
+    git_branch: Any = None
+    message: msgspec.Raw = msgspec.Raw()
 
 
 class Activity(msgspec.Struct, kw_only=True):
@@ -204,7 +220,7 @@ def settle(
         break
     directories: tuple[str, ...] = ()
     if draft.directories:
-        absolute = [d for d in draft.directories if _is_absolute(d)][:MAX_DIRECTORIES]
+        absolute = [d for d in draft.directories if accepts(normalise_cwd, d)][:MAX_DIRECTORIES]
         try:
             directories = tuple(d for d in dict.fromkeys(check_directories(absolute)) if d != cwd)
         except InvalidParams:
@@ -234,14 +250,6 @@ def _checked_time(value: int | None) -> int | None:
         return check_time(value, "time")
     except InvalidParams:
         return None
-
-
-def _is_absolute(path: object) -> bool:
-    try:
-        normalise_cwd(path)
-    except InvalidParams:
-        return False
-    return True
 
 
 def _short(value: object) -> str:

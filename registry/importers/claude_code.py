@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import Role, TitleSource
-from registry.importers.base import Activity, Draft, agent_time, is_uuid
+from registry.importers.base import Activity, Draft, TranscriptRecord, agent_time, is_uuid
 from registry.importers.files import FileSource, Group, NoExtra, Reading
 from registry.importers.folders import Discovery, Found, folder_files, is_dir, quiet
 from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
@@ -106,19 +106,11 @@ class _AssistantMessage(msgspec.Struct):
     usage: _Usage | None = None
 
 
-class _Record(msgspec.Struct, rename="camel"):
-    type: Any = None
-    uuid: Any = None
+class _Record(TranscriptRecord):
     leaf_uuid: Any = None
-    timestamp: Any = None
-    cwd: Any = None
-    session_id: Any = None
-    is_sidechain: Any = None
     is_meta: Any = None
     is_compact_summary: Any = None
     team_name: Any = None
-    git_branch: Any = None
-    message: msgspec.Raw = msgspec.Raw()
     custom_title: Any = None
     ai_title: Any = None
     last_prompt: Any = None

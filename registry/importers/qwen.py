@@ -31,6 +31,7 @@ from events.model import Role, TitleSource
 from registry.importers.base import (
     Activity,
     Draft,
+    TranscriptRecord,
     agent_time,
     clean_title,
     first_text,
@@ -59,19 +60,11 @@ class _Usage(msgspec.Struct, rename="camel"):
     tool_use_prompt_token_count: Any = 0
 
 
-class _Record(msgspec.Struct, rename="camel"):
-    uuid: Any = None
-    session_id: Any = None
-    timestamp: Any = None
-    type: Any = None
+class _Record(TranscriptRecord):
     subtype: Any = None
-    cwd: Any = None
-    git_branch: Any = None
-    message: msgspec.Raw = msgspec.Raw()
     system_payload: Any = None
     usage_metadata: _Usage | None = None
     model: Any = None
-    is_sidechain: Any = None
     tool_call_result: Any = None
 
 

@@ -31,7 +31,7 @@ from events.errors import RegistryError
 from events.model import TitleSource
 from registry.agents import META_RETIRED, Retired, retired, split_id, stored_id
 from registry.commands import check_title, prompt_title
-from registry.errors import InvalidParams, SessionExists, SessionNotFound
+from registry.errors import InvalidParams, SessionExists, SessionNotFound, accepts
 from registry.limits import MAX_TITLE_LENGTH
 from registry.model import SessionState
 from registry.proxy.assembly import Said
@@ -289,7 +289,8 @@ class Recorder:
             else:
                 sid, state = self._following(sid), self.registry.state(self._following(sid))
         if state is None and cwd is not None:
-            named = title if title is not None and _fits(title) else None
+            # a title the registry does not take is left out, not the session
+            named = title if title is not None and accepts(check_title, title) else None
             with contextlib.suppress(SessionExists):  # another proxy (or the importer) was first: the same session
                 self.registry.create(
                     cwd,
@@ -443,15 +444,6 @@ def _too_long(native: str, title: str | None) -> bool:
         log.warning("not recorded: the agent's title for %r is %d characters long", native[:80], len(title))
         return True
     return False
-
-
-def _fits(title: str) -> bool:
-    """Whether the registry takes ``title`` as a title (an agent's that does not is left out, not the session)."""
-    try:
-        check_title(title)
-    except InvalidParams:
-        return False
-    return True
 
 
 def _size(native: str, title: str | None) -> int:
