@@ -28,7 +28,6 @@ import functools
 import hashlib
 import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -140,8 +139,7 @@ class Option(NamedTuple):
     keywords: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Filter(Generic[T]):
+class Filter(msgspec.Struct, Generic[T], frozen=True):
     """One field of ``ListFilter`` and all that follows from it (see the module docstring)."""
 
     name: str

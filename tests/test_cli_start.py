@@ -91,6 +91,8 @@ LEFT_OUT = (
     "registry.readmodel.memory",  # the fold a fault falls back to
     "registry.search.index",  # made by a search or a user's delete (registry.search.on_demand)
     "typing_extensions",  # msgspec imported without it (registry.cli.start)
+    "dataclasses",  # the declarations' rows are frozen msgspec Structs (inspect, ast and dis come with dataclasses)
+    "inspect",
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 
