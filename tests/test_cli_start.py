@@ -111,7 +111,8 @@ def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated) -
     """(An editable install's finder loads pathlib, and with it urllib.parse, before the command: they are
     forgotten first, so that the command's own imports of them show.)"""
     code = (
-        f"import sys; [sys.modules.pop(m) for m in {LEFT_OUT!r} if m in sys.modules]; there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
+        f"import sys; [sys.modules.pop(m) for m in {LEFT_OUT!r} if m in sys.modules];"
+        " there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
         f" print(sorted(m for m in {LEFT_OUT!r} if m in set(sys.modules) - there), file=sys.stderr); sys.exit(code)"
     )
     done = subprocess.run(
