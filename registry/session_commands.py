@@ -199,9 +199,14 @@ USERS_MARKS: Final = frozenset(name for row in COMMANDS for name in row.changes)
 """The state fields only a user's command sets (``archived``), beside the title (whose source says whose it is) and
 the deletion: what the proxy never retires (``Recorder.touched``) and carries to the agent's one name."""
 
-_UNMARKED: Final = {
-    name: field.default for field in msgspec.structs.fields(SessionState) if (name := field.name) in USERS_MARKS
-}
+
+@functools.cache
+def _unmarked() -> dict[str, Any]:
+    """Each field of ``USERS_MARKS`` and its default (read when first asked: ``msgspec.structs.fields`` resolves
+    every annotation of the state, about 1 ms a process that never asks - ``acp-registry list`` - is spared)."""
+    return {
+        name: field.default for field in msgspec.structs.fields(SessionState) if (name := field.name) in USERS_MARKS
+    }
 
 
 def marked_by_user(state: SessionState) -> bool:
@@ -209,7 +214,7 @@ def marked_by_user(state: SessionState) -> bool:
     from its default (archived)."""
     if state.title_source is TitleSource.USER and state.title is not None:
         return True
-    return any(getattr(state, name) != default for name, default in _UNMARKED.items())
+    return any(getattr(state, name) != default for name, default in _unmarked().items())
 
 
 def command(method: str) -> SessionCommand | None:
