@@ -11,7 +11,7 @@ from typing import Final, cast
 from events.sqlite import SqliteStore, Synchronous
 from events.store import Clock, EventStore
 
-__all__ = ["ENV_STORE", "open_store", "split_url", "sqlite_file"]
+__all__ = ["ENV_STORE", "open_store", "split_url", "sqlite_file", "sqlite_url"]
 
 ENV_STORE: Final = "ACP_REGISTRY_STORE"
 """The environment variable that names a process's store URL (``acp-registry``'s, and a child the proxy starts)."""
@@ -49,6 +49,17 @@ def sqlite_file(url: str) -> str | None:
         return None
     path = "/" + _unquote(path).lstrip("/")
     return None if path.endswith("/") else path
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """The ``sqlite://`` URL of an absolute file path (``sqlite_file``'s inverse): characters a URL reserves are
+    quoted, as ``urllib.parse.quote`` quotes them - a path of plain characters has none, and needs no urllib."""
+    text = os.fspath(path)
+    if _PLAIN.issuperset(text):
+        return "sqlite://" + text
+    import urllib.parse  # noqa: PLC0415
+
+    return "sqlite://" + urllib.parse.quote(text)
 
 
 def open_store(

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal
+
+import msgspec
 
 from events.errors import StoreFormatError
 from events.store import StoreIdentity
@@ -75,7 +77,7 @@ _TYPES: Final[dict[Kind, tuple[str, str]]] = {
 }
 
 
-class Table(NamedTuple):
+class Table(msgspec.Struct, frozen=True):
     name: str
     columns: tuple[tuple[str, Kind, bool], ...]  # (name, kind, NOT NULL)
     primary_key: tuple[str, ...]
@@ -162,7 +164,9 @@ def postgres_ddl(quoted_schema: str, tables: tuple[Table, ...] = TABLES) -> list
             continue
         # A partitioned table's keys must hold its partition key: (stream, position, seq), and (position, seq)
         # indexed apart, not unique (the position alone is, through the events it belongs to).
-        keyed = t._replace(primary_key=("stream", *t.primary_key), indexes=(("messages_position", t.primary_key),))
+        keyed = msgspec.structs.replace(
+            t, primary_key=("stream", *t.primary_key), indexes=(("messages_position", t.primary_key),)
+        )
         statements.append(f"{_ddl(keyed, 1, prefix)} PARTITION BY HASH (stream)")
         statements += [
             f"CREATE TABLE IF NOT EXISTS {prefix}messages_{n} PARTITION OF {prefix}messages"

@@ -14,6 +14,7 @@ agent's files) and which of an import's messages a session does not hold yet (``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -52,7 +53,14 @@ _SECRETS: Final[tuple[tuple[str, str, str], ...]] = (
 SECRET_KINDS: Final = tuple(kind for kind, _, _ in _SECRETS)
 """The kinds of secrets ``mask_secrets`` finds."""
 
-_PATTERN: Final = re.compile("|".join(f"(?P<s{n}>{pattern})" for n, (_, pattern, _) in enumerate(_SECRETS)))
+
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    """Every secret's pattern as one, compiled when a text first has a candidate (a process that only reads, as
+    ``acp-registry list`` does, never compiles it: about 1 ms)."""
+    return re.compile("|".join(f"(?P<s{n}>{pattern})" for n, (_, pattern, _) in enumerate(_SECRETS)))
+
+
 _SHOWN: Final = {f"s{n}": (kind, shown) for n, (kind, _, shown) in enumerate(_SECRETS)}
 _HINTS: Final = (
     "sk-",
@@ -81,7 +89,7 @@ def mask_secrets(text: str) -> str:
     """``text`` with every secret of a well-known form (``SECRET_KINDS``) replaced by a marker naming its kind."""
     if not any(hint in text for hint in _HINTS):  # the common case: no candidate, no regular expression run
         return text
-    return _PATTERN.sub(_masked, text)
+    return _pattern().sub(_masked, text)
 
 
 def readable(text: str) -> str:

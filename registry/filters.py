@@ -28,8 +28,7 @@ import functools
 import hashlib
 import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, NamedTuple, TypedDict, TypeVar
+from typing import Any, Final, Generic, Literal, TypedDict, TypeVar
 
 import msgspec
 
@@ -62,7 +61,7 @@ Test = Callable[[SessionState], bool]
 """Whether a state is in the list (``Filter.keeps``)."""
 
 
-class Equals(NamedTuple):
+class Equals(msgspec.Struct, frozen=True):
     """A filter's test in its common form: the state's ``field`` is ``value`` (checked for a whole page by code
     written out for the fields compared, ``codegen.page_check``: the guard checks every page)."""
 
@@ -113,7 +112,7 @@ class Filters(TypedDict, total=False):
     agent: str | None
 
 
-class FilterColumn(NamedTuple):
+class FilterColumn(msgspec.Struct, frozen=True):
     """A column of the read model's rows that a filter reads and the rows lack: its name, its kind (as
     ``registry.readmodel.schema`` names kinds: ``text``, ``int``, ``bool``) and its value for a state."""
 
@@ -123,7 +122,7 @@ class FilterColumn(NamedTuple):
     required: bool = True
 
 
-class FilterIndex(NamedTuple):
+class FilterIndex(msgspec.Struct, frozen=True):
     """An index on ``rm_sessions`` that pages read while a filter narrows the list: its columns (the list order,
     ``archived, rank, session_id, valid_from``, after the filter's own) and its predicate."""
 
@@ -132,7 +131,7 @@ class FilterIndex(NamedTuple):
     where: str
 
 
-class Option(NamedTuple):
+class Option(msgspec.Struct, frozen=True):
     """The ``list`` command's option for a filter: its flag and ``argparse`` keywords (``dest`` is the filter's
     name)."""
 
@@ -140,8 +139,7 @@ class Option(NamedTuple):
     keywords: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Filter(Generic[T]):
+class Filter(msgspec.Struct, Generic[T], frozen=True):
     """One field of ``ListFilter`` and all that follows from it (see the module docstring)."""
 
     name: str
@@ -301,7 +299,7 @@ _MADE: dict[tuple[object, ...], ListFilter] = {}
 """The lists made last, by what was given (a walk asks for the same list page after page)."""
 
 
-class Bound(NamedTuple):
+class Bound(msgspec.Struct, frozen=True):
     """What a page needs of a ``ListFilter``, worked out once per filter value (``bound``)."""
 
     narrowing: tuple[str, ...]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
@@ -124,8 +123,7 @@ def _nothing(_returned: object) -> dict[str, Any]:
     return {}
 
 
-@dataclass(frozen=True, slots=True)
-class CommandLine:
+class CommandLine(msgspec.Struct, frozen=True):
     """A command's ``acp-registry`` command (``registry.cli.session_command``): its ``name`` and one-line ``help``,
     the help of each of its params (``arguments``; ``SESSION`` comes first), and what it ``says`` it did, from what
     the method returned (``--json``: the command's answer, or the session's ``SessionInfo`` when the answer is
@@ -134,11 +132,10 @@ class CommandLine:
     name: str
     help: str
     says: Callable[[Any], str]
-    arguments: Mapping[str, str] = field(default_factory=dict)
+    arguments: Mapping[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, eq=False)  # one of each: told apart by identity
-class SessionCommand:
+class SessionCommand(msgspec.Struct, frozen=True, eq=False):  # one of each: told apart by identity
     """A command as the surfaces serve it: the ACP ``method`` it answers, the ``SessionCommands`` method it is
     (``attr``), the ``capability`` that advertises it (a path in ``agentCapabilities``; None: none), the state fields
     it ``changes``, whether a session open on a connection is closed first (``closes``), and the result it answers
@@ -149,7 +146,7 @@ class SessionCommand:
     capability: tuple[str, ...] | None
     changes: frozenset[str]
     closes: bool = False
-    answer: Callable[[Any], dict[str, Any]] = field(default=_nothing)
+    answer: Callable[[Any], dict[str, Any]] = _nothing
     command_line: CommandLine | None = None
 
     def run(self, commands: SessionCommands, session_id: str, params: Mapping[str, Any]) -> Any:
@@ -202,9 +199,14 @@ USERS_MARKS: Final = frozenset(name for row in COMMANDS for name in row.changes)
 """The state fields only a user's command sets (``archived``), beside the title (whose source says whose it is) and
 the deletion: what the proxy never retires (``Recorder.touched``) and carries to the agent's one name."""
 
-_UNMARKED: Final = {
-    name: field.default for field in msgspec.structs.fields(SessionState) if (name := field.name) in USERS_MARKS
-}
+
+@functools.cache
+def _unmarked() -> dict[str, Any]:
+    """Each field of ``USERS_MARKS`` and its default (read when first asked: ``msgspec.structs.fields`` resolves
+    every annotation of the state, about 1 ms a process that never asks - ``acp-registry list`` - is spared)."""
+    return {
+        name: field.default for field in msgspec.structs.fields(SessionState) if (name := field.name) in USERS_MARKS
+    }
 
 
 def marked_by_user(state: SessionState) -> bool:
@@ -212,7 +214,7 @@ def marked_by_user(state: SessionState) -> bool:
     from its default (archived)."""
     if state.title_source is TitleSource.USER and state.title is not None:
         return True
-    return any(getattr(state, name) != default for name, default in _UNMARKED.items())
+    return any(getattr(state, name) != default for name, default in _unmarked().items())
 
 
 def command(method: str) -> SessionCommand | None:

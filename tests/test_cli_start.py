@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.factory import split_url, sqlite_file
+from events.factory import split_url, sqlite_file, sqlite_url
 from tests.cli_runner import Cli, Populated
 
 
@@ -68,6 +68,16 @@ def test_a_store_url_is_split_as_urllib_splits_it(url: str) -> None:
     assert sqlite_file(url) == (None if expected is None or expected.endswith("/") else expected)
 
 
+@settings(max_examples=2000, deadline=None)
+@given(st.text(_URL_CHARACTERS + "/", max_size=24).map(lambda tail: "/" + tail))
+def test_a_file_s_url_is_quoted_as_urllib_quotes_it(path: str) -> None:
+    """``events.factory.sqlite_url`` leaves a path of plain characters as it is, without urllib.parse: the URL is
+    urllib's, and names the file again."""
+    assert sqlite_url(path) == "sqlite://" + urllib.parse.quote(path)
+    if not path.endswith("/") and "//" not in path:
+        assert sqlite_file(sqlite_url(path)) == path
+
+
 def test_text_that_is_printable_has_nothing_to_escape() -> None:
     """``printable`` returns printable text as it is, without its pattern: every character the pattern escapes is
     one Python does not count as printable."""
@@ -91,14 +101,18 @@ LEFT_OUT = (
     "registry.readmodel.memory",  # the fold a fault falls back to
     "registry.search.index",  # made by a search or a user's delete (registry.search.on_demand)
     "typing_extensions",  # msgspec imported without it (registry.cli.start)
+    "dataclasses",  # the declarations' rows are frozen msgspec Structs (inspect, ast and dis come with dataclasses)
+    "inspect",
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 
 
 def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated) -> None:
-    """(Beyond what the interpreter loaded before the command: an editable install's finder loads pathlib.)"""
+    """(An editable install's finder loads pathlib, and with it urllib.parse, before the command: they are
+    forgotten first, so that the command's own imports of them show.)"""
     code = (
-        "import sys; there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
+        f"import sys; [sys.modules.pop(m) for m in {LEFT_OUT!r} if m in sys.modules];"
+        " there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
         f" print(sorted(m for m in {LEFT_OUT!r} if m in set(sys.modules) - there), file=sys.stderr); sys.exit(code)"
     )
     done = subprocess.run(

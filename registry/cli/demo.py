@@ -23,6 +23,7 @@ from reactivex import abc, typing
 from reactivex.scheduler import ScheduledItem
 from reactivex.scheduler.scheduler import Scheduler
 
+from events.factory import sqlite_url
 from events.model import Message, Role, TitleSource
 from events.verify import verify_log
 from registry.cli.errors import InputError
@@ -31,7 +32,7 @@ from registry.cli.tables import SessionsTable
 from registry.cli.terminal import stdout_console, write_json_line
 from registry.cli.timetravel import fold_log, list_pages
 from registry.cli.views import change_json
-from registry.cli.where import StoreLocation, sqlite_url
+from registry.cli.where import StoreLocation
 from registry.cursor import CursorCodec
 from registry.diffs import ListChange
 from registry.model import SessionInfo

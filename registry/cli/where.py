@@ -4,12 +4,11 @@ the user's data directory (``locate``); opening it is ``registry.cli.stores``'."
 from __future__ import annotations
 
 import os
-import urllib.parse
 from typing import Final, NamedTuple
 
-from events.factory import ENV_STORE
+from events.factory import ENV_STORE, sqlite_url
 
-__all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate", "sqlite_url"]
+__all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate"]
 
 CREATES_STORE: Final = ("import", "import-agents", "proxy", "serve")
 """The commands that create the default store when there is none (``demo --store`` creates only the one named)."""
@@ -19,11 +18,6 @@ class StoreLocation(NamedTuple):
     url: str
     origin: str
     """Where the URL came from: ``--store``, ``$ACP_REGISTRY_STORE`` or ``default``."""
-
-
-def sqlite_url(path: str | os.PathLike[str]) -> str:
-    """The ``sqlite://`` URL of an absolute file path (characters a URL reserves are quoted)."""
-    return "sqlite://" + urllib.parse.quote(os.fspath(path))
 
 
 def default_store_url() -> str:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal
+
+import msgspec
 
 from events.errors import StoreFormatError
 from events.logger import Logger
@@ -70,13 +72,13 @@ _TYPES: Final[dict[Kind, tuple[str, str]]] = {
 _KINDS: Final[dict[object, Kind]] = {str: "text", int: "int", bool: "bool", bytes: "blob"}
 
 
-class Column(NamedTuple):
+class Column(msgspec.Struct, frozen=True):
     name: str
     kind: Kind
     required: bool  # NOT NULL
 
 
-class Table(NamedTuple):
+class Table(msgspec.Struct, frozen=True):
     name: str
     columns: tuple[Column, ...]
     key: tuple[str, ...]
@@ -87,7 +89,7 @@ class Table(NamedTuple):
     """An insert of a row whose key exists replaces it (else the row there is kept)."""
 
 
-class Index(NamedTuple):
+class Index(msgspec.Struct, frozen=True):
     name: str
     table: str
     columns: tuple[str, ...]
@@ -213,7 +215,7 @@ def insert_statement(
 # -- checking -------------------------------------------------------------------------------------------------
 
 
-class FoundObject(NamedTuple):
+class FoundObject(msgspec.Struct, frozen=True):
     """An object on an ``rm_*`` table as the database reports it."""
 
     kind: str
@@ -226,7 +228,7 @@ class FoundObject(NamedTuple):
     """A table's column names (to name a difference)."""
 
 
-class FoundSchema(NamedTuple):
+class FoundSchema(msgspec.Struct, frozen=True):
     """What a backend found in the store: the objects on ``rm_*`` tables by name, and ``rm_meta``'s rows (None
     when it cannot be read)."""
 
