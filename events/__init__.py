@@ -40,6 +40,7 @@ if _typing.TYPE_CHECKING:
     from events.model import SessionUpdated as SessionUpdated
     from events.model import TitleSource as TitleSource
     from events.model import Usage as Usage
+    from events.model import UserMark as UserMark
     from events.sqlite import SqliteStore as SqliteStore
     from events.store import ANY as ANY
     from events.store import NO_STREAM as NO_STREAM

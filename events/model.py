@@ -36,6 +36,7 @@ __all__ = [
     "SessionUpdated",
     "TitleSource",
     "Usage",
+    "UserMark",
 ]
 
 
@@ -168,12 +169,28 @@ class SessionDeleted(msgspec.Struct, frozen=True, kw_only=True, tag="deleted", o
     reason: str | None = None
 
 
-class SessionArchived(msgspec.Struct, frozen=True, kw_only=True, tag="archived", omit_defaults=True):
+class UserMark(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An event that sets marks a user's command leaves on a session, and nothing else: each a boolean field of the
+    session's state by the same name (``marks``). What follows from that alone - its fold, its import check, its
+    words in ``history``, its carry when a proxy takes a session over - is written once for every mark."""
+
+    def marks(self) -> dict[str, bool]:
+        """The state's fields it sets, and their values: its own fields (an event without fields says them)."""
+        return msgspec.structs.asdict(self)
+
+
+class SessionArchived(UserMark, frozen=True, kw_only=True, tag="archived", omit_defaults=True):
     """The session is hidden from default lists; its id and history stay (``SessionUnarchived`` undoes it)."""
 
+    def marks(self) -> dict[str, bool]:
+        return {"archived": True}
 
-class SessionUnarchived(msgspec.Struct, frozen=True, kw_only=True, tag="unarchived", omit_defaults=True):
+
+class SessionUnarchived(UserMark, frozen=True, kw_only=True, tag="unarchived", omit_defaults=True):
     """The session is back in default lists."""
+
+    def marks(self) -> dict[str, bool]:
+        return {"archived": False}
 
 
 Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted | SessionArchived | SessionUnarchived

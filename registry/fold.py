@@ -93,9 +93,8 @@ def fold(state: SessionState | None, record: Entry) -> SessionState | None:
                 version=record.version,
                 position=record.position,
             )
-        case events.SessionArchived() | events.SessionUnarchived():
-            archived = isinstance(event, events.SessionArchived)
-            return replace(state, archived=archived, version=record.version, position=record.position)
+        case events.UserMark():  # archive, unarchive, and any mark to come: the fields it names
+            return replace(state, **event.marks(), version=record.version, position=record.position)
         case events.SessionDeleted():
             return replace(state, deleted=True, version=record.version, position=record.position)
         case _:

@@ -29,7 +29,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import Event, SessionDeleted, TitleSource
+from events.model import EVENT_TYPES, Event, SessionDeleted, TitleSource, UserMark
 from registry.commands import archive_change, check_session_id, check_title, check_user_title, info_change
 from registry.model import SessionState
 
@@ -41,6 +41,7 @@ __all__ = [
     "SessionCommands",
     "command",
     "marked_by_user",
+    "users_marks",
     "wire_params",
 ]
 
@@ -95,6 +96,18 @@ class SessionCommands:
         self._write(session_id, lambda state: [SessionDeleted(reason=reason)], missing_ok=True)
         if erase:
             self._erase_conversation(session_id)
+
+    def copy_marks(self, session_id: str, marked: SessionState) -> None:
+        """Give a session the marks a user's commands left on another (``users_marks(marked)``), each by the event
+        that sets it; one it has already is left as it is (a proxy's take-over carries them to the agent's one name).
+        Not a session command: no client asks for it."""
+        wanted = {name: getattr(marked, name) for name in users_marks(marked)}
+
+        def events(state: SessionState) -> list[Event]:
+            return [_setting(name, value) for name, value in wanted.items() if getattr(state, name) != value]
+
+        if wanted:
+            self._write(session_id, events)
 
     def _erase_conversation(self, session_id: str) -> None:
         """Erase a deleted session's conversation (``delete``); a subclass that keeps none has nothing to do."""
@@ -209,12 +222,28 @@ def _unmarked() -> dict[str, Any]:
     }
 
 
+def users_marks(state: SessionState) -> list[str]:
+    """The fields of ``USERS_MARKS`` away from their defaults on ``state`` (archived), in the state's order."""
+    return [name for name, default in _unmarked().items() if getattr(state, name) != default]
+
+
 def marked_by_user(state: SessionState) -> bool:
     """Whether a user's command left a mark on ``state``: a title of theirs, or a field of ``USERS_MARKS`` away
-    from its default (archived)."""
+    from its default (``users_marks``)."""
     if state.title_source is TitleSource.USER and state.title is not None:
         return True
-    return any(getattr(state, name) != default for name, default in _unmarked().items())
+    return bool(users_marks(state))
+
+
+def _setting(name: str, value: bool) -> Event:
+    """The mark event (``events.UserMark``) that sets field ``name`` to ``value``: one with that field, made with
+    ``value``, or one without fields that says it sets it so (``SessionArchived``)."""
+    for kind in EVENT_TYPES:
+        if issubclass(kind, UserMark):
+            mark = kind(**{name: value}) if name in kind.__struct_fields__ else kind()
+            if mark.marks() == {name: value}:
+                return mark
+    raise LookupError(f"no event sets {name} to {value}")  # a mark a command changes has its event (a test says so)
 
 
 def command(method: str) -> SessionCommand | None:

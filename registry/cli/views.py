@@ -131,10 +131,8 @@ def describe_event(
                 parts.append(f"agent {after.agent}" + ("" if event.agent is not None else " (from its id)"))
             if event.parent is not None:
                 parts.append(f"forked from {event.parent.session_id} as of position {event.parent.position}")
-        case events.SessionArchived():
-            parts.append("archived" if before is None or not before.archived else "archived (it already was)")
-        case events.SessionUnarchived():
-            parts.append("unarchived" if before is not None and before.archived else "unarchived (it was not archived)")
+        case events.UserMark():
+            parts.extend(_marked(event, before))
         case events.SessionUpdated():
             parts.append(f"activity: updatedAt {format_time(event.at)}")
             if event.messages:
@@ -150,6 +148,19 @@ def describe_event(
         case _:
             assert_never(event)
     return ", ".join(parts)
+
+
+def _marked(event: events.UserMark, before: SessionState | None) -> list[str]:
+    """A mark's words, one per field it sets: ``archived``, ``unarchived``; and when it changed nothing, why."""
+    words = []
+    for name, value in event.marks().items():
+        word = name if value else f"un{name}"
+        was = before is not None and getattr(before, name) is True  # before it was made: not marked
+        if was is not value:
+            words.append(word)
+        else:
+            words.append(f"{word} (it already was)" if value else f"{word} (it was not {name})")
+    return words
 
 
 def _info_changes(event: events.SessionInfoChanged, before: SessionState | None, *, with_meta: bool) -> list[str]:

@@ -11,7 +11,7 @@ has that the registry lost (a killed proxy's queue) comes back that way, and a s
 kept comes back as the same record. Then the other way: a session of this agent that the agent's past does not
 show is retired (``Recorder.retire_unkept``) when that absence is evidence - the past was read whole (every page,
 within the bound, none failed) for the session's cwd - and the user did nothing with it (``Recorder.touched``: no
-title of theirs, no archive, no turn, no fork), it is not live here and it is older than ``UNKEPT_AFTER``; an
+mark of a user's command, no turn, no fork), it is not live here and it is older than ``UNKEPT_AFTER``; an
 agent known to keep sessions without a turn has none retired. ``state`` says where this is (``HistoryState``);
 the first ``session/list`` waits for ``shown`` (the past recorded) within its bound (``wait``).
 """

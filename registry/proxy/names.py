@@ -4,9 +4,10 @@ An agent has one registry name (``registry.proxy.identity``), but a store writte
 its sessions under another one - an alias the registry did not know then (``fast-agent-acp``), or the other side of an
 ``--agent`` / ``agentInfo`` mismatch (``Identity.others``). At start each such live record ``O:<id>`` becomes the
 record ``R:<id>`` under the agent's name: made from it when there is none (cwd, title and who set it, count, times,
-archive flag, ``_meta``, its fork's parent, and each turn with its conversation and usage), else given what the user
-set on it (their title, the archive flag); the old record is then retired as ``moved`` (``registry.agents.Retired``),
-so it is listed once, under one name. A user's deletion under the old name holds under the new one without a copy: the
+``_meta``, its fork's parent, and each turn with its conversation and usage), else given the user's title; either way
+given the marks the user's commands left on it (``SessionCommands.copy_marks``: the archive flag, and every mark a
+new command declares); the old record is then retired as ``moved`` (``registry.agents.Retired``), so it is listed
+once, under one name. A user's deletion under the old name holds under the new one without a copy: the
 book looks there (``Book``).
 """
 
@@ -72,8 +73,7 @@ def _move(registry: SessionRegistry, old: SessionState, new_id: str, agent: str,
             return
         if old.title_source is TitleSource.USER and old.title and state.title_source is not TitleSource.USER:
             registry.set_title(new_id, old.title)
-    if old.archived:
-        registry.archive(new_id)
+    registry.copy_marks(new_id, old)
     registry.change_info(old.session_id, meta={**(old.meta or {}), META_RETIRED: Retired.MOVED.value})
     registry.delete(old.session_id, reason=f"taken over as {new_id}: {other!r} is a name of {agent!r}", erase=False)
 

@@ -333,7 +333,8 @@ class Recorder:
 
     def touched(self, state: SessionState) -> bool:
         """Whether the user did something with a session that a retirement would take from the list: a mark of a
-        user's command (a title of theirs, an archive: ``marked_by_user``), a turn, a fork (of it, or from it)."""
+        user's command (``marked_by_user``: a title of theirs, any of ``USERS_MARKS``), a turn, a fork (of it, or
+        from it)."""
         if marked_by_user(state) or state.messages > 0 or state.parent is not None:
             return True
         return bool(self.registry.forks(state.session_id))
