@@ -36,6 +36,7 @@ if _typing.TYPE_CHECKING:
     from events.model import SessionCreated as SessionCreated
     from events.model import SessionDeleted as SessionDeleted
     from events.model import SessionInfoChanged as SessionInfoChanged
+    from events.model import SessionPinned as SessionPinned
     from events.model import SessionUnarchived as SessionUnarchived
     from events.model import SessionUpdated as SessionUpdated
     from events.model import TitleSource as TitleSource

@@ -32,6 +32,7 @@ __all__ = [
     "SessionCreated",
     "SessionDeleted",
     "SessionInfoChanged",
+    "SessionPinned",
     "SessionUnarchived",
     "SessionUpdated",
     "TitleSource",
@@ -193,7 +194,21 @@ class SessionUnarchived(UserMark, frozen=True, kw_only=True, tag="unarchived", o
         return {"archived": False}
 
 
-Event = SessionCreated | SessionUpdated | SessionInfoChanged | SessionDeleted | SessionArchived | SessionUnarchived
+class SessionPinned(UserMark, frozen=True, kw_only=True, tag="pinned", omit_defaults=True):
+    """The user pinned the session (``pinned``), or unpinned it (``pinned=False``): a mark a client can list by."""
+
+    pinned: bool = True
+
+
+Event = (
+    SessionCreated
+    | SessionUpdated
+    | SessionInfoChanged
+    | SessionDeleted
+    | SessionArchived
+    | SessionUnarchived
+    | SessionPinned
+)
 """Everything a session's stream can hold (a tagged union; the tag field is ``type``)."""
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -203,6 +218,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SessionDeleted,
     SessionArchived,
     SessionUnarchived,
+    SessionPinned,
 )
 
 

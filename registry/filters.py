@@ -24,6 +24,7 @@ ordered by ``archived`` first, a page reads one ``archived`` range of it, and ``
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import typing
@@ -35,7 +36,7 @@ import msgspec
 
 from registry.agents import known_name
 from registry.codegen import page_check
-from registry.commands import check_agent
+from registry.commands import check_agent, json_type
 from registry.errors import InvalidParams
 from registry.model import SessionState
 
@@ -78,11 +79,13 @@ refusal all read them here."""
 
 class ListFilter(msgspec.Struct, frozen=True, kw_only=True):
     """What a ``session/list`` walk lists, each field normal (``list_filter`` makes one from what a caller gave):
-    ``cwd`` (canonical; None: all), ``archived``, ``agent`` (None: all). A cursor is bound to every field."""
+    ``cwd`` (canonical; None: all), ``archived``, ``agent`` (None: all), ``pinned`` (None: all). A cursor is bound to
+    every field."""
 
     cwd: str | None = None
     archived: Archived = "exclude"
     agent: str | None = None
+    pinned: bool | None = None
 
     def matches(self, state: SessionState) -> bool:
         """Whether a session is in this list (a deleted one is in none)."""
@@ -111,6 +114,7 @@ class Filters(TypedDict, total=False):
 
     archived: str | None
     agent: str | None
+    pinned: bool | None
 
 
 class FilterColumn(NamedTuple):
@@ -216,6 +220,16 @@ def _keeps_agent(agent: str | None) -> Equals | None:
     return None if agent is None else Equals("agent", agent)
 
 
+def _pinned(value: object) -> bool | None:
+    if value is None or type(value) is bool:
+        return value
+    raise InvalidParams(f"pinned must be a boolean or null, not {json_type(value)}", {"field": "pinned"})
+
+
+def _keeps_pinned(pinned: bool | None) -> Equals | None:
+    return None if pinned is None else Equals("pinned", pinned)
+
+
 _LIST_ORDER: Final = ("archived", "rank", "session_id", "valid_from")
 
 CWD: Final[Filter[str | None]] = Filter(
@@ -267,7 +281,27 @@ AGENT: Final[Filter[str | None]] = Filter(
     describe=lambda agent: f" of {agent}",
 )
 
-FILTERS: Final[tuple[Filter[Any], ...]] = (CWD, ARCHIVED, AGENT)
+PINNED: Final[Filter[bool | None]] = Filter(
+    "pinned",
+    _pinned,
+    _keeps_pinned,
+    lambda pinned: 0 if pinned is None else 1 if pinned else 2,
+    0,
+    {"sqlite": "pinned = :pinned", "postgresql": "pinned = %(pinned)s"},
+    column=FilterColumn("pinned", "bool", lambda state: state.pinned),
+    index=FilterIndex("rm_sessions_pinned", ("pinned", *_LIST_ORDER), "live"),
+    option=Option(
+        "--pinned",
+        {
+            "action": argparse.BooleanOptionalAction,
+            "default": None,
+            "help": "only the pinned sessions (--no-pinned: only the others; neither: all)",
+        },
+    ),
+    describe=lambda pinned: " (pinned)" if pinned else " (not pinned)",
+)
+
+FILTERS: Final[tuple[Filter[Any], ...]] = (CWD, ARCHIVED, AGENT, PINNED)
 """Every filter, in the order of their parts in a cursor (the first is its scope): a new filter goes last."""
 
 _BY_NAME: Final = {f.name: f for f in FILTERS}

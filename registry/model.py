@@ -36,6 +36,7 @@ __all__ = [
     "META_MESSAGES",
     "META_NAMESPACE",
     "META_PARENT",
+    "META_PINNED",
     "META_QUERY",
     "META_SNIPPETS",
     "META_TITLE_SOURCE",
@@ -65,6 +66,9 @@ META_CONSISTENCY: Final = f"{META_NAMESPACE}/consistency"
 META_ARCHIVED: Final = f"{META_NAMESPACE}/archived"
 """``true`` in a session's ``_meta`` while it is archived (absent otherwise): ACP v1's ``session_info_update`` has
 no field for it, so an archive or unarchive reaches a client as a ``_meta`` change."""
+META_PINNED: Final = f"{META_NAMESPACE}/pinned"
+"""``true`` in a session's ``_meta`` while its user has it pinned (``session/set_pinned``; absent otherwise): ACP
+has no field for it, so a pin or an unpin reaches a client as a ``_meta`` change."""
 META_AGENT: Final = f"{META_NAMESPACE}/agent"
 """The agent a session belongs to (absent for the registry's own sessions)."""
 META_QUERY: Final = f"{META_NAMESPACE}/query"
@@ -87,7 +91,7 @@ IMPORTED_AGENTS: Final = frozenset(IMPORTED)
 id is ``<name>:<native id>`` with one of these names belongs to that agent (records written before ``agent``
 existed). Any other id without a recorded agent has none."""
 
-STATE_VERSION: Final = 4
+STATE_VERSION: Final = 5
 """Bumped whenever ``SessionState``'s fields change (``tests/test_session_shape.py`` pins them to it). The read
 model's version and the snapshot format add it to their own revision, so both move with it: states stored in an
 older shape are rebuilt from the log, never decoded into the new one."""
@@ -122,6 +126,8 @@ class SessionState(msgspec.Struct, frozen=True, gc=False, array_like=True):
     parent: ForkRef | None = None
     usage: SessionUsage | None = None
     """What the session's turns used, summed (None: no turn reported usage)."""
+    pinned: bool = False
+    """Pinned by its user (``session/set_pinned``)."""
     position: int = 0
     """The last event that touched it (0: a state not in the log yet)."""
 
@@ -174,6 +180,7 @@ SHOWN_IN_META: Final[tuple[MetaField, ...]] = (
     MetaField(META_TITLE_SOURCE, ("title_source", "title"), "_value_", follows=False),
     MetaField(META_MESSAGES, ("messages",)),
     MetaField(META_ARCHIVED, ("archived",)),  # true, or absent
+    MetaField(META_PINNED, ("pinned",)),  # true, or absent
     MetaField(META_AGENT, ("agent",)),
     MetaField(META_PARENT, ("parent",), _shown_parent),
     MetaField(META_USAGE, ("usage",), _shown_usage),

@@ -30,8 +30,16 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from events.model import EVENT_TYPES, Event, SessionDeleted, TitleSource, UserMark
-from registry.commands import archive_change, check_session_id, check_title, check_user_title, info_change
+from events.model import EVENT_TYPES, Event, SessionDeleted, SessionPinned, TitleSource, UserMark
+from registry.commands import (
+    archive_change,
+    check_session_id,
+    check_title,
+    check_user_title,
+    info_change,
+    json_type,
+)
+from registry.errors import InvalidParams
 from registry.model import SessionState
 
 __all__ = [
@@ -84,6 +92,15 @@ class SessionCommands:
     def unarchive(self, session_id: str) -> None:
         """Bring an archived session back into default lists; idempotent. Unknown or deleted -> ``SessionNotFound``."""
         self._write(session_id, _archived(False))
+
+    def set_pinned(self, session_id: str, pinned: bool = True) -> bool:
+        """Pin a session, or with ``pinned=False`` unpin it (``session/set_pinned``, the registry's own: ``_meta``'s
+        ``acp-session-registry/pinned``, ``list``'s ``pinned`` filter). Idempotent: a session already so is left as it
+        is. Returns ``pinned``. Not a boolean -> ``InvalidParams``; unknown or deleted -> ``SessionNotFound``."""
+        if type(pinned) is not bool:
+            raise InvalidParams(f"pinned must be a boolean, not {json_type(pinned)}", field="pinned")
+        self._write(session_id, lambda state: [] if state.pinned is pinned else [SessionPinned(pinned=pinned)])
+        return pinned
 
     def delete(self, session_id: str, *, reason: str | None = None, erase: bool = True) -> None:
         """Delete a session for good (a tombstone stays in the log). Unknown or deleted sessions: no-op.
@@ -206,6 +223,18 @@ COMMANDS: Final[tuple[SessionCommand, ...]] = (
         ),
     ),
     SessionCommand("_registry/rename", "rename", None, frozenset({"title"})),
+    SessionCommand(
+        "session/set_pinned",
+        "set_pinned",
+        None,  # the registry's own: no ACP capability advertises it
+        frozenset({"pinned"}),
+        command_line=CommandLine(
+            "pin",
+            "pin a session (false: unpin it); list --pinned lists the pinned ones",
+            lambda pinned: "pinned" if pinned else "unpinned",
+            {"pinned": "true (the default) to pin, false to unpin"},
+        ),
+    ),
 )
 """Every session command, in the order the method table lists them."""
 

@@ -84,6 +84,7 @@ def test_a_cursor_replayed_with_another_filter_is_refused_naming_it() -> None:
         "cwd": (ListFilter(cwd="/a"), ListFilter(cwd="/b")),
         "archived": (ListFilter(), ListFilter(archived="only")),
         "agent": (ListFilter(agent="codex"), ListFilter()),
+        "pinned": (ListFilter(pinned=True), ListFilter(pinned=False)),
     }
     assert set(lists) == {f.name for f in FILTERS}, "a new filter needs its case here"
     for name, (made, replayed) in lists.items():
@@ -101,6 +102,8 @@ def test_a_cursor_replayed_with_another_filter_is_refused_naming_it() -> None:
         ({"agent": ""}, "agent must be a non-empty string, not a string"),
         ({"agent": 3}, "agent must be a non-empty string, not a number"),
         ({"agent": "a\x00b"}, "agent must be printable and at most 200 characters long"),
+        ({"pinned": 1}, "pinned must be a boolean or null, not a number"),
+        ({"pinned": "true"}, "pinned must be a boolean or null, not a string"),
     ],
 )
 def test_each_filter_refuses_what_its_normal_form_refuses(given: dict[str, object], message: str) -> None:
@@ -130,14 +133,16 @@ def _state(n: int, **fields: object) -> SessionState:
 
 
 STATES = [
-    _state(n, cwd=cwd, archived=archived, agent=agent, deleted=deleted)
-    for n, (cwd, archived, agent, deleted) in enumerate(
-        itertools.product(("/a", "/b"), (False, True), (None, "codex", "gemini"), (False, True))
+    _state(n, cwd=cwd, archived=archived, agent=agent, deleted=deleted, pinned=pinned)
+    for n, (cwd, archived, agent, deleted, pinned) in enumerate(
+        itertools.product(("/a", "/b"), (False, True), (None, "codex", "gemini"), (False, True), (False, True))
     )
 ]
 LISTS = [
-    ListFilter(cwd=cwd, archived=archived, agent=agent)
-    for cwd, archived, agent in itertools.product((None, "/a", "/b"), ARCHIVED_FILTERS, (None, "codex"))
+    ListFilter(cwd=cwd, archived=archived, agent=agent, pinned=pinned)
+    for cwd, archived, agent, pinned in itertools.product(
+        (None, "/a", "/b"), ARCHIVED_FILTERS, (None, "codex"), (None, True, False)
+    )
 ]
 
 

@@ -55,6 +55,7 @@ events_strategy: st.SearchStrategy[events.Event] = st.one_of(
     ),
     st.builds(events.SessionArchived),
     st.builds(events.SessionUnarchived),
+    st.builds(events.SessionPinned, pinned=st.booleans()),
     st.builds(events.SessionUpdated, at=TIMES, messages=st.integers(0, 3)),
     st.builds(events.SessionUpdated, at=TIMES, messages=st.integers(0, 3), usage=USAGE),
     st.builds(
@@ -138,11 +139,16 @@ def test_fold_rules_hold_for_any_log(ops: list[tuple[str, list[events.Event]]]) 
 
 
 def _live_at(
-    log: list[Any], position: int, cwd: str | None, archived: Archived = "exclude", agent: str | None = None
+    log: list[Any],
+    position: int,
+    cwd: str | None,
+    archived: Archived = "exclude",
+    agent: str | None = None,
+    pinned: bool | None = None,
 ) -> list[str]:
     projection = Projection()
     projection.load(r for r in log if r.position <= position)
-    where = ListFilter(cwd=cwd, archived=archived, agent=agent)
+    where = ListFilter(cwd=cwd, archived=archived, agent=agent, pinned=pinned)
     return [s.session_id for s in projection.sessions() if where.matches(s)]
 
 
@@ -154,9 +160,10 @@ def _walk(
     cwd: str | None = None,
     archived: Archived = "exclude",
     agent: str | None = None,
+    pinned: bool | None = None,
 ) -> Iterator[ListSessionsResult]:
     """The pages of one walk through the list; before each page after the first, the next writes of ``during``."""
-    page = registry.list(cwd=cwd, archived=archived, agent=agent)
+    page = registry.list(cwd=cwd, archived=archived, agent=agent, pinned=pinned)
     writes = iter(during)
     while True:
         yield page
@@ -165,7 +172,7 @@ def _walk(
         _write(store, next(writes, []))
         registry.sync()
         assert isinstance(page.next_cursor, str)
-        page = registry.list(cwd=cwd, cursor=page.next_cursor, archived=archived, agent=agent)
+        page = registry.list(cwd=cwd, cursor=page.next_cursor, archived=archived, agent=agent, pinned=pinned)
 
 
 @FAST
@@ -176,6 +183,7 @@ def _walk(
     cwd=st.none() | st.sampled_from(CWDS),
     archived=st.sampled_from(["exclude", "include", "only"]),
     agent=st.none() | st.sampled_from(AGENTS),
+    pinned=st.none() | st.booleans(),
 )
 def test_a_walk_returns_the_list_as_of_its_start_once_each(
     before: list[tuple[str, list[events.Event]]],
@@ -184,18 +192,19 @@ def test_a_walk_returns_the_list_as_of_its_start_once_each(
     cwd: str | None,
     archived: Archived,
     agent: str | None,
+    pinned: bool | None,
 ) -> None:
     store = MemoryStore()
     _write(store, before)
     registry = SessionRegistry(store, page_size=page_size, follow=False)
     start = registry.position
     seen: list[str] = []
-    for page in _walk(registry, store, during, cwd=cwd, archived=archived, agent=agent):
+    for page in _walk(registry, store, during, cwd=cwd, archived=archived, agent=agent, pinned=pinned):
         assert page.sessions or page.next_cursor is UNSET, "an empty page with a nextCursor"
         assert len(page.sessions) <= page_size
         assert page.meta is UNSET
         seen.extend(info.session_id for info in page.sessions)
-    assert seen == _live_at(store.read(), start, cwd, archived, agent)
+    assert seen == _live_at(store.read(), start, cwd, archived, agent, pinned)
     registry.close()
 
 

@@ -50,6 +50,8 @@ PINNED: list[tuple[str, int, int, int]] = [
     ("7551a0ee7d1b6cdb", 3, 11, 5),
     # usage (what the session's turns used, summed); read model 13: the daily usage totals (rm_usage) too
     ("570962ebf90bff8a", 4, 13, 6),
+    # pinned (session/set_pinned; the list's pinned filter, a column and an index of its own)
+    ("24dc1f2296bc4f7c", 5, 14, 7),
 ]
 
 
@@ -102,6 +104,7 @@ BASE = SessionState(
     agent="codex",
     parent=events.ForkRef(session_id="s0", position=2),
     usage=SessionUsage(100, 20, turns=1, unpriced=(("gpt-5", 100, 20, 0, 0, 0),)),
+    pinned=False,
     position=9,
 )
 
@@ -122,6 +125,7 @@ OTHER_VALUES: dict[str, Any] = {
     "agent": "gemini",
     "parent": None,
     "usage": SessionUsage(150, 30, turns=2, costs=(("USD", 5_000_000),), unpriced=(("gpt-5", 100, 20, 0, 0, 0),)),
+    "pinned": True,
 }
 
 
@@ -202,6 +206,8 @@ EVENTS = [
     events.SessionInfoChanged(meta={"z": 1}),
     events.SessionArchived(),
     events.SessionUnarchived(),
+    events.SessionPinned(),
+    events.SessionPinned(pinned=False),
     events.SessionDeleted(),
 ]
 TOUCHES = [
@@ -211,13 +217,19 @@ TOUCHES = [
     {"meta"},
     {"archived"},
     {"archived"},
+    {"pinned"},
+    {"pinned"},
     {"deleted"},
 ]
 
 
 @pytest.mark.parametrize(("event", "touched"), list(zip(EVENTS, TOUCHES, strict=True)))
 def test_an_event_changes_only_what_it_changes(event: Any, touched: set[str]) -> None:
-    start = msgspec.structs.replace(BASE, archived=isinstance(event, events.SessionUnarchived))
+    start = msgspec.structs.replace(
+        BASE,
+        archived=isinstance(event, events.SessionUnarchived),
+        pinned=isinstance(event, events.SessionPinned) and not event.pinned,
+    )
     after = fold(start, events.LogEntry(20, "s1", 5, event))
     assert after is not None
     for field in msgspec.structs.fields(SessionState):
