@@ -28,12 +28,14 @@ from pathlib import Path
 
 from benchmarks.args import bench_parser
 from benchmarks.store_throughput import percentile, print_results
-from events import MemoryStore, SessionCreated, SessionUpdated
+from events import ANY, AppendRequest, MemoryStore, SessionCreated, SessionUpdated
 from registry import SessionRegistry
 from registry.diffs import ListChange, Updated
 
 
-class _Counter:
+class Receiver:
+    """A subscriber that counts what it receives and says when it has had ``target`` items."""
+
     def __init__(self, target: int) -> None:
         self.count = 0
         self.target = target
@@ -45,22 +47,38 @@ class _Counter:
             self.done.set()
 
 
-def sync_seconds(subscribers: int, changes: int, sessions: int = 1000) -> float:
+def ready_stream(subscribers: int, changes: int, sessions: int = 1000) -> tuple[SessionRegistry, list[Receiver]]:
+    """A registry on a memory store of ``sessions`` sessions, ``subscribers`` subscribers of ``list_changes`` (each
+    on its own thread, as by default) and ``changes`` turns in the log, the read model caught up (session/list's
+    own fold: not on the stream's path, writers keep it up): what is left is ``deliver``."""
     store = MemoryStore()
     registry = SessionRegistry(store, follow=False)
-    for n in range(sessions):
-        store.append(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)])
+    store.append_batch(
+        [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)], ANY) for n in range(sessions)]
+    )
     registry.sync()
-    counters = [_Counter(changes) for _ in range(subscribers)]
-    for counter in counters:
-        registry.list_changes().subscribe(counter)
-    for n in range(changes):
-        store.append(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)])
-    registry.read_model.catch_up()  # session/list's own fold: not on the stream's path (writers keep it up)
+    receivers = [Receiver(changes) for _ in range(subscribers)]
+    for receiver in receivers:
+        registry.list_changes().subscribe(receiver)
+    store.append_batch(
+        [AppendRequest(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)], ANY) for n in range(changes)]
+    )
+    registry.read_model.catch_up()
+    return registry, receivers
+
+
+def deliver(registry: SessionRegistry, receivers: list[Receiver]) -> None:
+    """The follower's fold of the log, each change handed to every subscriber's queue, until each has it all."""
+    registry.sync()
+    for receiver in receivers:
+        if not receiver.done.wait(600):
+            raise RuntimeError("the change stream did not deliver every change within 600 s")
+
+
+def sync_seconds(subscribers: int, changes: int, sessions: int = 1000) -> float:
+    registry, receivers = ready_stream(subscribers, changes, sessions)
     start = time.perf_counter()
-    registry.sync()  # the follower's fold of the log, each change handed to every subscriber's queue
-    for counter in counters:
-        counter.done.wait(600)
+    deliver(registry, receivers)
     elapsed = time.perf_counter() - start
     registry.close()
     return elapsed
@@ -107,7 +125,7 @@ def writer_seconds(subscribers: int, writes: int, folder: Path, bursts: int = 1)
     with SessionRegistry.open(f"sqlite://{folder}/{name}.db?synchronous=off") as registry:
         for n in range(20):
             registry.create("/work", session_id=f"s{n}")
-        counters = [_Counter(writes * bursts) for _ in range(subscribers)]
+        counters = [Receiver(writes * bursts) for _ in range(subscribers)]
         subscriptions = [registry.list_changes().subscribe(counter) for counter in counters]
         each: list[float] = []
         for burst in range(bursts):

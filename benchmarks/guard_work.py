@@ -19,7 +19,6 @@ import gc
 import importlib
 import sqlite3
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
@@ -70,48 +69,18 @@ def section(padding: int) -> Iterator[None]:
     hooks.callgrind_stop_instrumentation()
 
 
-class _Counter:
-    """A subscriber that counts what it receives and says when it has had ``target`` items."""
+def stream(subscribers: int, changes: int, padding: int = 0) -> None:
+    """``benchmarks.change_stream``'s stream made ready (``ready_stream``: ``subscribers`` subscribers on threads of
+    their own, ``changes`` turns in the log); the section: ``deliver`` - the follower folds the turns and every
+    subscriber receives every change."""
+    from benchmarks.change_stream import deliver, ready_stream  # noqa: PLC0415
 
-    def __init__(self, target: int) -> None:
-        self.count = 0
-        self.target = target
-        self.done = threading.Event()
-
-    def __call__(self, _item: object) -> None:
-        self.count += 1
-        if self.count >= self.target:
-            self.done.set()
-
-
-def stream(subscribers: int, changes: int, padding: int = 0, sessions: int = 1000) -> None:
-    """A registry on a memory store with ``subscribers`` subscribers of ``list_changes`` (each on its own thread, as
-    by default) and ``changes`` turns logged, the read model caught up (``benchmarks.change_stream``'s path); the
-    section: the follower folds the turns and every subscriber receives every change."""
-    from events import ANY, AppendRequest, MemoryStore, SessionCreated, SessionUpdated  # noqa: PLC0415
-    from registry import SessionRegistry  # noqa: PLC0415
-
-    store = MemoryStore()
-    registry = SessionRegistry(store, follow=False)
-    store.append_batch(
-        [AppendRequest(f"s{n}", [SessionCreated(cwd=f"/work/p{n % 50}", at=n)], ANY) for n in range(sessions)]
-    )
-    registry.sync()
-    counters = [_Counter(changes) for _ in range(subscribers)]
-    for counter in counters:
-        registry.list_changes().subscribe(counter)
-    store.append_batch(
-        [AppendRequest(f"s{n % sessions}", [SessionUpdated(at=10_000 + n, messages=1)], ANY) for n in range(changes)]
-    )
-    registry.read_model.catch_up()
+    registry, receivers = ready_stream(subscribers, changes)
     # The interpreter lock passed on when a thread waits, not every 5 ms of the wall clock: how often a subscriber's
     # thread wakes then follows the instructions, not the time they take (under valgrind, under a load).
     sys.setswitchinterval(1000)
     with section(padding):
-        registry.sync()
-        for counter in counters:
-            if not counter.done.wait(600):
-                raise RuntimeError("the change stream did not deliver every change within 600 s")
+        deliver(registry, receivers)
     registry.close()
 
 
