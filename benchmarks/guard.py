@@ -37,8 +37,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -156,38 +157,59 @@ def _cli(args: Sequence[str], pad: int = 0) -> list[str]:
 
 
 class Guard:
-    """The stores the figures are measured on (made once, in ``folder``) and the child processes that measure them."""
+    """The child processes that measure the figures, counted by valgrind at most ``workers`` at a time, and the
+    stores they run on (made in ``folder``)."""
 
     def __init__(self, folder: Path, workers: int | None = None) -> None:
         if shutil.which("valgrind") is None:
-            raise ValgrindMissing(
-                "the speed guard counts instructions with valgrind: install it (apt install valgrind)"
-            )
+            raise ValgrindMissing("the speed guard counts instructions with valgrind: apt install valgrind")
         self.folder = folder
-        self.workers = workers or max(1, len(os.sched_getaffinity(0)))
+        self.slots = threading.Semaphore(workers or max(1, len(os.sched_getaffinity(0))))
         self.env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         self.env.update(PYTHONPYCACHEPREFIX=str(folder / "bytecode"), PYTHONHASHSEED="0", COLUMNS="120")
-        url, session = make_store(folder)
-        search = str(_search_store(folder))
         work = [sys.executable, "-m", "benchmarks.guard_work"]
         self.children: dict[str, _Child] = {
-            "reference": _Child("callgrind", [*work, "reference", str(_REFERENCE_ROUNDS)]),
-            "pass": _Child("cachegrind", [sys.executable, "-c", "pass"]),
-            "list": _Child("cachegrind", _cli(["--store", url, "list"])),
-            "show": _Child("cachegrind", _cli(["--store", url, "show", session])),
-            "show --json": _Child("cachegrind", _cli(["--store", url, "show", "--json", session])),
-            "search": _Child("callgrind", [*work, "search", search, "ours"]),
-            "search raw": _Child("callgrind", [*work, "search", search, "raw"]),
+            "reference": _Child("callgrind", [*work, "reference", str(_REFERENCE_ROUNDS)])
         }
         for name, (subscribers, changes) in _STREAMS.items():
             self.children[name] = _Child("callgrind", [*work, "stream", str(subscribers), str(changes)])
-        for name in ("reference", "list", "show", "search", "stream_1"):  # the others import no other module
-            argv = self.children[name].argv  # run once as they are: their bytecode compiled and cached
-            subprocess.run(argv, env=self.env, cwd=_ROOT, stdout=subprocess.DEVNULL, check=True, timeout=600)
+        self._work = work
+
+    def run(self, factors: Mapping[str, float] | None = None) -> tuple[Measured, dict[str, float]]:
+        """Every figure counted once, and (``factors``) each named figure again with its own work made ``factor``
+        times larger: its child runs as many more reference-loop rounds as that work's instructions times
+        ``factor - 1``. The children that need no store are counted while the stores are made; a slowed child as
+        soon as its figure's count is in."""
+        with ThreadPoolExecutor(max_workers=32) as pool:  # threads that wait; ``slots`` bounds the processes
+            counted = {name: pool.submit(self._count, child) for name, child in self.children.items()}
+            url, session = make_store(self.folder)
+            search = str(_search_store(self.folder))
+            later = {
+                "pass": _Child("cachegrind", [sys.executable, "-c", "pass"]),
+                "list": _Child("cachegrind", _cli(["--store", url, "list"])),
+                "show": _Child("cachegrind", _cli(["--store", url, "show", session])),
+                "show --json": _Child("cachegrind", _cli(["--store", url, "show", "--json", session])),
+                "search": _Child("callgrind", [*self._work, "search", search, "ours"]),
+                "search raw": _Child("callgrind", [*self._work, "search", search, "raw"]),
+            }
+            for warm in (later["list"].padded(1), later["show"]):  # every module a counted process imports, compiled
+                subprocess.run(warm.argv, env=self.env, cwd=_ROOT, stdout=subprocess.DEVNULL, check=True, timeout=600)
+            self.children.update(later)
+            counted.update({name: pool.submit(self._count, child) for name, child in later.items()})
+            slowed = {
+                figure: pool.submit(self._count_slowed, figure, factor, counted)
+                for figure, factor in (factors or {}).items()
+            }
+            measured = Measured({name: future.result() for name, future in counted.items()})
+            return measured, measured.figures({name: future.result() for name, future in slowed.items()})
+
+    def _count_slowed(self, figure: str, factor: float, counted: Mapping[str, Future[int]]) -> int:
+        rounds = counted[figure].result() * (factor - 1) / counted["reference"].result() * _REFERENCE_ROUNDS
+        return self._count(self.children[figure].padded(round(rounds)))
 
     def _count(self, child: _Child) -> int:
         """The instructions one child executes (its section's, or the whole process's), counted by valgrind."""
-        with tempfile.NamedTemporaryFile(dir=self.folder, suffix=f".{child.tool}") as out:
+        with self.slots, tempfile.NamedTemporaryFile(dir=self.folder, suffix=f".{child.tool}") as out:
             tool = _WHOLE if child.tool == "cachegrind" else _SECTION
             done = subprocess.run(
                 [*tool[:-1], tool[-1] + out.name, *child.argv],
@@ -206,26 +228,6 @@ class Guard:
             raise RuntimeError(f"valgrind counted no instruction of {command}")
         return int(found.group(1))
 
-    def _counts(self, children: Mapping[str, _Child]) -> dict[str, int]:
-        with ThreadPoolExecutor(self.workers) as pool:
-            counted = {name: pool.submit(self._count, child) for name, child in children.items()}
-            return {name: future.result() for name, future in counted.items()}
-
-    def measure(self) -> Measured:
-        """Every child counted once."""
-        return Measured(self._counts(self.children))
-
-    def slowed(self, measured: Measured, factors: Mapping[str, float]) -> dict[str, float]:
-        """The figures with each named figure's own work made ``factor`` times larger: the child that does it runs
-        as many more reference-loop rounds as that work's instructions times ``factor - 1``."""
-        padded = {
-            figure: self.children[figure].padded(
-                round(measured.counts[figure] * (factor - 1) / measured.reference_round)
-            )
-            for figure, factor in factors.items()
-        }
-        return measured.figures(self._counts(padded))
-
 
 def _factors(text: str) -> dict[str, float]:
     """``stream_1,show:1.5`` -> {"stream_1": 2.0, "show": 1.5}."""
@@ -243,12 +245,9 @@ def main() -> None:
     args = parser.parse_args()
     factors = _factors(args.slow)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as scratch:
-        guard = Guard(Path(scratch))
-        measured = guard.measure()
+        measured, slowed = Guard(Path(scratch)).run(factors)
         results = measured.figures()
-        if factors:
-            slowed = guard.slowed(measured, factors)
-            results.update({f"{name} slowed {factors[name]}x": slowed[name] for name in factors})
+        results.update({f"{name} slowed {factors[name]}x": slowed[name] for name in factors})
     print_results(results, args.json)
 
 

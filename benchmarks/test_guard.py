@@ -42,20 +42,20 @@ SLOWED: Final = 1.5
 
 
 @pytest.fixture(scope="module")
-def guard(tmp_path_factory: pytest.TempPathFactory) -> Guard:
-    return Guard(Path(tmp_path_factory.mktemp("guard")))
+def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Measured, dict[str, float]]:
+    """The figures, and the figures with every figure's own work made ``SLOWED`` times larger (each in its own
+    child: ``show --json``, ``show``'s reference, is not slowed, nor the reference loop, nor ``python -c pass``)."""
+    return Guard(Path(tmp_path_factory.mktemp("guard"))).run(dict.fromkeys(FIGURES, SLOWED))
 
 
 @pytest.fixture(scope="module")
-def measured(guard: Guard) -> Measured:
-    return guard.measure()
+def measured(counted: tuple[Measured, dict[str, float]]) -> Measured:
+    return counted[0]
 
 
 @pytest.fixture(scope="module")
-def slowed(guard: Guard, measured: Measured) -> dict[str, float]:
-    """The figures with every figure's own work made ``SLOWED`` times larger (each in its own child: ``show
-    --json``, ``show``'s reference, is not slowed, nor the reference loop, nor ``python -c pass``)."""
-    return guard.slowed(measured, dict.fromkeys(FIGURES, SLOWED))
+def slowed(counted: tuple[Measured, dict[str, float]]) -> dict[str, float]:
+    return counted[1]
 
 
 def test_every_figure_has_a_bound() -> None:
