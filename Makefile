@@ -33,11 +33,19 @@ lint: install
 # every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard, alone, and
 # last, one by one, the tests marked idle: each asserts a time bound that only a machine the suite no longer loads
 # keeps for sure.
+#
+# With PYTHONDONTWRITEBYTECODE set (some machines set it for every process) the suite would keep no bytecode: each of
+# its pytest processes would rewrite and compile every test module again (~8 s of CPU in each of the four that
+# collect the suite) and every acp-registry a test starts would compile what it imports. make test keeps it in
+# .venv/pycache instead, never beside the sources (a plain `pytest` leaves the variable as it is).
+ifneq ($(PYTHONDONTWRITEBYTECODE),)
+TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
+endif
 test: lint
-	$(BIN)/pytest -n auto -m 'not real_agents and not serial and not idle'
-	$(BIN)/pytest -m 'serial and not real_agents'
-	$(BIN)/pytest benchmarks/test_guard.py
-	$(BIN)/pytest -m 'idle and not real_agents'
+	$(TEST_ENV) $(BIN)/pytest -n auto -m 'not real_agents and not serial and not idle'
+	$(TEST_ENV) $(BIN)/pytest -m 'serial and not real_agents'
+	$(TEST_ENV) $(BIN)/pytest benchmarks/test_guard.py
+	$(TEST_ENV) $(BIN)/pytest -m 'idle and not real_agents'
 
 # The speed figures CI holds, each a ratio against a reference measured in the same run (benchmarks/guard.py).
 guard: install

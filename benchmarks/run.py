@@ -60,6 +60,7 @@ class Settings:
     durable_events: int = 500  # per stage: single events appended durably
     reconstruct: int = 2000  # aggregates eventsourcing's repository.get rebuilds per stage (uniform sample)
     subscription_events: int = 200
+    rounds: int = 5  # fresh processes per serve / CLI figure, alternating rounds of the writer figure
     chunk: int = 1000  # sessions per bulk-load step (one transaction for raw sqlite3 and eventsourcing)
     seed: int = DEFAULT_SEED
     plot: bool = True
@@ -152,6 +153,7 @@ def run(name: str, settings: Settings, work: Path, progress: Progress | None = N
                 work_dir=work,
                 page_floor=floor,
                 cwds=working_directories(settings.seed),
+                rounds=settings.rounds,
             )
             for hook_name, hook in registry_bench.HOOKS.items():
                 measured = hook(context)

@@ -153,6 +153,7 @@ def test_a_whole_run_at_a_tiny_size(tmp_path: Path) -> None:
         durable_events=5,
         reconstruct=20,
         subscription_events=3,
+        rounds=2,  # both orders of the writer figure's alternating rounds; 5 processes per figure add nothing here
         chunk=50,
         plot=False,
         postgres=PostgresSettings(sizes=[100], url="postgresql://postgres@127.0.0.1:1/test?connect_timeout=2"),

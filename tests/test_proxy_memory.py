@@ -147,7 +147,7 @@ def test_a_prompts_title_read_from_its_head_is_the_title_of_the_whole_prompt() -
     rng = random.Random(42)
     alphabet = "ab \t\n\x01\u2026\u00e9"
     for _ in range(2000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([10, 300, 4095, 4096, 4097, 9000])))
+        text = "".join(rng.choices(alphabet, k=rng.choice([10, 300, 4095, 4096, 4097, 9000])))
         if rng.random() < 0.3:
             text = " " * rng.choice([4000, 4096, 5000]) + text
         assert prompt_title(text) == one_line(text, PROMPT_TITLE_LENGTH), repr(text[:60])
