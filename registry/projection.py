@@ -15,7 +15,9 @@ import gc
 import heapq
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from registry.filters import ListFilter, bound
 from registry.fold import Change, Entry, fold
@@ -29,7 +31,7 @@ __all__ = ["Page", "Projection", "paused_gc"]
 SortKey = tuple[int, str]
 
 
-class Page(NamedTuple):
+class Page(msgspec.Struct, frozen=True):
     states: list[SessionState]
     more: bool
     """More sessions follow the page (as of the same position)."""
