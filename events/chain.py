@@ -70,7 +70,7 @@ def sql_link(
     ]
 
 
-class ChainRule(NamedTuple):
+class ChainRule(msgspec.Struct, frozen=True):
     """Which link function made the link at each position: ``sql_link`` from ``sql_from`` on (None: never)."""
 
     sql_from: int | None = None

@@ -52,7 +52,7 @@ _encode = msgspec.msgpack.Encoder().encode
 _local = threading.local()
 
 
-class KeptMessage(NamedTuple):
+class KeptMessage(msgspec.Struct, frozen=True):
     """A message read back from a store: the position of the event that refers to it, its place there, the
     message, and the session it belongs to."""
 

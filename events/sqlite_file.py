@@ -23,7 +23,9 @@ import fcntl
 import os
 import stat
 from collections.abc import Iterator
-from typing import Final, NamedTuple
+from typing import Final
+
+import msgspec
 
 from events.errors import StoreError, StoreFormatError
 from events.logger import Logger
@@ -39,7 +41,7 @@ FOREIGN_STORE: Final = "ACP_REGISTRY_FOREIGN_STORE"
 """Set to ``allow`` to open a store file of another user, or one others can write (refused otherwise)."""
 
 
-class StoreFile(NamedTuple):
+class StoreFile(msgspec.Struct, frozen=True):
     """What was found at a store path."""
 
     path: str  # the file SQLite is to open (a link's target when links are allowed)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import enum
 import os
 import re
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,7 +67,7 @@ class Retired(enum.Enum):
     MOVED = "moved"  # held under another name of the same agent: taken over by the record under its one name
 
 
-class Known(NamedTuple):
+class Known(msgspec.Struct, frozen=True):
     """A known agent: its registry name, the other names it goes by, whether its history files are read, and how it
     keeps and lists its sessions (each measured against the agent itself: ``tests/test_real_agents*.py``)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -134,7 +134,7 @@ def agent_of(session_id: str, recorded: str | None) -> str | None:
     return prefix if colon and prefix in IMPORTED_AGENTS else None
 
 
-class MetaField(NamedTuple):
+class MetaField(msgspec.Struct, frozen=True):
     """A state field a client sees in ``_meta``: its key; the state fields its value is read from (while any of them
     is None or False nothing is shown); and ``shown``, the value for a state: None, the first field read as it is; a
     string, that attribute of the first field read; or a function of the state. A value of None or False is not

@@ -15,26 +15,19 @@ import gc
 import heapq
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from registry.filters import ListFilter, bound
 from registry.fold import Change, Entry, fold
 from registry.model import UNDATED_RANK, SessionState, sort_key
+from registry.readmodel import Page
 
 if TYPE_CHECKING:
     from sortedcontainers import SortedList
 
-__all__ = ["Page", "Projection", "paused_gc"]
+__all__ = ["Projection", "paused_gc"]
 
 SortKey = tuple[int, str]
-
-
-class Page(NamedTuple):
-    states: list[SessionState]
-    more: bool
-    """More sessions follow the page (as of the same position)."""
-    consistent: bool
-    """The page is exactly the list as of the walk's position (False: past the consistency window)."""
 
 
 @contextlib.contextmanager

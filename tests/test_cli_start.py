@@ -99,6 +99,7 @@ LEFT_OUT = (
     "events.memory",
     "registry.snapshot",  # a catch-up that keeps a snapshot loads it
     "registry.readmodel.memory",  # the fold a fault falls back to
+    "registry.projection",  # the in-memory fold (a page is registry.readmodel's Page)
     "registry.search.index",  # made by a search or a user's delete (registry.search.on_demand)
     "typing_extensions",  # msgspec imported without it (registry.cli.start)
     "dataclasses",  # the declarations' rows are frozen msgspec Structs (inspect, ast and dis come with dataclasses)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Sequence
-from typing import Final, NamedTuple
+from typing import Final
+
+import msgspec
 
 from registry.cli.terminal import cells as _cells
 from registry.cli.terminal import narrow
@@ -32,7 +34,7 @@ _WORD: Final = r"\s*\S+\s*"
 """A word as rich's wrap sees it: the spaces before it (at the start of a line) and after it."""
 
 
-class Column(NamedTuple):
+class Column(msgspec.Struct, frozen=True):
     header: str
     right: bool = False
     """Right-justified (counts)."""

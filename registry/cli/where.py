@@ -4,7 +4,9 @@ the user's data directory (``locate``); opening it is ``registry.cli.stores``'."
 from __future__ import annotations
 
 import os
-from typing import Final, NamedTuple
+from typing import Final
+
+import msgspec
 
 from events.factory import ENV_STORE, sqlite_url
 
@@ -14,7 +16,7 @@ CREATES_STORE: Final = ("import", "import-agents", "proxy", "serve")
 """The commands that create the default store when there is none (``demo --store`` creates only the one named)."""
 
 
-class StoreLocation(NamedTuple):
+class StoreLocation(msgspec.Struct, frozen=True):
     url: str
     origin: str
     """Where the URL came from: ``--store``, ``$ACP_REGISTRY_STORE`` or ``default``."""

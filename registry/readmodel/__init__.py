@@ -26,17 +26,28 @@ import abc
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
+import msgspec
+
 from registry.errors import ReadModelFault
 from registry.filters import ListFilter
 from registry.model import SessionState, sort_key
-from registry.projection import Page
 
 if TYPE_CHECKING:
     from registry.readmodel.usage_tables import UsageGroup, UsageQuery
 
-__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "PastWindow", "ReadModel", "ReadModelFault", "StoredTables"]
+__all__ = ["DEFAULT_WINDOW", "PAST_WINDOW", "Page", "PastWindow", "ReadModel", "ReadModelFault", "StoredTables"]
 
 DEFAULT_WINDOW: Final = 100_000
+
+
+class Page(msgspec.Struct, frozen=True):
+    """One page of the list, as every read model answers it (the in-memory ``Projection`` too)."""
+
+    states: list[SessionState]
+    more: bool
+    """More sessions follow the page (as of the same position)."""
+    consistent: bool
+    """The page is exactly the list as of the walk's position (False: past the consistency window)."""
 
 
 class PastWindow:

@@ -31,8 +31,7 @@ from events.logger import Logger
 from registry.backend import Backend
 from registry.filters import ListFilter
 from registry.model import SessionState
-from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
+from registry.readmodel import DEFAULT_WINDOW, Page, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.tables import LogShorter, record_log_shorter
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from registry.backend import Backend
 from registry.filters import ListFilter
 from registry.model import SessionState
-from registry.projection import Page, Projection, paused_gc
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel
+from registry.projection import Projection, paused_gc
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, Page, PastWindow, ReadModel
 from registry.readmodel.usage_tables import UsageFold, UsageGroup, UsageQuery, grouped, usage_rows
 from registry.snapshot import load_snapshot
 

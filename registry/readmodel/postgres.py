@@ -31,8 +31,7 @@ from events.postgres_sql import lock_key, one
 from registry.backend import Backend
 from registry.filters import ListFilter, bound
 from registry.model import SessionState
-from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, Page, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.keys import Keyed, Seal
 from registry.readmodel.postgres_fold import IN_TRANSACTION, AppendFold

@@ -23,8 +23,7 @@ from events.sqlite import SqliteStore, ThreadReaders
 from registry.backend import Backend
 from registry.filters import ListFilter
 from registry.model import SessionState
-from registry.projection import Page
-from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, PastWindow, ReadModel, ReadModelFault, StoredTables
+from registry.readmodel import DEFAULT_WINDOW, PAST_WINDOW, Page, PastWindow, ReadModel, ReadModelFault, StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.guard import as_they_are
 from registry.readmodel.keys import HeldKey, Keyed, Seal, checked_states

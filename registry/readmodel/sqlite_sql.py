@@ -5,7 +5,9 @@ names the index it reads (``INDEXED BY``): one range of one index, in list order
 from __future__ import annotations
 
 import functools
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
+
+import msgspec
 
 from events.schema import chain_query, head_query
 from registry.filters import FILTERS, Bound, ListFilter, bound
@@ -79,7 +81,7 @@ def load(count: int) -> str:
     return f"SELECT session_id, state, valid_from FROM rm_sessions WHERE session_id IN ({','.join('?' * count)})"
 
 
-class PageShape(NamedTuple):
+class PageShape(msgspec.Struct, frozen=True):
     """Which page statement: the filters it narrows by (``registry.filters.Bound.narrowing``) and the index it reads
     (None: the list order's own), whether it continues after a cursor's sort key, reads one ``archived`` range (else
     both: an ``include`` walk's past rows), is as of ``:p`` (``as_of``), reads the past rows (``past``), or is a
@@ -132,7 +134,7 @@ def page_query(shape: PageShape) -> str:
 _SQL: Final = {f.name: f.sql["sqlite"] for f in FILTERS if f.sql is not None}
 
 
-class PageParams(NamedTuple):
+class PageParams(msgspec.Struct, frozen=True):
     """A page statement's parameters (``values``), with what chooses the statement: the filters' ``Bound``."""
 
     values: dict[str, Any]

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any, Final, NamedTuple
 
+import msgspec
+
 from events.errors import StoreClosedError, StoreError
 from events.logger import Logger
 from events.model import SessionUpdated
@@ -180,7 +182,7 @@ def past_row(old: SessionState, valid_to: int, seal: Seal, blob: bytes | None = 
     return (*row[:VALID_TO], valid_to, *row[VALID_TO:])  # the row it was, closed at valid_to
 
 
-class Fold(NamedTuple):
+class Fold(msgspec.Struct, frozen=True):
     """What one stretch of the log does to the tables."""
 
     current: list[Row]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+import msgspec
+
 from events.model import SessionCreated, SessionDeleted, SessionUpdated
 from registry.usage import UsageKey, fold_usage
 
@@ -93,7 +95,7 @@ GROUPS: Final = ("day", "agent", "cwd", "model")
 """The columns a query groups by (weeks and months are days grouped again: ``registry.usage_report``)."""
 
 
-class UsageQuery(NamedTuple):
+class UsageQuery(msgspec.Struct, frozen=True):
     """Which turns' totals: grouped ``by`` one of ``GROUPS``; from day ``since`` to day ``until`` (UTC days since
     1970-01-01, both included; None: unbounded); of one ``agent`` and one ``cwd`` (None: all)."""
 
