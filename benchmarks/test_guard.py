@@ -25,10 +25,10 @@ MARGIN: Final = 1.2
 """A bound over the figure it was set from."""
 
 MEASURED: Final = {
-    # python -m benchmarks.guard, 2026-12-07 17:20 UTC, two runs at once at a load of 6 (the same to 0.03%).
-    "stream_1": 6.56,
-    "stream_10": 16.48,
-    "list": 3.84,
+    # python -m benchmarks.guard, 2026-12-07 17:59 UTC, idle (the same to 0.03% in runs at a load of 6, two at once).
+    "stream_1": 6.76,
+    "stream_10": 16.49,
+    "list": 3.11,
     "show": 1.01,
     "search": 2.50,
 }
