@@ -88,12 +88,9 @@ class _Line(msgspec.Struct):
     tool_call_id: Any = None
 
 
-class _UserInput(msgspec.Struct):
-    user_input: Any = None
-
-
 class _Payload(msgspec.Struct):
-    """What the wire events the conversation is read from carry."""
+    """What the wire events the conversation is read from carry (a ``TurnBegin``'s and ``SteerInput``'s
+    ``user_input`` too)."""
 
     user_input: Any = None
     type: Any = None
@@ -144,7 +141,6 @@ class _WorkDirs(msgspec.Struct, kw_only=True):
     """Session folder name (``<md5>`` or ``<kaos>_<md5>``) -> work dir."""
 
 
-_input_decoder = msgspec.json.Decoder(_UserInput)
 _payload_decoder = msgspec.json.Decoder(_Payload)
 _state_decoder = msgspec.json.Decoder(_State)
 
@@ -187,7 +183,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         if message.type in ("TurnBegin", "SteerInput"):
             fold.prompts += 1
             fold.replied = False
-            text = first_text(_input_decoder.decode(message.payload).user_input) if message.payload else ""
+            text = first_text(_payload_decoder.decode(message.payload).user_input) if message.payload else ""
             if fold.prompt is None:
                 fold.prompt = prompt_title(text)
             self._flush(fold, calls=True)
