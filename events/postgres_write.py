@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Final, TypeVar
 
 import psycopg
@@ -404,28 +405,19 @@ def _committed(hooks: tuple[CommitHook, ...], placed: tuple[int, list[object]] |
             log.warning("a commit hook failed after the commit", exc_info=True)
 
 
+@dataclass(slots=True)
 class _Known:
     """The log's end as this process's last append left it: the head and its link, the next new stream number,
     and the (stream, version) of the sessions this process appended to since."""
 
-    __slots__ = ("contended", "head", "next_stream", "previous", "quiet", "streams")
-
-    def __init__(
-        self,
-        head: int,
-        previous: bytes,
-        next_stream: int,
-        streams: dict[str, tuple[int, int]],
-        *,
-        contended: bool,
-        quiet: int = 0,
-    ) -> None:
-        self.head = head
-        self.previous = previous
-        self.next_stream = next_stream
-        self.streams = streams
-        self.contended = contended
-        self.quiet = quiet  # appends in a row that found the log's end where the one before left it
+    head: int
+    previous: bytes
+    next_stream: int
+    streams: dict[str, tuple[int, int]]
+    _: KW_ONLY
+    contended: bool
+    quiet: int = 0
+    """Appends in a row that found the log's end where the one before left it."""
 
     def advance(self, session_id: str, stream: int, version: int, last: int, link: bytes, new_stream: bool) -> None:
         self.head, self.previous = last, link

@@ -77,16 +77,16 @@ class SaidAndSpent:
         an aware datetime or RFC 3339) narrow it before pagination; ``cursor`` continues a walk (bound to the query
         and filters: another -> ``InvalidCursor``). A message recorded in any process is found at once: the index
         is caught up first. See ``registry.search``."""
-        return self.searcher.search(
-            query,
+        from registry.search.hits import SearchFilter  # noqa: PLC0415 - search loads only where it is used
+
+        where = SearchFilter(
             agent=None if agent is None else known_name(agent),
             cwd=None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks),
             archived=archived,
             since=None if since is None else parse_time(since, field="since"),
             until=None if until is None else parse_time(until, field="until"),
-            limit=limit,
-            cursor=cursor,
         )
+        return self.searcher.search(query, where, limit=limit, cursor=cursor)
 
     @property
     def searcher(self) -> Searcher:

@@ -39,13 +39,15 @@ from registry.commands import (
     prompt_title,
 )
 from registry.errors import InvalidParams, accepts
-from registry.importers.said import Said
+from registry.importers.said import Call, Said
 from registry.limits import MAX_DIRECTORIES, MAX_TIME_NS, MIN_TIME_NS
 from registry.paths import normalise_cwd
 
 __all__ = [
     "PROMPT_TITLE_LENGTH",
     "Activity",
+    "Conversation",
+    "CountedConversation",
     "Draft",
     "ScanContext",
     "ScanResult",
@@ -158,6 +160,27 @@ class Activity(msgspec.Struct, kw_only=True):
         self.recent.append(message_id)
         del self.recent[:-window]
         return True
+
+
+class Conversation(Activity, kw_only=True):
+    """The fold of an agent whose records hold a conversation: ``Activity``, and the tool calls said without their
+    results yet (a call and its result are said as one tool message: ``registry.importers.said``)."""
+
+    calls: dict[str, Call] = msgspec.field(default_factory=dict)
+    """Tool calls whose results are awaited, by call id (``hold_call``, ``say_result``, ``say_unanswered``)."""
+
+
+class CountedConversation(Conversation, kw_only=True):
+    """A conversation whose message count is the user's prompts and the agent's replies, each counted as the agent
+    shows them (which records are a prompt or a reply is format knowledge)."""
+
+    prompts: int = 0
+    replies: int = 0
+
+    @property
+    def messages(self) -> int:
+        """The session's message count."""
+        return self.prompts + self.replies
 
 
 class Draft(NamedTuple):

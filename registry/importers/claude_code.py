@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 
 from events.model import Role, TitleSource
-from registry.importers.base import Activity, Draft, TranscriptRecord, agent_time, is_uuid
+from registry.importers.base import CountedConversation, Draft, TranscriptRecord, agent_time, is_uuid
 from registry.importers.files import FileSource, Group, NoExtra, Reading
 from registry.importers.folders import Discovery, Found, folder_files, is_dir, quiet
 from registry.importers.said import Call, arguments_summary, hold_call, result_text, say_result, say_unanswered, usage
@@ -119,7 +119,7 @@ class _Record(TranscriptRecord):
     cost_usd: Any = msgspec.field(default=None, name="costUSD")
 
 
-class _Fold(Activity, kw_only=True):
+class _Fold(CountedConversation, kw_only=True):
     session_id: str
     aside: bool = False
     """A subagent's transcript beside the session: read for its usage only."""
@@ -133,12 +133,8 @@ class _Fold(Activity, kw_only=True):
     summary: str | None = None
     git_branch: str | None = None
     tag: str | None = None
-    prompts: int = 0
-    replies: int = 0
     leaves: list[str] = msgspec.field(default_factory=list)
     """The uuids of this session's latest own records (``_LEAVES``): what its own summaries point at."""
-    calls: dict[str, Call] = msgspec.field(default_factory=dict)
-    """Tool uses whose results are awaited, by id."""
     spent: dict[str, list[int]] = msgspec.field(default_factory=dict)
     """The usage counted so far of the latest replies (``_RECENT``), by ``message.id``: input, output, cache
     read, cache write tokens and cost in nanodollars."""
@@ -238,7 +234,7 @@ class ClaudeCode(FileSource[_Fold, NoExtra]):
             created=fold.created,
             last=fold.last,
             titles=titles,
-            messages=fold.prompts + fold.replies,
+            messages=fold.messages,
             git_branch=fold.git_branch,
             gone="hidden by the agent (tag __hidden)" if fold.tag == "__hidden" else None,
             skip=skip,

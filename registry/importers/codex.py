@@ -35,7 +35,7 @@ import msgspec
 
 from events.model import Role, TitleSource
 from registry.importers.base import (
-    Activity,
+    Conversation,
     Draft,
     ScanContext,
     agent_time,
@@ -72,27 +72,21 @@ class _Line(msgspec.Struct):
     payload: msgspec.Raw = msgspec.Raw()
 
 
-class _SessionMeta(msgspec.Struct):
+class _Payload(msgspec.Struct):
+    """What the payloads the fold reads carry: a ``session_meta``'s (``id`` to ``git``), an ``event_msg``'s
+    (``type`` to ``info``), a ``response_item``'s - the tool calls and their outputs - or a ``turn_context``'s."""
+
     id: Any = None
     timestamp: Any = None
     cwd: Any = None
     source: Any = None
     git: Any = None
-
-
-class _EventMsg(msgspec.Struct):
     type: Any = None
     message: Any = None
     text: Any = None
     thread_name: Any = None
     images: Any = None
     info: Any = None
-
-
-class _Item(msgspec.Struct):
-    """A ``response_item`` (the tool calls and their outputs are read from these) or a ``turn_context``."""
-
-    type: Any = None
     name: Any = None
     arguments: Any = None
     input: Any = None
@@ -108,7 +102,7 @@ class _IndexLine(msgspec.Struct):
     updated_at: Any = None
 
 
-class _Fold(Activity, kw_only=True):
+class _Fold(Conversation, kw_only=True):
     meta_seen: bool = False
     started: int | None = None
     """The ``session_meta``'s own time (else the first record's, ``created``)."""
@@ -121,16 +115,13 @@ class _Fold(Activity, kw_only=True):
     model: str | None = None
     totals: list[int] = msgspec.field(default_factory=list)
     """The last ``total_token_usage``: input, cached input, cache write, output, reasoning tokens."""
-    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _Names = Index[tuple[str, int]]
 """``session_index.jsonl``: the latest thread name per id, with its time."""
 
 
-_meta_decoder = msgspec.json.Decoder(_SessionMeta)
-_event_decoder = msgspec.json.Decoder(_EventMsg)
-_item_decoder = msgspec.json.Decoder(_Item)
+_payload_decoder = msgspec.json.Decoder(_Payload)
 _CALLS: Final = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUTS: Final = {"function_call_output", "custom_tool_call_output"}
 _TOKENS: Final = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
@@ -181,7 +172,7 @@ class Codex(FileSource[_Fold, _Names]):
             if fold.meta_seen:
                 return  # a forked rollout replays its parent's session_meta: only the first is this session's
             fold.meta_seen = True
-            meta = _meta_decoder.decode(line.payload) if line.payload else _SessionMeta()
+            meta = _payload_decoder.decode(line.payload) if line.payload else _Payload()
             fold.saw_cwd(meta.cwd)
             fold.started = agent_time(meta.timestamp) or at
             fold.skip = _source_skip(meta.source)
@@ -189,9 +180,9 @@ class Codex(FileSource[_Fold, _Names]):
                 fold.branch = meta.git["branch"]
             return
         if line.type in ("response_item", "turn_context") and line.payload:
-            self._item(fold, _item_decoder.decode(line.payload), at)
+            self._item(fold, _payload_decoder.decode(line.payload), at)
         if line.type == "event_msg" and line.payload:
-            event = _event_decoder.decode(line.payload)
+            event = _payload_decoder.decode(line.payload)
             if event.type == "thread_name_updated":
                 if isinstance(event.thread_name, str):
                     fold.name, fold.name_at = event.thread_name, at or 0
@@ -211,7 +202,7 @@ class Codex(FileSource[_Fold, _Names]):
                 self.say(Role.THOUGHT, event.text, at)
         fold.saw_time(at, starts=False)
 
-    def _item(self, fold: _Fold, item: _Item, at: int | None) -> None:
+    def _item(self, fold: _Fold, item: _Payload, at: int | None) -> None:
         if isinstance(item.model, str) and item.model:
             fold.model = item.model  # a turn_context
         if item.type in _CALLS and isinstance(item.call_id, str):
@@ -312,7 +303,7 @@ def _figures(value: object) -> list[int] | None:
     return [v if isinstance(v := value.get(k), int) and not isinstance(v, bool) and v > 0 else 0 for k in keys]
 
 
-def _user_text(event: _EventMsg) -> str:
+def _user_text(event: _Payload) -> str:
     """What the user typed (legacy prompts: after ``_USER_MESSAGE_BEGIN``); ``[image]`` for pictures alone."""
     text = event.message if isinstance(event.message, str) else ""
     _, marker, after = text.partition(_USER_MESSAGE_BEGIN)
@@ -320,7 +311,7 @@ def _user_text(event: _EventMsg) -> str:
     return text if text.strip() or not event.images else "[image]"
 
 
-def _prompt(event: _EventMsg) -> str | None:
+def _prompt(event: _Payload) -> str | None:
     text = event.message if isinstance(event.message, str) else ""
     _, marker, after = text.partition(_USER_MESSAGE_BEGIN)
     if marker:

@@ -48,7 +48,7 @@ import msgspec
 
 from events.model import Role, TitleSource
 from registry.importers.base import (
-    Activity,
+    CountedConversation,
     Draft,
     ScanContext,
     agent_time,
@@ -88,12 +88,9 @@ class _Line(msgspec.Struct):
     tool_call_id: Any = None
 
 
-class _UserInput(msgspec.Struct):
-    user_input: Any = None
-
-
 class _Payload(msgspec.Struct):
-    """What the wire events the conversation is read from carry."""
+    """What the wire events the conversation is read from carry (a ``TurnBegin``'s and ``SteerInput``'s
+    ``user_input`` too)."""
 
     user_input: Any = None
     type: Any = None
@@ -117,13 +114,13 @@ class _State(msgspec.Struct):
     additional_dirs: Any = None
 
 
-class _Fold(Activity, kw_only=True):
+class _Fold(CountedConversation, kw_only=True):
+    """A tool call streamed in parts holds its raw arguments as its ``summary`` until its result comes."""
+
     hash_dir: str
     role: str
     """``wire``, ``context`` or ``state``: which of a session's files this is."""
     prompt: str | None = None
-    prompts: int = 0
-    replies: int = 0
     replied: bool = True
     """The current turn has its reply counted already (True before the first user message)."""
     content: bool = False
@@ -133,8 +130,6 @@ class _Fold(Activity, kw_only=True):
     additional_dirs: list[str] = msgspec.field(default_factory=list)
     chunk: tuple[str, str, int | None] | None = None
     """The reply's text (or thinking) streamed so far - role, text, time - said when something else follows."""
-    calls: dict[str, Call] = msgspec.field(default_factory=dict)
-    """Tool calls whose results are awaited (their ``summary`` holds the raw arguments until then)."""
     spent: list[str] = msgspec.field(default_factory=list)
     """The latest ``message_id``s whose usage was counted."""
 
@@ -144,7 +139,6 @@ class _WorkDirs(msgspec.Struct, kw_only=True):
     """Session folder name (``<md5>`` or ``<kaos>_<md5>``) -> work dir."""
 
 
-_input_decoder = msgspec.json.Decoder(_UserInput)
 _payload_decoder = msgspec.json.Decoder(_Payload)
 _state_decoder = msgspec.json.Decoder(_State)
 
@@ -187,7 +181,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
         if message.type in ("TurnBegin", "SteerInput"):
             fold.prompts += 1
             fold.replied = False
-            text = first_text(_input_decoder.decode(message.payload).user_input) if message.payload else ""
+            text = first_text(_payload_decoder.decode(message.payload).user_input) if message.payload else ""
             if fold.prompt is None:
                 fold.prompt = prompt_title(text)
             self._flush(fold, calls=True)
@@ -359,7 +353,7 @@ class Kimi(FileSource[_Fold, _WorkDirs]):
             created=created,
             last=last,
             titles=[(custom, source), (prompt, TitleSource.PROMPT)],
-            messages=fold.prompts + fold.replies,
+            messages=fold.messages,
             archived=state is not None and state.archived,
             directories=state.additional_dirs if state is not None else (),
             skip=skip,

@@ -40,7 +40,7 @@ import msgspec
 
 from events.model import Role, TitleSource
 from registry.importers.base import (
-    Activity,
+    CountedConversation,
     Draft,
     ScanContext,
     agent_time,
@@ -96,12 +96,10 @@ class _State(msgspec.Struct, rename="camel"):
     custom: Any = None
 
 
-class _Fold(Activity, kw_only=True):
+class _Fold(CountedConversation, kw_only=True):
     role: str
     """``wire`` or ``state``."""
     prompt: str | None = None
-    prompts: int = 0
-    replies: int = 0
     title: str | None = None
     title_is_users: bool = False
     custom_title: str | None = None
@@ -109,7 +107,6 @@ class _Fold(Activity, kw_only=True):
     work_dir: str | None = None
     archived: bool = False
     migrated: bool = False
-    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _WorkDirs = Index[str]
@@ -236,7 +233,7 @@ class KimiCode(FileSource[_Fold, _WorkDirs]):
             created=wire.created or state.created,
             last=wire.last,
             titles=titles,
-            messages=wire.prompts + wire.replies,
+            messages=wire.messages,
             archived=state.archived,
             skip=skip,
         )

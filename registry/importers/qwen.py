@@ -29,7 +29,7 @@ import msgspec
 
 from events.model import Role, TitleSource
 from registry.importers.base import (
-    Activity,
+    Conversation,
     Draft,
     TranscriptRecord,
     agent_time,
@@ -68,7 +68,7 @@ class _Record(TranscriptRecord):
     tool_call_result: Any = None
 
 
-class _Fold(Activity, kw_only=True):
+class _Fold(Conversation, kw_only=True):
     records: int = 0
     prompt: str | None = None
     title: str | None = None
@@ -76,7 +76,6 @@ class _Fold(Activity, kw_only=True):
     branch: str | None = None
     child: bool = False
     messages: int = 0
-    calls: dict[str, Call] = msgspec.field(default_factory=dict)
 
 
 _message_decoder = msgspec.json.Decoder(_Message)

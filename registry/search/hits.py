@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -27,7 +27,16 @@ from registry.search.cursor import SearchCursor, SearchCursors
 from registry.search.index import Match, SearchIndex
 from registry.search.query import Query, parse
 
-__all__ = ["RELEVANCE_BAND", "SNIPPETS", "SNIPPET_CHARS", "SearchHit", "SearchPage", "Searcher", "Snippet"]
+__all__ = [
+    "RELEVANCE_BAND",
+    "SNIPPETS",
+    "SNIPPET_CHARS",
+    "SearchFilter",
+    "SearchHit",
+    "SearchPage",
+    "Searcher",
+    "Snippet",
+]
 
 SNIPPETS: Final = 3
 """Passages shown per session: its best-matching messages."""
@@ -67,6 +76,35 @@ class SearchPage(msgspec.Struct, frozen=True, rename="camel"):
     states: list[SessionState] = msgspec.field(default_factory=list)
 
 
+class SearchFilter(NamedTuple):
+    """Which sessions a search looks in (None: any): an ``agent``'s, those in ``cwd`` (normalised), the archived ones
+    left out (``exclude``), searched too (``include``) or only they (``only``); and which of their messages, said
+    from ``since`` to ``until`` (epoch ns, both included). A page's cursor is bound to all of them."""
+
+    agent: str | None = None
+    cwd: str | None = None
+    archived: str | None = "exclude"
+    since: int | None = None
+    until: int | None = None
+
+    def keeps(self, state: SessionState) -> bool:
+        """Whether a session is one to look in (a deleted one never is)."""
+        return not (
+            state.deleted
+            or (self.agent is not None and state.agent != self.agent)
+            or (self.cwd is not None and state.cwd != self.cwd)
+            or (self.archived == "exclude" and state.archived)
+            or (self.archived == "only" and not state.archived)
+        )
+
+    def said_then(self, moment: int | None) -> bool:
+        """Whether a message said at ``moment`` (None: unknown) is in the time the filter asks for."""
+        return not (
+            (self.since is not None and (moment is None or moment < self.since))
+            or (self.until is not None and (moment is None or moment > self.until))
+        )
+
+
 def wire_id(state: SessionState) -> str:
     """The id a session is shown under: its agent's own id for an agent's session, else the stored id."""
     parts = split_id(state.session_id)
@@ -98,24 +136,21 @@ class Searcher:
     def search(
         self,
         query: object,
+        where: SearchFilter,
         *,
-        agent: str | None = None,
-        cwd: str | None = None,
-        archived: str | None = "exclude",
-        since: int | None = None,
-        until: int | None = None,
         limit: int = 20,
         cursor: str | None = None,
         wire: Callable[[SessionState], str] = wire_id,
     ) -> SearchPage:
-        """One page of the sessions matching ``query`` (see the module docstring); ``cwd`` already normalised."""
+        """One page of the sessions matching ``query`` (see the module docstring) among those ``where`` keeps."""
         parsed = parse(query)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_HITS:
             raise InvalidParams(f"limit must be an int from 1 to {MAX_SEARCH_HITS}, got {limit!r}")
-        archived = "exclude" if archived is None else archived
-        if archived not in ARCHIVED_FILTERS:
-            raise InvalidParams(f"archived must be one of {', '.join(ARCHIVED_FILTERS)}, got {archived!r}")
-        bound = SearchCursors.bound_to(parsed.terms, agent, cwd, archived, since, until)
+        if where.archived is None:
+            where = where._replace(archived="exclude")
+        if where.archived not in ARCHIVED_FILTERS:
+            raise InvalidParams(f"archived must be one of {', '.join(ARCHIVED_FILTERS)}, got {where.archived!r}")
+        bound = SearchCursors.bound_to(parsed.terms, *where)
         self._index.catch_up()
         if cursor is None:
             at = SearchCursor(self._read_model.catch_up(), 0)
@@ -123,16 +158,7 @@ class Searcher:
             at = self._cursors.decode(cursor, bound)
             self._read_model.catch_up()
 
-        def keep(state: SessionState) -> bool:
-            return not (
-                state.deleted
-                or (agent is not None and state.agent != agent)
-                or (cwd is not None and state.cwd != cwd)
-                or (archived == "exclude" and state.archived)
-                or (archived == "only" and not state.archived)
-            )
-
-        found = self._sessions(parsed, at, at.offset + limit + 1, keep, since, until)
+        found = self._sessions(parsed, at, at.offset + limit + 1, where)
         ordered = sorted(found, key=lambda f: (_band(f.best), rank(f.state.updated_at), f.state.session_id))
         page = ordered[at.offset : at.offset + limit]
         more = len(ordered) > at.offset + limit
@@ -145,9 +171,7 @@ class Searcher:
         query: Query,
         at: SearchCursor,
         need: int,
-        keep: Callable[[SessionState], bool],
-        since: int | None,
-        until: int | None,
+        where: SearchFilter,
     ) -> list[_Found]:
         """The matching sessions, at least ``need`` of them where there are that many: the index is asked for more
         messages, four times as many each time, until enough distinct sessions pass the filters."""
@@ -165,12 +189,9 @@ class Searcher:
                 if session_id not in states:
                     states[session_id] = self._read_model.get(session_id)
                 state = states[session_id]
-                if state is None or not keep(state):
+                if state is None or not where.keeps(state):
                     continue
-                moment = when if when is not None else state.updated_at
-                if (since is not None and (moment is None or moment < since)) or (
-                    until is not None and (moment is None or moment > until)
-                ):
+                if not where.said_then(when if when is not None else state.updated_at):
                     continue
                 hit = found.get(session_id)
                 if hit is None:
