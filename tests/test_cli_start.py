@@ -104,6 +104,8 @@ LEFT_OUT = (
     "typing_extensions",  # msgspec imported without it (registry.cli.start)
     "dataclasses",  # the declarations' rows are frozen msgspec Structs (inspect, ast and dis come with dataclasses)
     "inspect",
+    "signal",  # only the commands that run until stopped set a handler (registry.cli.stopping)
+    "registry.cli.stopping",
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 
