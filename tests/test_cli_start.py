@@ -106,6 +106,13 @@ LEFT_OUT = (
     "inspect",
     "signal",  # only the commands that run until stopped set a handler (registry.cli.stopping)
     "registry.cli.stopping",
+    "registry.service",  # the facade's reads of pages alone (registry.reading): no writer, follower, forks or search
+    "registry.writing",
+    "registry.follow",
+    "registry.forks",
+    "registry.turns",
+    "registry.said_and_spent",
+    "registry.search",
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 
