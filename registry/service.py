@@ -6,18 +6,19 @@ processes and hosts. After an append the read model is caught up to it before th
 its own writes), and every query catches it up to the log's head first (so it sees every process's writes).
 Changes reach listeners through the follower (``registry.follow``), which runs only while someone listens.
 
-Where the rest lives: ``model.py`` (the session's shape), ``commands.py`` (checks and decisions),
-``writing.py`` (appending a command's events, retries, read-your-writes), ``forks.py`` (a fork's parent and
-history), ``readmodel/`` (the tables, or the in-memory fold), ``pages.py`` (``session/list`` pages and cursors),
-``follow.py`` (changes for listeners), ``changes.py`` (the reactivex stream), ``acp/`` (JSON-RPC); what a turn
-writes (``turns.py``); the reads of what sessions said and spent (``said_and_spent.py``).
+Where the rest lives: ``reading.py`` (the pages: ``SessionPages``, the facade's base), ``model.py`` (the session's
+shape), ``commands.py`` (checks and decisions), ``writing.py`` (appending a command's events, retries,
+read-your-writes), ``forks.py`` (a fork's parent and history), ``readmodel/`` (the tables, or the in-memory fold),
+``pages.py`` (``session/list`` pages and cursors), ``follow.py`` (changes for listeners), ``changes.py`` (the
+reactivex stream), ``acp/`` (JSON-RPC); what a turn writes (``turns.py``); the reads of what sessions said and spent
+(``said_and_spent.py``).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from msgspec import UNSET, UnsetType
 
@@ -26,8 +27,6 @@ from events.factory import open_store
 from events.model import Event, ForkRef, Message, SessionCreated, SessionUpdated, TitleSource, Usage
 from events.store import Clock, EventStore
 from registry import forks
-from registry.backend import Backend
-from registry.backends import backend_for
 from registry.commands import (
     check_messages,
     check_meta,
@@ -41,16 +40,12 @@ from registry.commands import (
     json_type,
 )
 from registry.conversation import counted
-from registry.cursor import CursorCodec
 from registry.errors import InvalidParams
-from registry.filters import Filters, list_filter
+from registry.filters import Filters
 from registry.follow import Follower, Following, Listener
-from registry.limits import MAX_PAGE_SIZE
 from registry.model import ListSessionsResult, SessionInfo, SessionState
-from registry.pages import Renderer, list_page
-from registry.paths import normalise_cwd
-from registry.readmodel import DEFAULT_WINDOW, ReadModel
-from registry.readmodel.guard import open_read_model
+from registry.reading import SessionPages
+from registry.readmodel import DEFAULT_WINDOW
 from registry.said_and_spent import SaidAndSpent
 from registry.search.on_demand import IndexOnDemand
 from registry.session_commands import Events, SessionCommands
@@ -81,7 +76,7 @@ class RegistryOptions(TypedDict, total=False):
     keep_secrets: bool
 
 
-class SessionRegistry(SessionCommands, SaidAndSpent):
+class SessionRegistry(SessionPages, SessionCommands, SaidAndSpent):
     """Session history as an event log, answering ACP ``session/list`` from a read model.
 
     Its session commands (``set_title``, ``rename``, ``archive``, ``unarchive``, ``delete``) are
@@ -107,18 +102,16 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         owns_store: bool = False,
         keep_secrets: bool = False,
     ) -> None:
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page_size must be an int from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
-        self._store = store
-        self.page_size = page_size
-        self.resolve_symlinks = resolve_symlinks
-        self._additional_directories = additional_directories
+        super().__init__(
+            store,
+            page_size=page_size,
+            window=window,
+            resolve_symlinks=resolve_symlinks,
+            additional_directories=additional_directories,
+            read_model=read_model,
+            owns_store=owns_store,
+        )
         self._clock: Clock = clock or now_ns
-        self._owns_store = owns_store
-        self._cursors = CursorCodec(store.identity)
-        self._render = Renderer(additional_directories=additional_directories)
-        self._backend = backend_for(store)
-        self._read_model = open_read_model(self._backend, window=window, kind=read_model)
         self._follower = Follower(store, self._read_model, live=follow)
         self._writer = CommandWriter(
             store, self._read_model, self._follower, additional_directories=additional_directories
@@ -127,7 +120,6 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         self._search = IndexOnDemand(self._backend.search_index)
         self._unhook = store.add_erase_hook(self._search)  # a user's delete takes the words out of it too
         self._searcher: Searcher | None = None
-        self._closed = False
 
     @classmethod
     def open(cls, url: str, *, create: bool = True, **options: Unpack[RegistryOptions]) -> SessionRegistry:
@@ -140,30 +132,6 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
         except BaseException:
             store.close()
             raise
-
-    @property
-    def store(self) -> EventStore:
-        return self._store
-
-    @property
-    def backend(self) -> Backend:
-        """What the registry keeps beside the store's log (the read model's tables, kept snapshots, evidence)."""
-        return self._backend
-
-    @property
-    def read_model(self) -> ReadModel:
-        """Where the answers come from (tables in the store, or the in-memory fold)."""
-        return self._read_model
-
-    @property
-    def additional_directories(self) -> bool:
-        """Whether the ``additionalDirectories`` capability is advertised (and the field shown)."""
-        return self._additional_directories
-
-    @property
-    def position(self) -> int:
-        """The log position the registry's answers last reflected (``sync()`` brings it to the head)."""
-        return self._read_model.position
 
     def sync(self) -> int:
         """Fold in everything the store holds now (other processes' appends included): the read model, and every
@@ -400,28 +368,14 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
     def list(
         self, cwd: str | None = None, cursor: str | None = None, *, query: str | None = None, **filters: Unpack[Filters]
     ) -> ListSessionsResult:
-        """One ``session/list`` page: most recent activity first; ``nextCursor`` only when more follow.
-
-        The list filters (``registry.filters``) by keyword: ``archived``: ``"exclude"`` (the default; None is the
-        same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions. They apply before pagination,
-        and a cursor is bound to them and to ``cwd`` (another value -> ``InvalidCursor``). ``query``: only the
-        sessions whose conversations match it, best first (``search``), each with the passages that matched in its
-        ``_meta`` (``META_SNIPPETS``); the cursor is then bound to the query too."""
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
+        """One ``session/list`` page (``SessionPages.list``); ``query``: only the sessions whose conversations match
+        it, best first (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the
+        cursor is then bound to the query too."""
         if query is not None:
+            if cursor is not None and not isinstance(cursor, str):
+                raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
             return self._searched(query, cwd, cursor, filters)
-        where = list_filter(
-            None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters
-        )
-        return list_page(
-            self._read_model, self._cursors, where=where, cursor=cursor, page_size=self.page_size, render=self._render
-        )
-
-    def __len__(self) -> int:
-        """Live sessions."""
-        self._read_model.catch_up()
-        return self._read_model.count()
+        return super().list(cwd, cursor, **filters)
 
     # -- ACP methods as JSON-RPC ------------------------------------------------------------------------
 
@@ -477,22 +431,8 @@ class SessionRegistry(SessionCommands, SaidAndSpent):
 
     # -- closing ----------------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop following the log, release the read model, close an owned store."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._unhook()
-            self._search.close()
-            self._follower.close()
-            self._read_model.close()
-        finally:
-            if self._owns_store:
-                self._store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _release(self) -> None:
+        """Stop following the log and searching (``close``: then the read model and an owned store)."""
+        self._unhook()
+        self._search.close()
+        self._follower.close()

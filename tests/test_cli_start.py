@@ -104,6 +104,15 @@ LEFT_OUT = (
     "typing_extensions",  # msgspec imported without it (registry.cli.start)
     "dataclasses",  # the declarations' rows are frozen msgspec Structs (inspect, ast and dis come with dataclasses)
     "inspect",
+    "signal",  # only the commands that run until stopped set a handler (registry.cli.stopping)
+    "registry.cli.stopping",
+    "registry.service",  # the facade's reads of pages alone (registry.reading): no writer, follower, forks or search
+    "registry.writing",
+    "registry.follow",
+    "registry.forks",
+    "registry.turns",
+    "registry.said_and_spent",
+    "registry.search",
 )
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 

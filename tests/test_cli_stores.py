@@ -16,7 +16,7 @@ import pytest
 
 from events.urls import postgres_location, split_postgres_url
 from registry import SessionRegistry
-from registry.cli import COMMANDS
+from registry.cli.commands import COMMANDS
 from registry.cli.where import CREATES_STORE
 from tests.cli_runner import Cli, one_error_line
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from registry.acp.methods import Role, capabilities, served
-from registry.cli import COMMANDS
+from registry.cli.commands import COMMANDS
 from registry.cli.where import CREATES_STORE
 from registry.model import IMPORTED_AGENTS
 

@@ -1,6 +1,6 @@
 """Fuzzing the CLI's inputs: `acp-registry import` of hostile JSON lines, and hostile `--store` URLs.
 
-The contract (registry/cli/__init__.py): a failure is one line on stderr and exit 2 (1 only when a store that
+The contract (registry/cli/commands.py): a failure is one line on stderr and exit 2 (1 only when a store that
 was reached fails), never a traceback; a refused import writes nothing. Hypothesis drives ``registry.cli.main``
 in this process (thousands of inputs in seconds); a few cases run as real processes too.
 

@@ -13,7 +13,7 @@ import pytest
 
 from events.model import Event, SessionInfoChanged
 from registry.acp.methods import METHODS, Context, Role, _commanding
-from registry.cli import COMMANDS as CLI_COMMANDS
+from registry.cli.commands import COMMANDS as CLI_COMMANDS
 from registry.errors import InvalidParams, SessionNotFound
 from registry.service import SessionRegistry
 from registry.session_commands import COMMANDS, SessionCommand, SessionCommands, command, wire_params

@@ -36,11 +36,11 @@ from registry.cli.where import StoreLocation
 from registry.cursor import CursorCodec
 from registry.diffs import ListChange
 from registry.model import SessionInfo
+from registry.service import SessionRegistry
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -132,12 +132,13 @@ class _Demo:
         self.console.rule(title, align="left")
 
     def run(self) -> None:
-        host = open_registry(self.location, create=True, page_size=_PAGE_SIZE)
+        host = open_registry(self.location, SessionRegistry, create=True, page_size=_PAGE_SIZE)
         try:
             if host.store.head() != 0:
                 raise InputError(f"{self.location.url} is not empty: the demo runs only on a new store")
             agents = {
-                name: open_registry(self.location, create=True, follow=False) for name in ("claude", "codex", "gemini")
+                name: open_registry(self.location, SessionRegistry, create=True, follow=False)
+                for name in ("claude", "codex", "gemini")
             }
             try:
                 self.play(host, agents)

@@ -48,7 +48,7 @@ def add_session(parser: argparse.ArgumentParser, help: str = SESSION_HELP) -> No
 @contextlib.contextmanager
 def the_session(args: argparse.Namespace) -> Iterator[tuple[SessionRegistry, str]]:
     """The registry on the command's store (read, never created) and the stored id of the session ``SESSION`` names."""
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
+    with open_registry(locate(args.store), SessionRegistry, create=False, follow=False) as registry:
         yield registry, resolve_session(registry, args.session)
 
 

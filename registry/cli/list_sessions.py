@@ -18,6 +18,7 @@ from registry.cli.tables import SessionsTable
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
 from registry.cli.where import locate
 from registry.filters import FILTERS, Filters
+from registry.reading import SessionPages
 
 __all__ = ["add_arguments", "run"]
 
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     location = locate(args.store)
     cwd = cwd_option(args.cwd)
-    with open_registry(location, create=False, follow=False, page_size=args.page_size) as registry:
+    with open_registry(location, SessionPages, create=False, page_size=args.page_size) as registry:
         filters = cast(Filters, {f.name: getattr(args, f.name) for f in FILTERS if f.option is not None})
         page = registry.list(cwd=cwd, cursor=args.cursor, **filters)
         pages = [page.sessions]

@@ -20,6 +20,7 @@ from registry.cli.terminal import plain_width, printable, stdout_console, write_
 from registry.cli.where import locate
 from registry.filters import ARCHIVED_FILTERS
 from registry.limits import MAX_SEARCH_HITS
+from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
+    with open_registry(locate(args.store), SessionRegistry, create=False, follow=False) as registry:
         page = registry.search(
             args.query,
             agent=args.agent,

@@ -1,16 +1,18 @@
-"""The start of an ``acp-registry`` process, kept short: msgspec imported without typing_extensions, and the cyclic
-collector paused while the command starts (``pause``) until its store is open (``started``). ``main`` (in the
-package) pauses it; ``stores.open_log`` says when the start is over.
-
-Importing this module imports msgspec so (``import_msgspec``): the package imports it before any module of its own
-that imports msgspec at its head (``terminal``, ``stores``, the commands); ``tests/test_cli_start.py`` holds that."""
+"""The start of an ``acp-registry`` process, kept short: the cyclic collector paused while the command starts
+(``pause``) until its store is open (``started``), msgspec imported without typing_extensions (``import_msgspec``),
+and which commands run until stopped (``stopped_by_signal``). ``registry.cli.main`` pauses the collector and imports
+msgspec so before it loads any module of the command line (``commands``, ``terminal``, ``stores``, the commands);
+``stores.open_log`` says when the start is over; ``tests/test_cli_start.py`` holds that. This module imports
+nothing but the standard library's ``gc`` and ``sys``: it runs before the rest."""
 
 from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Sequence
+from typing import Final
 
-__all__ = ["import_msgspec", "pause", "started"]
+__all__ = ["STOPPED_BY_SIGNAL", "import_msgspec", "pause", "started", "stopped_by_signal"]
 
 
 def import_msgspec() -> None:
@@ -52,4 +54,17 @@ def pause() -> None:
         _Start.collector_paused = True
 
 
-import_msgspec()  # before the package's modules that import msgspec at their heads (the module's docstring)
+STOPPED_BY_SIGNAL: Final = ("tail", "serve")
+"""The commands that run until stopped, with ``import-agents --watch``: Ctrl-C or SIGTERM is how they end (0)."""
+
+
+def stopped_by_signal(words: Sequence[str]) -> bool:
+    """Whether the command line names a command that runs until Ctrl-C or SIGTERM stops it - read from the words
+    before they are parsed, since a signal may come while they are (on a busy machine, for seconds)."""
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        at += 2 if words[at] == "--store" else 1
+    if at >= len(words):
+        return False
+    command, rest = words[at], words[at + 1 :]
+    return command in STOPPED_BY_SIGNAL or (command == "import-agents" and "--watch" in rest)

@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from events.errors import RegistryError
 from events.factory import sqlite_file
@@ -28,9 +27,7 @@ from registry.cli.terminal import write_json_line
 from registry.cli.views import change_json, change_text
 from registry.cli.where import StoreLocation, locate
 from registry.diffs import ListChange
-
-if TYPE_CHECKING:
-    from registry.service import SessionRegistry
+from registry.service import SessionRegistry
 
 __all__ = ["add_arguments", "run"]
 
@@ -111,7 +108,7 @@ def _open(location: StoreLocation, *, settling: bool) -> SessionRegistry:
     deadline = time.monotonic() + _SETTLING
     while True:
         try:
-            return open_registry(location, create=False)
+            return open_registry(location, SessionRegistry, create=False)
         except (InputError, RegistryError, OSError):
             if not settling or time.monotonic() > deadline:
                 raise

@@ -21,6 +21,7 @@ from registry.cli.stores import open_registry
 from registry.cli.terminal import plain_width, printable, stdout_console, write_json, write_lines
 from registry.cli.where import locate
 from registry.prices import load_prices, price_file
+from registry.service import SessionRegistry
 from registry.usage import amount_text
 from registry.usage_report import BY, UsageLine, UsageReport
 
@@ -59,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     prices = load_prices(price_file(args.prices))
     cwd = cwd_option(args.cwd)
-    with open_registry(locate(args.store), create=False, follow=False) as registry:
+    with open_registry(locate(args.store), SessionRegistry, create=False, follow=False) as registry:
         found = registry.usage(by=args.by, since=args.since, until=args.until, agent=args.agent, cwd=cwd, prices=prices)
     if args.json:
         write_json(found)
