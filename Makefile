@@ -29,12 +29,10 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The suite on every core (pytest-xdist), with the speed guard beside it: the guard counts instructions, which no
-# load moves, and its valgrind processes fill the time the suite's tests spend waiting on their processes and on
-# PostgreSQL (the parallel step alone keeps ~1.6 of 2 cores busy). Its output is printed when both are done; either
-# failing fails make test. Then the tests marked serial alone: one restarts the PostgreSQL server every other
-# PostgreSQL test shares. Last, one by one, the tests marked idle: each asserts a time bound that only a machine the
-# suite no longer loads keeps for sure. A plain `pytest` runs all of tests/ one by one (`make guard`: the guard alone).
+# The suite on every core (pytest-xdist), then the tests marked serial alone: one restarts the PostgreSQL server
+# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard (instruction
+# counts: any load may run beside it), and last, one by one, the tests marked idle: each asserts a time bound that only a machine the suite no longer loads
+# keeps for sure.
 #
 # With PYTHONDONTWRITEBYTECODE set (some machines set it for every process) the suite would keep no bytecode: each of
 # its pytest processes would rewrite and compile every test module again (~8 s of CPU in each of the four that
@@ -43,18 +41,15 @@ lint: install
 ifneq ($(PYTHONDONTWRITEBYTECODE),)
 TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 endif
-# Two pytest workers a core: the suite's tests wait on the processes they start and on PostgreSQL's commits. Work
-# stealing: a worker that is done takes tests queued on another, so the step does not end on one worker's long tail
-# (the parallel step 174 s -> 157 s idle, the same tree).
+# Two pytest workers a core: the suite's tests wait on the processes they start and on PostgreSQL's commits, and two
+# workers on two cores left a core idle a third of the time (the parallel step 367 s -> 312 s with four, the same tree).
+# Work stealing: a worker that is done takes the tests still queued on another, so the step does not end on one
+# worker's tail of long tests.
 WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 test: lint
-	@scratch=$$(mktemp -d); trap 'kill $$guard 2>/dev/null; rm -rf "$$scratch"' EXIT; \
-	$(TEST_ENV) $(BIN)/pytest benchmarks/test_guard.py --basetemp="$$scratch/tmp" >"$$scratch/guard.log" 2>&1 & guard=$$!; \
-	echo "the speed guard runs beside the suite (its output follows the suite's)"; \
-	$(TEST_ENV) $(BIN)/pytest -n $(WORKERS) --dist worksteal -m 'not real_agents and not serial and not idle'; suite=$$?; \
-	wait $$guard; guarded=$$?; guard=; cat "$$scratch/guard.log"; \
-	test $$suite -eq 0 && test $$guarded -eq 0
+	$(TEST_ENV) $(BIN)/pytest -n $(WORKERS) --dist worksteal -m 'not real_agents and not serial and not idle'
 	$(TEST_ENV) $(BIN)/pytest -m 'serial and not real_agents'
+	$(TEST_ENV) $(BIN)/pytest benchmarks/test_guard.py
 	$(TEST_ENV) $(BIN)/pytest -m 'idle and not real_agents'
 
 # The speed figures CI holds, each a ratio of instructions counted by valgrind against a reference (benchmarks/guard.py).
