@@ -87,30 +87,37 @@ def stream(subscribers: int, changes: int, padding: int = 0) -> None:
 def search(path: Path, ours: bool, padding: int = 0) -> None:
     """The store's search index opened and each query searched once; the section: ``SEARCH_REPEATS`` first pages
     of 20 hits of each query through ``SessionRegistry.search`` (``ours``), or as many raw FTS5 queries of the same
-    words on the same index tables (``benchmarks.search.raw_search``)."""
-    from benchmarks.search import raw_search  # noqa: PLC0415
-    from events import SqliteStore  # noqa: PLC0415
-    from registry import SessionRegistry  # noqa: PLC0415
+    words on the same index tables (``benchmarks.search.raw_search``). Each opens only what its own way needs (the
+    raw queries no registry): under valgrind a set-up costs time even uncounted."""
     from registry.search.query import parse  # noqa: PLC0415
 
-    db = sqlite3.connect(path)
-    with SessionRegistry(SqliteStore(str(path)), follow=False) as registry:
-        tables = [
-            name
-            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name GLOB 'search_[0-9]*'")
-            if name.removeprefix("search_").isdigit()
-        ]
-        expressions = [parse(text).fts5() for text in SEARCH_QUERIES]
-        for text, expression in zip(SEARCH_QUERIES, expressions, strict=True):
-            registry.search(text, limit=20)
-            raw_search(db, tables, expression)
-        with section(padding):
-            for text, expression in zip(SEARCH_QUERIES, expressions, strict=True):
-                for _ in range(SEARCH_REPEATS):
-                    if ours:
+    if ours:
+        from events import SqliteStore  # noqa: PLC0415
+        from registry import SessionRegistry  # noqa: PLC0415
+
+        with SessionRegistry(SqliteStore(str(path)), follow=False) as registry:
+            for text in SEARCH_QUERIES:
+                registry.search(text, limit=20)
+            with section(padding):
+                for text in SEARCH_QUERIES:
+                    for _ in range(SEARCH_REPEATS):
                         registry.search(text, limit=20)
-                    else:
-                        raw_search(db, tables, expression)
+        return
+    from benchmarks.search import raw_search  # noqa: PLC0415
+
+    db = sqlite3.connect(path)
+    tables = [
+        name
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name GLOB 'search_[0-9]*'")
+        if name.removeprefix("search_").isdigit()
+    ]
+    expressions = [parse(text).fts5() for text in SEARCH_QUERIES]
+    for expression in expressions:
+        raw_search(db, tables, expression)
+    with section(padding):
+        for expression in expressions:
+            for _ in range(SEARCH_REPEATS):
+                raw_search(db, tables, expression)
     db.close()
 
 
