@@ -29,10 +29,10 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The suite on every core (pytest-xdist), then the tests marked serial alone: one restarts the PostgreSQL server
-# every other PostgreSQL test shares. A plain `pytest` runs all of them one by one. Then the speed guard (instruction
-# counts: any load may run beside it), and last, one by one, the tests marked idle: each asserts a time bound that only a machine the suite no longer loads
-# keeps for sure.
+# The suite on every core (pytest-xdist), then the speed guard (instruction counts: any load may run beside it), and
+# last, in one pytest run, one by one, the tests that must run alone: those marked serial (one restarts the
+# PostgreSQL server every other PostgreSQL test shares) and those marked idle (each asserts a time bound that only a
+# machine the suite no longer loads keeps for sure). A plain `pytest` runs all of them one by one.
 #
 # With PYTHONDONTWRITEBYTECODE set (some machines set it for every process) the suite would keep no bytecode: each of
 # its pytest processes would rewrite and compile every test module again (~8 s of CPU in each of the four that
@@ -48,9 +48,8 @@ endif
 WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 test: lint
 	$(TEST_ENV) $(BIN)/pytest -n $(WORKERS) --dist worksteal -m 'not real_agents and not serial and not idle'
-	$(TEST_ENV) $(BIN)/pytest -m 'serial and not real_agents'
 	$(TEST_ENV) $(BIN)/pytest benchmarks/test_guard.py
-	$(TEST_ENV) $(BIN)/pytest -m 'idle and not real_agents'
+	$(TEST_ENV) $(BIN)/pytest -m '(serial or idle) and not real_agents'
 
 # The speed figures CI holds, each a ratio of instructions counted by valgrind against a reference (benchmarks/guard.py).
 guard: install
