@@ -9,7 +9,7 @@ catches the read model up to the log's head first, so it sees every process's wr
 
 from __future__ import annotations
 
-from typing import Self, Unpack
+from typing import Self, TypedDict, Unpack
 
 from events.store import EventStore
 from registry.backend import Backend
@@ -25,7 +25,24 @@ from registry.paths import normalise_cwd
 from registry.readmodel import DEFAULT_WINDOW, ReadModel
 from registry.readmodel.guard import open_read_model
 
-__all__ = ["SessionPages"]
+__all__ = ["PageOptions", "SessionPages", "check_cursor"]
+
+
+class PageOptions(TypedDict, total=False):
+    """The keywords that shape a facade's pages, as a subclass or ``open`` passes them on (defaults:
+    ``SessionPages.__init__``)."""
+
+    page_size: int
+    window: int
+    resolve_symlinks: bool
+    additional_directories: bool
+    read_model: str | None
+
+
+def check_cursor(cursor: object) -> None:
+    """A page's cursor is a string or None (what it says is the codec's to check)."""
+    if cursor is not None and not isinstance(cursor, str):
+        raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
 
 
 class SessionPages:
@@ -88,8 +105,7 @@ class SessionPages:
         The list filters (``registry.filters``) by keyword: ``archived``: ``"exclude"`` (the default; None is the
         same), ``"include"`` or ``"only"``; ``agent``: only that agent's sessions. They apply before pagination,
         and a cursor is bound to them and to ``cwd`` (another value -> ``InvalidCursor``)."""
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
+        check_cursor(cursor)
         where = list_filter(
             None if cwd is None else normalise_cwd(cwd, resolve_symlinks=self.resolve_symlinks), **filters
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from msgspec import UNSET, UnsetType
 
@@ -37,15 +37,12 @@ from registry.commands import (
     check_title,
     creation,
     info_change,
-    json_type,
 )
 from registry.conversation import counted
-from registry.errors import InvalidParams
 from registry.filters import Filters
 from registry.follow import Follower, Following, Listener
 from registry.model import ListSessionsResult, SessionInfo, SessionState
-from registry.reading import SessionPages
-from registry.readmodel import DEFAULT_WINDOW
+from registry.reading import PageOptions, SessionPages, check_cursor
 from registry.said_and_spent import SaidAndSpent
 from registry.search.on_demand import IndexOnDemand
 from registry.session_commands import Events, SessionCommands
@@ -63,14 +60,10 @@ if TYPE_CHECKING:  # reactivex (and asyncio under it) loads only when a change s
 __all__ = ["RegistryOptions", "SessionRegistry"]
 
 
-class RegistryOptions(TypedDict, total=False):
-    """The keywords a ``SessionRegistry`` is made with, as ``open`` passes them on (defaults: ``__init__``)."""
+class RegistryOptions(PageOptions, total=False):
+    """The keywords a ``SessionRegistry`` is made with, as ``open`` passes them on (defaults: ``__init__``, and
+    ``SessionPages.__init__`` for the pages' own)."""
 
-    page_size: int
-    window: int
-    resolve_symlinks: bool
-    additional_directories: bool
-    read_model: str | None
     follow: bool
     clock: Clock | None
     keep_secrets: bool
@@ -92,29 +85,17 @@ class SessionRegistry(SessionPages, SessionCommands, SaidAndSpent):
         self,
         store: EventStore,
         *,
-        page_size: int = 50,
-        window: int = DEFAULT_WINDOW,
-        resolve_symlinks: bool = False,
-        additional_directories: bool = True,
-        read_model: str | None = None,
         follow: bool = True,
         clock: Clock | None = None,
         owns_store: bool = False,
         keep_secrets: bool = False,
+        **pages: Unpack[PageOptions],
     ) -> None:
-        super().__init__(
-            store,
-            page_size=page_size,
-            window=window,
-            resolve_symlinks=resolve_symlinks,
-            additional_directories=additional_directories,
-            read_model=read_model,
-            owns_store=owns_store,
-        )
+        super().__init__(store, owns_store=owns_store, **pages)
         self._clock: Clock = clock or now_ns
         self._follower = Follower(store, self._read_model, live=follow)
         self._writer = CommandWriter(
-            store, self._read_model, self._follower, additional_directories=additional_directories
+            store, self._read_model, self._follower, additional_directories=self.additional_directories
         )
         self.keep_secrets = keep_secrets
         self._search = IndexOnDemand(self._backend.search_index)
@@ -372,8 +353,7 @@ class SessionRegistry(SessionPages, SessionCommands, SaidAndSpent):
         it, best first (``search``), each with the passages that matched in its ``_meta`` (``META_SNIPPETS``); the
         cursor is then bound to the query too."""
         if query is not None:
-            if cursor is not None and not isinstance(cursor, str):
-                raise InvalidParams(f"cursor must be a string, not {json_type(cursor)}", field="cursor")
+            check_cursor(cursor)
             return self._searched(query, cwd, cursor, filters)
         return super().list(cwd, cursor, **filters)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Unpack, overload
 
 from events.errors import StoreError, StoreFormatError
 from events.factory import open_store, sqlite_file
@@ -26,8 +26,11 @@ from registry.cli.errors import InputError
 from registry.cli.start import started
 from registry.cli.terminal import waiting
 from registry.cli.where import CREATES_STORE, ENV_STORE, StoreLocation
-from registry.reading import SessionPages
+from registry.reading import PageOptions, SessionPages
 from registry.readmodel.guard import open_read_model
+
+if TYPE_CHECKING:  # a command that opens one imports it; list opens SessionPages alone
+    from registry.service import RegistryOptions, SessionRegistry
 
 __all__ = ["catch_up_read_model", "check_url", "open_log", "open_registry"]
 
@@ -147,13 +150,19 @@ def _open(location: StoreLocation, *, create: bool) -> tuple[EventStore, str | N
     return store, backend_for(store).location
 
 
-F = TypeVar("F", bound=SessionPages)
-
-
-def open_registry(location: StoreLocation, facade: type[F], *, create: bool, **options: Any) -> F:
+@overload
+def open_registry(
+    location: StoreLocation, facade: type[SessionRegistry], *, create: bool, **options: Unpack[RegistryOptions]
+) -> SessionRegistry: ...
+@overload
+def open_registry(
+    location: StoreLocation, facade: type[SessionPages], *, create: bool, **options: Unpack[PageOptions]
+) -> SessionPages: ...
+def open_registry(location: StoreLocation, facade: type[SessionPages], *, create: bool, **options: Any) -> SessionPages:
     """The ``facade`` on the store, made with ``options`` (it closes the store when it closes): a
     ``SessionRegistry``, or ``SessionPages`` for a command that only reads pages (the facade's writing, following and
-    searching are then never loaded: a command imports the facade it uses)."""
+    searching are then never loaded: a command imports the facade it uses). The overloads check ``options`` against
+    the facade's keywords."""
     store = open_log(location, create=create)
     try:
         with _building(store):
