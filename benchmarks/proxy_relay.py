@@ -157,7 +157,9 @@ def one_way(client: Client, count: int) -> list[float]:
 
 
 def paced_latencies(client: Client, request: int) -> list[float]:
-    """Milliseconds from each paced update's send time (its text) to its reading, until ``request``'s answer."""
+    """Milliseconds from each paced update's send time (its text) to its reading, until ``request``'s answer. Only
+    the agent's chunks count: through the proxy a turn's prompt may also bring the registry's own
+    ``session_info_update`` (its title), among the chunks when the machine is busy."""
     latencies: list[float] = []
     while True:
         for line in client.lines():
@@ -165,7 +167,9 @@ def paced_latencies(client: Client, request: int) -> list[float]:
             message = json.loads(line)
             if message.get("id") == request:
                 return latencies
-            latencies.append((now - int(message["params"]["update"]["content"]["text"])) / 1e6)
+            update = message.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                latencies.append((now - int(update["content"]["text"])) / 1e6)
 
 
 def flood(client: Client, count: int) -> float:
