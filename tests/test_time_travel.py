@@ -190,7 +190,7 @@ def test_a_moment_is_the_last_event_recorded_at_or_before_it(tmp_path: Path) -> 
 def test_a_table_build_leaves_snapshots_for_time_travel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("registry.snapshot.EVERY", 100)  # a small log, scaled like a large one
     monkeypatch.setattr("registry.snapshot.kept_positions", lambda head, every=100: kept_positions(head, every=every))
-    monkeypatch.setattr("registry.readmodel.sqlite.chunks", lambda entries: _chunks_of(entries, 50))
+    monkeypatch.setattr("registry.readmodel.tables.CHUNK", 50)
     with SqliteStore(tmp_path / "log.db") as raw:
         _fill(raw, 1_000)  # appended without a registry: the first registry builds the tables from the log
     with SessionRegistry.open(f"sqlite://{tmp_path}/log.db") as registry:
@@ -200,9 +200,3 @@ def test_a_table_build_leaves_snapshots_for_time_travel(tmp_path: Path, monkeypa
             snapshot = load_snapshot(backend_for(registry.store), position)
             assert snapshot is not None and snapshot.position == position
             assert {s.session_id: s for s in snapshot.sessions} == _fold(registry.store, position).states()  # type: ignore[arg-type]
-
-
-def _chunks_of(entries: object, size: int) -> object:
-    from registry.readmodel.tables import chunks  # noqa: PLC0415
-
-    return chunks(entries, size)  # type: ignore[arg-type]

@@ -43,8 +43,7 @@ from registry.readmodel.tables import (
     anchor_value,
     checked_meta,
     checked_positions,
-    chunks,
-    fold_stretch,
+    fold_chunk,
     initial_meta,
     merge_pages,
     record_log_shorter,
@@ -304,21 +303,21 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
         checkpoint, floor, head = checked_positions(conn.execute(self._sql.check).fetchone())
         if checkpoint >= head:
             return checkpoint, head
-        fresh = checkpoint == 0
-        for chunk in chunks(self._store.scan(checkpoint, until=head)):
-            new_floor = head if fresh else self._floor(floor, chunk[-1].position)
-            folded = fold_stretch(
-                chunk,
-                lambda ids: self._load(conn, ids),
-                checkpoint=checkpoint,
-                keep_past_after=new_floor,
-                seal=self._seal,
-            )
-            (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
-            with conn.cursor() as cursor:
-                self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
-            return folded.position, head
-        return checkpoint, head  # pragma: no cover - positions up to the head are committed
+        chunk = fold_chunk(
+            self._store.scan(checkpoint, until=head),
+            lambda ids: self._load(conn, ids),
+            checkpoint=checkpoint,
+            head=head,
+            floor_at=functools.partial(self._floor, floor),
+            seal=self._seal,
+        )
+        if chunk is None:  # pragma: no cover - positions up to the head are committed
+            return checkpoint, head
+        folded, new_floor = chunk
+        (link,) = conn.execute(self._sql.chain, (folded.position,)).fetchone() or (None,)
+        with conn.cursor() as cursor:
+            self._queue(cursor, folded, floor, new_floor, None if link is None else bytes(link))
+        return folded.position, head
 
     def rebuild(self) -> int:
         def rebuild(conn: Connection) -> None:

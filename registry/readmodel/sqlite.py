@@ -34,8 +34,7 @@ from registry.readmodel.tables import (
     anchor_value,
     checked_meta,
     checked_positions,
-    chunks,
-    fold_stretch,
+    fold_chunk,
     initial_meta,
     merge_pages,
     record_log_shorter,
@@ -219,34 +218,34 @@ class SqliteReadModel(ReadModel):
     def _fold(self, db: sqlite3.Connection, entries: Iterator[LogEntry], checkpoint: int, floor: int, head: int) -> int:
         """Fold one chunk of ``entries`` (the log after ``checkpoint``) into the tables; returns the new checkpoint
         (one chunk per transaction: other writers get their turn)."""
-        fresh = checkpoint == 0  # a new read model: nothing before this build can be asked for
-        for chunk in chunks(entries):
-            # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
-            new_floor = head if fresh else max(floor, chunk[-1].position - self.window)
-            folded = fold_stretch(
-                chunk,
-                lambda ids: self._load(db, ids),
-                checkpoint=checkpoint,
-                keep_past_after=new_floor,
-                seal=self._seal,
-            )
-            db.executemany(sql.UPSERT, folded.current)
-            db.executemany(sql.INSERT_PAST, folded.past)
-            if folded.usage:
-                add_to_sqlite(db, folded.usage)
-            if new_floor > floor:
-                db.execute(sql.PRUNE, (new_floor,))
-            chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()
-            db.executemany(
-                sql.SET_META,
-                [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
-            )
-            counts = (("live", folded.live_delta), ("archived", folded.archived_delta))
-            moved = [(delta, key) for key, delta in counts if delta]
-            if moved:  # a turn moves neither
-                db.executemany(sql.ADD_COUNT, moved)
-            return folded.position
-        return checkpoint  # pragma: no cover - the log cannot shrink under the write lock
+        # Walks from the floor on stay exact: past versions valid after it are kept, older ones pruned.
+        chunk = fold_chunk(
+            entries,
+            lambda ids: self._load(db, ids),
+            checkpoint=checkpoint,
+            head=head,
+            floor_at=lambda position: max(floor, position - self.window),
+            seal=self._seal,
+        )
+        if chunk is None:  # pragma: no cover - the log cannot shrink under the write lock
+            return checkpoint
+        folded, new_floor = chunk
+        db.executemany(sql.UPSERT, folded.current)
+        db.executemany(sql.INSERT_PAST, folded.past)
+        if folded.usage:
+            add_to_sqlite(db, folded.usage)
+        if new_floor > floor:
+            db.execute(sql.PRUNE, (new_floor,))
+        chain = db.execute(sql.CHAIN, (folded.position,)).fetchone()
+        db.executemany(
+            sql.SET_META,
+            [("checkpoint", folded.position), ("floor", new_floor), ("anchor", anchor_value(chain and chain[0]))],
+        )
+        counts = (("live", folded.live_delta), ("archived", folded.archived_delta))
+        moved = [(delta, key) for key, delta in counts if delta]
+        if moved:  # a turn moves neither
+            db.executemany(sql.ADD_COUNT, moved)
+        return folded.position
 
     # -- in the append's own transaction ----------------------------------------------------------------
 

@@ -62,6 +62,7 @@ __all__ = [
     "checked_positions",
     "counted",
     "current_row",
+    "fold_chunk",
     "fold_stretch",
     "initial_meta",
     "merge_pages",
@@ -308,13 +309,24 @@ def merge_pages(
     return checked_states(rows[:limit], seal), len(rows) > limit
 
 
-def chunks(entries: Iterator[Entry], size: int = CHUNK) -> Iterator[list[Entry]]:
-    """The log in lists of ``size`` entries (a long catch-up commits once per chunk)."""
-    while True:
-        chunk = list(islice(entries, size))
-        if not chunk:
-            return
-        yield chunk
+def fold_chunk(
+    entries: Iterator[Entry],
+    load: Callable[[list[str]], dict[str, SessionState]],
+    *,
+    checkpoint: int,
+    head: int,
+    floor_at: Callable[[int], int],
+    seal: Seal,
+) -> tuple[Fold, int] | None:
+    """A catch-up's next transaction, on every backend: the next ``CHUNK`` entries of ``entries`` (the log after
+    ``checkpoint``) folded, with the window's floor after them - ``floor_at`` the chunk's last position, or the head
+    for a new read model (nothing before this build can be asked for); None when no entry is left. One chunk per
+    transaction: memory stays bounded, and other writers get their turn."""
+    chunk = list(islice(entries, CHUNK))
+    if not chunk:
+        return None
+    new_floor = head if checkpoint == 0 else floor_at(chunk[-1].position)
+    return fold_stretch(chunk, load, checkpoint=checkpoint, keep_past_after=new_floor, seal=seal), new_floor
 
 
 class SnapshotPlan:
