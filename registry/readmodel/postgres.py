@@ -40,11 +40,11 @@ from registry.readmodel.postgres_usage import UsageStatements
 from registry.readmodel.schema import STORED_COLUMNS, TABLES, FoundObject, FoundSchema, prepare_tables, schema_problems
 from registry.readmodel.tables import (
     SnapshotPlan,
-    anchor_value,
     checked_meta,
     checked_positions,
     fold_chunk,
     initial_meta,
+    matches_log,
     merge_pages,
     record_log_shorter,
 )
@@ -156,11 +156,9 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
 
     def _matches_log(self, conn: Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
-        meta: dict[str, int] = dict(conn.execute(self._sql.meta).fetchall())
-        if meta["checkpoint"] == 0:
-            return True
-        row = conn.execute(self._sql.chain, (meta["checkpoint"],)).fetchone()
-        return row is not None and anchor_value(None if row[0] is None else bytes(row[0])) == meta.get("anchor", 0)
+        return matches_log(
+            dict(conn.execute(self._sql.meta).fetchall()), lambda at: conn.execute(self._sql.chain, (at,)).fetchone()
+        )
 
     def _prepare(self, conn: Connection, *, repair: bool = True) -> None:
         """Create, rebuild or refuse the tables (``tables.prepare_tables``) under the read model's advisory lock."""

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from events.sqlite import SqliteStore
-from registry.readmodel import ReadModelFault, StoredTables
+from registry.readmodel import StoredTables
 from registry.readmodel import sqlite_sql as sql
 from registry.readmodel.keys import HeldKey
 from registry.readmodel.schema import STORED_COLUMNS, TABLES, FoundObject, FoundSchema, schema_problems, sqlite_ddl
-from registry.readmodel.tables import anchor_value
+from registry.readmodel.tables import matches_log
 
 __all__ = [
     "SCHEMA",
@@ -110,14 +110,7 @@ class SqliteStoredTables(StoredTables):
 
     def matches_log(self, db: sqlite3.Connection) -> bool:
         """Whether the tables' checkpoint is a position of this log with the chain link they recorded."""
-        meta = dict(db.execute(sql.META).fetchall())  # as stored: the rows of an older version's tables too
-        checkpoint = meta.get("checkpoint")
-        if type(checkpoint) is not int:
-            raise ReadModelFault("the read model's rm_meta has no checkpoint row")
-        if checkpoint == 0:
-            return True
-        row = db.execute(sql.CHAIN, (checkpoint,)).fetchone()
-        return row is not None and anchor_value(row[0]) == meta.get("anchor", 0)
+        return matches_log(dict(db.execute(sql.META).fetchall()), lambda at: db.execute(sql.CHAIN, (at,)).fetchone())
 
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
         db = self._store.connect()

@@ -65,6 +65,7 @@ __all__ = [
     "fold_chunk",
     "fold_stretch",
     "initial_meta",
+    "matches_log",
     "merge_pages",
     "past_row",
     "record_log_shorter",
@@ -296,6 +297,19 @@ def anchor_value(chain: bytes | None) -> int:
     """The log's chain link at the checkpoint, as the signed 64-bit integer the tables keep (0: no chain): at
     open, a checkpoint whose link is not the log's (a log cut short, replaced or edited) rebuilds the tables."""
     return 0 if not chain else int.from_bytes(chain[:8], "big", signed=True)
+
+
+def matches_log(meta: Mapping[str, object], chain_at: Callable[[int], tuple[Any, ...] | None]) -> bool:
+    """Whether the tables' checkpoint (``meta``: ``rm_meta``'s rows as stored, an older version's too) is a position
+    of this log with the chain link they recorded there; ``chain_at`` reads the log's chain link at a position (its
+    row, None when the log has no such position)."""
+    checkpoint = meta.get("checkpoint")
+    if type(checkpoint) is not int:
+        raise ReadModelFault("the read model's rm_meta has no checkpoint row")
+    if checkpoint == 0:
+        return True
+    row = chain_at(checkpoint)
+    return row is not None and anchor_value(None if row[0] is None else bytes(row[0])) == meta.get("anchor", 0)
 
 
 def merge_pages(
