@@ -11,15 +11,20 @@ DEMO_STORE := sqlite://$(abspath $(DEMO_DIR))/sessions.db
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The venv's packages are installed by uv (from PyPI, like pip; pip stays in the venv for whoever wants it): from a
+# fresh clone it installs the dev extra in ~4 s where pip took ~19 s, a tenth of make test on two cores.
+$(BIN)/uv: $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'uv>=0.5'
+UV_PIP := $(BIN)/uv pip install --quiet --python $(BIN)/python
+
 # Only what the package itself needs (msgspec, rich, reactivex, ...): all the demo and the CLI use.
-$(VENV)/.installed-base: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+$(VENV)/.installed-base: $(BIN)/uv pyproject.toml
+	$(UV_PIP) -e .
 	touch $@
 
 # The dev extra on top: PostgreSQL driver, the official ACP SDK, pytest, mypy, ruff, matplotlib for the plot test.
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed: $(BIN)/uv pyproject.toml
+	$(UV_PIP) -e '.[dev]'
 	touch $(VENV)/.installed-base $@
 
 install: $(VENV)/.installed
@@ -74,7 +79,7 @@ test-agents: install
 
 # The bench extra (eventsourcing, ripgrep) on top of dev: the baselines need it.
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(UV_PIP) -e '.[dev,bench]'
 	touch $@
 
 # benchmarks/results/ tracks the published full run; git ignores the quick (and custom) runs written beside it.

@@ -157,7 +157,7 @@ def _demo_recipe(demo: Path) -> list[str]:
         text=True,
         check=True,
     ).stdout.splitlines()
-    installs = [line for line in recipe if "pip install" in line]
+    installs = [line for line in recipe if " -e " in line]  # the package's own installs (uv's install is not one)
     assert installs and all(line.endswith("-e .") for line in installs)  # only what the demo needs: no extra
     return recipe[recipe.index(next(line for line in recipe if line.startswith("rm "))) :]
 
