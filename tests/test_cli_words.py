@@ -148,6 +148,35 @@ def test_ctrl_c_stops_any_other_command_with_130_and_no_traceback(run: Cli, tmp_
     assert process.returncode == 130 and "Traceback" not in err, err
 
 
+_MASK_WHILE_MSGSPEC_LOADS = """
+import json, signal, sys
+assert "msgspec" not in sys.modules
+masks = []
+
+class Probe:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "msgspec":
+            masks.append(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+sys.meta_path.insert(0, Probe)
+from registry.cli.start import import_msgspec
+import_msgspec()
+now = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+print(json.dumps([masks, now, "msgspec" in sys.modules]))
+"""
+
+
+def test_ctrl_c_and_sigterm_wait_while_msgspec_loads() -> None:
+    """msgspec's module set-up does not survive an exception raised inside it: a Ctrl-C there left it half made, and
+    the process's next decoder crashed it (SIGSEGV; seen on SIGTERM to ``tail`` at its start). The start holds both
+    signals while msgspec loads, and only then."""
+    done = subprocess.run([sys.executable, "-c", _MASK_WHILE_MSGSPEC_LOADS], capture_output=True, text=True, check=True)
+    masks, after, loaded = json.loads(done.stdout)
+    assert loaded and masks and all({signal.SIGINT, signal.SIGTERM} <= set(mask) for mask in masks), done.stdout
+    assert signal.SIGINT not in after and signal.SIGTERM not in after
+
+
 def _spooling(pid: int) -> bool:
     """Whether the process holds an unlinked temporary file open (``import -`` spools its input to one)."""
     try:

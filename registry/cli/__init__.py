@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 
-from registry.cli.start import import_msgspec, pause, stopped_by_signal
+from registry.cli.errors import EXIT_INTERRUPTED
+from registry.cli.start import end_now, import_msgspec, pause, stopped_by_signal
 
 __all__ = ["main"]
 
@@ -30,18 +32,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``argv`` keeps its collector as it is.
 
     A command that runs until stopped (``tail``, ``serve``, ``import-agents --watch``) ends with 0 on Ctrl-C or
-    SIGTERM at any moment once its handlers are set (``registry.cli.stopping``); any other command ends with 130
-    on Ctrl-C, without a traceback."""
+    SIGTERM at any moment from here on: its handlers are set before the command line loads
+    (``registry.cli.stopping``); any other command ends with 130 on Ctrl-C from here on, without a traceback."""
     words = sys.argv[1:] if argv is None else list(argv)
-    if argv is None:
-        pause()
-    import_msgspec()
-    # The command line loads here, after the start is set: the commands' runners are the only modules this one
-    # loads, each the runner of the commands it starts.
-    if argv is None and stopped_by_signal(words):
+    if argv is not None:
+        import_msgspec()
+        return _run(words)
+    pause()
+    if stopped_by_signal(words):
+        # Only signal handling loads first: msgspec and the command line load once Ctrl-C and SIGTERM stop it with 0.
         from registry.cli.stopping import run_until_stopped  # noqa: PLC0415
 
-        return run_until_stopped(words)
+        return run_until_stopped(partial(_answer, words))
+    try:
+        import_msgspec()
+        return _run(words)
+    except KeyboardInterrupt:  # a Ctrl-C while the command line loaded, before its command could say it
+        end_now(EXIT_INTERRUPTED)
+
+
+def _run(words: list[str]) -> int:
+    # The command line loads here, after the start is set: the commands' runners are the only modules this one
+    # loads, each the runner of the commands it starts.
     from registry.cli.commands import run  # noqa: PLC0415
 
     return run(words)
+
+
+def _answer(words: list[str]) -> int:
+    """The command ``words`` name, run as ``run_until_stopped`` runs it: its Ctrl-C is the caller's to say."""
+    from registry.cli.commands import answer  # noqa: PLC0415
+
+    return answer(words)
