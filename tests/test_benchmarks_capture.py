@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.proxy_relay import Client, paced_latencies
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -22,3 +24,27 @@ def test_the_capture_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
         assert set(results[key]) == {"before", "after", "direct", "ratio"}
     assert results["chunks_per_s"]["after"] > 0 and results["cpu_us_per_chunk"]["after"] >= 0
     assert results["machine"]["cores"] >= 1 and len(results["runs"]["after"]) == 1
+
+
+_A_PACED_TURN = """
+import json, sys, time
+def chunk():
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(time.monotonic_ns())}}
+title = {"sessionUpdate": "session_info_update", "title": "Fix the login bug"}
+for update in (chunk(), title, chunk()):
+    print(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}))
+print(json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_paced_turn_counts_the_agents_chunks_and_not_the_registrys_title() -> None:
+    """Through the proxy a turn's prompt may bring the registry's own ``session_info_update`` among the agent's
+    chunks (a busy machine did): the paced run's reader takes only the chunks' send times."""
+    client = Client([sys.executable, "-c", _A_PACED_TURN])
+    try:
+        latencies = paced_latencies(client, 7)
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+    assert len(latencies) == 2 and all(latency >= 0 for latency in latencies), latencies
