@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final
 
 import msgspec
 
@@ -76,10 +76,10 @@ class SearchPage(msgspec.Struct, frozen=True, rename="camel"):
     states: list[SessionState] = msgspec.field(default_factory=list)
 
 
-class SearchFilter(NamedTuple):
+class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which sessions a search looks in (None: any): an ``agent``'s, those in ``cwd`` (normalised), the archived ones
     left out (``exclude``), searched too (``include``) or only they (``only``); and which of their messages, said
-    from ``since`` to ``until`` (epoch ns, both included). A page's cursor is bound to all of them."""
+    from ``since`` to ``until`` (epoch ns, both included). A page's cursor is bound to all of them, by name."""
 
     agent: str | None = None
     cwd: str | None = None
@@ -147,10 +147,10 @@ class Searcher:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_HITS:
             raise InvalidParams(f"limit must be an int from 1 to {MAX_SEARCH_HITS}, got {limit!r}")
         if where.archived is None:
-            where = where._replace(archived="exclude")
+            where = msgspec.structs.replace(where, archived="exclude")
         if where.archived not in ARCHIVED_FILTERS:
             raise InvalidParams(f"archived must be one of {', '.join(ARCHIVED_FILTERS)}, got {where.archived!r}")
-        bound = SearchCursors.bound_to(parsed.terms, *where)
+        bound = SearchCursors.bound_to(parsed.terms, where)
         self._index.catch_up()
         if cursor is None:
             at = SearchCursor(self._read_model.catch_up(), 0)
