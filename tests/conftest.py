@@ -122,6 +122,12 @@ def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Session
 
 
 @pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A SQLite store in the test's own folder (made by whatever opens it first); a module may name its own."""
+    return f"sqlite://{tmp_path}/sessions.db"
+
+
+@pytest.fixture
 def run(tmp_path: Path) -> Cli:
     """``acp-registry`` with its default store under this test's folder (never the user's own)."""
     return Cli(tmp_path / "data")

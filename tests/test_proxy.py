@@ -25,11 +25,6 @@ from tests.waiting import wait_until
 FIXTURES = Path(__file__).with_name("fixtures") / "agents"
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def test_the_proxy_never_loads_rich_reactivex_platformdirs_or_the_importers(url: str, tmp_path: Path) -> None:
     """What makes the agent wait for the proxy at start is what the proxy imports: a whole conversation (initialize,
     a session, a turn, a title, the list, the agent's own list walked for its past) loads none of these."""

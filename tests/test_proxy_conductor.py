@@ -78,11 +78,6 @@ def _received(log: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 @pytest.mark.parametrize("form", FORMS)
 def test_initialize_through_the_chain_adds_the_registrys_methods_and_keeps_the_agents_answer(
     form: str, url: str, tmp_path: Path

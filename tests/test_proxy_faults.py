@@ -23,11 +23,6 @@ from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
 from tests.waiting import children, ignores_signal, next_millisecond, wait_until
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 @pytest.mark.parametrize(("script", "how"), [("crash", "was killed by signal 9"), ("exit", "exited with code 3")])
 def test_an_agent_that_ends_mid_turn_fails_each_pending_request_and_the_proxy_exits_1(
     url: str, tmp_path: Path, script: str, how: str

@@ -30,11 +30,6 @@ OTHER_SPELLINGS = [
 ]
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def _forwarded(log: Path, method: str) -> list[str]:
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return [line["params"]["sessionId"] for line in lines if line.get("method") == method]

@@ -21,11 +21,6 @@ from tests.proxy_wire import ProxyProcess, prompt, proxy_command
 OLD_AT = 1_767_000_000_000_000_000  # 2025-12-29: made long before these proxies started
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def _agent(proxy: ProxyProcess) -> str:
     answer = proxy.result(0, "initialize", {"protocolVersion": 1})
     name = answer["_meta"]["acp-session-registry/proxy"]["agent"]

@@ -20,11 +20,6 @@ from tests.proxy_wire import ProxyProcess, prompt, proxy_command, started
 OLD = "2026-01-05T10:00:00Z"  # long before any proxy of these tests started: not spared as another window's
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def _listed(proxy: ProxyProcess, request_id: int, **params: object) -> dict[str, dict[str, object]]:
     return {s["sessionId"]: s for s in proxy.result(request_id, "session/list", params)["sessions"]}
 

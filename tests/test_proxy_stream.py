@@ -9,17 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from registry.model import META_AGENT, META_ARCHIVED, META_MESSAGES, META_TITLE_SOURCE
 from tests.acp_wire import serve_command
 from tests.proxy_wire import ProxyProcess, prompt, started
-
-
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
 
 _ELSEWHERE = """
 import sys

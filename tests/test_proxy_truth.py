@@ -25,11 +25,6 @@ from tests.proxy_wire import AGENT, ProxyProcess, prompt, proxy_command, started
 from tests.waiting import wait_until
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def _ids(proxy: ProxyProcess, request_id: int, **params: object) -> list[str]:
     return [s["sessionId"] for s in proxy.result(request_id, "session/list", params)["sessions"]]
 

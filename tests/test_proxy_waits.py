@@ -21,11 +21,6 @@ from tests.proxy_wire import AGENT, SIGTERM_IN_CLOSE, ProxyProcess, prompt, prox
 from tests.waiting import wait_until
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite://{tmp_path}/sessions.db"
-
-
 def test_with_the_stores_write_lock_held_elsewhere_no_answer_and_no_relayed_line_waits_for_it(
     url: str, tmp_path: Path
 ) -> None:
