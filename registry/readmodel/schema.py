@@ -37,8 +37,10 @@ from registry.readmodel.tables import (
     CurrentRow,
     PastRow,
 )
-from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
+from registry.readmodel.usage_tables import COLUMNS as USAGE_COLUMNS
+from registry.readmodel.usage_tables import DAYS_KEY
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
+from registry.readmodel.usage_tables import TEXT as USAGE_TEXT
 
 __all__ = [
     "INDEXES",
@@ -109,13 +111,18 @@ def columns_of(row: type[tuple[object, ...]]) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+def _usage_columns(table: str) -> tuple[Column, ...]:
+    """A usage table's columns (``usage_tables.COLUMNS``): text or integers, none NULL."""
+    return tuple(Column(name, "text" if name in USAGE_TEXT else "int", True) for name in USAGE_COLUMNS[table])
+
+
 _filtered: Final = tuple(Column(c.name, c.kind, c.required) for c in FILTER_COLUMNS)
 TABLES: Final = (
     Table("rm_meta", (Column("key", "text", True), Column("value", "int", True)), ("key",), replace=True),
     Table("rm_sessions", (*columns_of(CurrentRow), *_filtered), ("session_id",), rowid=True, replace=True),
     Table("rm_past", (*columns_of(PastRow), *_filtered), ("session_id", "valid_from"), rowid=True),
-    Table("rm_usage", columns_of(UsageRow), USAGE_KEY),
-    Table("rm_usage_days", columns_of(DayRow), DAYS_KEY),
+    Table("rm_usage", _usage_columns("rm_usage"), USAGE_KEY),
+    Table("rm_usage_days", _usage_columns("rm_usage_days"), DAYS_KEY),
 )
 """The tables every backend keeps: the current version of each session, the versions later events replaced (kept
 for the window), the read model's own facts (``META_KEYS``), and the daily usage totals (``usage_tables``: rows
@@ -138,8 +145,8 @@ floor, the live sessions and how many of them are archived, the key the rows are
 STORED_COLUMNS: Final = {
     "rm_sessions": CURRENT_COLUMNS,
     "rm_past": PAST_COLUMNS,
-    "rm_usage": UsageRow._fields,
-    "rm_usage_days": DayRow._fields,
+    "rm_usage": USAGE_COLUMNS["rm_usage"],
+    "rm_usage_days": USAGE_COLUMNS["rm_usage_days"],
 }
 """Each table's columns as ``verify`` reads its rows back (``StoredTables.stored``): those of the rows the fold
 writes."""
