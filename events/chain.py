@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterable
-from typing import Final, NamedTuple
+from typing import Final
 
 import msgspec
 
@@ -42,7 +42,7 @@ _encode = msgspec.msgpack.Encoder().encode
 _fixed = struct.Struct(">qi16sqi").pack
 
 
-class StoredRecord(NamedTuple):
+class StoredRecord(msgspec.Struct, frozen=True, gc=False):
     """A record as stored, bytes and all, with its link (None in a version-1 store that was not upgraded)."""
 
     position: int

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import Final
 
 import msgspec
 
@@ -62,7 +62,7 @@ class KeptMessage(msgspec.Struct, frozen=True):
     session_id: str
 
 
-class StoredMessage(NamedTuple):
+class StoredMessage(msgspec.Struct, frozen=True, gc=False):
     """A message as a store keeps it: its place in its event, role, time and encoded body."""
 
     seq: int

@@ -9,9 +9,12 @@ never sent as null.
 Adding a state field: add it here (with a default), make the fold (``registry.fold.fold``) set it, add a
 ``SHOWN_IN_META`` entry if clients see it, and bump ``STATE_VERSION`` (a test pins the fields to it; the read
 model's version and the snapshot format follow it).
-"""
 
-from __future__ import annotations
+Unlike the package's other modules, this one's annotations are evaluated as it loads (no ``from __future__ import
+annotations``): every command builds a decoder of ``SessionState`` (``registry.readmodel.keys``), and msgspec then
+reads its fields' types as they are instead of compiling each one from its text. A name an annotation here uses
+must be imported at run time, before the class.
+"""
 
 import datetime as _dt
 import time

@@ -62,7 +62,7 @@ def reference_usage(store: EventStore) -> list[UsageRow]:
 
 
 def _totals(rows: list[UsageRow]) -> dict[UsageKey, list[int]]:
-    return {(row.day, row.agent, row.cwd, row.model, row.currency): list(row[5:]) for row in rows}
+    return {(day, agent, cwd, model, currency): list(sums) for cwd, model, currency, agent, day, *sums in rows}
 
 
 _USAGE_QUERIES = [
@@ -227,8 +227,8 @@ class ReadModelContract:
             # Six turns a prefix count (the one after a deletion and the one before a creation do not), in six rows
             # (memory:// is one log per open: the other store's turns are not in this one)
             prefixes = 3 if store.read_stream("other0") else 2
-            assert (len(rows), sum(row.turns for row in rows)) == (6, 6 * prefixes)
-            assert {row.currency for row in rows} == {"", "USD", "EUR"}
+            assert (len(rows), sum(sums[0] for sums in _totals(rows).values())) == (6, 6 * prefixes)  # turns
+            assert {currency for _cwd, _model, currency, *_ in rows} == {"", "USD", "EUR"}
             for query in _USAGE_QUERIES:
                 assert model.usage(query) == grouped(rows, query), query
             if model.tables is not None:

@@ -18,13 +18,15 @@ import msgspec
 from registry.errors import InvalidParams
 from registry.model import parse_time
 from registry.prices import PriceTable
-from registry.readmodel.usage_tables import UsageGroup, UsageQuery
+from registry.readmodel.usage_tables import SUMS, UsageGroup, UsageQuery
 from registry.usage import DAY_NS
 
 __all__ = ["BY", "UsageCost", "UsageLine", "UsagePrices", "UsageReport", "day_bound", "query_of", "report"]
 
 BY: Final = ("day", "week", "month", "agent", "cwd", "model")
 _EPOCH: Final = dt.date(1970, 1, 1)
+_COUNTS: Final = (*(name for name in SUMS if name != "cost_nanos"), "total_tokens", "unpriced_tokens")
+"""A line's counts, which the total adds up line by line (its costs are added by currency)."""
 
 
 class UsageCost(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -233,19 +235,7 @@ def _total(lines: list[UsageLine]) -> UsageLine:
             reported[cost.currency] = reported.get(cost.currency, 0) + cost.nanos - cost.estimated_nanos
             if cost.estimated:
                 estimated[cost.currency] = estimated.get(cost.currency, 0) + cost.estimated_nanos
-    fields: dict[str, Any] = {
-        name: sum(getattr(line, name) for line in lines)
-        for name in (
-            "turns",
-            "input_tokens",
-            "output_tokens",
-            "cached_read_tokens",
-            "cached_write_tokens",
-            "thought_tokens",
-            "total_tokens",
-            "unpriced_tokens",
-        )
-    }
+    fields: dict[str, Any] = {name: sum(getattr(line, name) for line in lines) for name in _COUNTS}
     unpriced = sorted({model or "" for line in lines for model in line.unpriced_models})
     models = sorted({model or "" for line in lines for model in line.models})
     return UsageLine(

@@ -9,12 +9,15 @@ import sys
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from events.model import RecordedEvent, SessionCreated, SessionDeleted, SessionInfoChanged, SessionUpdated
+from registry.cli.grid import breaks
 from registry.cli.session_tables import HistoryTable, SessionTable
 from registry.cli.tables import SessionsTable
-from registry.cli.terminal import printable
+from registry.cli.terminal import cells, printable
 from registry.cli.views import change_text
 from registry.diffs import Added
 from registry.model import SessionInfo, SessionState, session_info
@@ -218,3 +221,11 @@ def test_a_piped_list_does_not_load_rich_s_console(odd_store: str) -> None:
     )
     loaded = done.stderr.strip()
     assert "'rich.cells'" in loaded and "'rich.console'" not in loaded
+
+
+@given(st.text(" \t abcé─漢👍\u0301", max_size=30), st.integers(1, 40))
+def test_a_paragraph_that_fits_is_not_broken(paragraph: str, width: int) -> None:
+    """``fold`` takes a paragraph no wider than its line as it is, without looking for breaks: there are none to
+    find (at most ``width`` cells, spaces, wide and combining characters included)."""
+    if cells(paragraph) <= width:
+        assert breaks(paragraph, width) == []

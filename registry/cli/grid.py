@@ -21,7 +21,7 @@ import msgspec
 from registry.cli.terminal import cells as _cells
 from registry.cli.terminal import narrow
 
-__all__ = ["Column", "fold", "grid_lines"]
+__all__ = ["Column", "breaks", "fold", "grid_lines"]
 
 _TOP: Final = ("┏", "━", "┳", "┓")
 _HEAD: Final = "┃"
@@ -125,28 +125,36 @@ def fold(text: str, width: int) -> list[str]:
     spaces at the start of a paragraph are kept, spaces at a break are not."""
     lines: list[str] = []
     for paragraph in text.split("\n"):
-        breaks: list[int] = []
-        used = 0
-        for match in re.finditer(_WORD, paragraph):
-            start, word = match.start(), match.group()
-            size = _cells(word.rstrip())
-            if width - used >= size:
-                used += _cells(word)
-            elif size > width:
-                chunks = _chop(word, width)
-                for chunk in chunks[:-1]:
-                    if start:
-                        breaks.append(start)
-                    start += len(chunk)
-                if start:
-                    breaks.append(start)
-                used = _cells(chunks[-1])
-            elif used and start:
-                breaks.append(start)
-                used = _cells(word)
-        bounds = [0, *breaks, len(paragraph)]
+        if _cells(paragraph) <= width:  # no word reaches past the line's end: no break (``breaks`` finds none)
+            lines.append(paragraph.rstrip())
+            continue
+        bounds = [0, *breaks(paragraph, width), len(paragraph)]
         lines += [paragraph[a:b].rstrip() for a, b in itertools.pairwise(bounds)]
     return lines
+
+
+def breaks(paragraph: str, width: int) -> list[int]:
+    """Where ``fold`` breaks a paragraph (no newline in it) into lines of at most ``width`` cells."""
+    found: list[int] = []
+    used = 0
+    for match in re.finditer(_WORD, paragraph):
+        start, word = match.start(), match.group()
+        size = _cells(word.rstrip())
+        if width - used >= size:
+            used += _cells(word)
+        elif size > width:
+            chunks = _chop(word, width)
+            for chunk in chunks[:-1]:
+                if start:
+                    found.append(start)
+                start += len(chunk)
+            if start:
+                found.append(start)
+            used = _cells(chunks[-1])
+        elif used and start:
+            found.append(start)
+            used = _cells(word)
+    return found
 
 
 def _chop(word: str, width: int) -> list[str]:

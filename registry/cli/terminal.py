@@ -87,15 +87,16 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-# Characters rich measures one cell wide besides ASCII: Latin-1's printable ones (a middle dot, accented letters)
-# and the box drawing of the tables' rules.
-_ONE_CELL = str.maketrans(dict.fromkeys([*range(0xA0, 0x100), *range(0x2500, 0x2580)], "x"))
+# A character rich may measure otherwise than one cell wide: any but ASCII, Latin-1's printable ones (a middle dot,
+# accented letters) and the box drawing of the tables' rules. Searched for, not translated away: a table's every
+# line holds box drawing, and a translation looks each of its characters up in a dict.
+_NOT_ONE_CELL: Final = "[^\x00-\x7f\xa0-\xff\u2500-\u257f]"
 
 
 def narrow(text: str) -> bool:
     """Whether each character of ``text`` is one cell wide as rich counts: ASCII, Latin-1 and box drawing (rich's
     tables are loaded for the others: wide East Asian characters, combining marks, emoji)."""
-    return text.isascii() or text.translate(_ONE_CELL).isascii()
+    return text.isascii() or re.search(_NOT_ONE_CELL, text) is None  # compiled by the first text that needs it
 
 
 def cells(text: str) -> int:

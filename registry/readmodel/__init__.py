@@ -190,7 +190,7 @@ class StoredTables(abc.ABC):
 
     @abc.abstractmethod
     def stored(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` as stored (columns of ``tables.CurrentRow`` / ``PastRow``)."""
+        """Every row of ``table`` as stored (``tables.CURRENT_COLUMNS`` / ``PAST_COLUMNS``)."""
 
     @abc.abstractmethod
     def stored_meta(self) -> dict[str, int]:

@@ -33,6 +33,7 @@ from registry.projection import Projection, paused_gc
 from registry.readmodel import ReadModel, ReadModelFault, StoredTables
 from registry.readmodel.keys import Seal
 from registry.readmodel.tables import CURRENT_COLUMNS, PAST_COLUMNS, VALID_TO, Row, current_row, past_row
+from registry.readmodel.usage_tables import COLUMNS as USAGE_COLUMNS
 from registry.readmodel.usage_tables import DAYS_KEY, day_rows, usage_rows
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
 from registry.snapshot import SnapshotError, oddities, read_snapshot, snapshots
@@ -280,7 +281,7 @@ def _check_usage(stored: StoredTables, checkpoint: int, usage: dict[UsageKey, li
         ("rm_usage_days", list(day_rows(usage)), DAYS_KEY),
     ]
     for table, rows, key_names in expected_rows:
-        fields = rows[0]._fields if rows else ()
+        fields = USAGE_COLUMNS[table]
         expected = {tuple(row[: len(key_names)]): row for row in rows}
         seen = set()
         for row in stored.stored(table):

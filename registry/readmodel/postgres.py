@@ -431,7 +431,7 @@ class PostgresReadModel(AppendFold, ReadModel, StoredTables):
     def usage(self, query: UsageQuery) -> list[UsageGroup]:
         statement, params = self._usage_sql.query(query)
         rows = self._store.run(lambda conn: conn.execute(statement, params).fetchall())
-        return [UsageGroup(row[0], row[1], row[2], *map(int, row[3:])) for row in rows]  # sum(bigint) is numeric
+        return [(row[0], row[1], row[2], *map(int, row[3:])) for row in rows]  # sum(bigint) is numeric
 
     def archived_count(self, cwd: str | None = None) -> int:
         if cwd is None:

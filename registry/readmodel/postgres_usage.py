@@ -8,7 +8,7 @@ from typing import Final
 
 from psycopg import sql
 
-from registry.readmodel.usage_tables import UsageQuery, UsageRow, query_statement, select_add
+from registry.readmodel.usage_tables import COLUMNS, UsageQuery, UsageRow, query_statement, select_add
 
 __all__ = ["USAGE_NAMES", "UsageStatements", "usage_params"]
 
@@ -18,7 +18,7 @@ USAGE_NAMES: Final = "rm_u_"
 
 def usage_params(row: UsageRow) -> dict[str, object]:
     """A usage row as the named parameters of the CTE ``UsageStatements.with_usage`` adds."""
-    return {USAGE_NAMES + name: value for name, value in zip(UsageRow._fields, row, strict=True)}
+    return {USAGE_NAMES + name: value for name, value in zip(COLUMNS["rm_usage"], row, strict=True)}
 
 
 class UsageStatements:

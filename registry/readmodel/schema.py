@@ -3,9 +3,9 @@ predicates) and the rows of ``rm_meta``; rendered from here for each dialect - t
 inserts - and the one way every backend compares the whole definition it finds with it and makes the tables
 usable.
 
-A table's columns are the fields of the row the fold writes (``tables.CurrentRow``, ``tables.PastRow``), their
-types read from its annotations, then the columns the list filters declare (``registry.filters``): a column added
-there is a column in every dialect, in every insert, and in the check; so is a filter's index. What differs per
+A table's columns are those of the rows the fold writes (``tables.CURRENT_ROW``, ``tables.PAST_ROW``: names and
+types), then the columns the list filters declare (``registry.filters``): a column added there is a column in every
+dialect, in every insert, and in the check; so is a filter's index. What differs per
 dialect is said here too: SQLite keeps an integer rowid (``rowid``: a page is faster than on a table keyed by the
 session id, docs/benchmarks.md) and the key as a unique constraint, PostgreSQL the key as the primary key and every
 text column in the "C" collation (byte order: the list order is the same in both).
@@ -31,14 +31,16 @@ from registry.filters import FILTERS
 from registry.readmodel.tables import (
     COUNTED,
     CURRENT_COLUMNS,
+    CURRENT_ROW,
     FILTER_COLUMNS,
     PAST_COLUMNS,
+    PAST_ROW,
     READ_MODEL_VERSION,
-    CurrentRow,
-    PastRow,
 )
-from registry.readmodel.usage_tables import DAYS_KEY, DayRow, UsageRow
+from registry.readmodel.usage_tables import COLUMNS as USAGE_COLUMNS
+from registry.readmodel.usage_tables import DAYS_KEY
 from registry.readmodel.usage_tables import KEY as USAGE_KEY
+from registry.readmodel.usage_tables import TEXT as USAGE_TEXT
 
 __all__ = [
     "INDEXES",
@@ -97,25 +99,29 @@ class Index(msgspec.Struct, frozen=True):
     """A partial index's predicate (the same text in both dialects)."""
 
 
-def columns_of(row: type[tuple[object, ...]]) -> tuple[Column, ...]:
-    """A row type's fields as columns: ``str`` text, ``int``, ``bool``, ``bytes`` blob; ``X | None`` nullable."""
-    hints = typing.get_type_hints(row)
+def columns_of(row: tuple[tuple[str, object], ...]) -> tuple[Column, ...]:
+    """A row's declared columns (name, type) as columns: ``str`` text, ``int``, ``bool``, ``bytes`` blob; ``X |
+    None`` nullable."""
     columns = []
-    for name in row._fields:  # type: ignore[attr-defined]
-        hint = hints[name]
+    for name, hint in row:
         options = typing.get_args(hint) or (hint,)
         kind = next(option for option in options if option is not type(None))
         columns.append(Column(name, _KINDS[kind], type(None) not in options))
     return tuple(columns)
 
 
+def _usage_columns(table: str) -> tuple[Column, ...]:
+    """A usage table's columns (``usage_tables.COLUMNS``): text or integers, none NULL."""
+    return tuple(Column(name, "text" if name in USAGE_TEXT else "int", True) for name in USAGE_COLUMNS[table])
+
+
 _filtered: Final = tuple(Column(c.name, c.kind, c.required) for c in FILTER_COLUMNS)
 TABLES: Final = (
     Table("rm_meta", (Column("key", "text", True), Column("value", "int", True)), ("key",), replace=True),
-    Table("rm_sessions", (*columns_of(CurrentRow), *_filtered), ("session_id",), rowid=True, replace=True),
-    Table("rm_past", (*columns_of(PastRow), *_filtered), ("session_id", "valid_from"), rowid=True),
-    Table("rm_usage", columns_of(UsageRow), USAGE_KEY),
-    Table("rm_usage_days", columns_of(DayRow), DAYS_KEY),
+    Table("rm_sessions", (*columns_of(CURRENT_ROW), *_filtered), ("session_id",), rowid=True, replace=True),
+    Table("rm_past", (*columns_of(PAST_ROW), *_filtered), ("session_id", "valid_from"), rowid=True),
+    Table("rm_usage", _usage_columns("rm_usage"), USAGE_KEY),
+    Table("rm_usage_days", _usage_columns("rm_usage_days"), DAYS_KEY),
 )
 """The tables every backend keeps: the current version of each session, the versions later events replaced (kept
 for the window), the read model's own facts (``META_KEYS``), and the daily usage totals (``usage_tables``: rows
@@ -138,8 +144,8 @@ floor, the live sessions and how many of them are archived, the key the rows are
 STORED_COLUMNS: Final = {
     "rm_sessions": CURRENT_COLUMNS,
     "rm_past": PAST_COLUMNS,
-    "rm_usage": UsageRow._fields,
-    "rm_usage_days": DayRow._fields,
+    "rm_usage": USAGE_COLUMNS["rm_usage"],
+    "rm_usage_days": USAGE_COLUMNS["rm_usage_days"],
 }
 """Each table's columns as ``verify`` reads its rows back (``StoredTables.stored``): those of the rows the fold
 writes."""

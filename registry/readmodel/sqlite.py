@@ -424,7 +424,8 @@ class SqliteReadModel(ReadModel):
     def usage(self, query: UsageQuery) -> list[UsageGroup]:
         statement, params = query_statement(query, "sqlite")
         with self._store.translate_errors():
-            return [UsageGroup(*row) for row in self._reader().execute(statement, params).fetchall()]
+            groups: list[UsageGroup] = self._reader().execute(statement, params).fetchall()  # tuples of its columns
+            return groups
 
     def archived_count(self, cwd: str | None = None) -> int:
         """Of the whole list, kept in ``rm_meta`` as the live count is (a pass over the order index's archived part

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 
@@ -45,16 +45,16 @@ log = Logger(__name__)
 __all__ = [
     "COUNTED",
     "CURRENT_COLUMNS",
+    "CURRENT_ROW",
     "FILTER_COLUMNS",
     "PAST_COLUMNS",
+    "PAST_ROW",
     "PAST_STATE",
     "READ_MODEL_VERSION",
     "STATE",
     "VALID_TO",
-    "CurrentRow",
     "Fold",
     "LogShorter",
-    "PastRow",
     "Row",
     "SnapshotPlan",
     "anchor_value",
@@ -108,49 +108,37 @@ def checked_positions(row: tuple[object, object, object] | None) -> tuple[int, i
     return checkpoint, floor, head
 
 
-class CurrentRow(NamedTuple):
-    """The rows' own columns of ``rm_sessions``, in every dialect (``schema.TABLES``): the fields' names and types;
-    the list filters' columns follow them (``FILTER_COLUMNS``)."""
-
-    session_id: str
-    cwd: str
-    rank: int
-    live: bool
-    valid_from: int
-    state: bytes
-    archived: bool
-    agent: str | None
-    parent: str | None
-    """The session a fork was made from (its state's ``parent.session_id``)."""
-
-
-class PastRow(NamedTuple):
-    """The rows' own columns of ``rm_past``: a ``CurrentRow``'s, with ``valid_to``."""
-
-    session_id: str
-    cwd: str
-    rank: int
-    live: bool
-    valid_from: int
-    valid_to: int
-    state: bytes
-    archived: bool
-    agent: str | None
-    parent: str | None
+CURRENT_ROW: Final[tuple[tuple[str, object], ...]] = (
+    ("session_id", str),
+    ("cwd", str),
+    ("rank", int),
+    ("live", bool),
+    ("valid_from", int),
+    ("state", bytes),
+    ("archived", bool),
+    ("agent", str | None),
+    ("parent", str | None),  # the session a fork was made from (its state's ``parent.session_id``)
+)
+"""The rows' own columns of ``rm_sessions``, in every dialect (``schema.TABLES``): each one's name and type (``X |
+None``: nullable); the list filters' columns follow them (``FILTER_COLUMNS``). Declared as data, not as a row
+class: no row is ever made of a class (a row is a plain tuple, ``Row``)."""
+_AFTER_VALID_FROM: Final = [name for name, _ in CURRENT_ROW].index("valid_from") + 1
+PAST_ROW: Final = (*CURRENT_ROW[:_AFTER_VALID_FROM], ("valid_to", int), *CURRENT_ROW[_AFTER_VALID_FROM:])
+"""The rows' own columns of ``rm_past``: a current row's, with ``valid_to`` after ``valid_from``."""
 
 
 FILTER_COLUMNS: Final = tuple(f.column for f in FILTERS if f.column is not None)
 """The columns list filters read that the rows lack (``registry.filters.Filter.column``): after the rows' own."""
-CURRENT_COLUMNS: Final = (*CurrentRow._fields, *(column.name for column in FILTER_COLUMNS))
+CURRENT_COLUMNS: Final = (*(name for name, _ in CURRENT_ROW), *(column.name for column in FILTER_COLUMNS))
 """``rm_sessions``'s columns, in the order of a row's values."""
-PAST_COLUMNS: Final = (*PastRow._fields, *(column.name for column in FILTER_COLUMNS))
+PAST_COLUMNS: Final = (*(name for name, _ in PAST_ROW), *(column.name for column in FILTER_COLUMNS))
 """``rm_past``'s columns, in the order of a row's values."""
 Row = tuple[Any, ...]
 """A row's values, in its table's columns (``CURRENT_COLUMNS``, ``PAST_COLUMNS``)."""
-STATE: Final = CurrentRow._fields.index("state")
+STATE: Final = CURRENT_COLUMNS.index("state")
 """Where a current row holds its state blob (a past row: ``PAST_STATE``)."""
-PAST_STATE: Final = PastRow._fields.index("state")
-VALID_TO: Final = PastRow._fields.index("valid_to")
+PAST_STATE: Final = PAST_COLUMNS.index("state")
+VALID_TO: Final = PAST_COLUMNS.index("valid_to")
 _FILTERED: Final = tuple(column.value for column in FILTER_COLUMNS)
 
 

@@ -19,7 +19,7 @@ The sums are not sealed as the sessions' states are: a sum is moved by the datab
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import msgspec
 
@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from registry.fold import Entry
 
 __all__ = [
+    "COLUMNS",
     "DAYS_KEY",
     "GROUPS",
     "KEY",
     "SUMS",
+    "TEXT",
     "DayRow",
     "UsageFold",
     "UsageGroup",
@@ -51,48 +53,36 @@ __all__ = [
 ]
 
 
-class UsageRow(NamedTuple):
-    """A row of ``rm_usage``: its fields are the table's columns, in every dialect (``schema.TABLES``)."""
-
-    cwd: str
-    model: str
-    currency: str
-    """The currency of the cost the turns reported ('' for turns that reported none: their cost is estimated)."""
-    agent: str
-    day: int
-    """The turns' UTC day: days since 1970-01-01."""
-    turns: int
-    input_tokens: int
-    output_tokens: int
-    cached_read_tokens: int
-    cached_write_tokens: int
-    thought_tokens: int
-    cost_nanos: int
-    """The reported cost, in billionths of ``currency``."""
-
-
-class DayRow(NamedTuple):
-    """A row of ``rm_usage_days``: ``rm_usage`` summed over cwds."""
-
-    day: int
-    model: str
-    currency: str
-    agent: str
-    turns: int
-    input_tokens: int
-    output_tokens: int
-    cached_read_tokens: int
-    cached_write_tokens: int
-    thought_tokens: int
-    cost_nanos: int
-
-
 KEY: Final = ("cwd", "model", "currency", "agent", "day")
+"""``rm_usage``'s key: the day is the turns' UTC day (days since 1970-01-01); the currency is that of the cost the
+turns reported ('' for turns that reported none: their cost is estimated)."""
 DAYS_KEY: Final = ("day", "model", "currency", "agent")
-SUMS: Final = UsageRow._fields[len(KEY) :]
-_TEXT: Final = ("agent", "cwd", "model", "currency")
+"""``rm_usage_days``' key: ``rm_usage``'s summed over cwds."""
+SUMS: Final = (
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "cached_read_tokens",
+    "cached_write_tokens",
+    "thought_tokens",
+    "cost_nanos",
+)
+"""What a key's turns added, after the key in each table (``cost_nanos``: the reported cost, in billionths of the
+currency)."""
+COLUMNS: Final = {"rm_usage": (*KEY, *SUMS), "rm_usage_days": (*DAYS_KEY, *SUMS)}
+"""Each table's columns, in every dialect (``schema.TABLES``): a row of it is a plain tuple of these, in order."""
+TEXT: Final = frozenset({"agent", "cwd", "model", "currency"})
+"""The text columns; every other column is an integer, and none is NULL."""
 GROUPS: Final = ("day", "agent", "cwd", "model")
 """The columns a query groups by (weeks and months are days grouped again: ``registry.usage_report``)."""
+
+UsageRow: TypeAlias = tuple[str, str, str, str, int, *tuple[int, ...]]
+"""A row of ``rm_usage``: ``COLUMNS["rm_usage"]``, in order."""
+DayRow: TypeAlias = tuple[int, str, str, str, *tuple[int, ...]]
+"""A row of ``rm_usage_days``: ``COLUMNS["rm_usage_days"]``, in order."""
+UsageGroup: TypeAlias = tuple[int | str, str, str, *tuple[int, ...]]
+"""One group's totals for one model and currency (a price is per model, a cost per currency): the group (the value
+of the column it is grouped by), the model, the currency, then ``SUMS``."""
 
 
 class UsageQuery(msgspec.Struct, frozen=True):
@@ -106,25 +96,10 @@ class UsageQuery(msgspec.Struct, frozen=True):
     cwd: str | None = None
 
 
-class UsageGroup(NamedTuple):
-    """One group's totals for one model and currency (a price is per model, a cost per currency)."""
-
-    group: int | str
-    model: str
-    currency: str
-    turns: int
-    input_tokens: int
-    output_tokens: int
-    cached_read_tokens: int
-    cached_write_tokens: int
-    thought_tokens: int
-    cost_nanos: int
-
-
 def usage_rows(totals: Mapping[UsageKey, list[int]]) -> list[UsageRow]:
     """What a fold collected (``registry.usage.fold_usage``) as ``rm_usage`` rows to add, in key order."""
     return sorted(
-        UsageRow(cwd, model, currency, agent, day, *sums) for (day, agent, cwd, model, currency), sums in totals.items()
+        (cwd, model, currency, agent, day, *sums) for (day, agent, cwd, model, currency), sums in totals.items()
     )
 
 
@@ -138,7 +113,7 @@ def day_rows(totals: Mapping[UsageKey, list[int]]) -> list[DayRow]:
         else:
             for n, value in enumerate(sums):
                 found[n] += value
-    return [DayRow(*key, *sums) for key, sums in sorted(days.items())]
+    return [(day, model, currency, agent, *sums) for (day, model, currency, agent), sums in sorted(days.items())]
 
 
 def _conflict(key: tuple[str, ...]) -> str:
@@ -147,12 +122,12 @@ def _conflict(key: tuple[str, ...]) -> str:
     )
 
 
-_TABLES: Final = {"rm_usage": (UsageRow._fields, KEY), "rm_usage_days": (DayRow._fields, DAYS_KEY)}
+_KEYS: Final = {"rm_usage": KEY, "rm_usage_days": DAYS_KEY}
 
 
 def add_statement(table: str, dialect: str, prefix: str = "") -> str:
     """The insert that adds a row's sums to the row of its key in ``table``, or makes it (positional parameters)."""
-    columns, key = _TABLES[table]
+    columns, key = COLUMNS[table], _KEYS[table]
     marks = ", ".join(["?" if dialect == "sqlite" else "%s"] * len(columns))
     return f"INSERT INTO {prefix}{table} AS u ({', '.join(columns)}) VALUES ({marks}) {_conflict(key)}"
 
@@ -176,8 +151,8 @@ def select_add(table: str, prefix: str, names: str, source: str) -> str:
     """``add_statement`` for PostgreSQL as a ``SELECT`` of named parameters (``%(<names><column>)s``, a
     ``UsageRow``'s) ``FROM source``: a part of an append's one statement, writing only what ``source`` selects (its
     guard)."""
-    columns, key = _TABLES[table]
-    marks = ", ".join(f"%({names}{name})s::{'text' if name in _TEXT else 'bigint'}" for name in columns)
+    columns, key = COLUMNS[table], _KEYS[table]
+    marks = ", ".join(f"%({names}{name})s::{'text' if name in TEXT else 'bigint'}" for name in columns)
     return f"INSERT INTO {prefix}{table} AS u ({', '.join(columns)}) SELECT {marks} {source} {_conflict(key)}"
 
 
@@ -213,24 +188,26 @@ def grouped(rows: Iterable[UsageRow], query: UsageQuery) -> list[UsageGroup]:
     model's answer, and what the tests hold the tables to)."""
     if query.by not in GROUPS:
         raise ValueError(f"usage is grouped by one of {', '.join(GROUPS)}, not {query.by!r}")
+    by = KEY.index(query.by)
     sums: dict[tuple[int | str, str, str], list[int]] = {}
     for row in rows:
+        cwd, model, currency, agent, day, *values = row
         if (
-            (query.since is not None and row.day < query.since)
-            or (query.until is not None and row.day > query.until)
-            or (query.agent is not None and row.agent != query.agent)
-            or (query.cwd is not None and row.cwd != query.cwd)
+            (query.since is not None and day < query.since)
+            or (query.until is not None and day > query.until)
+            or (query.agent is not None and agent != query.agent)
+            or (query.cwd is not None and cwd != query.cwd)
         ):
             continue
-        key = (getattr(row, query.by), row.model, row.currency)
-        values = row[len(KEY) :]
+        key = (row[by], model, currency)
         found = sums.get(key)
         if found is None:
             sums[key] = [int(value) for value in values]
         else:
             for n, value in enumerate(values):
                 found[n] += int(value)
-    return [UsageGroup(*key, *values) for key, values in sorted(sums.items(), key=lambda item: item[0])]
+    ordered = sorted(sums.items(), key=lambda item: item[0])
+    return [(group, model, currency, *values) for (group, model, currency), values in ordered]
 
 
 class UsageFold:
