@@ -18,12 +18,13 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
 from events.logger import Logger
 from registry.evidence import IntegrityEvent, describe
+from registry.user_dirs import user_dir
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,14 +41,10 @@ SNAPSHOT_JOIN_TIMEOUT: Final = 30.0
 """Seconds ``join_background`` waits, in all, for the snapshots being written in the background."""
 
 
-def _user_dir(kind: str) -> Path:
+def _user_dir(kind: Literal["state", "cache"]) -> Path:
     from pathlib import Path  # noqa: PLC0415 - pathlib stays out of a process that only reads a SQLite store
 
-    import platformdirs  # noqa: PLC0415 - only when such a store is open
-
-    if kind == "cache":
-        return Path(platformdirs.user_cache_dir("acp-registry"))
-    return Path(platformdirs.user_state_dir("acp-registry"))
+    return Path(user_dir(kind))
 
 
 def same_finding(a: IntegrityEvent, b: IntegrityEvent) -> bool:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import os
 import re
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from events.logger import Logger
 from registry.errors import InvalidParams
+from registry.user_dirs import user_dir
 
 __all__ = [
     "ENV_PRICES",
@@ -181,27 +181,27 @@ def _shipped() -> PriceTable:
 SHIPPED: Final = _shipped()
 
 
-def price_file(option: str | None = None) -> Path | None:
+def price_file(option: str | None = None) -> str | None:
     """The user's price file: ``option`` (``--prices``), else ``$ACP_REGISTRY_PRICES``, else ``prices.toml`` in
-    the user's config folder when it exists; None for none."""
+    the user's config folder when it exists; None for none. (A path as text: ``pathlib`` stays out of a list's
+    start, whose pages estimate costs with this table.)"""
     if option:
-        return Path(option)
+        return option
     named = os.environ.get(ENV_PRICES)
     if named:
-        return Path(named)
-    import platformdirs  # noqa: PLC0415 - only when a price is needed
-
-    default = Path(platformdirs.user_config_dir("acp-registry")) / "prices.toml"
-    return default if default.is_file() else None
+        return named
+    default = os.path.join(user_dir("config"), "prices.toml")
+    return default if os.path.isfile(default) else None
 
 
-def load_prices(path: Path | None) -> PriceTable:
+def load_prices(path: str | os.PathLike[str] | None) -> PriceTable:
     """The shipped table, with the models of the file at ``path`` over it (or instead of it: ``replace``). A file
     that cannot be read or says something else than prices is an ``InvalidParams`` naming it."""
     if path is None:
         return SHIPPED
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as file:
+            text = file.read()
     except OSError as exc:
         raise InvalidParams(f"price file {path}: {exc.strerror or exc}") from None
     data = _parse(path, text)
@@ -226,11 +226,11 @@ def load_prices(path: Path | None) -> PriceTable:
     prices = {} if replace else dict(SHIPPED.models)
     for name, entry in models.items():
         prices[name.lower()] = _price(entry, f"{where}: models.{name}")
-    return PriceTable(prices, as_of=as_of.strip(), currency=currency, source=str(path))  # the file's name
+    return PriceTable(prices, as_of=as_of.strip(), currency=currency, source=os.fspath(path))  # the file's name
 
 
-def _parse(path: Path, text: bytes) -> Any:
-    if path.suffix.lower() == ".json":
+def _parse(path: str | os.PathLike[str], text: bytes) -> Any:
+    if os.path.splitext(path)[1].lower() == ".json":
         import msgspec  # noqa: PLC0415
 
         try:

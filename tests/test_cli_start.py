@@ -5,6 +5,7 @@ leaves out until needed still works when it is needed - a warning is one line li
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.usage import build
 from events.factory import split_url, sqlite_file, sqlite_url
 from tests.cli_runner import Cli, Populated
 
@@ -118,18 +120,35 @@ LEFT_OUT = (
 """Modules a piped ``list`` on a SQLite store does without (each of them a measured part of its start)."""
 
 
-def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated) -> None:
-    """(An editable install's finder loads pathlib, and with it urllib.parse, before the command: they are
-    forgotten first, so that the command's own imports of them show.)"""
+@pytest.fixture(scope="module")
+def spending(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default store's folder (``$XDG_DATA_HOME``) of a store whose sessions carry usage, most of it without a
+    cost the agent reported: each page's ``_meta`` estimates it with the price table."""
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "acp-registry").mkdir()
+    build(folder / "acp-registry" / "sessions.db", 60, usage=True)
+    return folder
+
+
+@pytest.mark.parametrize("store", ["named", "default, spending"])
+def test_a_piped_list_loads_none_of_what_it_does_without(populated: Populated, spending: Path, store: str) -> None:
+    """Named with ``--store``, or the default store (its folder found as platformdirs finds it, platformdirs not
+    loaded: ``registry.user_dirs``) of sessions whose costs a page estimates. (An editable install's finder loads
+    pathlib, and with it urllib.parse, before the command: they are forgotten first, so that the command's own
+    imports of them show.)"""
     code = (
         f"import sys; [sys.modules.pop(m) for m in {LEFT_OUT!r} if m in sys.modules];"
         " there = set(sys.modules); from registry.cli import main; code = main(sys.argv[1:]);"
-        f" print(sorted(m for m in {LEFT_OUT!r} if m in set(sys.modules) - there), file=sys.stderr); sys.exit(code)"
+        f" print(sorted(m for m in {LEFT_OUT!r} if m in set(sys.modules) - there), file=sys.stderr);"
+        " print('registry.prices' in sys.modules, file=sys.stderr); sys.exit(code)"
     )
+    named = store == "named"
+    args, env = (["--store", populated.url], None) if named else ([], {**os.environ, "XDG_DATA_HOME": str(spending)})
     done = subprocess.run(
-        [sys.executable, "-c", code, "--store", populated.url, "list"], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code, *args, "list"], capture_output=True, text=True, check=True, env=env
     )
-    assert "sessions" in done.stdout.splitlines()[0] and done.stderr == "[]\n"
+    assert "sessions" in done.stdout.splitlines()[0]
+    assert done.stderr == f"[]\n{not named}\n"  # the spending store's page estimated costs with the price table
 
 
 def test_the_process_s_command_starts_with_the_collector_paused_and_runs_with_it(populated: Populated) -> None:

@@ -166,7 +166,7 @@ class _VersionAction(argparse.Action):
 
 
 class _TopParser(_Parser):
-    """The top-level parser: its epilog names the default store, found (platformdirs) only when help is shown."""
+    """The top-level parser: its epilog names the default store, found (registry.user_dirs) only when help is shown."""
 
     def format_help(self) -> str:
         self.epilog = _epilog()

@@ -9,6 +9,7 @@ from typing import Final
 import msgspec
 
 from events.factory import ENV_STORE, sqlite_url
+from registry.user_dirs import user_dir
 
 __all__ = ["CREATES_STORE", "ENV_STORE", "StoreLocation", "default_store_url", "locate"]
 
@@ -23,9 +24,7 @@ class StoreLocation(msgspec.Struct, frozen=True):
 
 
 def default_store_url() -> str:
-    import platformdirs  # noqa: PLC0415 - only when no store is named (most of a command's start otherwise)
-
-    return sqlite_url(os.path.join(platformdirs.user_data_dir("acp-registry"), "sessions.db"))
+    return sqlite_url(os.path.join(user_dir("data"), "sessions.db"))
 
 
 def locate(option: str | None) -> StoreLocation:
