@@ -21,22 +21,17 @@ APP: Final = "acp-registry"
 
 Kind = Literal["data", "config", "state", "cache"]
 
-_XDG: Final[dict[str, tuple[str, str]]] = {
-    "data": ("XDG_DATA_HOME", "~/.local/share"),
-    "config": ("XDG_CONFIG_HOME", "~/.config"),
-    "state": ("XDG_STATE_HOME", "~/.local/state"),
-    "cache": ("XDG_CACHE_HOME", "~/.cache"),
-}
+_DEFAULT: Final = {"data": "~/.local/share", "config": "~/.config", "state": "~/.local/state", "cache": "~/.cache"}
+"""Each folder under the home when its XDG variable (``XDG_DATA_HOME``, ``XDG_CONFIG_HOME``, ...) names none."""
 
 
 def user_dir(kind: Kind) -> str:
     """The user's ``kind`` folder of ``acp-registry`` (not made here)."""
-    variable, default = _XDG[kind]
     if sys.platform == "linux":
-        if os.path.isabs(chosen := os.environ.get(variable, "")):
+        if os.path.isabs(chosen := os.environ.get(f"XDG_{kind.upper()}_HOME", "")):
             return os.path.join(chosen, APP)
         if os.path.isabs(os.environ.get("HOME", "")):
-            return os.path.join(os.path.expanduser(default), APP)
+            return os.path.join(os.path.expanduser(_DEFAULT[kind]), APP)
     import platformdirs  # noqa: PLC0415 - the cases the XDG rule above does not answer
 
     named: str = getattr(platformdirs, f"user_{kind}_dir")(APP)
