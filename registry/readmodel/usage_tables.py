@@ -69,7 +69,8 @@ SUMS: Final = (
 )
 """What a key's turns added, after the key in each table (``cost_nanos``: the reported cost, in billionths of the
 currency)."""
-COLUMNS: Final = {"rm_usage": (*KEY, *SUMS), "rm_usage_days": (*DAYS_KEY, *SUMS)}
+_KEYS: Final = {"rm_usage": KEY, "rm_usage_days": DAYS_KEY}
+COLUMNS: Final = {table: (*key, *SUMS) for table, key in _KEYS.items()}
 """Each table's columns, in every dialect (``schema.TABLES``): a row of it is a plain tuple of these, in order."""
 TEXT: Final = frozenset({"agent", "cwd", "model", "currency"})
 """The text columns; every other column is an integer, and none is NULL."""
@@ -120,9 +121,6 @@ def _conflict(key: tuple[str, ...]) -> str:
     return f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET " + ", ".join(
         f"{name} = u.{name} + excluded.{name}" for name in SUMS
     )
-
-
-_KEYS: Final = {"rm_usage": KEY, "rm_usage_days": DAYS_KEY}
 
 
 def add_statement(table: str, dialect: str, prefix: str = "") -> str:
